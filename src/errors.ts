@@ -1,0 +1,35 @@
+/**
+ * Argument checks shared by every entry point. Each throws before anything is changed, and the
+ * message names the argument and the value it was given.
+ *
+ * Thread-safety: pure functions, safe on any thread.
+ */
+
+/** Renders a value for an error message without throwing on exotic inputs. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'symbol') return value.toString();
+  if (typeof value === 'function') return 'a function';
+  if (value === null || typeof value !== 'object') return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return 'an object';
+}
+
+/** Throws unless `value` is a finite number greater than zero. */
+export function positiveFinite(name: string, value: unknown): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`);
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new RangeError(`${name} must be a positive finite number, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** Throws unless `value` is an integer in [min, max]. */
+export function integerInRange(name: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be an integer, got ${describe(value)}`);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new RangeError(`${name} must be an integer from ${min} to ${max}, got ${describe(value)}`);
+  }
+  return value;
+}

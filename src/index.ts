@@ -1,0 +1,12 @@
+/**
+ * sluice: a lock-free GCRA rate limiter in a SharedArrayBuffer, shared by every worker thread.
+ * This file only re-exports.
+ */
+export { RateLimiter } from './rate-limiter.js';
+export type {
+  AttachOptions, Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
+} from './rate-limiter.js';
+export { ManualClock, monotonicClock } from './clock.js';
+export type { Clock } from './clock.js';
+export { perHour, perMinute, perSecond } from './limit.js';
+export type { Limit, LimitOptions } from './limit.js';

@@ -1,0 +1,387 @@
+import { ManualClock, monotonicClock, type Clock } from './clock.js';
+import { describe, integerInRange } from './errors.js';
+import { gcraParams, remainingAt, ticksToMs, type GcraParams } from './gcra.js';
+import { type Limit } from './limit.js';
+import {
+  DEAD, H_BURST, H_CLOCK_KIND, H_INTERVAL_TICKS, H_MAX_KEYS, H_ON_FULL, H_PERIOD_MS_BYTE, H_PERMITS_BYTE,
+  H_STALE_SEC, H_TICK_US, H_TOLERANCE_TICKS, HEADER_WORDS, LIVE, S_CTRL, S_LAST_SEC, S_TAT,
+} from './table/layout.js';
+import { allocateTable, NOT_IDLE, SlotTable, TABLE_FULL, type SlotState } from './table/table.js';
+
+/** Why a decision came out the way it did. */
+export type DecisionReason =
+  | 'allowed' //         passed and was counted
+  | 'limited' //         refused: the key is over its rate; retry after `retryAfterMs`
+  | 'exceeds-burst' //   refused: cost > burst, it can never pass (`retryAfterMs` is Infinity)
+  | 'table-full'; //     no slot was free or reclaimable: refused, or allowed untracked (onFull)
+
+/** The answer to one `tryAcquire`. A plain object, safe to send between threads. */
+export interface Decision {
+  /** Whether this request passes (and was counted). */
+  allowed: boolean;
+  /** How many more cost-1 requests would pass right now, after this decision. */
+  remaining: number;
+  /** 0 when allowed; otherwise how long until this same request would pass (Infinity: never). */
+  retryAfterMs: number;
+  /** How long until the key's state is the same as a fresh key's. */
+  resetAfterMs: number;
+  /** Why. */
+  reason: DecisionReason;
+}
+
+/** Options for `new RateLimiter`. */
+export interface RateLimiterOptions {
+  /** The rate every key gets. */
+  limit: Limit;
+  /** How many keys can be live at once. Memory for them is allocated up front. 1 to 4,194,304. */
+  maxKeys: number;
+  /** Where time comes from; default: `performance.now()`. A `ManualClock` travels with the handle. */
+  clock?: Clock;
+  /** What to do when a new key finds no free or reclaimable slot. Default `'deny'`. */
+  onFull?: 'deny' | 'allow';
+  /** Longest key in UTF-8 bytes; longer keys throw `RangeError`. Default 64, at most 1024. */
+  maxKeyBytes?: number;
+  /** Per-thread cache of key -> slot, so hot keys skip hashing. Entries; default 65,536; 0 disables. */
+  cacheSize?: number;
+  /**
+   * After this long, an unfinished insert (its thread presumably terminated) no longer blocks
+   * other inserts of the same key; after 30 times this long its slot is reused. Default 1,000 ms.
+   */
+  claimTimeoutMs?: number;
+  /** Seed for the key hash. Default: random per table. */
+  hashSeed?: number;
+  /** Testing only: every key hashes to this value, so all keys collide. */
+  forceHash?: number;
+}
+
+/** Options for `RateLimiter.attach`. */
+export interface AttachOptions {
+  /** Required when the limiter was created with a custom clock (functions cannot be cloned). */
+  clock?: Clock;
+  /** Per-thread key cache size, as in `RateLimiterOptions`. */
+  cacheSize?: number;
+}
+
+/** A structured-cloneable reference to a limiter's shared memory. */
+export interface RateLimiterHandle {
+  readonly kind: 'sluice.RateLimiter';
+  readonly table: SharedArrayBuffer;
+  readonly clock: SharedArrayBuffer | null;
+}
+
+/** What `stats()` reports. */
+export interface RateLimiterStats {
+  /** Keys holding a slot now (idle keys count until they are reclaimed). */
+  liveKeys: number;
+  /** The `maxKeys` the table was sized for. */
+  maxKeys: number;
+  /** Slots in the table (twice `maxKeys`, see docs/design.md). */
+  capacity: number;
+  /** Slots freed by reclaims and not yet reused. */
+  tombstones: number;
+  /** Size of the shared table in bytes. */
+  tableBytes: number;
+  /** Compare-and-swap attempts that lost a race, on this thread's instance since it was made. */
+  casRetries: number;
+}
+
+const CLOCK_MONOTONIC = 0;
+const CLOCK_MANUAL = 1;
+const CLOCK_CUSTOM = 2;
+const MAX_KEYS = 2 ** 22;
+const GEN_SCALE = 2 ** 30; // cache entries are slot * 2^30 + generation
+const DEFAULT_CACHE_SIZE = 65_536;
+
+/** The constructor's argument when attaching: module-private, so users cannot forge one. */
+class AttachRequest {
+  constructor(
+    readonly handle: RateLimiterHandle,
+    readonly clock: Clock | undefined,
+    readonly cacheSize: number | undefined,
+  ) {}
+}
+
+/**
+ * A GCRA rate limiter whose per-key state lives in shared memory. Create it once, pass `handle`
+ * to workers, and `RateLimiter.attach(handle)` there: every instance sees and changes one state.
+ *
+ * Thread-safety: `tryAcquire`, `allow`, `sweep` and `stats` may run at the same time on any
+ * number of threads over the same handle; no call takes a lock or waits for another thread. One
+ * *instance* belongs to the thread that made it (it keeps a small per-thread cache).
+ */
+export class RateLimiter {
+  /** The limit this limiter enforces. */
+  limit!: Readonly<Required<Limit>>;
+  #table!: SlotTable;
+  #words!: Int32Array;
+  #clock!: Clock;
+  #clockBuffer!: SharedArrayBuffer | null;
+  #p!: GcraParams;
+  #allowWhenFull!: boolean;
+  readonly #cache = new Map<string, number>();
+  #cacheSize!: number;
+  #casRetries = 0;
+  // Results of the last #decide call, read by tryAcquire/allow (avoids allocating on `allow`).
+  #reason: DecisionReason = 'allowed';
+  #debt = 0;
+  #waitTicks = 0;
+
+  constructor(options: RateLimiterOptions) {
+    if (options instanceof AttachRequest) {
+      const { handle, clock } = options;
+      this.#setup(handle.table, clock, options.cacheSize, handle.clock);
+      return;
+    }
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError(`options must be an object like { limit, maxKeys }, got ${describe(options)}`);
+    }
+    const p = gcraParams(options.limit, 'options.limit');
+    const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, MAX_KEYS);
+    const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? 64, 1, 1024);
+    const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, 3_600_000);
+    const onFull = options.onFull ?? 'deny';
+    if (onFull !== 'deny' && onFull !== 'allow') {
+      throw new RangeError(`options.onFull must be 'deny' or 'allow', got ${describe(onFull)}`);
+    }
+    const hashSeed = options.hashSeed === undefined
+      ? (Math.random() * 2 ** 32) | 0
+      : integerInRange('options.hashSeed', options.hashSeed, -(2 ** 31), 2 ** 32 - 1) | 0;
+    const forcedHash = options.forceHash === undefined
+      ? undefined
+      : integerInRange('options.forceHash', options.forceHash, -(2 ** 31), 2 ** 32 - 1) | 0;
+    const clock = options.clock ?? monotonicClock;
+    if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
+      throw new TypeError(`options.clock must be an object with a now() method, got ${describe(clock)}`);
+    }
+    const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
+    // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
+    // plain writes fill its header; attach() reads everything back from there.
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs });
+    const w = new Int32Array(buffer);
+    w[H_INTERVAL_TICKS] = p.intervalTicks;
+    w[H_TOLERANCE_TICKS] = p.toleranceTicks;
+    w[H_BURST] = p.burst;
+    w[H_TICK_US] = p.tickUs;
+    w[H_STALE_SEC] = p.staleSec;
+    w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
+    w[H_CLOCK_KIND] = clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
+    const f = new Float64Array(buffer);
+    f[H_PERMITS_BYTE / 8] = options.limit.permits;
+    f[H_PERIOD_MS_BYTE / 8] = options.limit.periodMs;
+    this.#setup(buffer, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null);
+  }
+
+  #setup(buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
+    this.#table = new SlotTable(buffer, this.#slotState());
+    const w = this.#table.words;
+    this.#words = w;
+    const kind = w[H_CLOCK_KIND];
+    if (clock !== undefined) this.#clock = clock;
+    else if (kind === CLOCK_MONOTONIC) this.#clock = monotonicClock;
+    else if (kind === CLOCK_MANUAL && clockBuffer instanceof SharedArrayBuffer) this.#clock = new ManualClock(clockBuffer);
+    else throw new TypeError('this limiter uses a custom clock: pass it as RateLimiter.attach(handle, { clock })');
+    this.#clockBuffer = clockBuffer;
+    this.#p = {
+      tickUs: w[H_TICK_US] as number,
+      intervalTicks: w[H_INTERVAL_TICKS] as number,
+      toleranceTicks: w[H_TOLERANCE_TICKS] as number,
+      burst: w[H_BURST] as number,
+      staleSec: w[H_STALE_SEC] as number,
+    };
+    const f = new Float64Array(buffer, 0, HEADER_WORDS / 2);
+    this.limit = Object.freeze({ permits: f[H_PERMITS_BYTE / 8] as number, periodMs: f[H_PERIOD_MS_BYTE / 8] as number, burst: this.#p.burst });
+    this.#allowWhenFull = w[H_ON_FULL] === 1;
+    this.#cacheSize = cacheSize ?? DEFAULT_CACHE_SIZE;
+  }
+
+  /**
+   * Returns a limiter over the same shared memory as the one that made `handle`, for use on this
+   * thread. Throws `TypeError` for anything that is not a sluice handle.
+   * Thread-safety: call it on the thread that will use the result.
+   */
+  static attach(handle: RateLimiterHandle, options: AttachOptions = {}): RateLimiter {
+    if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
+      throw new TypeError(`handle must be a RateLimiter handle ({ table: SharedArrayBuffer, ... }), got ${describe(handle)}`);
+    }
+    if (options.cacheSize !== undefined) integerInRange('options.cacheSize', options.cacheSize, 0, 2 ** 24);
+    return new RateLimiter(new AttachRequest(handle, options.clock, options.cacheSize) as unknown as RateLimiterOptions);
+  }
+
+  /** The structured-cloneable handle: pass it in `workerData`, `postMessage` or a piscina task. */
+  get handle(): RateLimiterHandle {
+    return { kind: 'sluice.RateLimiter', table: this.#words.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+  }
+
+  /**
+   * Checks `key` and, if the request passes, counts it, in one atomic step. `cost` is an integer
+   * >= 0; 0 is a probe that answers without consuming anything. A refused request changes nothing.
+   */
+  tryAcquire(key: string, cost = 1): Decision {
+    const allowed = this.#decide(key, cost);
+    const p = this.#p;
+    const reason = this.#reason;
+    if (reason === 'table-full') {
+      return { allowed, remaining: 0, retryAfterMs: allowed ? 0 : ticksToMs(p.intervalTicks, p), resetAfterMs: 0, reason };
+    }
+    return {
+      allowed,
+      remaining: remainingAt(this.#debt, p),
+      retryAfterMs: allowed ? 0 : this.#waitTicks === Infinity ? Infinity : ticksToMs(this.#waitTicks, p),
+      resetAfterMs: ticksToMs(this.#debt, p),
+      reason,
+    };
+  }
+
+  /** Like `tryAcquire`, but answers only `allowed` and allocates nothing. */
+  allow(key: string, cost = 1): boolean {
+    return this.#decide(key, cost);
+  }
+
+  /** Reclaims the slots of idle keys (state equal to a fresh key's); returns how many. */
+  sweep(): number {
+    this.#cache.clear();
+    return this.#table.sweep();
+  }
+
+  /** Counts live keys and capacity. O(capacity): for monitoring, not for every request. */
+  stats(): RateLimiterStats {
+    const counts = this.#table.scan();
+    return {
+      liveKeys: counts.live,
+      maxKeys: this.#words[H_MAX_KEYS] as number,
+      capacity: this.#table.capacity,
+      tombstones: counts.tombstones,
+      tableBytes: this.#words.byteLength,
+      casRetries: this.#casRetries,
+    };
+  }
+
+  #decide(key: string, cost: number): boolean {
+    if (typeof key !== 'string' || key.length === 0) {
+      throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
+    }
+    if (cost !== 1 && !(Number.isSafeInteger(cost) && cost >= 0)) {
+      if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
+      throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
+    }
+    const w = this.#words;
+    const p = this.#p;
+    let slot: number;
+    let ctrl: number;
+    const cached = this.#cache.get(key);
+    if (cached !== undefined) {
+      slot = Math.floor(cached / GEN_SCALE);
+      ctrl = ((cached - slot * GEN_SCALE) << 2) | LIVE;
+    } else {
+      slot = this.#locate(key);
+      if (slot === TABLE_FULL) return this.#full();
+      ctrl = this.#table.foundCtrl;
+    }
+    for (;;) {
+      const base = this.#table.base(slot);
+      // Atomics.load of tat first, then the clock, then ctrl:
+      // - the clock read after tat guarantees tat <= now + tau, so the 32-bit difference decodes;
+      // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
+      const tat = Atomics.load(w, base + S_TAT);
+      const nowUs = this.#clock.now() * 1000;
+      if (Atomics.load(w, base + S_CTRL) !== ctrl || tat === DEAD) {
+        this.#cache.delete(key);
+        slot = this.#locate(key);
+        if (slot === TABLE_FULL) return this.#full();
+        ctrl = this.#table.foundCtrl;
+        continue;
+      }
+      const now32 = Math.floor(nowUs / p.tickUs) | 0;
+      const nowSec = Math.floor(nowUs / 1e6);
+      // Atomics.load of lastSec after tat: if it is older than staleSec, every admission that
+      // could have written this tat was made before then, so the key is certainly fresh.
+      const lastSec = Atomics.load(w, base + S_LAST_SEC);
+      const ahead = (tat - now32) | 0;
+      const debt = ahead <= 0 || nowSec - lastSec > p.staleSec ? 0 : ahead;
+      if (cost > p.burst) return this.#refuse('exceeds-burst', debt, Infinity);
+      const next = debt + cost * p.intervalTicks;
+      if (next > p.toleranceTicks) return this.#refuse('limited', debt, next - p.toleranceTicks);
+      if (cost === 0) return this.#grant(debt);
+      let newTat = (now32 + next) | 0;
+      if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
+      if (lastSec < nowSec) this.#raiseLastSec(base + S_LAST_SEC, lastSec, nowSec);
+      // compareExchange on the key's own tat word: the only write of an admission. If another
+      // thread changed tat since our load, nothing was written and we decide again.
+      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) return this.#grant(next);
+      this.#casRetries++;
+    }
+  }
+
+  #grant(debt: number): boolean {
+    this.#reason = 'allowed';
+    this.#debt = debt;
+    this.#waitTicks = 0;
+    return true;
+  }
+
+  #refuse(reason: DecisionReason, debt: number, waitTicks: number): boolean {
+    this.#reason = reason;
+    this.#debt = debt;
+    this.#waitTicks = waitTicks;
+    return false;
+  }
+
+  #full(): boolean {
+    this.#reason = 'table-full';
+    this.#debt = 0;
+    this.#waitTicks = 0;
+    return this.#allowWhenFull;
+  }
+
+  /** Raises lastSec to nowSec unless another thread already raised it further. */
+  #raiseLastSec(index: number, seen: number, nowSec: number): void {
+    let last = seen;
+    // compareExchange loop: lastSec only ever grows, so a slow thread cannot move it back.
+    while (last < nowSec) {
+      const prev = Atomics.compareExchange(this.#words, index, last, nowSec);
+      if (prev === last) return;
+      last = prev;
+    }
+  }
+
+  #locate(key: string): number {
+    const table = this.#table;
+    const bytes = table.encoder.encode(key);
+    if (bytes < 0) {
+      throw new RangeError(`key must be at most ${table.maxKeyBytes} UTF-8 bytes (option maxKeyBytes), got ${describe(key)}`);
+    }
+    const slot = table.locate(bytes, table.hashEncoded(bytes));
+    if (slot >= 0 && this.#cacheSize > 0) {
+      if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
+      this.#cache.set(key, slot * GEN_SCALE + (table.foundCtrl >>> 2));
+    }
+    return slot;
+  }
+
+  #slotState(): SlotState {
+    // Called before #p and #clock are set: read them when the hooks run, not now.
+    const self = this;
+    return {
+      initSlot(w: Int32Array, base: number): void {
+        const p = self.#p;
+        const nowUs = self.#clock.now() * 1000;
+        // Plain-equivalent stores while the slot is BUSY: no other thread reads its state until
+        // the publishing compareExchange on ctrl, which orders these writes before it.
+        Atomics.store(w, base + S_TAT, Math.floor(nowUs / p.tickUs) | 0);
+        Atomics.store(w, base + S_LAST_SEC, Math.floor(nowUs / 1e6));
+      },
+      idleTat(w: Int32Array, base: number): number {
+        // tat, then clock, then lastSec: the same order and argument as in #decide.
+        const p = self.#p;
+        const tat = Atomics.load(w, base + S_TAT);
+        const nowUs = self.#clock.now() * 1000;
+        const lastSec = Atomics.load(w, base + S_LAST_SEC);
+        const ahead = (tat - (Math.floor(nowUs / p.tickUs) | 0)) | 0;
+        // Strictly behind now (not equal): a new key's first tat, read after its claim, is then
+        // later than every value this slot held, so a stale compareExchange can never match it.
+        const idle = ahead < 0 || Math.floor(nowUs / 1e6) - lastSec > p.staleSec;
+        return idle ? tat : NOT_IDLE;
+      },
+    };
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * Key encoding and hashing. A key is stored as its UTF-8 bytes, zero-padded to whole int32
+ * words, and hashed word by word (FNV-1a steps on 32-bit words, then murmur3's finaliser).
+ *
+ * Thread-safety: a `KeyEncoder` owns scratch buffers and belongs to one limiter instance on one
+ * thread; the functions are pure.
+ */
+const encoder = new TextEncoder();
+
+/** Encodes keys into reusable scratch memory, without allocating per key. */
+export class KeyEncoder {
+  /** The encoded key, `words` int32 words long, zero-padded. */
+  readonly words: Int32Array;
+  readonly #bytes: Uint8Array;
+  readonly #maxKeyBytes: number;
+
+  constructor(maxKeyBytes: number) {
+    this.#maxKeyBytes = maxKeyBytes;
+    // One spare byte lets encodeInto report a key that is exactly one byte too long.
+    const buffer = new ArrayBuffer(Math.ceil((maxKeyBytes + 4) / 4) * 4);
+    this.#bytes = new Uint8Array(buffer);
+    this.words = new Int32Array(buffer);
+  }
+
+  /**
+   * Encodes `key`; returns its byte length, or -1 when it is longer than `maxKeyBytes`.
+   * After a successful call, `words` holds the key.
+   */
+  encode(key: string): number {
+    if (key.length > this.#maxKeyBytes) return -1; // UTF-8 never has fewer bytes than UTF-16 units
+    this.words.fill(0);
+    const { read, written } = encoder.encodeInto(key, this.#bytes.subarray(0, this.#maxKeyBytes + 1));
+    if (read !== key.length || written > this.#maxKeyBytes) return -1;
+    return written;
+  }
+}
+
+/** Number of int32 words holding `bytes` bytes of key. */
+export function keyWords(bytes: number): number {
+  return (bytes + 3) >>> 2;
+}
+
+/** Hashes the first `count` words of `words` with `seed`; always a 32-bit signed integer. */
+export function hashWords(words: Int32Array, count: number, seed: number): number {
+  let h = (seed ^ 0x811c9dc5) | 0;
+  for (let i = 0; i < count; i++) {
+    h = Math.imul(h ^ (words[i] as number), 0x01000193);
+  }
+  h ^= count;
+  // murmur3 fmix32: spreads every input bit over the whole word.
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h | 0;
+}

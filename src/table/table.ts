@@ -1,0 +1,355 @@
+import { hashWords, KeyEncoder, keyWords } from './hash.js';
+import {
+  BUSY, ctrlWord, DEAD, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
+  H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, H_VERSION, HEADER_WORDS,
+  LAYOUT_VERSION, LIVE, MAGIC, MAX_SLOTS_PER_STRIPE, PAYLOAD_MASK, S_CTRL, S_HASH, S_KEY, S_KEY_BYTES,
+  S_TAT, SLOT_HEADER_WORDS, SLOTS_PER_KEY, tableBytes, TOMB,
+} from './layout.js';
+
+/**
+ * What the table needs to know about the state stored in a slot's `tat` word. The table owns
+ * keys and slots; the algorithm owns the meaning of `tat` and `lastSec`.
+ */
+export interface SlotState {
+  /**
+   * Writes the initial (fresh) state of a slot that is about to be published. Called with the
+   * slot claimed (BUSY) by this thread. Must read the clock *after* the claim, so the state it
+   * writes is later than anything the slot's previous key ever held (see docs/design.md, ABA).
+   */
+  initSlot(words: Int32Array, base: number): void;
+  /**
+   * Returns the `tat` word if the slot's key is strictly idle (its state equals a fresh key's,
+   * and has since before now), or `NOT_IDLE`. Must read `tat` before the clock.
+   */
+  idleTat(words: Int32Array, base: number): number;
+}
+
+/** Returned by `SlotState.idleTat` for a key that still holds quota. Outside the int32 range. */
+export const NOT_IDLE = 2 ** 32;
+/** Returned by `locate` when the key's stripe has no free or reclaimable slot. */
+export const TABLE_FULL = -1;
+
+/** An expired claim may be taken over after this many claim timeouts (a dead inserter's slot). */
+const REUSE_AFTER_TIMEOUTS = 30;
+
+/** Table-wide counts returned by `scan()`. */
+export interface TableCounts {
+  live: number;
+  tombstones: number;
+  claimed: number;
+  empty: number;
+}
+
+/**
+ * A striped open-addressing hash table of fixed-size slots in a SharedArrayBuffer.
+ *
+ * Thread-safety: every method may run on any thread at the same time as any other method on
+ * any thread, over the same buffer. No method takes a lock. An instance also holds per-thread
+ * scratch memory, so one instance must not be shared between threads (attach one per thread).
+ */
+export class SlotTable {
+  readonly words: Int32Array;
+  readonly stripes: number;
+  readonly slotsPerStripe: number;
+  readonly slotWords: number;
+  readonly maxKeyBytes: number;
+  readonly claimTimeoutMs: number;
+  readonly encoder: KeyEncoder;
+  /** ctrl word seen when `locate` last returned a slot: the cache validates against it. */
+  foundCtrl = 0;
+  readonly #stripeMask: number;
+  readonly #hashMode: number;
+  readonly #hashValue: number;
+  readonly #hashSeed: number;
+  readonly #state: SlotState;
+
+  constructor(buffer: SharedArrayBuffer, state: SlotState) {
+    const words = new Int32Array(buffer);
+    if (words.length < HEADER_WORDS || words[H_MAGIC] !== MAGIC) {
+      throw new TypeError('handle does not hold a sluice table (bad magic number)');
+    }
+    if (words[H_VERSION] !== LAYOUT_VERSION) {
+      throw new TypeError(`handle holds table layout version ${words[H_VERSION]}, this sluice reads ${LAYOUT_VERSION}`);
+    }
+    this.words = words;
+    this.stripes = words[H_STRIPES] as number;
+    this.slotsPerStripe = words[H_SLOTS_PER_STRIPE] as number;
+    this.slotWords = words[H_SLOT_WORDS] as number;
+    this.maxKeyBytes = words[H_MAX_KEY_BYTES] as number;
+    this.claimTimeoutMs = words[H_CLAIM_TIMEOUT_MS] as number;
+    this.#stripeMask = this.slotsPerStripe - 1;
+    this.#hashMode = words[H_HASH_MODE] as number;
+    this.#hashValue = words[H_HASH_VALUE] as number;
+    this.#hashSeed = words[H_HASH_SEED] as number;
+    this.encoder = new KeyEncoder(this.maxKeyBytes);
+    this.#state = state;
+  }
+
+  /** Number of slots in the table. */
+  get capacity(): number {
+    return this.stripes * this.slotsPerStripe;
+  }
+
+  /** Hash of the key currently in `encoder`. A forced hash (tests) makes every key collide. */
+  hashEncoded(bytes: number): number {
+    return this.#hashMode === 1 ? this.#hashValue : hashWords(this.encoder.words, keyWords(bytes), this.#hashSeed);
+  }
+
+  /**
+   * Finds the slot of the key held in `encoder` (`bytes` long, hash `hash`), inserting it if it
+   * is absent. Returns the slot index (and sets `foundCtrl`), or `TABLE_FULL`.
+   */
+  locate(bytes: number, hash: number): number {
+    for (;;) {
+      const found = this.#find(bytes, hash);
+      if (found >= 0) return found;
+      const inserted = this.#insert(bytes, hash);
+      if (inserted !== RETRY) return inserted;
+    }
+  }
+
+  /** The slot's first word index. */
+  base(slot: number): number {
+    return HEADER_WORDS + slot * this.slotWords;
+  }
+
+  #home(hash: number): number {
+    // Stripe from the hash's value, home slot from its (re-mixed) top bits: two independent picks.
+    const stripe = (hash >>> 0) % this.stripes;
+    const home = Math.imul(hash, 0x9e3779b1) >>> 26; // top 6 bits, 0..63
+    return stripe * this.slotsPerStripe + (home & this.#stripeMask);
+  }
+
+  /** The slot at probe position `i` from `first` (linear probing, wrapping inside the stripe). */
+  #at(first: number, i: number): number {
+    const stripeStart = first - (first & this.#stripeMask);
+    return stripeStart + ((first + i) & this.#stripeMask);
+  }
+
+  #keyEquals(base: number, bytes: number, hash: number): boolean {
+    const w = this.words;
+    // Plain reads of hash and key are safe: the caller re-reads ctrl afterwards, and a LIVE
+    // slot's key words are written before the publishing CAS and never change while it is LIVE.
+    if (w[base + S_HASH] !== hash || w[base + S_KEY_BYTES] !== bytes) return false;
+    const key = this.encoder.words;
+    const n = keyWords(bytes);
+    for (let i = 0; i < n; i++) if (w[base + S_KEY + i] !== key[i]) return false;
+    return true;
+  }
+
+  /** Lock-free lookup. Returns the slot, or -1 when the key is not in the table. */
+  #find(bytes: number, hash: number): number {
+    const w = this.words;
+    const first = this.#home(hash);
+    for (let i = 0; i < this.slotsPerStripe; i++) {
+      const slot = this.#at(first, i);
+      const base = this.base(slot);
+      // Atomics.load (acquire): if we see LIVE we also see the key words written before it.
+      const ctrl = Atomics.load(w, base + S_CTRL);
+      const state = ctrl & 3;
+      if (state === EMPTY) return -1;
+      if (state !== LIVE || !this.#keyEquals(base, bytes, hash)) continue;
+      // Re-read ctrl: unchanged means the key compared above belonged to this incarnation.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) { i = -1; continue; }
+      // ctrl then tat: a LIVE slot whose tat is DEAD is being reclaimed. Finish that for the
+      // reclaimer (it may have died) and look again: the key is gone.
+      if (Atomics.load(w, base + S_TAT) === DEAD) {
+        this.finishReclaim(base, ctrl);
+        i = -1;
+        continue;
+      }
+      this.foundCtrl = ctrl;
+      return slot;
+    }
+    return -1;
+  }
+
+  /** Completes a reclaim whose `tat` is already DEAD: LIVE(gen) -> TOMB(gen). Idempotent. */
+  finishReclaim(base: number, ctrl: number): void {
+    // compareExchange from the exact LIVE word: succeeds once, for this incarnation only.
+    Atomics.compareExchange(this.words, base + S_CTRL, ctrl, ctrlWord(TOMB, ctrl >>> 2));
+  }
+
+  /**
+   * Reclaims the slot if its key is idle. Returns true when this call reclaimed it.
+   * Order: ctrl, then tat (inside idleTat), then the DEAD CAS on tat, then ctrl -> TOMB.
+   */
+  tryReclaim(slot: number): boolean {
+    const w = this.words;
+    const base = this.base(slot);
+    const ctrl = Atomics.load(w, base + S_CTRL);
+    if ((ctrl & 3) !== LIVE) return false;
+    const tat = this.#state.idleTat(w, base);
+    if (tat === NOT_IDLE || tat === DEAD) return false;
+    // The linearisation point of a reclaim: tat goes from the idle value to DEAD. A request that
+    // read the same value and tries to spend from it now fails its CAS and looks the key up again.
+    if (Atomics.compareExchange(w, base + S_TAT, tat, DEAD) !== tat) return false;
+    this.finishReclaim(base, ctrl);
+    return true;
+  }
+
+  #claimAge(ctrl: number, nowMs: number): number {
+    return ((nowMs & PAYLOAD_MASK) - (ctrl >>> 2)) & PAYLOAD_MASK;
+  }
+
+  /** Inserts the key held in `encoder`. Returns the slot, TABLE_FULL, or RETRY. */
+  #insert(bytes: number, hash: number): number {
+    const w = this.words;
+    const first = this.#home(hash);
+    const S = this.slotsPerStripe;
+    let nowMs = Math.floor(performance.now());
+    const reuseAfterMs = this.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
+    // 1. The first free position in the probe chain (EMPTY, TOMB, or a long-abandoned claim).
+    let pos = -1;
+    let from = 0;
+    for (let i = 0; i < S; i++) {
+      const c = Atomics.load(w, this.base(this.#at(first, i)) + S_CTRL);
+      const state = c & 3;
+      if (state === EMPTY || state === TOMB || (state === BUSY && this.#claimAge(c, nowMs) > reuseAfterMs)) {
+        pos = i;
+        from = c;
+        break;
+      }
+    }
+    if (pos < 0) return this.#reclaimStripe(first) ? RETRY : TABLE_FULL;
+    const slot = this.#at(first, pos);
+    const base = this.base(slot);
+    const gen = (from & 3) === BUSY ? (from >>> 2) ^ 0x2aaaaaaa : (from >>> 2) + 1;
+    const claim = ctrlWord(BUSY, nowMs);
+    // 2. Claim it. compareExchange from the exact word we saw: two inserters cannot both win.
+    if (Atomics.compareExchange(w, base + S_CTRL, from, claim) !== from) return RETRY;
+    // Atomics.store of the hash (seq-cst): a concurrent inserter of the same key that claims
+    // another slot either sees this hash in its re-scan, or we see its claim in ours.
+    Atomics.store(w, base + S_HASH, hash);
+    w[base + S_KEY_BYTES] = bytes;
+    const key = this.encoder.words;
+    const n = keyWords(bytes);
+    for (let i = 0; i < n; i++) w[base + S_KEY + i] = key[i] as number;
+    // 3. Re-scan the chain for the same key inserted (or being inserted) elsewhere.
+    for (let i = 0; i < S; i++) {
+      if (i === pos) continue;
+      const otherBase = this.base(this.#at(first, i));
+      const c = Atomics.load(w, otherBase + S_CTRL);
+      const state = c & 3;
+      if (state === EMPTY) break;
+      if (state === LIVE && this.#keyEquals(otherBase, bytes, hash) && Atomics.load(w, otherBase + S_CTRL) === c) {
+        this.#abandon(base, claim, from);
+        return RETRY; // the other copy wins; find() will return it
+      }
+      if (state === BUSY && Atomics.load(w, otherBase + S_HASH) === hash) {
+        nowMs = Math.floor(performance.now());
+        if (this.#claimAge(c, nowMs) > this.claimTimeoutMs) continue; // its inserter is presumed dead
+        if (i < pos) {
+          // An earlier claim for what may be the same key wins; wait for it and start over.
+          this.#abandon(base, claim, from);
+          this.#awaitClaim(otherBase, c);
+          return RETRY;
+        }
+        // A later claim yields to ours; wait until it has, then look at that slot again.
+        this.#awaitClaim(otherBase, c);
+        i--;
+      }
+    }
+    // 4. Fresh state, then publish. The state hook reads the clock only now, after the claim.
+    this.#state.initSlot(w, base);
+    // compareExchange from our claim: fails only if our claim expired and was taken over.
+    if (Atomics.compareExchange(w, base + S_CTRL, claim, ctrlWord(LIVE, gen)) !== claim) return RETRY;
+    this.foundCtrl = ctrlWord(LIVE, gen);
+    return slot;
+  }
+
+  #abandon(base: number, claim: number, from: number): void {
+    const back = (from & 3) === EMPTY || (from & 3) === BUSY ? ctrlWord(TOMB, 0) : from;
+    // compareExchange from our claim: if it was taken over meanwhile, leave the new owner alone.
+    Atomics.compareExchange(this.words, base + S_CTRL, claim, back);
+  }
+
+  /** Spins until a claim is published, abandoned or expired. Claims last a few hundred ns. */
+  #awaitClaim(base: number, claim: number): void {
+    for (let spins = 0; ; spins++) {
+      if (Atomics.load(this.words, base + S_CTRL) !== claim) return;
+      if ((spins & 1023) === 1023 && this.#claimAge(claim, Math.floor(performance.now())) > this.claimTimeoutMs) return;
+    }
+  }
+
+  /** Reclaims every idle key in the stripe of `first`; true if any slot was freed. */
+  #reclaimStripe(first: number): boolean {
+    let freed = false;
+    for (let i = 0; i < this.slotsPerStripe; i++) {
+      if (this.tryReclaim(this.#at(first, i))) freed = true;
+    }
+    return freed;
+  }
+
+  /** Reclaims every idle key in the table and every long-abandoned claim. Returns the count. */
+  sweep(): number {
+    const w = this.words;
+    const nowMs = Math.floor(performance.now());
+    const reuseAfterMs = this.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
+    let count = 0;
+    for (let slot = 0; slot < this.capacity; slot++) {
+      const base = this.base(slot);
+      const c = Atomics.load(w, base + S_CTRL);
+      if ((c & 3) === LIVE) {
+        if (this.tryReclaim(slot)) count++;
+      } else if ((c & 3) === BUSY && this.#claimAge(c, nowMs) > reuseAfterMs) {
+        // A dead inserter's claim: compareExchange from the exact claim word we judged.
+        if (Atomics.compareExchange(w, base + S_CTRL, c, ctrlWord(TOMB, c >>> 2)) === c) count++;
+      }
+    }
+    return count;
+  }
+
+  /** Counts slots by state. O(capacity); a snapshot that may race with writers. */
+  scan(): TableCounts {
+    const counts: TableCounts = { live: 0, tombstones: 0, claimed: 0, empty: 0 };
+    for (let slot = 0; slot < this.capacity; slot++) {
+      const base = this.base(slot);
+      const state = Atomics.load(this.words, base + S_CTRL) & 3;
+      if (state === LIVE) {
+        if (Atomics.load(this.words, base + S_TAT) !== DEAD) counts.live++;
+        else counts.tombstones++;
+      } else if (state === TOMB) counts.tombstones++;
+      else if (state === BUSY) counts.claimed++;
+      else counts.empty++;
+    }
+    return counts;
+  }
+}
+
+const RETRY = -2;
+
+/** Geometry and identity of a new table. */
+export interface TableSpec {
+  maxKeys: number;
+  maxKeyBytes: number;
+  hashSeed: number;
+  /** When set, every key hashes to this value (tests force collisions with it). */
+  forcedHash: number | undefined;
+  claimTimeoutMs: number;
+}
+
+/**
+ * Allocates and formats a table buffer. The caller fills its own header fields (H_INTERVAL_TICKS
+ * and the like) before sharing the buffer. Not shared with any thread yet: plain writes suffice.
+ */
+export function allocateTable(spec: TableSpec): SharedArrayBuffer {
+  const slotsWanted = Math.max(spec.maxKeys * SLOTS_PER_KEY, 2);
+  const slotsPerStripe = Math.min(MAX_SLOTS_PER_STRIPE, 2 ** Math.ceil(Math.log2(slotsWanted)));
+  const stripes = Math.ceil(slotsWanted / slotsPerStripe);
+  const slotWords = SLOT_HEADER_WORDS + keyWords(spec.maxKeyBytes);
+  const buffer = new SharedArrayBuffer(tableBytes(stripes, slotsPerStripe, slotWords));
+  const w = new Int32Array(buffer);
+  w[H_MAGIC] = MAGIC;
+  w[H_VERSION] = LAYOUT_VERSION;
+  w[H_STRIPES] = stripes;
+  w[H_SLOTS_PER_STRIPE] = slotsPerStripe;
+  w[H_SLOT_WORDS] = slotWords;
+  w[H_MAX_KEY_BYTES] = spec.maxKeyBytes;
+  w[H_MAX_KEYS] = spec.maxKeys;
+  w[H_HASH_MODE] = spec.forcedHash === undefined ? 0 : 1;
+  w[H_HASH_VALUE] = spec.forcedHash ?? 0;
+  w[H_HASH_SEED] = spec.hashSeed;
+  w[H_CLAIM_TIMEOUT_MS] = spec.claimTimeoutMs;
+  return buffer;
+}
