@@ -79,6 +79,8 @@ export interface RateLimiterStats {
   capacity: number;
   /** Slots freed by reclaims and not yet reused. */
   tombstones: number;
+  /** Slots claimed by an insert in progress (or by a thread that died mid-insert). */
+  claimed: number;
   /** Size of the shared table in bytes. */
   tableBytes: number;
   /** Compare-and-swap attempts that lost a race, on this thread's instance since it was made. */
@@ -251,6 +253,7 @@ export class RateLimiter {
       maxKeys: this.#words[H_MAX_KEYS] as number,
       capacity: this.#table.capacity,
       tombstones: counts.tombstones,
+      claimed: counts.claimed,
       tableBytes: this.#words.byteLength,
       casRetries: this.#casRetries,
     };
