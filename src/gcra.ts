@@ -98,3 +98,20 @@ export function waitTicks(debt: number, cost: number, p: GcraParams): number {
 export function ticksToMs(ticks: number, p: GcraParams): number {
   return (ticks * p.tickUs) / 1000;
 }
+
+/** 1 + 2^-50: lifts a product that lost a few ulps back onto the integer it should be. */
+const ULP_GUARD = 1 + 2 ** -50;
+
+/**
+ * Whole ticks elapsed at `nowMs`. A clock in milliseconds times 1000 can land a few ulps below
+ * an integer (1234.567 ms * 1000 = 1234566.9999999998 us); the guard keeps such a reading on the
+ * tick it names. It moves a reading up by at most 4 ulps (a few picoseconds at any real uptime).
+ */
+export function ticksAt(nowMs: number, p: GcraParams): number {
+  return Math.floor(((nowMs * 1000) / p.tickUs) * ULP_GUARD);
+}
+
+/** Whole seconds elapsed at `nowMs`, with the same guard. */
+export function secondsAt(nowMs: number): number {
+  return Math.floor((nowMs / 1000) * ULP_GUARD);
+}

@@ -1,6 +1,6 @@
 import { ManualClock, monotonicClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
-import { gcraParams, remainingAt, ticksToMs, type GcraParams } from './gcra.js';
+import { gcraParams, remainingAt, secondsAt, ticksAt, ticksToMs, type GcraParams } from './gcra.js';
 import { type Limit } from './limit.js';
 import {
   DEAD, H_BURST, H_CLOCK_KIND, H_INTERVAL_TICKS, H_MAX_KEYS, H_ON_FULL, H_PERIOD_MS_BYTE, H_PERMITS_BYTE,
@@ -286,7 +286,7 @@ export class RateLimiter {
       // - the clock read after tat guarantees tat <= now + tau, so the 32-bit difference decodes;
       // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
       const tat = Atomics.load(w, base + S_TAT);
-      const nowUs = this.#clock.now() * 1000;
+      const nowMs = this.#clock.now();
       if (Atomics.load(w, base + S_CTRL) !== ctrl || tat === DEAD) {
         this.#cache.delete(key);
         slot = this.#locate(key);
@@ -294,8 +294,8 @@ export class RateLimiter {
         ctrl = this.#table.foundCtrl;
         continue;
       }
-      const now32 = Math.floor(nowUs / p.tickUs) | 0;
-      const nowSec = Math.floor(nowUs / 1e6);
+      const now32 = ticksAt(nowMs, p) | 0;
+      const nowSec = secondsAt(nowMs);
       // Atomics.load of lastSec after tat: if it is older than staleSec, every admission that
       // could have written this tat was made before then, so the key is certainly fresh.
       const lastSec = Atomics.load(w, base + S_LAST_SEC);
@@ -367,22 +367,22 @@ export class RateLimiter {
     return {
       initSlot(w: Int32Array, base: number): void {
         const p = self.#p;
-        const nowUs = self.#clock.now() * 1000;
-        // Plain-equivalent stores while the slot is BUSY: no other thread reads its state until
-        // the publishing compareExchange on ctrl, which orders these writes before it.
-        Atomics.store(w, base + S_TAT, Math.floor(nowUs / p.tickUs) | 0);
-        Atomics.store(w, base + S_LAST_SEC, Math.floor(nowUs / 1e6));
+        const nowMs = self.#clock.now();
+        // Stores while the slot is BUSY: no other thread reads its state until the publishing
+        // compareExchange on ctrl, which orders these writes before it.
+        Atomics.store(w, base + S_TAT, ticksAt(nowMs, p) | 0);
+        Atomics.store(w, base + S_LAST_SEC, secondsAt(nowMs));
       },
       idleTat(w: Int32Array, base: number): number {
         // tat, then clock, then lastSec: the same order and argument as in #decide.
         const p = self.#p;
         const tat = Atomics.load(w, base + S_TAT);
-        const nowUs = self.#clock.now() * 1000;
+        const nowMs = self.#clock.now();
         const lastSec = Atomics.load(w, base + S_LAST_SEC);
-        const ahead = (tat - (Math.floor(nowUs / p.tickUs) | 0)) | 0;
+        const ahead = (tat - (ticksAt(nowMs, p) | 0)) | 0;
         // Strictly behind now (not equal): a new key's first tat, read after its claim, is then
         // later than every value this slot held, so a stale compareExchange can never match it.
-        const idle = ahead < 0 || Math.floor(nowUs / 1e6) - lastSec > p.staleSec;
+        const idle = ahead < 0 || secondsAt(nowMs) - lastSec > p.staleSec;
         return idle ? tat : NOT_IDLE;
       },
     };
