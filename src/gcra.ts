@@ -10,14 +10,14 @@ import { validateLimit, type Limit } from './limit.js';
  * - the *debt* of a key: `max(0, tat - now)`. A fresh key has debt 0.
  *
  * A request of cost `c` passes when `debt + c * t <= tau`; it then leaves debt `debt + c * t`.
- * Everything is counted in *ticks*, a per-limiter unit of a power of ten microseconds chosen so
- * that `tau` fits in 2^29 ticks (see `docs/design.md` for why 29 bits).
+ * Everything is counted in *ticks*, a per-limiter unit of a power of ten nanoseconds (at least
+ * 10 ns) chosen so that `tau` fits in 2^29 ticks (see `docs/design.md` for why).
  *
  * Thread-safety: every function here is pure.
  */
 export interface GcraParams {
-  /** The tick in microseconds: 1, 10, 100, ... */
-  tickUs: number;
+  /** The tick in nanoseconds: 10, 100, 1000, ... */
+  tickNs: number;
   /** Emission interval `t` in ticks, rounded up so the rate is never exceeded. */
   intervalTicks: number;
   /** Tolerance `tau = burst * t` in ticks; at most `MAX_TOLERANCE_TICKS`. */
@@ -36,9 +36,15 @@ export const MAX_TOLERANCE_TICKS = 2 ** 29;
 
 /** Largest relative error accepted when the emission interval is rounded up to whole ticks. */
 const MAX_ROUNDING_ERROR = 1e-3;
+/**
+ * The smallest tick. With ticks of at least 10 ns the 32-bit TAT wraps no sooner than every 43 s,
+ * long enough for the last-admission second to tell an idle key before it could alias.
+ */
+const MIN_TICK_NS = 10;
+const MAX_TICK_NS = 1e9;
 
-function ceilTicks(us: number, tickUs: number): number {
-  const exact = us / tickUs;
+function ceilTicks(ns: number, tickNs: number): number {
+  const exact = ns / tickNs;
   const nearest = Math.round(exact);
   // Guard against 200000.00000000003 becoming 200001: accept a float that is an integer to 1e-9.
   return Math.abs(exact - nearest) <= 1e-9 * Math.max(1, exact) ? nearest : Math.ceil(exact);
@@ -47,20 +53,21 @@ function ceilTicks(us: number, tickUs: number): number {
 /** Chooses the tick and converts a limit to integer GCRA parameters. Throws on a bad limit. */
 export function gcraParams(limit: Limit, name = 'limit'): GcraParams {
   const { permits, periodMs, burst } = validateLimit(limit, name);
-  const intervalUs = (periodMs * 1000) / permits;
-  for (let tickUs = 1; tickUs <= 1e12; tickUs *= 10) {
-    const intervalTicks = ceilTicks(intervalUs, tickUs);
+  const intervalNs = (periodMs * 1e6) / permits;
+  // The finest tick whose tolerance fits: finer ticks only reduce the rounding of t.
+  for (let tickNs = MIN_TICK_NS; tickNs <= MAX_TICK_NS; tickNs *= 10) {
+    const intervalTicks = ceilTicks(intervalNs, tickNs);
     const toleranceTicks = intervalTicks * burst;
     if (toleranceTicks > MAX_TOLERANCE_TICKS) continue;
-    const error = (intervalTicks * tickUs - intervalUs) / intervalUs;
+    const error = (intervalTicks * tickNs - intervalNs) / intervalNs;
     if (error > MAX_ROUNDING_ERROR) break;
-    const staleSec = Math.ceil((toleranceTicks * tickUs) / 1e6) + 2;
-    return { tickUs, intervalTicks, toleranceTicks, burst, staleSec };
+    const staleSec = Math.ceil((toleranceTicks * tickNs) / 1e9) + 2;
+    return { tickNs, intervalTicks, toleranceTicks, burst, staleSec };
   }
   throw new RangeError(
-    `${name}: burst ${burst} with one request every ${intervalUs} us cannot be represented ` +
-      '(the emission interval must be at least 1 us and burst * interval must fit in ' +
-      `${MAX_TOLERANCE_TICKS} ticks with under ${MAX_ROUNDING_ERROR * 100}% rounding)`,
+    `${name}: burst ${burst} with one request every ${intervalNs} ns cannot be represented ` +
+      `(the emission interval must be at least ${MIN_TICK_NS * 100} ns and burst * interval must ` +
+      `fit in ${MAX_TOLERANCE_TICKS} ticks with under ${MAX_ROUNDING_ERROR * 100}% rounding)`,
   );
 }
 
@@ -96,7 +103,7 @@ export function waitTicks(debt: number, cost: number, p: GcraParams): number {
 
 /** Converts ticks to milliseconds for a `Decision`. */
 export function ticksToMs(ticks: number, p: GcraParams): number {
-  return (ticks * p.tickUs) / 1000;
+  return (ticks * p.tickNs) / 1e6;
 }
 
 /** 1 + 2^-50: lifts a product that lost a few ulps back onto the integer it should be. */
@@ -105,10 +112,10 @@ const ULP_GUARD = 1 + 2 ** -50;
 /**
  * Whole ticks elapsed at `nowMs`. A clock in milliseconds times 1000 can land a few ulps below
  * an integer (1234.567 ms * 1000 = 1234566.9999999998 us); the guard keeps such a reading on the
- * tick it names. It moves a reading up by at most 4 ulps (a few picoseconds at any real uptime).
+ * tick it names. It moves a reading up by at most 4 ulps (picoseconds at any real uptime).
  */
 export function ticksAt(nowMs: number, p: GcraParams): number {
-  return Math.floor(((nowMs * 1000) / p.tickUs) * ULP_GUARD);
+  return Math.floor(((nowMs * 1e6) / p.tickNs) * ULP_GUARD);
 }
 
 /** Whole seconds elapsed at `nowMs`, with the same guard. */

@@ -4,7 +4,7 @@ import { gcraParams, remainingAt, secondsAt, ticksAt, ticksToMs, type GcraParams
 import { type Limit } from './limit.js';
 import {
   DEAD, H_BURST, H_CLOCK_KIND, H_INTERVAL_TICKS, H_MAX_KEYS, H_ON_FULL, H_PERIOD_MS_BYTE, H_PERMITS_BYTE,
-  H_STALE_SEC, H_TICK_US, H_TOLERANCE_TICKS, HEADER_WORDS, LIVE, S_CTRL, S_LAST_SEC, S_TAT,
+  H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, HEADER_WORDS, LIVE, S_CTRL, S_LAST_SEC, S_TAT,
 } from './table/layout.js';
 import { allocateTable, NOT_IDLE, SlotTable, TABLE_FULL, type SlotState } from './table/table.js';
 
@@ -163,7 +163,7 @@ export class RateLimiter {
     w[H_INTERVAL_TICKS] = p.intervalTicks;
     w[H_TOLERANCE_TICKS] = p.toleranceTicks;
     w[H_BURST] = p.burst;
-    w[H_TICK_US] = p.tickUs;
+    w[H_TICK_NS] = p.tickNs;
     w[H_STALE_SEC] = p.staleSec;
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_CLOCK_KIND] = clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
@@ -184,7 +184,7 @@ export class RateLimiter {
     else throw new TypeError('this limiter uses a custom clock: pass it as RateLimiter.attach(handle, { clock })');
     this.#clockBuffer = clockBuffer;
     this.#p = {
-      tickUs: w[H_TICK_US] as number,
+      tickNs: w[H_TICK_NS] as number,
       intervalTicks: w[H_INTERVAL_TICKS] as number,
       toleranceTicks: w[H_TOLERANCE_TICKS] as number,
       burst: w[H_BURST] as number,

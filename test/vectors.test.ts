@@ -85,7 +85,7 @@ describe('tryAcquire() vectors on a ManualClock', () => {
   });
 
   it('treats a key idle for a month, a year, or any 2^32-tick multiple as a fresh key', () => {
-    const tickWrapMs = 2 ** 32 / 1000; // 5 per second uses 1 us ticks: the TAT wraps every 2^32 us
+    const tickWrapMs = 2 ** 32 / 1e5; // 5 per second uses 10 ns ticks: the TAT wraps every 2^32 * 10 ns
     const idleTimes = [30 * 86_400_000, 365 * 86_400_000, tickWrapMs, tickWrapMs - 500, 3 * tickWrapMs - 1, 7 * tickWrapMs + 999];
     for (const idleMs of idleTimes) {
       const rows: Row[] = [];

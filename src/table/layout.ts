@@ -5,7 +5,7 @@
  * SharedArrayBuffer
  * +--------------------------- header: 64 int32 words (256 bytes) ----------------------------+
  * | magic | version | stripes | slotsPerStripe | slotWords | maxKeyBytes | t | tau | burst | ... |
- * | ... tickUs | staleSec | onFull | hashMode | hashValue | hashSeed | claimTimeoutMs | clock    |
+ * | ... tickNs | staleSec | onFull | hashMode | hashValue | hashSeed | claimTimeoutMs | clock    |
  * | float64 permits @ byte 192 | float64 periodMs @ byte 200                                   |
  * +---------------------------------- stripe 0 ------------------------------------------------+
  * | slot 0 | slot 1 | ... | slot S-1 |     a key only ever lives in the stripe its hash picks,  |
@@ -45,7 +45,7 @@ export const H_MAX_KEY_BYTES = 5;
 export const H_INTERVAL_TICKS = 6;
 export const H_TOLERANCE_TICKS = 7;
 export const H_BURST = 8;
-export const H_TICK_US = 9;
+export const H_TICK_NS = 9;
 export const H_STALE_SEC = 10;
 export const H_ON_FULL = 11;
 export const H_HASH_MODE = 12;
