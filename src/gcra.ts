@@ -107,7 +107,7 @@ export function ticksToMs(ticks: number, p: GcraParams): number {
 }
 
 /** 1 + 2^-50: lifts a product that lost a few ulps back onto the integer it should be. */
-const ULP_GUARD = 1 + 2 ** -50;
+export const ULP_GUARD = 1 + 2 ** -50;
 
 /**
  * Whole ticks elapsed at `nowMs`. A clock in milliseconds times 1000 can land a few ulps below

@@ -1,10 +1,10 @@
 import { ManualClock, monotonicClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
-import { gcraParams, remainingAt, secondsAt, ticksAt, ticksToMs, type GcraParams } from './gcra.js';
+import { gcraParams, remainingAt, secondsAt, ticksAt, ticksToMs, ULP_GUARD, type GcraParams } from './gcra.js';
 import { type Limit } from './limit.js';
 import {
   DEAD, H_BURST, H_CLOCK_KIND, H_INTERVAL_TICKS, H_MAX_KEYS, H_ON_FULL, H_PERIOD_MS_BYTE, H_PERMITS_BYTE,
-  H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, HEADER_WORDS, LIVE, S_CTRL, S_LAST_SEC, S_TAT,
+  H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, HEADER_WORDS, S_CTRL, S_LAST_SEC, S_TAT,
 } from './table/layout.js';
 import { allocateTable, NOT_IDLE, SlotTable, TABLE_FULL, type SlotState } from './table/table.js';
 
@@ -91,7 +91,16 @@ const CLOCK_MONOTONIC = 0;
 const CLOCK_MANUAL = 1;
 const CLOCK_CUSTOM = 2;
 const MAX_KEYS = 2 ** 22;
-const GEN_SCALE = 2 ** 30; // cache entries are slot * 2^30 + generation
+/** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see gcra.ts). */
+const SECONDS_PER_MS = 0.001 * ULP_GUARD;
+
+/**
+ * Where a key lives: its slot's first word and the ctrl word it had when found. A LIVE ctrl word
+ * carries the slot's generation, so an unchanged ctrl means the same key still lives there.
+ */
+class SlotRef {
+  constructor(readonly base: number, readonly ctrl: number) {}
+}
 const DEFAULT_CACHE_SIZE = 65_536;
 
 /** The constructor's argument when attaching: module-private, so users cannot forge one. */
@@ -120,7 +129,8 @@ export class RateLimiter {
   #clockBuffer!: SharedArrayBuffer | null;
   #p!: GcraParams;
   #allowWhenFull!: boolean;
-  readonly #cache = new Map<string, number>();
+  readonly #cache = new Map<string, SlotRef>();
+  #ticksPerMs = 0;
   #cacheSize!: number;
   #casRetries = 0;
   // Results of the last #decide call, read by tryAcquire/allow (avoids allocating on `allow`).
@@ -190,6 +200,7 @@ export class RateLimiter {
       burst: w[H_BURST] as number,
       staleSec: w[H_STALE_SEC] as number,
     };
+    this.#ticksPerMs = (1e6 / this.#p.tickNs) * ULP_GUARD;
     const f = new Float64Array(buffer, 0, HEADER_WORDS / 2);
     this.limit = Object.freeze({ permits: f[H_PERMITS_BYTE / 8] as number, periodMs: f[H_PERIOD_MS_BYTE / 8] as number, burst: this.#p.burst });
     this.#allowWhenFull = w[H_ON_FULL] === 1;
@@ -269,33 +280,26 @@ export class RateLimiter {
     }
     const w = this.#words;
     const p = this.#p;
-    let slot: number;
-    let ctrl: number;
-    const cached = this.#cache.get(key);
-    if (cached !== undefined) {
-      slot = Math.floor(cached / GEN_SCALE);
-      ctrl = ((cached - slot * GEN_SCALE) << 2) | LIVE;
-    } else {
-      slot = this.#locate(key);
-      if (slot === TABLE_FULL) return this.#full();
-      ctrl = this.#table.foundCtrl;
+    let entry = this.#cache.get(key);
+    if (entry === undefined) {
+      entry = this.#locate(key);
+      if (entry === undefined) return this.#full();
     }
     for (;;) {
-      const base = this.#table.base(slot);
+      const base = entry.base;
       // Atomics.load of tat first, then the clock, then ctrl:
       // - the clock read after tat guarantees tat <= now + tau, so the 32-bit difference decodes;
       // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
       const tat = Atomics.load(w, base + S_TAT);
       const nowMs = this.#clock.now();
-      if (Atomics.load(w, base + S_CTRL) !== ctrl || tat === DEAD) {
+      if (Atomics.load(w, base + S_CTRL) !== entry.ctrl || tat === DEAD) {
         this.#cache.delete(key);
-        slot = this.#locate(key);
-        if (slot === TABLE_FULL) return this.#full();
-        ctrl = this.#table.foundCtrl;
+        entry = this.#locate(key);
+        if (entry === undefined) return this.#full();
         continue;
       }
-      const now32 = ticksAt(nowMs, p) | 0;
-      const nowSec = secondsAt(nowMs);
+      const now32 = Math.floor(nowMs * this.#ticksPerMs) | 0;
+      const nowSec = Math.floor(nowMs * SECONDS_PER_MS);
       // Atomics.load of lastSec after tat: if it is older than staleSec, every admission that
       // could have written this tat was made before then, so the key is certainly fresh.
       const lastSec = Atomics.load(w, base + S_LAST_SEC);
@@ -347,18 +351,21 @@ export class RateLimiter {
     }
   }
 
-  #locate(key: string): number {
+  /** Finds or inserts `key`; returns its cache entry, or undefined when the table is full. */
+  #locate(key: string): SlotRef | undefined {
     const table = this.#table;
     const bytes = table.encoder.encode(key);
     if (bytes < 0) {
       throw new RangeError(`key must be at most ${table.maxKeyBytes} UTF-8 bytes (option maxKeyBytes), got ${describe(key)}`);
     }
     const slot = table.locate(bytes, table.hashEncoded(bytes));
-    if (slot >= 0 && this.#cacheSize > 0) {
+    if (slot === TABLE_FULL) return undefined;
+    const entry = new SlotRef(table.base(slot), table.foundCtrl);
+    if (this.#cacheSize > 0) {
       if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
-      this.#cache.set(key, slot * GEN_SCALE + (table.foundCtrl >>> 2));
+      this.#cache.set(key, entry);
     }
-    return slot;
+    return entry;
   }
 
   #slotState(): SlotState {

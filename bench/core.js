@@ -1,0 +1,105 @@
+// The core suite: tryAcquire on existing keys against the Map ceiling, bytes per check, two
+// workers against one, and memory per tracked key. Returns a markdown section.
+import { Worker } from 'node:worker_threads';
+import { perSecond, RateLimiter } from 'sluice';
+import { createMapGcra } from './lib/map-gcra.js';
+import { BATCH, bytesPerCall, fmt, makeKeys, median, nsPerCall } from './lib/measure.js';
+
+const workerUrl = new URL('./lib/throughput-worker.js', import.meta.url);
+
+async function singleThread(quick) {
+  const keys = makeKeys(1_000);
+  const limit = perSecond(1e6, { burst: 1e6 }); // existing keys, mostly allowed
+  const sluice = new RateLimiter({ limit, maxKeys: 10_000 });
+  const map = createMapGcra(limit);
+  for (const k of keys) { sluice.allow(k); map.allow(k); }
+  let j = 0;
+  const batch = (fn) => () => { for (let i = 0; i < BATCH; i++) fn(keys[(j++) % 1000]); };
+  const res = await nsPerCall({
+    'Map GCRA, tryAcquire (object)': batch((k) => map.tryAcquire(k)),
+    'sluice tryAcquire (object)': batch((k) => sluice.tryAcquire(k)),
+    'Map GCRA, allow (boolean)': batch((k) => map.allow(k)),
+    'sluice allow (boolean)': batch((k) => sluice.allow(k)),
+  }, quick ? { timeMs: 200, warmupMs: 50 } : {});
+  const bytes = {
+    'Map GCRA, tryAcquire (object)': bytesPerCall((i) => map.tryAcquire(keys[i % 1000])),
+    'sluice tryAcquire (object)': bytesPerCall((i) => sluice.tryAcquire(keys[i % 1000])),
+    'Map GCRA, allow (boolean)': bytesPerCall((i) => map.allow(keys[i % 1000])),
+    'sluice allow (boolean)': bytesPerCall((i) => sluice.allow(keys[i % 1000])),
+  };
+  return { res, bytes };
+}
+
+async function workerRun(handle, workers, keySets, ms) {
+  const gate = new SharedArrayBuffer(12);
+  const g = new Int32Array(gate);
+  const pool = Array.from({ length: workers }, (_, i) => new Worker(workerUrl, { workerData: { handle, keys: keySets[i], gate } }));
+  const done = pool.map((w) => new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); }));
+  while (Atomics.load(g, 0) < workers) await new Promise((r) => setTimeout(r, 2));
+  Atomics.store(g, 1, 1);
+  Atomics.notify(g, 1);
+  await new Promise((r) => setTimeout(r, ms));
+  Atomics.store(g, 2, 1);
+  const results = await Promise.all(done);
+  await Promise.all(pool.map((w) => w.terminate()));
+  return results.reduce((sum, r) => sum + r.ops / (r.ms / 1000), 0); // checks per second, all workers
+}
+
+async function scaling(quick) {
+  const limiter = new RateLimiter({ limit: perSecond(1e6, { burst: 1e6 }), maxKeys: 10_000 });
+  const keySets = [makeKeys(1_000, 'w0'), makeKeys(1_000, 'w1')];
+  for (const set of keySets) for (const k of set) limiter.allow(k);
+  const rounds = quick ? 1 : 5;
+  const ms = quick ? 200 : 1_000;
+  const one = [];
+  const two = [];
+  for (let r = 0; r < rounds; r++) { // alternate, so drift on a shared machine hits both alike
+    one.push(await workerRun(limiter.handle, 1, keySets, ms));
+    two.push(await workerRun(limiter.handle, 2, keySets, ms));
+  }
+  return { one, two };
+}
+
+function memory(quick) {
+  const rows = [];
+  for (const maxKeyBytes of [64, 32]) {
+    const maxKeys = quick ? 10_000 : 1_000_000;
+    const limiter = new RateLimiter({ limit: perSecond(10), maxKeys, maxKeyBytes });
+    const keys = makeKeys(maxKeys, 'm');
+    const t0 = performance.now();
+    for (const k of keys) limiter.allow(k);
+    const insertNs = ((performance.now() - t0) * 1e6) / maxKeys;
+    const s = limiter.stats();
+    rows.push({ maxKeyBytes, maxKeys, live: s.liveKeys, tableBytes: s.tableBytes, perKey: s.tableBytes / maxKeys, insertNs });
+  }
+  return rows;
+}
+
+export async function runCore({ quick = false } = {}) {
+  const { res, bytes } = await singleThread(quick);
+  const { one, two } = await scaling(quick);
+  const mem = memory(quick);
+  const lines = [];
+  lines.push('## Core: one thread, existing keys (1k keys, 24-character strings)', '');
+  lines.push('Each tinybench iteration makes 1,000 calls; figures are ns per call (median, p25-p75 over samples).', '');
+  lines.push('| variant | ns/call median | p25-p75 | bytes/call | vs Map |', '|---|---:|---:|---:|---:|');
+  const pairs = [['Map GCRA, tryAcquire (object)', 'sluice tryAcquire (object)'], ['Map GCRA, allow (boolean)', 'sluice allow (boolean)']];
+  for (const [base, ours] of pairs) {
+    for (const name of [base, ours]) {
+      const r = res[name];
+      const ratio = name === base ? '1.00x' : `${fmt(r.median / res[base].median, 2)}x`;
+      lines.push(`| ${name} | ${fmt(r.median, 1)} | ${fmt(r.p25, 1)}-${fmt(r.p75, 1)} | ${fmt(bytes[name], 1)} | ${ratio} |`);
+    }
+  }
+  const ratio = median(two) / median(one);
+  lines.push('', '## Core: two workers on distinct keys against one', '');
+  lines.push(`Each worker checks its own 1,000 existing keys in a loop for ${quick ? '0.2' : '1'} s; ${one.length} alternating rounds.`, '');
+  lines.push('| workers | checks/s (median) | all rounds |', '|---:|---:|---|');
+  lines.push(`| 1 | ${fmt(median(one))} | ${one.map((x) => fmt(x / 1e6, 2)).join(', ')} M |`);
+  lines.push(`| 2 | ${fmt(median(two))} | ${two.map((x) => fmt(x / 1e6, 2)).join(', ')} M |`);
+  lines.push('', `Two workers reach **${fmt(ratio, 2)}x** one worker's throughput.`);
+  lines.push('', '## Core: memory per tracked key', '');
+  lines.push('| maxKeyBytes | maxKeys | keys inserted | table bytes | bytes per key | insert ns/key |', '|---:|---:|---:|---:|---:|---:|');
+  for (const m of mem) lines.push(`| ${m.maxKeyBytes} | ${fmt(m.maxKeys)} | ${fmt(m.live)} | ${fmt(m.tableBytes)} | ${fmt(m.perKey, 1)} | ${fmt(m.insertNs)} |`);
+  return { markdown: lines.join('\n'), figures: { res, bytes, one, two, ratio, mem } };
+}

@@ -1,0 +1,35 @@
+// The single-thread ceiling: GCRA over a plain Map<string, number>, reading the same clock as
+// sluice's default (performance.now()). No sharing, no atomics, no hashing in JS.
+
+/** @param {{ permits: number, periodMs: number, burst?: number }} limit */
+export function createMapGcra(limit) {
+  const intervalMs = limit.periodMs / limit.permits;
+  const burst = limit.burst ?? limit.permits;
+  const toleranceMs = burst * intervalMs;
+  /** @type {Map<string, number>} */
+  const tats = new Map();
+  return {
+    /** @param {string} key */
+    allow(key, cost = 1) {
+      const now = performance.now();
+      const tat = tats.get(key);
+      const debt = tat === undefined || tat < now ? 0 : tat - now;
+      const next = debt + cost * intervalMs;
+      if (next > toleranceMs) return false;
+      tats.set(key, now + next);
+      return true;
+    },
+    /** @param {string} key */
+    tryAcquire(key, cost = 1) {
+      const now = performance.now();
+      const tat = tats.get(key);
+      const debt = tat === undefined || tat < now ? 0 : tat - now;
+      const next = debt + cost * intervalMs;
+      if (next > toleranceMs) {
+        return { allowed: false, remaining: Math.floor((toleranceMs - debt) / intervalMs), retryAfterMs: next - toleranceMs, resetAfterMs: debt, reason: 'limited' };
+      }
+      tats.set(key, now + next);
+      return { allowed: true, remaining: Math.floor((toleranceMs - next) / intervalMs), retryAfterMs: 0, resetAfterMs: next, reason: 'allowed' };
+    },
+  };
+}

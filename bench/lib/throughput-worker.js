@@ -1,0 +1,19 @@
+// Runs checks on its own keys as fast as it can until the main thread raises the stop flag, and
+// reports how many it made. All workers start together through a shared gate.
+import { parentPort, workerData } from 'node:worker_threads';
+import { RateLimiter } from 'sluice';
+
+const { handle, keys, gate } = workerData;
+const limiter = RateLimiter.attach(handle);
+const g = new Int32Array(gate); // [ready count, go flag, stop flag]
+for (let i = 0; i < 20_000; i++) limiter.allow(keys[i % keys.length]); // warm up the JIT
+Atomics.add(g, 0, 1);
+while (Atomics.load(g, 1) === 0) Atomics.wait(g, 1, 0, 5);
+let ops = 0;
+const n = keys.length;
+const started = performance.now();
+while (Atomics.load(g, 2) === 0) {
+  for (let i = 0; i < 1_000; i++) limiter.allow(keys[(ops + i) % n]);
+  ops += 1_000;
+}
+parentPort.postMessage({ ops, ms: performance.now() - started, casRetries: limiter.stats().casRetries });
