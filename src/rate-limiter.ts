@@ -384,6 +384,7 @@ export class RateLimiter {
         // tat, then clock, then lastSec: the same order and argument as in #decide.
         const p = self.#p;
         const tat = Atomics.load(w, base + S_TAT);
+        if (tat === DEAD) return DEAD; // already being reclaimed: the table finishes it
         const nowMs = self.#clock.now();
         const lastSec = Atomics.load(w, base + S_LAST_SEC);
         const ahead = (tat - (ticksAt(nowMs, p) | 0)) | 0;

@@ -76,3 +76,29 @@ describe('the shared table', () => {
     expect(s.tableBytes).toBe(256 + 2048 * (5 + 16) * 4);
   });
 });
+
+describe('a reclaim interrupted between its two steps (its thread died)', () => {
+  it('is finished by the next lookup of the key, or by sweep()', async () => {
+    const { DEAD, HEADER_WORDS, H_SLOT_WORDS, S_CTRL, S_TAT, LIVE } = await import('../src/table/layout.js');
+    const clock = new ManualClock();
+    const limiter = new RateLimiter({ limit: perSecond(2), maxKeys: 4, clock });
+    limiter.allow('a');
+    limiter.allow('b');
+    clock.advance(1000);
+    // Do the first step of a reclaim by hand on every live slot: tat -> DEAD, ctrl left LIVE.
+    const w = new Int32Array(limiter.handle.table);
+    const slotWords = w[H_SLOT_WORDS] as number;
+    let marked = 0;
+    for (let base = HEADER_WORDS; base < w.length; base += slotWords) {
+      if (((w[base + S_CTRL] as number) & 3) === LIVE) { w[base + S_TAT] = DEAD; marked++; }
+    }
+    expect(marked).toBe(2);
+    expect(limiter.stats()).toMatchObject({ liveKeys: 0, tombstones: 2 });
+    // A lookup of 'a' finishes a's reclaim and inserts it again, fresh.
+    expect(limiter.tryAcquire('a', 2)).toMatchObject({ allowed: true, remaining: 0 });
+    // sweep() finishes b's.
+    expect(limiter.sweep()).toBe(1);
+    expect(limiter.tryAcquire('b', 2)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(limiter.stats()).toMatchObject({ liveKeys: 2 });
+  });
+});

@@ -19,7 +19,8 @@ export interface SlotState {
   initSlot(words: Int32Array, base: number): void;
   /**
    * Returns the `tat` word if the slot's key is strictly idle (its state equals a fresh key's,
-   * and has since before now), or `NOT_IDLE`. Must read `tat` before the clock.
+   * and has since before now), `DEAD` if a reclaim already marked it, or `NOT_IDLE`. Must read
+   * `tat` before the clock.
    */
   idleTat(words: Int32Array, base: number): number;
 }
@@ -164,10 +165,10 @@ export class SlotTable {
     return -1;
   }
 
-  /** Completes a reclaim whose `tat` is already DEAD: LIVE(gen) -> TOMB(gen). Idempotent. */
-  finishReclaim(base: number, ctrl: number): void {
+  /** Completes a reclaim whose `tat` is already DEAD: LIVE(gen) -> TOMB(gen). True if this call did. */
+  finishReclaim(base: number, ctrl: number): boolean {
     // compareExchange from the exact LIVE word: succeeds once, for this incarnation only.
-    Atomics.compareExchange(this.words, base + S_CTRL, ctrl, ctrlWord(TOMB, ctrl >>> 2));
+    return Atomics.compareExchange(this.words, base + S_CTRL, ctrl, ctrlWord(TOMB, ctrl >>> 2)) === ctrl;
   }
 
   /**
@@ -180,7 +181,9 @@ export class SlotTable {
     const ctrl = Atomics.load(w, base + S_CTRL);
     if ((ctrl & 3) !== LIVE) return false;
     const tat = this.#state.idleTat(w, base);
-    if (tat === NOT_IDLE || tat === DEAD) return false;
+    if (tat === NOT_IDLE) return false;
+    // A reclaim already past its linearisation point, whose thread may have died: finish it.
+    if (tat === DEAD) return this.finishReclaim(base, ctrl);
     // The linearisation point of a reclaim: tat goes from the idle value to DEAD. A request that
     // read the same value and tries to spend from it now fails its CAS and looks the key up again.
     if (Atomics.compareExchange(w, base + S_TAT, tat, DEAD) !== tat) return false;
