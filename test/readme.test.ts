@@ -1,0 +1,29 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+
+const root = new URL('../', import.meta.url);
+
+describe('README', () => {
+  it('shows examples/quick-start.js verbatim', () => {
+    const readme = readFileSync(new URL('README.md', root), 'utf8');
+    const example = readFileSync(new URL('examples/quick-start.js', root), 'utf8');
+    expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
+  });
+
+  it('quick start runs: the main thread and two workers share one limit', () => {
+    const out = execFileSync(process.execPath, ['examples/quick-start.js'], { cwd: root, encoding: 'utf8' });
+    expect(out).toMatch(/main: \{[\s\S]*allowed: true,[\s\S]*remaining: 6,/);
+    const workers = [...out.matchAll(/worker \d: (\d) of 5 allowed/g)].map((m) => Number(m[1]));
+    expect(workers).toHaveLength(2);
+    const sum = workers.reduce((a, b) => a + b, 0);
+    expect(sum).toBeGreaterThanOrEqual(6); // the 6 left, plus what refilled while workers started
+    const left = Number(/main: user:42 has (\d+) left/.exec(out)?.[1]);
+    expect(left).toBeGreaterThanOrEqual(0);
+  });
+
+  it('npm start demo runs and reports no violation', () => {
+    const out = execFileSync(process.execPath, ['dist/demo.js'], { cwd: root, encoding: 'utf8' });
+    expect(out).toMatch(/ok: the workers never exceeded the shared limit/);
+  });
+});
