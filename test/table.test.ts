@@ -102,3 +102,16 @@ describe('a reclaim interrupted between its two steps (its thread died)', () => 
     expect(limiter.stats()).toMatchObject({ liveKeys: 2 });
   });
 });
+
+describe('hash spread', () => {
+  it.each([1, 2024])('holds maxKeys structured keys (hash seed %i) without a full stripe', (hashSeed) => {
+    const maxKeys = 100_000;
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, hashSeed, clock: new ManualClock() });
+    let full = 0;
+    for (let i = 0; i < maxKeys; i++) {
+      if (limiter.tryAcquire(`tenant-${String(i).padStart(7, '0')}:api`).reason === 'table-full') full++;
+    }
+    expect(full).toBe(0);
+    expect(limiter.stats().liveKeys).toBe(maxKeys);
+  });
+});

@@ -1,6 +1,6 @@
 /**
  * Key encoding and hashing. A key is stored as its UTF-8 bytes, zero-padded to whole int32
- * words, and hashed word by word (FNV-1a steps on 32-bit words, then murmur3's finaliser).
+ * words, and hashed word by word with MurmurHash3.
  *
  * Thread-safety: a `KeyEncoder` owns scratch buffers and belongs to one limiter instance on one
  * thread; the functions are pure.
@@ -40,14 +40,22 @@ export function keyWords(bytes: number): number {
   return (bytes + 3) >>> 2;
 }
 
-/** Hashes the first `count` words of `words` with `seed`; always a 32-bit signed integer. */
+/**
+ * Hashes the first `count` words of `words` with `seed` (MurmurHash3 x86_32 over whole words);
+ * always a 32-bit signed integer. Every input bit reaches every output bit before the next word
+ * is mixed in, so keys that differ in one digit still spread evenly over the stripes.
+ */
 export function hashWords(words: Int32Array, count: number, seed: number): number {
-  let h = (seed ^ 0x811c9dc5) | 0;
+  let h = seed | 0;
   for (let i = 0; i < count; i++) {
-    h = Math.imul(h ^ (words[i] as number), 0x01000193);
+    let k = Math.imul(words[i] as number, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, 0x1b873593);
+    h ^= k;
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
   }
-  h ^= count;
-  // murmur3 fmix32: spreads every input bit over the whole word.
+  h ^= count * 4;
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
