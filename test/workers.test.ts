@@ -52,6 +52,19 @@ describe('real worker_threads sharing one limiter', () => {
     expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 200 });
   });
 
+  it('shares one monotonic timeline with workers under the default clock', async () => {
+    const limiter = new RateLimiter({ limit: perSecond(1, { burst: 2 }), maxKeys: 8 });
+    limiter.allow('k');
+    const before = performance.now();
+    const worker = spawn({ mode: 'epoch', handle: limiter.handle, id: 0, key: 'k' });
+    const { now, d } = await result<{ now: number; d: { allowed: boolean; remaining: number } }>(worker);
+    const after = performance.now();
+    await worker.terminate();
+    expect(now).toBeGreaterThanOrEqual(before); // same time origin: the worker's now is not reset
+    expect(now).toBeLessThanOrEqual(after);
+    expect(d).toMatchObject({ allowed: true, remaining: 0 }); // and it spent from the same state
+  });
+
   it('admits exactly burst in total when 4 workers hammer one key on a frozen clock, and CAS retries happen', async () => {
     const burst = 100_000;
     const limiter = new RateLimiter({ limit: perSecond(burst), maxKeys: 8, clock: new ManualClock() });
