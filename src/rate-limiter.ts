@@ -1,12 +1,14 @@
 import { ManualClock, monotonicClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
-import { gcraParams, remainingAt, secondsAt, ticksAt, ticksToMs, ULP_GUARD, type GcraParams } from './gcra.js';
+import { admit, debtOf, gcraParams, remainingAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
+import { gcraSlotState, readGcraParams, writeGcraParams } from './gcra-slot.js';
 import { type Limit } from './limit.js';
 import {
-  DEAD, H_BURST, H_CLOCK_KIND, H_INTERVAL_TICKS, H_MAX_KEYS, H_ON_FULL, H_PERIOD_MS_BYTE, H_PERMITS_BYTE,
-  H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, HEADER_WORDS, S_CTRL, S_LAST_SEC, S_TAT,
+  DEAD, H_CLOCK_KIND, H_MAX_KEYS, H_ON_FULL, H_PERIOD_MS_BYTE, H_PERMITS_BYTE, HEADER_WORDS, S_CTRL,
+  S_LAST_SEC, S_TAT,
 } from './table/layout.js';
-import { allocateTable, NOT_IDLE, SlotTable, TABLE_FULL, type SlotState } from './table/table.js';
+import { SlotIndex } from './table/slot-index.js';
+import { allocateTable, checkTableBuffer, SlotTable } from './table/table.js';
 
 /** Why a decision came out the way it did. */
 export type DecisionReason =
@@ -94,13 +96,6 @@ const MAX_KEYS = 2 ** 22;
 /** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see gcra.ts). */
 const SECONDS_PER_MS = 0.001 * ULP_GUARD;
 
-/**
- * Where a key lives: its slot's first word and the ctrl word it had when found. A LIVE ctrl word
- * carries the slot's generation, so an unchanged ctrl means the same key still lives there.
- */
-class SlotRef {
-  constructor(readonly base: number, readonly ctrl: number) {}
-}
 const DEFAULT_CACHE_SIZE = 65_536;
 
 /** The constructor's argument when attaching: module-private, so users cannot forge one. */
@@ -129,9 +124,8 @@ export class RateLimiter {
   #clockBuffer!: SharedArrayBuffer | null;
   #p!: GcraParams;
   #allowWhenFull!: boolean;
-  readonly #cache = new Map<string, SlotRef>();
+  #index!: SlotIndex;
   #ticksPerMs = 0;
-  #cacheSize!: number;
   #casRetries = 0;
   // Results of the last #decide call, read by tryAcquire/allow (avoids allocating on `allow`).
   #reason: DecisionReason = 'allowed';
@@ -170,11 +164,7 @@ export class RateLimiter {
     // plain writes fill its header; attach() reads everything back from there.
     const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs });
     const w = new Int32Array(buffer);
-    w[H_INTERVAL_TICKS] = p.intervalTicks;
-    w[H_TOLERANCE_TICKS] = p.toleranceTicks;
-    w[H_BURST] = p.burst;
-    w[H_TICK_NS] = p.tickNs;
-    w[H_STALE_SEC] = p.staleSec;
+    writeGcraParams(w, p);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_CLOCK_KIND] = clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
     const f = new Float64Array(buffer);
@@ -184,27 +174,21 @@ export class RateLimiter {
   }
 
   #setup(buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
-    this.#table = new SlotTable(buffer, this.#slotState());
-    const w = this.#table.words;
-    this.#words = w;
+    const w = checkTableBuffer(buffer);
     const kind = w[H_CLOCK_KIND];
     if (clock !== undefined) this.#clock = clock;
     else if (kind === CLOCK_MONOTONIC) this.#clock = monotonicClock;
     else if (kind === CLOCK_MANUAL && clockBuffer instanceof SharedArrayBuffer) this.#clock = new ManualClock(clockBuffer);
     else throw new TypeError('this limiter uses a custom clock: pass it as RateLimiter.attach(handle, { clock })');
     this.#clockBuffer = clockBuffer;
-    this.#p = {
-      tickNs: w[H_TICK_NS] as number,
-      intervalTicks: w[H_INTERVAL_TICKS] as number,
-      toleranceTicks: w[H_TOLERANCE_TICKS] as number,
-      burst: w[H_BURST] as number,
-      staleSec: w[H_STALE_SEC] as number,
-    };
+    this.#p = readGcraParams(w);
     this.#ticksPerMs = (1e6 / this.#p.tickNs) * ULP_GUARD;
+    this.#table = new SlotTable(buffer, gcraSlotState(this.#p, this.#clock));
+    this.#words = this.#table.words;
+    this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
     const f = new Float64Array(buffer, 0, HEADER_WORDS / 2);
     this.limit = Object.freeze({ permits: f[H_PERMITS_BYTE / 8] as number, periodMs: f[H_PERIOD_MS_BYTE / 8] as number, burst: this.#p.burst });
     this.#allowWhenFull = w[H_ON_FULL] === 1;
-    this.#cacheSize = cacheSize ?? DEFAULT_CACHE_SIZE;
   }
 
   /**
@@ -252,7 +236,7 @@ export class RateLimiter {
 
   /** Reclaims the slots of idle keys (state equal to a fresh key's); returns how many. */
   sweep(): number {
-    this.#cache.clear();
+    this.#index.clear();
     return this.#table.sweep();
   }
 
@@ -280,11 +264,9 @@ export class RateLimiter {
     }
     const w = this.#words;
     const p = this.#p;
-    let entry = this.#cache.get(key);
-    if (entry === undefined) {
-      entry = this.#locate(key);
-      if (entry === undefined) return this.#full();
-    }
+    const index = this.#index;
+    let entry = index.cached(key) ?? index.locate(key);
+    if (entry === undefined) return this.#full();
     for (;;) {
       const base = entry.base;
       // Atomics.load of tat first, then the clock, then ctrl:
@@ -293,8 +275,8 @@ export class RateLimiter {
       const tat = Atomics.load(w, base + S_TAT);
       const nowMs = this.#clock.now();
       if (Atomics.load(w, base + S_CTRL) !== entry.ctrl || tat === DEAD) {
-        this.#cache.delete(key);
-        entry = this.#locate(key);
+        index.forget(key);
+        entry = index.locate(key);
         if (entry === undefined) return this.#full();
         continue;
       }
@@ -303,11 +285,10 @@ export class RateLimiter {
       // Atomics.load of lastSec after tat: if it is older than staleSec, every admission that
       // could have written this tat was made before then, so the key is certainly fresh.
       const lastSec = Atomics.load(w, base + S_LAST_SEC);
-      const ahead = (tat - now32) | 0;
-      const debt = ahead <= 0 || nowSec - lastSec > p.staleSec ? 0 : ahead;
+      const debt = debtOf(tat, now32, lastSec, nowSec, p);
       if (cost > p.burst) return this.#refuse('exceeds-burst', debt, Infinity);
-      const next = debt + cost * p.intervalTicks;
-      if (next > p.toleranceTicks) return this.#refuse('limited', debt, next - p.toleranceTicks);
+      const next = admit(debt, cost, p);
+      if (next < 0) return this.#refuse('limited', debt, waitTicks(debt, cost, p));
       if (cost === 0) return this.#grant(debt);
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
@@ -349,50 +330,5 @@ export class RateLimiter {
       if (prev === last) return;
       last = prev;
     }
-  }
-
-  /** Finds or inserts `key`; returns its cache entry, or undefined when the table is full. */
-  #locate(key: string): SlotRef | undefined {
-    const table = this.#table;
-    const bytes = table.encoder.encode(key);
-    if (bytes < 0) {
-      throw new RangeError(`key must be at most ${table.maxKeyBytes} UTF-8 bytes (option maxKeyBytes), got ${describe(key)}`);
-    }
-    const slot = table.locate(bytes, table.hashEncoded(bytes));
-    if (slot === TABLE_FULL) return undefined;
-    const entry = new SlotRef(table.base(slot), table.foundCtrl);
-    if (this.#cacheSize > 0) {
-      if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
-      this.#cache.set(key, entry);
-    }
-    return entry;
-  }
-
-  #slotState(): SlotState {
-    // Called before #p and #clock are set: read them when the hooks run, not now.
-    const self = this;
-    return {
-      initSlot(w: Int32Array, base: number): void {
-        const p = self.#p;
-        const nowMs = self.#clock.now();
-        // Stores while the slot is BUSY: no other thread reads its state until the publishing
-        // compareExchange on ctrl, which orders these writes before it.
-        Atomics.store(w, base + S_TAT, ticksAt(nowMs, p) | 0);
-        Atomics.store(w, base + S_LAST_SEC, secondsAt(nowMs));
-      },
-      idleTat(w: Int32Array, base: number): number {
-        // tat, then clock, then lastSec: the same order and argument as in #decide.
-        const p = self.#p;
-        const tat = Atomics.load(w, base + S_TAT);
-        if (tat === DEAD) return DEAD; // already being reclaimed: the table finishes it
-        const nowMs = self.#clock.now();
-        const lastSec = Atomics.load(w, base + S_LAST_SEC);
-        const ahead = (tat - (ticksAt(nowMs, p) | 0)) | 0;
-        // Strictly behind now (not equal): a new key's first tat, read after its claim, is then
-        // later than every value this slot held, so a stale compareExchange can never match it.
-        const idle = ahead < 0 || secondsAt(nowMs) - lastSec > p.staleSec;
-        return idle ? tat : NOT_IDLE;
-      },
-    };
   }
 }

@@ -65,13 +65,7 @@ export class SlotTable {
   readonly #state: SlotState;
 
   constructor(buffer: SharedArrayBuffer, state: SlotState) {
-    const words = new Int32Array(buffer);
-    if (words.length < HEADER_WORDS || words[H_MAGIC] !== MAGIC) {
-      throw new TypeError('handle does not hold a sluice table (bad magic number)');
-    }
-    if (words[H_VERSION] !== LAYOUT_VERSION) {
-      throw new TypeError(`handle holds table layout version ${words[H_VERSION]}, this sluice reads ${LAYOUT_VERSION}`);
-    }
+    const words = checkTableBuffer(buffer);
     this.words = words;
     this.stripes = words[H_STRIPES] as number;
     this.slotsPerStripe = words[H_SLOTS_PER_STRIPE] as number;
@@ -321,6 +315,18 @@ export class SlotTable {
 }
 
 const RETRY = -2;
+
+/** Throws `TypeError` unless `buffer` holds a sluice table of this layout; returns its words. */
+export function checkTableBuffer(buffer: SharedArrayBuffer): Int32Array {
+  const words = new Int32Array(buffer);
+  if (words.length < HEADER_WORDS || words[H_MAGIC] !== MAGIC) {
+    throw new TypeError('handle does not hold a sluice table (bad magic number)');
+  }
+  if (words[H_VERSION] !== LAYOUT_VERSION) {
+    throw new TypeError(`handle holds table layout version ${words[H_VERSION]}, this sluice reads ${LAYOUT_VERSION}`);
+  }
+  return words;
+}
 
 /** Geometry and identity of a new table. */
 export interface TableSpec {
