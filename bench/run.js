@@ -1,27 +1,58 @@
-// `npm run bench` (or `npm run bench:quick`): runs every suite and rewrites bench/RESULTS.md.
-import { writeFileSync } from 'node:fs';
+// `npm run bench` runs every suite and rewrites bench/RESULTS.md (and the SVG charts beside it).
+// `npm run bench:quick` runs a smoke version of every suite and prints it without writing.
+// `node bench/run.js [--quick] [suite ...]` runs only the named suites (printing, not writing).
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { runContention } from './contention.js';
 import { runCore } from './core.js';
-import { runWidth } from './width.js';
 import { machine } from './lib/measure.js';
+import { runPeers } from './peers.js';
+import { runRace } from './race.js';
+import { runScaling } from './scaling.js';
+import { runWidth } from './width.js';
 
-const quick = process.argv.includes('--quick');
+const SUITES = {
+  core: runCore,
+  peers: runPeers,
+  contention: runContention,
+  race: runRace,
+  scaling: runScaling,
+  width: runWidth,
+};
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const only = args.filter((a) => !a.startsWith('--'));
+for (const name of only) {
+  if (!(name in SUITES)) {
+    console.error(`unknown suite ${JSON.stringify(name)}; suites: ${Object.keys(SUITES).join(', ')}`);
+    process.exit(2);
+  }
+}
+const publish = !quick && only.length === 0;
+const svgDir = publish ? new URL('./', import.meta.url) : pathToFileURL(`${mkdtempSync(join(tmpdir(), 'sluice-bench-'))}/`);
+
 const m = machine();
+const started = performance.now();
+const sections = [];
+for (const [name, run] of Object.entries(SUITES)) {
+  if (only.length > 0 && !only.includes(name)) continue;
+  const t0 = performance.now();
+  process.stderr.write(`running ${name}${quick ? ' (quick)' : ''}... `);
+  sections.push((await run({ quick, svgDir })).markdown);
+  process.stderr.write(`${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+}
 const header = [
   '# sluice benchmark results',
   '',
-  `Written by \`npm run bench${quick ? ':quick' : ''}\` on ${m.date}. Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; Node ${m.node}.`,
-  'This machine is shared and noisy: read the ratios measured side by side in one run, not single absolute figures.',
+  `Written by \`npm run bench${quick ? ':quick' : ''}\` on ${m.date} in ${((performance.now() - started) / 60_000).toFixed(1)} minutes. ` +
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; Node ${m.node}.`,
+  'This machine is shared and noisy: read the ratios measured side by side in one run, not single absolute figures. ' +
+    'How to read and reproduce these tables: [bench/README.md](README.md).',
   '',
 ];
-const sections = [];
-for (const [name, run] of [['core', runCore], ['width', runWidth]]) {
-  console.error(`running ${name} suite${quick ? ' (quick)' : ''}...`);
-  sections.push((await run({ quick })).markdown);
-}
 const text = `${header.join('\n')}${sections.join('\n\n')}\n`;
-if (quick) {
-  console.log(text); // a smoke run checks that the suites work; it does not overwrite the published figures
-} else {
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), text);
-  console.log(text);
-}
+if (publish) writeFileSync(new URL('./RESULTS.md', import.meta.url), text);
+console.log(text);

@@ -40,9 +40,9 @@ export async function runWidth({ quick = false } = {}) {
     'BigInt64Array CAS, read as two int32 halves': batch(halvesStep),
   }, quick ? { timeMs: 200, warmupMs: 50 } : {});
   const bytes = {
-    'Int32Array: load + compareExchange': bytesPerCall(int32Step),
-    'BigInt64Array: load + BigInt math + compareExchange': bytesPerCall(bigintStep),
-    'BigInt64Array CAS, read as two int32 halves': bytesPerCall(halvesStep),
+    'Int32Array: load + compareExchange': await bytesPerCall(int32Step),
+    'BigInt64Array: load + BigInt math + compareExchange': await bytesPerCall(bigintStep),
+    'BigInt64Array CAS, read as two int32 halves': await bytesPerCall(halvesStep),
   };
   const base = res['Int32Array: load + compareExchange'].median;
   const lines = ['## Integer width of the state word', '', 'One uncontended read-modify-compare-and-swap, single thread.', ''];

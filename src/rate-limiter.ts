@@ -7,7 +7,7 @@ import {
   DEAD, H_CLOCK_KIND, H_MAX_KEYS, H_ON_FULL, H_PERIOD_MS_BYTE, H_PERMITS_BYTE, HEADER_WORDS, S_CTRL,
   S_LAST_SEC, S_TAT,
 } from './table/layout.js';
-import { SlotIndex } from './table/slot-index.js';
+import { DEFAULT_CACHE_SIZE, SlotIndex } from './table/slot-index.js';
 import { allocateTable, checkTableBuffer, SlotTable } from './table/table.js';
 
 /** Why a decision came out the way it did. */
@@ -96,7 +96,6 @@ const MAX_KEYS = 2 ** 22;
 /** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see gcra.ts). */
 const SECONDS_PER_MS = 0.001 * ULP_GUARD;
 
-const DEFAULT_CACHE_SIZE = 65_536;
 
 /** The constructor's argument when attaching: module-private, so users cannot forge one. */
 class AttachRequest {

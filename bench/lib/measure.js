@@ -1,7 +1,6 @@
 // Measurement helpers shared by every suite: batched tinybench tasks, allocation per call,
 // the machine description, and small statistics.
 import os from 'node:os';
-import { PerformanceObserver } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Bench } from 'tinybench';
@@ -49,25 +48,33 @@ export function median(values) {
 const gc = globalThis.gc ?? (() => { v8.setFlagsFromString('--expose-gc'); return vm.runInNewContext('gc'); })();
 
 /**
- * Heap bytes allocated per call of `fn`, measured as heap growth over `calls` calls with no
- * garbage collection in between (runs with a GC inside are discarded and repeated). Min of 5.
+ * Heap bytes allocated per call, measured as heap growth over `calls` calls with no garbage
+ * collection in between: `v8.GCProfiler` records every collection, also inside a synchronous
+ * loop, and runs in which one happened are discarded. Minimum of up to 5 clean runs (of 50 tried).
+ * `run(n)` makes n calls and may return a promise (for asynchronous contestants).
  */
-export function bytesPerCall(fn, calls = 20_000) {
-  let gcs = 0;
-  const obs = new PerformanceObserver((list) => { gcs += list.getEntries().length; });
-  obs.observe({ entryTypes: ['gc'] });
+export async function bytesPerRun(run, calls = 20_000) {
   const results = [];
-  for (let attempt = 0; attempt < 50 && results.length < 5; attempt++) {
-    for (let i = 0; i < 2_000; i++) fn(i); // warm
+  let attempts = 0;
+  for (; attempts < 50 && results.length < 5; attempts++) {
+    await run(2_000); // warm
     gc();
+    const profiler = new v8.GCProfiler();
+    profiler.start();
     const before = process.memoryUsage().heapUsed;
-    const gcsBefore = gcs;
-    for (let i = 0; i < calls; i++) fn(i);
+    const pending = run(calls); // a synchronous run returns undefined and is not awaited
+    if (pending) await pending;
     const after = process.memoryUsage().heapUsed;
-    if (gcs === gcsBefore) results.push(Math.max(0, (after - before) / calls));
+    const { statistics } = profiler.stop();
+    if (statistics.length === 0) results.push(Math.max(0, (after - before) / calls));
   }
-  obs.disconnect();
-  return results.length ? Math.min(...results) : NaN;
+  return { bytes: results.length ? Math.min(...results) : NaN, runs: results.length, attempts };
+}
+
+/** `bytesPerRun` for a synchronous per-call function `fn(i)`; returns bytes per call. */
+export async function bytesPerCall(fn, calls = 20_000) {
+  const { bytes } = await bytesPerRun((n) => { for (let i = 0; i < n; i++) fn(i); }, calls);
+  return bytes;
 }
 
 export function machine() {

@@ -1,6 +1,9 @@
 import { describe } from '../errors.js';
 import { TABLE_FULL, type SlotTable } from './table.js';
 
+/** Entries in a thread's key cache unless configured otherwise. */
+export const DEFAULT_CACHE_SIZE = 65_536;
+
 /**
  * Where a key lives: its slot's first word and the ctrl word it had when found. A LIVE ctrl word
  * carries the slot's generation, so an unchanged ctrl means the same key still lives there.

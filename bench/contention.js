@@ -1,0 +1,92 @@
+// Throughput of the three update strategies (bench/lib/variants.js) over the same shared table,
+// per workload, with 1, 2 and 4 workers. Each round runs one variant on all workers at once;
+// rounds of the three variants alternate so a noisy neighbour hits them alike.
+import { writeFileSync } from 'node:fs';
+import { os } from './lib/os.js';
+import { perSecond, RateLimiter } from 'sluice';
+import { LabPool } from './lib/lab-pool.js';
+import { fmt, makeKeys, median } from './lib/measure.js';
+import { keyStream, topShare } from './lib/streams.js';
+import { lineChart } from './lib/svg.js';
+import { newLockBuffer, VARIANTS } from './lib/variants.js';
+
+const ALLOWED = perSecond(5e7, { burst: 5e7 }); // nothing is refused at any reachable rate
+const REJECTED = { permits: 1, periodMs: 3_600_000, burst: 1 }; // each key spent once beforehand
+const STREAM_LENGTH = 1 << 20;
+const WORKERS = [1, 2, 4];
+
+function workloads(quick) {
+  const big = quick ? 20_000 : 1_000_000;
+  return [
+    { name: 'hot key', keyCount: 1, stream: keyStream('uniform', 1, 1024) },
+    { name: '1k keys, uniform', keyCount: 1_000, stream: keyStream('uniform', 1_000, STREAM_LENGTH) },
+    { name: `${fmt(big)} keys, uniform`, keyCount: big, stream: keyStream('uniform', big, STREAM_LENGTH) },
+    { name: `${fmt(big)} keys, Zipf s=0.99`, keyCount: big, stream: keyStream('zipf', big, STREAM_LENGTH) },
+  ];
+}
+
+export async function runContention({ quick = false, svgDir } = {}) {
+  const ms = quick ? 100 : 500;
+  const rounds = quick ? 1 : 3;
+  const rows = [];
+  for (const wl of workloads(quick)) {
+    const keys = makeKeys(wl.keyCount, 'k');
+    const limiters = {};
+    for (const [mode, limit] of [['allowed', ALLOWED], ['rejected', REJECTED]]) {
+      const limiter = new RateLimiter({ limit, maxKeys: Math.max(16, wl.keyCount) });
+      for (const k of keys) limiter.allow(k); // every key exists (and, when rejecting, is spent)
+      limiters[mode] = limiter;
+    }
+    for (const workers of WORKERS) {
+      const pool = await LabPool.start(workers, { keyCount: wl.keyCount, prefix: 'k', stream: wl.stream });
+      for (const mode of ['allowed', 'rejected']) {
+        const perVariant = Object.fromEntries(VARIANTS.map((v) => [v, []]));
+        const allowedShare = Object.fromEntries(VARIANTS.map((v) => [v, []]));
+        for (let r = 0; r < rounds; r++) {
+          for (const variant of VARIANTS) {
+            const res = await pool.throughput(variant, limiters[mode].handle, newLockBuffer(), ms);
+            perVariant[variant].push(res.perSec);
+            allowedShare[variant].push(res.allowed);
+          }
+        }
+        rows.push({ workload: wl.name, mode, workers, perVariant, allowedShare, zipfTop: wl.name.includes('Zipf') ? topShare(wl.stream, 100) : undefined });
+      }
+      await pool.close();
+    }
+  }
+  const lines = ['## Contention lab: per-slot CAS against one global mutex and against no synchronisation', ''];
+  lines.push(`Checks per second over all workers (median of ${rounds} round${rounds > 1 ? 's' : ''} of ${ms} ms per cell; rounds alternate between variants). ` +
+    `This machine has ${os.cores} cores: 4 workers oversubscribe it, and the 4-worker column shows what that does. ` +
+    '"mostly allowed": a limit nothing reaches; "mostly rejected": every key already spent for the hour. ' +
+    'The unlocked column is not a usable limiter (see the race lab); it shows what synchronisation costs.', '');
+  lines.push('| workload | requests | workers | CAS | mutex | unlocked | CAS / mutex | CAS / unlocked |', '|---|---|---:|---:|---:|---:|---:|---:|');
+  for (const row of rows) {
+    const m = Object.fromEntries(VARIANTS.map((v) => [v, median(row.perVariant[v])]));
+    lines.push(`| ${row.workload} | mostly ${row.mode} | ${row.workers} | ${fmt(m.cas)} | ${fmt(m.mutex)} | ${fmt(m.unlocked)} | ${fmt(m.cas / m.mutex, 2)}x | ${fmt(m.cas / m.unlocked, 2)}x |`);
+  }
+  const zipf = rows.find((r) => r.zipfTop !== undefined);
+  if (zipf) lines.push('', `In the Zipf stream the hottest 100 keys receive ${fmt(zipf.zipfTop * 100, 1)}% of the requests.`);
+
+  const cell = (workload, mode, workers) => rows.find((r) => r.workload === workload && r.mode === mode && r.workers === workers);
+  const ratio = (row) => median(row.perVariant.cas) / median(row.perVariant.mutex);
+  const t1 = ratio(cell('1k keys, uniform', 'allowed', 2));
+  const t2 = ratio(cell('hot key', 'rejected', 2));
+  const verdict = (ok) => (ok ? 'met' : '**missed**');
+  lines.push('', '| target (2 workers, same run) | CAS / mutex | |', '|---|---:|---|');
+  lines.push(`| 1k keys: CAS at least 2x the global mutex | ${fmt(t1, 2)}x | ${verdict(t1 >= 2)} |`);
+  lines.push(`| hot key, mostly rejected: CAS at least 1.8x the mutex | ${fmt(t2, 2)}x | ${verdict(t2 >= 1.8)} |`);
+
+  const charts = [];
+  for (const [workload, mode] of [['1k keys, uniform', 'allowed'], ['hot key', 'rejected']]) {
+    const series = VARIANTS.map((v) => ({
+      name: v === 'cas' ? 'per-slot CAS' : v === 'mutex' ? 'global mutex' : 'unlocked (unsafe)',
+      points: WORKERS.map((n) => [n, median(cell(workload, mode, n).perVariant[v])]),
+    }));
+    const file = `throughput-${workload.startsWith('hot') ? 'hot-key-rejected' : '1k-keys-allowed'}.svg`;
+    const svg = lineChart({ title: `${workload}, mostly ${mode}: checks/s vs workers (${os.cores} cores)`, xLabel: 'workers', yLabel: 'checks per second', series });
+    if (svgDir) writeFileSync(new URL(file, svgDir), svg);
+    charts.push(file);
+  }
+  lines.push('', ...charts.map((f) => `![${f}](${f})`));
+  return { markdown: lines.join('\n'), figures: { rows, t1, t2 } };
+}
