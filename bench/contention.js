@@ -91,7 +91,7 @@ export async function runContention({ quick = false, svgDir } = {}) {
   lines.push(`- Without synchronisation the table would be ${fmt(1 / (median(one.perVariant.cas) / median(one.perVariant.unlocked)), 2)}x faster on one thread: that is the whole price of correctness, and the race tables show what it buys.`);
   const bigRows = rows.filter((r) => r.workload.endsWith('keys, uniform') && !r.workload.startsWith('1k'));
   const bigRatios = bigRows.map(ratio);
-  lines.push(`- With ${bigRows[0]?.workload.replace(', uniform', '')} (uniform) every check misses the CPU caches and the per-thread key cache, ` +
+  if (!quick) lines.push(`- With ${bigRows[0]?.workload.replace(', uniform', '')} (uniform) every check misses the CPU caches and the per-thread key cache, ` +
     `and CAS / mutex lies between ${fmt(Math.min(...bigRatios), 2)}x and ${fmt(Math.max(...bigRatios), 2)}x: memory, not synchronisation, sets the pace.`);
   const charts = [];
   for (const [workload, mode] of [['1k keys, uniform', 'allowed'], ['hot key', 'rejected']]) {
