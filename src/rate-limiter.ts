@@ -1,21 +1,25 @@
 import { ManualClock, monotonicClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
-import { admit, debtOf, gcraParams, remainingAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
-import { gcraSlotState, readGcraParams, writeGcraParams } from './gcra-slot.js';
+import type { AlgorithmName, Moment } from './algorithms/index.js';
+import { admit, debtOf, remainingAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
+import { gcraSlotState, readGcraParams } from './gcra-slot.js';
 import { type Limit } from './limit.js';
+import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
+import { LockedEngine, RELOCATE } from './locked-engine.js';
 import {
-  DEAD, H_CLOCK_KIND, H_MAX_KEYS, H_ON_FULL, H_PERIOD_MS_BYTE, H_PERMITS_BYTE, HEADER_WORDS, S_CTRL,
+  DEAD, GLOBAL_HEADER_WORDS, H_CLOCK_KIND, H_GLOBAL_BASE, H_MAX_KEYS, H_ON_FULL, H_OWNER_SEQ, S_CTRL,
   S_LAST_SEC, S_TAT,
 } from './table/layout.js';
-import { DEFAULT_CACHE_SIZE, SlotIndex } from './table/slot-index.js';
-import { allocateTable, checkTableBuffer, SlotTable } from './table/table.js';
+import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
+import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from './table/table.js';
 
 /** Why a decision came out the way it did. */
 export type DecisionReason =
   | 'allowed' //         passed and was counted
   | 'limited' //         refused: the key is over its rate; retry after `retryAfterMs`
   | 'exceeds-burst' //   refused: cost > burst, it can never pass (`retryAfterMs` is Infinity)
-  | 'table-full'; //     no slot was free or reclaimable: refused, or allowed untracked (onFull)
+  | 'table-full' //      no slot was free or reclaimable: refused, or allowed untracked (onFull)
+  | 'global-limit'; //   refused by the global cap; the key's own quota was not spent
 
 /** The answer to one `tryAcquire`. A plain object, safe to send between threads. */
 export interface Decision {
@@ -33,8 +37,17 @@ export interface Decision {
 
 /** Options for `new RateLimiter`. */
 export interface RateLimiterOptions {
-  /** The rate every key gets. */
-  limit: Limit;
+  /**
+   * The rate every key gets; several limits (e.g. `[perSecond(5), perMinute(20)]`) must all
+   * allow a request, which is then spent from all of them in one step. At most 8.
+   */
+  limit: Limit | readonly Limit[];
+  /** How each limit counts; default `'gcra'`. See the README for what each one promises. */
+  algorithm?: AlgorithmName;
+  /** One limit shared by all keys, checked after the key's own; refusals spend nothing. */
+  globalLimit?: Limit;
+  /** Largest `permits` a `'sliding-log'` limit may have (4 bytes per permit per key). Default 1,000. */
+  maxLogSize?: number;
   /** How many keys can be live at once. Memory for them is allocated up front. 1 to 4,194,304. */
   maxKeys: number;
   /** Where time comes from; default: `performance.now()`. A `ManualClock` travels with the handle. */
@@ -115,13 +128,21 @@ class AttachRequest {
  * *instance* belongs to the thread that made it (it keeps a small per-thread cache).
  */
 export class RateLimiter {
-  /** The limit this limiter enforces. */
+  /** The first (often the only) limit. */
   limit!: Readonly<Required<Limit>>;
+  /** Every per-key limit, in order. */
+  limits!: readonly Readonly<Required<Limit>>[];
+  /** The global cap, if any. */
+  globalLimit!: Readonly<Required<Limit>> | null;
+  /** The algorithm every limit runs. */
+  algorithm!: AlgorithmName;
   #table!: SlotTable;
   #words!: Int32Array;
   #clock!: Clock;
   #clockBuffer!: SharedArrayBuffer | null;
   #p!: GcraParams;
+  #engine: LockedEngine | null = null;
+  #moment: Moment = { ms: 0, sec: 0 };
   #allowWhenFull!: boolean;
   #index!: SlotIndex;
   #ticksPerMs = 0;
@@ -134,13 +155,13 @@ export class RateLimiter {
   constructor(options: RateLimiterOptions) {
     if (options instanceof AttachRequest) {
       const { handle, clock } = options;
-      this.#setup(handle.table, clock, options.cacheSize, handle.clock);
+      this.#setup(handle.table, clock, options.cacheSize, handle.clock, null);
       return;
     }
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`options must be an object like { limit, maxKeys }, got ${describe(options)}`);
     }
-    const p = gcraParams(options.limit, 'options.limit');
+    const config = parseConfig(options);
     const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, MAX_KEYS);
     const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? 64, 1, 1024);
     const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, 3_600_000);
@@ -161,18 +182,21 @@ export class RateLimiter {
     const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
-    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs });
+    const compiled = compileConfig(config);
+    const stateWords = compiled.fast ? 0 : compiled.key.words;
+    const globalWords = compiled.global?.words ?? 0;
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords });
     const w = new Int32Array(buffer);
-    writeGcraParams(w, p);
+    writeConfig(w, config, compiled);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_CLOCK_KIND] = clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
-    const f = new Float64Array(buffer);
-    f[H_PERMITS_BYTE / 8] = options.limit.permits;
-    f[H_PERIOD_MS_BYTE / 8] = options.limit.periodMs;
-    this.#setup(buffer, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null);
+    this.#setup(buffer, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null, config);
   }
 
-  #setup(buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
+  #setup(
+    buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined,
+    clockBuffer: SharedArrayBuffer | null, fresh: LimiterConfig | null,
+  ): void {
     const w = checkTableBuffer(buffer);
     const kind = w[H_CLOCK_KIND];
     if (clock !== undefined) this.#clock = clock;
@@ -180,14 +204,39 @@ export class RateLimiter {
     else if (kind === CLOCK_MANUAL && clockBuffer instanceof SharedArrayBuffer) this.#clock = new ManualClock(clockBuffer);
     else throw new TypeError('this limiter uses a custom clock: pass it as RateLimiter.attach(handle, { clock })');
     this.#clockBuffer = clockBuffer;
-    this.#p = readGcraParams(w);
-    this.#ticksPerMs = (1e6 / this.#p.tickNs) * ULP_GUARD;
-    this.#table = new SlotTable(buffer, gcraSlotState(this.#p, this.#clock));
+    const config = fresh ?? readConfig(w);
+    const compiled = compileConfig(config);
+    this.algorithm = config.algorithm;
+    this.limits = Object.freeze(config.limits.map((l) => Object.freeze({ ...l })));
+    this.limit = this.limits[0] as Readonly<Required<Limit>>;
+    this.globalLimit = config.globalLimit === null ? null : Object.freeze({ ...config.globalLimit });
+    this.#allowWhenFull = w[H_ON_FULL] === 1;
+    if (compiled.fast) {
+      this.#p = readGcraParams(w);
+      this.#ticksPerMs = (1e6 / this.#p.tickNs) * ULP_GUARD;
+      this.#table = new SlotTable(buffer, gcraSlotState(this.#p, this.#clock));
+    } else {
+      // Atomics.add: each instance gets its own owner id for its lock tokens.
+      const owner = Atomics.add(w, H_OWNER_SEQ, 1);
+      const now = (): Moment => this.#now();
+      const stateOffset = stateOffsetOf(w);
+      this.#table = new SlotTable(buffer, LockedEngine.slotState(compiled.key, stateOffset, owner, now));
+      const globalBase = w[H_GLOBAL_BASE] as number;
+      const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
+      const global = compiled.global === null ? null : { group: compiled.global, area };
+      if (global !== null && fresh !== null) LockedEngine.init(w, global.group, area, this.#now());
+      this.#engine = new LockedEngine(w, compiled.key, global, owner, this.#table.claimTimeoutMs);
+    }
     this.#words = this.#table.words;
     this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
-    const f = new Float64Array(buffer, 0, HEADER_WORDS / 2);
-    this.limit = Object.freeze({ permits: f[H_PERMITS_BYTE / 8] as number, periodMs: f[H_PERIOD_MS_BYTE / 8] as number, burst: this.#p.burst });
-    this.#allowWhenFull = w[H_ON_FULL] === 1;
+  }
+
+  /** One clock reading for a locked decision (reuses one object: no allocation per call). */
+  #now(): Moment {
+    const m = this.#moment;
+    m.ms = this.#clock.now();
+    m.sec = Math.floor(m.ms * SECONDS_PER_MS);
+    return m;
   }
 
   /**
@@ -214,11 +263,16 @@ export class RateLimiter {
    */
   tryAcquire(key: string, cost = 1): Decision {
     const allowed = this.#decide(key, cost);
-    const p = this.#p;
     const reason = this.#reason;
     if (reason === 'table-full') {
-      return { allowed, remaining: 0, retryAfterMs: allowed ? 0 : ticksToMs(p.intervalTicks, p), resetAfterMs: 0, reason };
+      const hintMs = this.#engine ? 0 : ticksToMs(this.#p.intervalTicks, this.#p);
+      return { allowed, remaining: 0, retryAfterMs: allowed ? 0 : hintMs, resetAfterMs: 0, reason };
     }
+    if (this.#engine) {
+      const r = this.#engine.result;
+      return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+    }
+    const p = this.#p;
     return {
       allowed,
       remaining: remainingAt(this.#debt, p),
@@ -249,7 +303,7 @@ export class RateLimiter {
       tombstones: counts.tombstones,
       claimed: counts.claimed,
       tableBytes: this.#words.byteLength,
-      casRetries: this.#casRetries,
+      casRetries: this.#casRetries + (this.#engine?.retries ?? 0),
     };
   }
 
@@ -261,11 +315,12 @@ export class RateLimiter {
       if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
       throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
     }
-    const w = this.#words;
-    const p = this.#p;
     const index = this.#index;
     let entry = index.cached(key) ?? index.locate(key);
     if (entry === undefined) return this.#full();
+    if (this.#engine) return this.#decideLocked(key, cost, entry);
+    const w = this.#words;
+    const p = this.#p;
     for (;;) {
       const base = entry.base;
       // Atomics.load of tat first, then the clock, then ctrl:
@@ -297,6 +352,22 @@ export class RateLimiter {
       if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) return this.#grant(next);
       this.#casRetries++;
     }
+  }
+
+  /** The locked path: several limits, window and log algorithms, or a global cap. */
+  #decideLocked(key: string, cost: number, found: SlotRef): boolean {
+    const engine = this.#engine as LockedEngine;
+    const stateOffset = this.#table.stateOffset;
+    let entry = found;
+    while (engine.decide(entry.base, entry.ctrl, entry.base + stateOffset, this.#now(), cost) === RELOCATE) {
+      this.#index.forget(key);
+      const again = this.#index.locate(key);
+      if (again === undefined) return this.#full();
+      entry = again;
+    }
+    const r = engine.result;
+    this.#reason = r.allowed ? 'allowed' : r.refusedBy === 'global' ? 'global-limit' : r.never ? 'exceeds-burst' : 'limited';
+    return r.allowed;
   }
 
   #grant(debt: number): boolean {

@@ -73,7 +73,7 @@ describe('the shared table', () => {
     const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 1000 });
     const s = limiter.stats();
     expect(s.capacity).toBe(2048);
-    expect(s.tableBytes).toBe(256 + 2048 * (5 + 16) * 4);
+    expect(s.tableBytes).toBe(512 + 2048 * (5 + 16) * 4);
   });
 });
 

@@ -3,22 +3,31 @@
  *
  * ```
  * SharedArrayBuffer
- * +--------------------------- header: 64 int32 words (256 bytes) ----------------------------+
+ * +--------------------------- header: 128 int32 words (512 bytes) ---------------------------+
  * | magic | version | stripes | slotsPerStripe | slotWords | maxKeyBytes | t | tau | burst | ... |
  * | ... tickNs | staleSec | onFull | hashMode | hashValue | hashSeed | claimTimeoutMs | clock    |
- * | float64 permits @ byte 192 | float64 periodMs @ byte 200                                   |
+ * | maxKeys | algorithm | limitCount | hasGlobal | maxLogSize | stateWords | ownerSeq | global  |
+ * | @ byte 256: float64 [permits, periodMs, burst] per limit, then the global limit's          |
  * +---------------------------------- stripe 0 ------------------------------------------------+
  * | slot 0 | slot 1 | ... | slot S-1 |     a key only ever lives in the stripe its hash picks,  |
  * +---------------------------------- stripe 1 ---------   so keys in different stripes never   |
  * | ...                                                      touch the same memory            |
  * +--------------------------------------------------------------------------------------------+
  *
+ * +---------------------------------- global area (only with a global limit) -----------------+
+ * | lock | lastSec | state words of the global limit                                            |
+ * +--------------------------------------------------------------------------------------------+
+ *
  * one slot (slotWords int32 words):
- * +-------------+-------------+-------------+-------------+-------------+------------------------+
- * | ctrl        | tat         | lastSec     | hash        | keyBytes    | key: UTF-8, zero-padded |
- * | state|gen   | ticks mod   | second of   | 32-bit hash | byte length | ceil(maxKeyBytes / 4)  |
- * | or stamp    | 2^32 (CAS)  | last admit  | of the key  | of the key  | words                  |
- * +-------------+-------------+-------------+-------------+-------------+------------------------+
+ * +-----------+-----------+-----------+-----------+-----------+------------------+-------------+
+ * | ctrl      | tat       | lastSec   | hash      | keyBytes  | key: UTF-8,      | state words |
+ * | state|gen | ticks mod | second of | 32-bit    | byte len  | zero-padded,     | (locked     |
+ * | or stamp  | 2^32, or  | last      | hash of   | of the    | ceil(maxKeyBytes | algorithms  |
+ * |           | the lock  | admission | the key   | key       | / 4) words       | only)       |
+ * +-----------+-----------+-----------+-----------+-----------+------------------+-------------+
+ *
+ * `tat` is the GCRA state itself on the lock-free path (one limit, no global cap). For every other
+ * configuration it is the key's lock word (see slot-lock.ts) and the state words hold the state.
  *
  * ctrl = payload << 2 | state
  *   EMPTY (0): never used; ends every probe.        payload 0
@@ -33,7 +42,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 1;
+export const LAYOUT_VERSION = 2;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -54,11 +63,21 @@ export const H_HASH_SEED = 14;
 export const H_CLAIM_TIMEOUT_MS = 15;
 export const H_CLOCK_KIND = 16;
 export const H_MAX_KEYS = 17;
-/** Byte offsets of the two float64 header fields. */
-export const H_PERMITS_BYTE = 192;
-export const H_PERIOD_MS_BYTE = 200;
-/** Header size in int32 words (256 bytes, so slots start on a cache-line boundary). */
-export const HEADER_WORDS = 64;
+export const H_ALGORITHM = 18;
+export const H_LIMIT_COUNT = 19;
+export const H_HAS_GLOBAL = 20;
+export const H_MAX_LOG_SIZE = 21;
+export const H_STATE_WORDS = 22;
+/** Incremented by every attached instance: the owner id in its lock tokens. */
+export const H_OWNER_SEQ = 23;
+/** Word index of the global area (0 when there is no global limit). */
+export const H_GLOBAL_BASE = 24;
+/** Byte offset of the limits: float64 [permits, periodMs, burst] each, key limits then global. */
+export const H_LIMITS_BYTE = 256;
+/** At most this many limits per key (and one global). */
+export const MAX_LIMITS = 8;
+/** Header size in int32 words (512 bytes, so slots start on a cache-line boundary). */
+export const HEADER_WORDS = 128;
 
 /** Word offsets inside a slot. */
 export const S_CTRL = 0;
@@ -95,7 +114,5 @@ export const MAX_SLOTS_PER_STRIPE = 64;
 /** Slots allocated per requested key: at maxKeys live keys a stripe is half full on average. */
 export const SLOTS_PER_KEY = 2;
 
-/** Bytes a table needs for the given geometry. */
-export function tableBytes(stripes: number, slotsPerStripe: number, slotWords: number): number {
-  return (HEADER_WORDS + stripes * slotsPerStripe * slotWords) * 4;
-}
+/** Words of the global area before its state: lock and lastSec. */
+export const GLOBAL_HEADER_WORDS = 2;

@@ -3,7 +3,7 @@ import {
   BUSY, ctrlWord, DEAD, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, H_VERSION, HEADER_WORDS,
   LAYOUT_VERSION, LIVE, MAGIC, MAX_SLOTS_PER_STRIPE, PAYLOAD_MASK, S_CTRL, S_HASH, S_KEY, S_KEY_BYTES,
-  S_TAT, SLOT_HEADER_WORDS, SLOTS_PER_KEY, tableBytes, TOMB,
+  S_TAT, SLOT_HEADER_WORDS, SLOTS_PER_KEY, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS,
 } from './layout.js';
 
 /**
@@ -55,6 +55,8 @@ export class SlotTable {
   readonly slotWords: number;
   readonly maxKeyBytes: number;
   readonly claimTimeoutMs: number;
+  /** Offset of a slot's state words from its base (after the key). */
+  readonly stateOffset: number;
   readonly encoder: KeyEncoder;
   /** ctrl word seen when `locate` last returned a slot: the cache validates against it. */
   foundCtrl = 0;
@@ -72,6 +74,7 @@ export class SlotTable {
     this.slotWords = words[H_SLOT_WORDS] as number;
     this.maxKeyBytes = words[H_MAX_KEY_BYTES] as number;
     this.claimTimeoutMs = words[H_CLAIM_TIMEOUT_MS] as number;
+    this.stateOffset = stateOffsetOf(words);
     this.#stripeMask = this.slotsPerStripe - 1;
     this.#hashMode = words[H_HASH_MODE] as number;
     this.#hashValue = words[H_HASH_VALUE] as number;
@@ -328,6 +331,11 @@ export function checkTableBuffer(buffer: SharedArrayBuffer): Int32Array {
   return words;
 }
 
+/** Offset of a slot's state words from its base, for the table in `words`. */
+export function stateOffsetOf(words: Int32Array): number {
+  return S_KEY + keyWords(words[H_MAX_KEY_BYTES] as number);
+}
+
 /** Geometry and identity of a new table. */
 export interface TableSpec {
   maxKeys: number;
@@ -336,6 +344,10 @@ export interface TableSpec {
   /** When set, every key hashes to this value (tests force collisions with it). */
   forcedHash: number | undefined;
   claimTimeoutMs: number;
+  /** State words per slot after the key (0 on the lock-free GCRA path). */
+  stateWords: number;
+  /** Words of the global area at the end of the buffer (0 for none). */
+  globalWords: number;
 }
 
 /**
@@ -346,8 +358,10 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   const slotsWanted = Math.max(spec.maxKeys * SLOTS_PER_KEY, 2);
   const slotsPerStripe = Math.min(MAX_SLOTS_PER_STRIPE, 2 ** Math.ceil(Math.log2(slotsWanted)));
   const stripes = Math.ceil(slotsWanted / slotsPerStripe);
-  const slotWords = SLOT_HEADER_WORDS + keyWords(spec.maxKeyBytes);
-  const buffer = new SharedArrayBuffer(tableBytes(stripes, slotsPerStripe, slotWords));
+  const slotWords = SLOT_HEADER_WORDS + keyWords(spec.maxKeyBytes) + spec.stateWords;
+  const slotArea = stripes * slotsPerStripe * slotWords;
+  const globalWords = spec.globalWords > 0 ? GLOBAL_HEADER_WORDS + spec.globalWords : 0;
+  const buffer = new SharedArrayBuffer((HEADER_WORDS + slotArea + globalWords) * 4);
   const w = new Int32Array(buffer);
   w[H_MAGIC] = MAGIC;
   w[H_VERSION] = LAYOUT_VERSION;
@@ -360,5 +374,7 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   w[H_HASH_VALUE] = spec.forcedHash ?? 0;
   w[H_HASH_SEED] = spec.hashSeed;
   w[H_CLAIM_TIMEOUT_MS] = spec.claimTimeoutMs;
+  w[H_STATE_WORDS] = spec.stateWords;
+  w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea : 0;
   return buffer;
 }

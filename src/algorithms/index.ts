@@ -1,0 +1,30 @@
+import type { Limit } from '../limit.js';
+import { describe } from '../errors.js';
+import { fixedWindowAlgorithm } from './fixed-window.js';
+import { gcraAlgorithm } from './gcra.js';
+import { slidingLogAlgorithm } from './sliding-log.js';
+import { slidingWindowAlgorithm } from './sliding-window.js';
+import type { AlgorithmName, LimitAlgorithm } from './types.js';
+
+export type { AlgorithmName, LimitAlgorithm, Moment, Verdict } from './types.js';
+
+/** The algorithm names, in the order of their numeric ids in a table header. */
+export const ALGORITHMS: readonly AlgorithmName[] = ['gcra', 'fixed-window', 'sliding-window', 'sliding-log'];
+
+/** Throws unless `name` is a known algorithm; returns it. */
+export function checkAlgorithm(name: unknown, argument: string): AlgorithmName {
+  if (!ALGORITHMS.includes(name as AlgorithmName)) {
+    throw new RangeError(`${argument} must be one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}, got ${describe(name)}`);
+  }
+  return name as AlgorithmName;
+}
+
+/** Compiles `limit` for `algorithm`. Throws `TypeError`/`RangeError` naming `name`. */
+export function compileLimit(algorithm: AlgorithmName, limit: Limit, name: string, maxLogSize: number): LimitAlgorithm {
+  switch (algorithm) {
+    case 'gcra': return gcraAlgorithm(limit, name);
+    case 'fixed-window': return fixedWindowAlgorithm(limit, name);
+    case 'sliding-window': return slidingWindowAlgorithm(limit, name);
+    case 'sliding-log': return slidingLogAlgorithm(limit, name, maxLogSize);
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The contract between the locked state engine (`../locked-engine.ts`) and each algorithm.
+ *
+ * An algorithm keeps `stateWords` int32 words per key and limit. It never takes locks or reads a
+ * clock: the engine calls it with the key's lock held and one clock reading (`Moment`) for the
+ * whole decision, so an algorithm is a pure function of its words, the moment and the cost.
+ *
+ * Thread-safety: implementations are stateless and may be shared by every thread; they must only
+ * be called with the key's lock held.
+ */
+
+/** The algorithms a `RateLimiter` can run (option `algorithm`). */
+export type AlgorithmName =
+  | 'gcra' //            token bucket with its own burst and rate (burst 1: a leaky bucket used as a meter)
+  | 'fixed-window' //    a count per window aligned to multiples of periodMs on the limiter's clock
+  | 'sliding-window' //  two-window counter, the previous window weighted by how much still overlaps
+  | 'sliding-log'; //    exact: the times of the last `permits` admissions
+
+/** One clock reading, shared by every limit of a decision. */
+export interface Moment {
+  /** Milliseconds on the limiter's clock. */
+  ms: number;
+  /** Whole seconds on the limiter's clock. */
+  sec: number;
+}
+
+/** One limit's answer; the engine combines these across limits. */
+export interface Verdict {
+  allowed: boolean;
+  /** Cost-1 requests that would still pass right now, after this decision. */
+  remaining: number;
+  /** 0 when allowed; else how long until the same request would pass (Infinity: never). */
+  waitMs: number;
+  /** How long until this limit's state equals a fresh key's. */
+  resetMs: number;
+}
+
+/** A limit, compiled for one algorithm. */
+export interface LimitAlgorithm {
+  readonly stateWords: number;
+  /** A key whose last admission is older than this many seconds is fresh for this limit. */
+  readonly staleSec: number;
+  /** Writes a fresh state at `at`. */
+  init(w: Int32Array, at: number, m: Moment): void;
+  /** Decides without writing. `stale` says the key's state is certainly fresh. */
+  check(w: Int32Array, at: number, m: Moment, stale: boolean, cost: number, v: Verdict): void;
+  /**
+   * Spends `cost` (already checked). Writes with compareExchange from the values it reads, and
+   * returns false if any word changed under it (a thread whose lock was taken over wrote it).
+   */
+  apply(w: Int32Array, at: number, m: Moment, stale: boolean, cost: number): boolean;
+  /** Whether the state equals a fresh key's (so the key may be reclaimed). */
+  idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean;
+}
+
+/** Writes `next` over `prev` at `i` only if it still holds `prev`. */
+export function swap(w: Int32Array, i: number, prev: number, next: number): boolean {
+  // compareExchange, not store: a writer whose lock was stolen cannot overwrite newer state.
+  return Atomics.compareExchange(w, i, prev, next) === prev;
+}
+
+/** Floor of `a / b` for a clock reading, with the same ulp guard as gcra.ts's ticksAt. */
+export function floorDiv(a: number, b: number): number {
+  return Math.floor((a / b) * (1 + 2 ** -50));
+}
+
+/** Rounds a wait in ms up to whole nanoseconds, dropping float noise (50.00000000000006 -> 50). */
+export function ceilNs(ms: number): number {
+  return Math.ceil(ms * 1e6 - 1e-3) / 1e6;
+}

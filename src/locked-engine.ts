@@ -1,0 +1,203 @@
+import type { LimitAlgorithm, Moment, Verdict } from './algorithms/index.js';
+import { GONE, lock, tryLock, unlock } from './table/slot-lock.js';
+import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
+import { NOT_IDLE, type SlotState } from './table/table.js';
+
+/** A set of limits kept together in one lock's state area. */
+export interface LimitGroup {
+  algorithms: LimitAlgorithm[];
+  /** Word offsets of each limit's state, relative to the group's state base. */
+  offsets: number[];
+  /** Total state words. */
+  words: number;
+}
+
+/** Lays out `algorithms` one after another. */
+export function group(algorithms: LimitAlgorithm[]): LimitGroup {
+  const offsets: number[] = [];
+  let words = 0;
+  for (const a of algorithms) {
+    offsets.push(words);
+    words += a.stateWords;
+  }
+  return { algorithms, offsets, words };
+}
+
+/** Where a locked state lives: its lock word, its lastSec word and its first state word. */
+export interface StateArea {
+  lock: number;
+  lastSec: number;
+  state: number;
+}
+
+/** The combined answer of a locked decision. */
+export interface LockedResult {
+  allowed: boolean;
+  remaining: number;
+  retryAfterMs: number;
+  resetAfterMs: number;
+  /** Which part refused: 'key' limits (with `never` set when cost exceeds a capacity) or 'global'. */
+  refusedBy: 'key' | 'global' | null;
+  never: boolean;
+}
+
+/** The decision finished. */
+export const DONE = 0;
+/** The slot no longer holds the key (reclaimed or reused): look it up again and retry. */
+export const RELOCATE = 1;
+
+/**
+ * Decisions for keys whose state spans several words (several limits, window and log
+ * algorithms, a global cap): take the key's lock, read its state once, let every algorithm
+ * decide, spend from all of them or none, release. Different keys have different locks, so they
+ * never wait on each other; the global cap, when set, is locked inside the key's lock (always in
+ * that order, so no two threads can wait on each other in a cycle).
+ *
+ * Thread-safety: one instance per thread (it keeps scratch verdicts); any number of threads.
+ */
+export class LockedEngine {
+  readonly #w: Int32Array;
+  readonly #key: LimitGroup;
+  readonly #global: LimitGroup | null;
+  readonly #globalArea: StateArea | null;
+  readonly #owner: number;
+  readonly #stealAfterMs: number;
+  readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0 };
+  readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
+  /** Decisions retried because a lock was taken over or a word changed under us. */
+  retries = 0;
+
+  constructor(w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, owner: number, stealAfterMs: number) {
+    this.#w = w;
+    this.#key = key;
+    this.#global = global?.group ?? null;
+    this.#globalArea = global?.area ?? null;
+    this.#owner = owner;
+    this.#stealAfterMs = stealAfterMs;
+  }
+
+  /**
+   * Decides for the key whose slot starts at `base` with ctrl word `ctrl` and state at
+   * `stateBase`. Fills `result`; returns DONE or RELOCATE.
+   */
+  decide(base: number, ctrl: number, stateBase: number, m: Moment, cost: number): number {
+    const w = this.#w;
+    for (;;) {
+      const token = lock(w, base + S_TAT, this.#owner, this.#stealAfterMs);
+      if (token === GONE) return RELOCATE;
+      // ctrl after taking the lock: a reclaim needs this lock, so while we hold it an unchanged
+      // ctrl means the slot still holds our key.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) {
+        unlock(w, base + S_TAT, token);
+        return RELOCATE;
+      }
+      const area = { lock: base + S_TAT, lastSec: base + S_LAST_SEC, state: stateBase };
+      const outcome = this.#decideLocked(area, m, cost);
+      const released = unlock(w, base + S_TAT, token);
+      if (outcome && released) return DONE;
+      this.retries++; // a word changed under us, or the lock was taken over: decide again
+    }
+  }
+
+  /** With the key locked: decide every key limit, then the global cap, then spend from all. */
+  #decideLocked(key: StateArea, m: Moment, cost: number): boolean {
+    const r = this.result;
+    this.#check(this.#key, key, m, cost);
+    r.refusedBy = r.allowed ? null : 'key';
+    if (r.allowed && this.#global !== null && this.#globalArea !== null) {
+      const g = this.#globalArea;
+      const token = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
+      const keyPart = { ...r };
+      this.#check(this.#global, g, m, cost);
+      let ok = true;
+      if (r.allowed && cost > 0) ok = this.#apply(this.#global, g, m, cost);
+      if (!unlock(this.#w, g.lock, token)) ok = false;
+      if (!ok) return false;
+      r.remaining = Math.min(r.remaining, keyPart.remaining);
+      r.resetAfterMs = keyPart.resetAfterMs; // the key's own state: refused by the cap, it is unchanged
+      if (!r.allowed) {
+        r.refusedBy = 'global';
+        return true;
+      }
+    }
+    if (r.allowed && cost > 0) return this.#apply(this.#key, key, m, cost);
+    return true;
+  }
+
+  /** Runs every algorithm of `g` on `area` and combines: all must allow. */
+  #check(g: LimitGroup, area: StateArea, m: Moment, cost: number): void {
+    const w = this.#w;
+    const r = this.result;
+    const v = this.#verdict;
+    const lastSec = Atomics.load(w, area.lastSec);
+    r.allowed = true;
+    r.remaining = Infinity;
+    r.retryAfterMs = 0;
+    r.resetAfterMs = 0;
+    r.never = false;
+    for (let i = 0; i < g.algorithms.length; i++) {
+      const a = g.algorithms[i] as LimitAlgorithm;
+      a.check(w, area.state + (g.offsets[i] as number), m, m.sec - lastSec > a.staleSec, cost, v);
+      if (!v.allowed) {
+        r.allowed = false;
+        if (v.waitMs === Infinity) r.never = true;
+      }
+      r.remaining = Math.min(r.remaining, v.remaining);
+      r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
+      r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
+    }
+    if (r.allowed) r.retryAfterMs = 0;
+    else {
+      // Refused: nothing is spent, so each limit's remaining is as it stands.
+      r.retryAfterMs = r.never ? Infinity : r.retryAfterMs;
+    }
+  }
+
+  /** Spends `cost` from every algorithm of `g`, and raises lastSec. False if interfered with. */
+  #apply(g: LimitGroup, area: StateArea, m: Moment, cost: number): boolean {
+    const w = this.#w;
+    const lastSec = Atomics.load(w, area.lastSec);
+    for (let i = 0; i < g.algorithms.length; i++) {
+      const a = g.algorithms[i] as LimitAlgorithm;
+      if (!a.apply(w, area.state + (g.offsets[i] as number), m, m.sec - lastSec > a.staleSec, cost)) return false;
+    }
+    // compareExchange: lastSec only grows; a failure means another writer raised it, which is fine.
+    if (lastSec < m.sec) Atomics.compareExchange(w, area.lastSec, lastSec, m.sec);
+    return true;
+  }
+
+  /** Writes fresh state for every limit of `g` (the slot or area is not yet visible to others). */
+  static init(w: Int32Array, g: LimitGroup, area: StateArea, m: Moment): void {
+    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).init(w, area.state + (g.offsets[i] as number), m);
+    Atomics.store(w, area.lastSec, m.sec);
+    Atomics.store(w, area.lock, 0);
+  }
+
+  /**
+   * The table hooks for locked slots: a fresh state on insert; for a reclaim, the lock is taken
+   * (only if free right now) and its token returned as the word to turn into DEAD, so no decision
+   * can run between the idle check and the reclaim.
+   */
+  static slotState(key: LimitGroup, stateOffset: number, owner: number, now: () => Moment): SlotState {
+    return {
+      initSlot(w, base) {
+        LockedEngine.init(w, key, { lock: base + S_TAT, lastSec: base + S_LAST_SEC, state: base + stateOffset }, now());
+      },
+      idleTat(w, base) {
+        if (Atomics.load(w, base + S_TAT) === DEAD) return DEAD;
+        const token = tryLock(w, base + S_TAT, owner);
+        if (token === 0) return NOT_IDLE;
+        const m = now();
+        const lastSec = Atomics.load(w, base + S_LAST_SEC);
+        let idle = true;
+        for (let i = 0; i < key.algorithms.length && idle; i++) {
+          const a = key.algorithms[i] as LimitAlgorithm;
+          idle = a.idle(w, base + stateOffset + (key.offsets[i] as number), m, m.sec - lastSec > a.staleSec);
+        }
+        if (idle) return token; // the table turns our token into DEAD: reclaimed while locked
+        unlock(w, base + S_TAT, token);
+        return NOT_IDLE;
+      },
+    };
+  }
+}
