@@ -6,6 +6,9 @@ export { RateLimiter } from './rate-limiter.js';
 export type {
   AttachOptions, Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
 } from './rate-limiter.js';
+export { PolicyLimiter } from './policy-limiter.js';
+export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRule } from './policy-limiter.js';
+export type { AlgorithmName } from './algorithms/index.js';
 export { ManualClock, monotonicClock } from './clock.js';
 export type { Clock } from './clock.js';
 export { perHour, perMinute, perSecond } from './limit.js';

@@ -52,9 +52,13 @@ export function parseConfig(options: {
   return config;
 }
 
-/** Compiles a config; `named` makes errors name the options (at construction). */
-export function compileConfig(config: LimiterConfig, named = false): CompiledConfig {
-  const name = (i: number): string => (!named ? 'limit' : config.limits.length > 1 ? `options.limit[${i}]` : 'options.limit');
+/**
+ * Compiles a config. `named` makes errors name the options (at construction); a string names the
+ * limits after it (`rules[2].limit[0]`).
+ */
+export function compileConfig(config: LimiterConfig, named: boolean | string = false): CompiledConfig {
+  const prefix = typeof named === 'string' ? named : 'options.limit';
+  const name = (i: number): string => (!named ? 'limit' : config.limits.length > 1 ? `${prefix}[${i}]` : prefix);
   const key = group(config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize)));
   const global = config.globalLimit === null
     ? null

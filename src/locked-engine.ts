@@ -78,9 +78,14 @@ export class LockedEngine {
 
   /**
    * Decides for the key whose slot starts at `base` with ctrl word `ctrl` and state at
-   * `stateBase`. Fills `result`; returns DONE or RELOCATE.
+   * `stateBase`. Fills `result`; returns DONE or RELOCATE. `limits` replaces the engine's own
+   * key limits for this call (rules chosen per request); `prepare` runs first under the lock
+   * (it may rewrite the state, returning false if a word changed under it).
    */
-  decide(base: number, ctrl: number, stateBase: number, m: Moment, cost: number): number {
+  decide(
+    base: number, ctrl: number, stateBase: number, m: Moment, cost: number,
+    limits: LimitGroup = this.#key, prepare?: (w: Int32Array, m: Moment) => boolean,
+  ): number {
     const w = this.#w;
     for (;;) {
       const token = lock(w, base + S_TAT, this.#owner, this.#stealAfterMs);
@@ -92,7 +97,7 @@ export class LockedEngine {
         return RELOCATE;
       }
       const area = { lock: base + S_TAT, lastSec: base + S_LAST_SEC, state: stateBase };
-      const outcome = this.#decideLocked(area, m, cost);
+      const outcome = (prepare === undefined || prepare(w, m)) && this.#decideLocked(limits, area, m, cost);
       const released = unlock(w, base + S_TAT, token);
       if (outcome && released) return DONE;
       this.retries++; // a word changed under us, or the lock was taken over: decide again
@@ -100,9 +105,9 @@ export class LockedEngine {
   }
 
   /** With the key locked: decide every key limit, then the global cap, then spend from all. */
-  #decideLocked(key: StateArea, m: Moment, cost: number): boolean {
+  #decideLocked(limits: LimitGroup, key: StateArea, m: Moment, cost: number): boolean {
     const r = this.result;
-    this.#check(this.#key, key, m, cost);
+    this.#check(limits, key, m, cost);
     r.refusedBy = r.allowed ? null : 'key';
     if (r.allowed && this.#global !== null && this.#globalArea !== null) {
       const g = this.#globalArea;
@@ -120,7 +125,7 @@ export class LockedEngine {
         return true;
       }
     }
-    if (r.allowed && cost > 0) return this.#apply(this.#key, key, m, cost);
+    if (r.allowed && cost > 0) return this.#apply(limits, key, m, cost);
     return true;
   }
 
@@ -168,9 +173,14 @@ export class LockedEngine {
 
   /** Writes fresh state for every limit of `g` (the slot or area is not yet visible to others). */
   static init(w: Int32Array, g: LimitGroup, area: StateArea, m: Moment): void {
-    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).init(w, area.state + (g.offsets[i] as number), m);
+    LockedEngine.initStates(w, g, area.state, m);
     Atomics.store(w, area.lastSec, m.sec);
     Atomics.store(w, area.lock, 0);
+  }
+
+  /** Writes fresh state for every limit of `g` at `state` (with the key locked, or unshared). */
+  static initStates(w: Int32Array, g: LimitGroup, state: number, m: Moment): void {
+    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).init(w, state + (g.offsets[i] as number), m);
   }
 
   /**

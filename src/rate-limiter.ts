@@ -248,6 +248,9 @@ export class RateLimiter {
     if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
       throw new TypeError(`handle must be a RateLimiter handle ({ table: SharedArrayBuffer, ... }), got ${describe(handle)}`);
     }
+    if (handle.kind !== undefined && handle.kind !== 'sluice.RateLimiter') {
+      throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a RateLimiter's: attach it with that class`);
+    }
     if (options.cacheSize !== undefined) integerInRange('options.cacheSize', options.cacheSize, 0, 2 ** 24);
     return new RateLimiter(new AttachRequest(handle, options.clock, options.cacheSize) as unknown as RateLimiterOptions);
   }

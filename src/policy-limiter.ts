@@ -1,0 +1,312 @@
+import type { Moment } from './algorithms/index.js';
+import { ManualClock, monotonicClock, type Clock } from './clock.js';
+import { describe, integerInRange } from './errors.js';
+import { DEFAULT_MAX_LOG_SIZE } from './limiter-config.js';
+import { LockedEngine, RELOCATE } from './locked-engine.js';
+import { compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './policy/rules.js';
+import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './policy/rules-store.js';
+import type { Decision, RateLimiterStats } from './rate-limiter.js';
+import { H_CLOCK_KIND, H_MAX_KEYS, H_MAX_LOG_SIZE, H_ON_FULL, H_OWNER_SEQ, H_STATE_WORDS, S_LAST_SEC, S_TAT } from './table/layout.js';
+import { DEFAULT_CACHE_SIZE, SlotIndex } from './table/slot-index.js';
+import { tryLock, unlock } from './table/slot-lock.js';
+import { allocateTable, checkTableBuffer, NOT_IDLE, SlotTable, stateOffsetOf, type SlotState } from './table/table.js';
+
+export type { PolicyRule } from './policy/rules.js';
+
+/** Who is asking: each (user, api) pair has its own state. */
+export interface PolicyRequest {
+  user: string;
+  api: string;
+}
+
+/** Options for `new PolicyLimiter`. */
+export interface PolicyLimiterOptions {
+  /** The rules; exactly one has neither `user` nor `api` (the default). */
+  rules: readonly PolicyRule[];
+  /** How many (user, api) pairs can be live at once. */
+  maxKeys: number;
+  /** As for RateLimiter; a ManualClock travels with the handle. */
+  clock?: Clock;
+  /** As for RateLimiter. Default `'deny'`. */
+  onFull?: 'deny' | 'allow';
+  /** Longest user + api, in UTF-8 bytes plus a few for the length prefix. Default 128. */
+  maxKeyBytes?: number;
+  /** State words reserved per key for any future rules. Default: what the rules need, at least 16. */
+  maxStateWords?: number;
+  /** Room for the rules as JSON. Default 65,536 bytes. */
+  maxRulesBytes?: number;
+  /** Largest sliding-log `permits`. Default 1,000. */
+  maxLogSize?: number;
+  /** As for RateLimiter (also how long a dead lock holder blocks a key). Default 1,000 ms. */
+  claimTimeoutMs?: number;
+  /** Per-thread key cache entries. Default 65,536. */
+  cacheSize?: number;
+  /** Seed for the key hash. */
+  hashSeed?: number;
+}
+
+/** A structured-cloneable reference to a policy limiter's shared memory. */
+export interface PolicyLimiterHandle {
+  readonly kind: 'sluice.PolicyLimiter';
+  readonly table: SharedArrayBuffer;
+  readonly rules: SharedArrayBuffer;
+  readonly clock: SharedArrayBuffer | null;
+}
+
+const CLOCK_MONOTONIC = 0;
+const CLOCK_MANUAL = 1;
+const CLOCK_CUSTOM = 2;
+/** A slot whose state no rule has written yet. */
+const NO_SHAPE = 0;
+
+class AttachRequest {
+  constructor(readonly handle: PolicyLimiterHandle, readonly clock: Clock | undefined, readonly cacheSize: number | undefined) {}
+}
+
+/**
+ * Rate limits chosen per request from rules: per user, per API, per (user, api), and a default.
+ * The rules live in shared memory: `setRules` from any thread takes effect in every thread on its
+ * next request. A key keeps its GCRA state across a rule change with as many limits (its debt is
+ * carried over), so a plan upgrade takes effect at once; a change of algorithm, window or log
+ * starts the key fresh under the new rule.
+ *
+ * Thread-safety: every method may run on any thread at the same time; one instance per thread.
+ */
+export class PolicyLimiter {
+  #table!: SlotTable;
+  #words!: Int32Array;
+  #rulesWords!: Int32Array;
+  #clock!: Clock;
+  #clockBuffer!: SharedArrayBuffer | null;
+  #index!: SlotIndex;
+  #engine!: LockedEngine;
+  #owner = 0;
+  #maxLogSize = DEFAULT_MAX_LOG_SIZE;
+  #maxStateWords = 0;
+  #stateOffset = 0;
+  #allowWhenFull = false;
+  #compiled!: CompiledRules;
+  #version = -1;
+  #moment: Moment = { ms: 0, sec: 0 };
+  // The rule and slot of the decision in progress, for #reshape (no closure per call).
+  #rule!: CompiledRule;
+  #shapeAt = 0;
+  readonly #reshapeFn = (w: Int32Array, m: Moment): boolean => this.#reshape(w, m);
+
+  constructor(options: PolicyLimiterOptions) {
+    if (options instanceof AttachRequest) {
+      this.#setup(options.handle.table, options.handle.rules, options.clock, options.cacheSize, options.handle.clock);
+      return;
+    }
+    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object like { rules, maxKeys }, got ${describe(options)}`);
+    const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
+    const compiled = compileRules(options.rules, maxLogSize);
+    const maxStateWords = integerInRange('options.maxStateWords', options.maxStateWords ?? Math.max(16, compiled.stateWords), compiled.stateWords, 65_537);
+    const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, 2 ** 22);
+    const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? 128, 8, 1024);
+    const maxRulesBytes = integerInRange('options.maxRulesBytes', options.maxRulesBytes ?? 65_536, 64, 2 ** 24);
+    const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, 3_600_000);
+    const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
+    const onFull = options.onFull ?? 'deny';
+    if (onFull !== 'deny' && onFull !== 'allow') throw new RangeError(`options.onFull must be 'deny' or 'allow', got ${describe(onFull)}`);
+    const hashSeed = options.hashSeed === undefined ? (Math.random() * 2 ** 32) | 0 : integerInRange('options.hashSeed', options.hashSeed, -(2 ** 31), 2 ** 32 - 1) | 0;
+    const clock = options.clock ?? monotonicClock;
+    if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') throw new TypeError(`options.clock must be an object with a now() method, got ${describe(clock)}`);
+    const rules = createRulesStore(JSON.stringify(options.rules), maxRulesBytes);
+    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords, globalWords: 0 });
+    const w = new Int32Array(table);
+    w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
+    w[H_MAX_LOG_SIZE] = maxLogSize;
+    w[H_CLOCK_KIND] = clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
+    this.#setup(table, rules, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null);
+  }
+
+  #setup(table: SharedArrayBuffer, rules: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
+    const w = checkTableBuffer(table);
+    if (!(rules instanceof SharedArrayBuffer)) throw new TypeError(`handle.rules must be a SharedArrayBuffer, got ${describe(rules)}`);
+    const kind = w[H_CLOCK_KIND];
+    if (clock !== undefined) this.#clock = clock;
+    else if (kind === CLOCK_MONOTONIC) this.#clock = monotonicClock;
+    else if (kind === CLOCK_MANUAL && clockBuffer instanceof SharedArrayBuffer) this.#clock = new ManualClock(clockBuffer);
+    else throw new TypeError('this limiter uses a custom clock: pass it as PolicyLimiter.attach(handle, { clock })');
+    this.#clockBuffer = clockBuffer;
+    this.#maxLogSize = w[H_MAX_LOG_SIZE] as number;
+    this.#maxStateWords = w[H_STATE_WORDS] as number;
+    this.#stateOffset = stateOffsetOf(w);
+    this.#allowWhenFull = w[H_ON_FULL] === 1;
+    this.#rulesWords = new Int32Array(rules);
+    this.#refreshRules();
+    // Atomics.add: each instance gets its own owner id for its lock tokens.
+    this.#owner = Atomics.add(w, H_OWNER_SEQ, 1);
+    this.#table = new SlotTable(table, this.#slotState());
+    this.#words = this.#table.words;
+    this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
+    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, this.#table.claimTimeoutMs);
+  }
+
+  /** Returns a limiter over the same memory for this thread. */
+  static attach(handle: PolicyLimiterHandle, options: { clock?: Clock; cacheSize?: number } = {}): PolicyLimiter {
+    if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
+      throw new TypeError(`handle must be a PolicyLimiter handle ({ table, rules, clock }), got ${describe(handle)}`);
+    }
+    if (handle.kind !== 'sluice.PolicyLimiter') throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a PolicyLimiter's: attach it with that class`);
+    if (options.cacheSize !== undefined) integerInRange('options.cacheSize', options.cacheSize, 0, 2 ** 24);
+    return new PolicyLimiter(new AttachRequest(handle, options.clock, options.cacheSize) as unknown as PolicyLimiterOptions);
+  }
+
+  /** The structured-cloneable handle. */
+  get handle(): PolicyLimiterHandle {
+    return { kind: 'sluice.PolicyLimiter', table: this.#words.buffer as SharedArrayBuffer, rules: this.#rulesWords.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+  }
+
+  /** The rules in force now (a copy). */
+  get rules(): PolicyRule[] {
+    this.#refreshRules();
+    return JSON.parse(readRules(this.#rulesWords).json) as PolicyRule[];
+  }
+
+  /**
+   * Replaces the rules for every thread. Throws, naming the rule, for an unknown algorithm, an
+   * invalid limit, a duplicate, a missing default, or a rule needing more state than reserved;
+   * then nothing changes.
+   */
+  setRules(rules: readonly PolicyRule[]): void {
+    compileRules(rules, this.#maxLogSize, this.#maxStateWords);
+    const json = JSON.stringify(rules);
+    const bytes = new TextEncoder().encode(json).length;
+    if (bytes > storeCapacity(this.#rulesWords.buffer as SharedArrayBuffer)) {
+      throw new RangeError(`rules take ${bytes} bytes as JSON, over options.maxRulesBytes (${storeCapacity(this.#rulesWords.buffer as SharedArrayBuffer)})`);
+    }
+    writeRules(this.#rulesWords, json, this.#owner, this.#table.claimTimeoutMs * 10);
+    this.#refreshRules();
+  }
+
+  /** Checks (user, api) against its most specific rule and, if it passes, counts it. */
+  tryAcquire(request: PolicyRequest, cost = 1): Decision {
+    if (request === null || typeof request !== 'object') throw new TypeError(`request must be an object like { user, api }, got ${describe(request)}`);
+    const { user, api } = request;
+    if (typeof user !== 'string' || user.length === 0) throw new TypeError(`request.user must be a non-empty string, got ${describe(user)}`);
+    if (typeof api !== 'string' || api.length === 0) throw new TypeError(`request.api must be a non-empty string, got ${describe(api)}`);
+    if (cost !== 1 && !(Number.isSafeInteger(cost) && cost >= 0)) {
+      if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
+      throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
+    }
+    this.#refreshRules();
+    const rule = match(this.#compiled, user, api);
+    const key = `${user.length}:${user}${api}`; // length prefix: ("ab", "c") and ("a", "bc") differ
+    let entry = this.#index.cached(key) ?? this.#index.locate(key);
+    for (;;) {
+      if (entry === undefined) {
+        return { allowed: this.#allowWhenFull, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full' };
+      }
+      this.#rule = rule;
+      this.#shapeAt = entry.base + this.#stateOffset;
+      const m = this.#now();
+      if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, m, cost, rule.limits, this.#reshapeFn) !== RELOCATE) break;
+      this.#index.forget(key);
+      entry = this.#index.locate(key);
+    }
+    const r = this.#engine.result;
+    const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
+    return { allowed: r.allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+  }
+
+  /** Reclaims idle keys; returns how many. */
+  sweep(): number {
+    this.#index.clear();
+    return this.#table.sweep();
+  }
+
+  /** Counts live keys and capacity (O(capacity)). */
+  stats(): RateLimiterStats {
+    const c = this.#table.scan();
+    return {
+      liveKeys: c.live, maxKeys: this.#words[H_MAX_KEYS] as number, capacity: this.#table.capacity, tombstones: c.tombstones,
+      claimed: c.claimed, tableBytes: this.#words.byteLength, casRetries: this.#engine.retries,
+    };
+  }
+
+  #now(): Moment {
+    const m = this.#moment;
+    m.ms = this.#clock.now();
+    m.sec = Math.floor(m.ms * 0.001 * (1 + 2 ** -50));
+    return m;
+  }
+
+  /** Recompiles the rules if another thread replaced them. One load when they have not changed. */
+  #refreshRules(): void {
+    const version = storeVersion(this.#rulesWords);
+    if (version === this.#version) return;
+    const { json, version: read } = readRules(this.#rulesWords);
+    try {
+      this.#compiled = compileRules(JSON.parse(json), this.#maxLogSize);
+      this.#version = read;
+    } catch (e) {
+      if (this.#compiled === undefined) throw e; // nothing to fall back on
+      // A torn write by a stalled writer (see rules-store.ts): keep the rules we had.
+    }
+  }
+
+  /**
+   * Under the key's lock, before deciding: if the slot's state was written under a rule of
+   * another shape, carry GCRA debt over (same number of limits) or start the key fresh.
+   */
+  #reshape(w: Int32Array, m: Moment): boolean {
+    const at = this.#shapeAt;
+    const rule = this.#rule;
+    const stored = Atomics.load(w, at);
+    if (stored === rule.shape) return true;
+    const g = rule.limits;
+    const oldTicks = gcraTicks(stored);
+    if (oldTicks !== null && rule.tickNs !== null && oldTicks.length === rule.tickNs.length) {
+      for (let i = 0; i < oldTicks.length; i++) {
+        const oldTick = oldTicks[i] as number;
+        const newTick = rule.tickNs[i] as number;
+        const index = at + 1 + (g.offsets[i] as number);
+        const tat = Atomics.load(w, index);
+        const debtNs = Math.max(0, (tat - (Math.floor((m.ms * 1e6) / oldTick) | 0)) | 0) * oldTick;
+        const next = (Math.floor((m.ms * 1e6) / newTick) + Math.ceil(debtNs / newTick)) | 0;
+        // compareExchange: a writer whose lock was taken over cannot have its update lost silently.
+        if (Atomics.compareExchange(w, index, tat, next) !== tat) return false;
+      }
+    } else {
+      LockedEngine.initStates(w, g, at + 1, m);
+    }
+    return Atomics.compareExchange(w, at, stored, rule.shape) === stored;
+  }
+
+  #slotState(): SlotState {
+    const self = this;
+    return {
+      initSlot(w, base) {
+        Atomics.store(w, base + self.#stateOffset, NO_SHAPE);
+        Atomics.store(w, base + S_LAST_SEC, self.#now().sec);
+        Atomics.store(w, base + S_TAT, 0);
+      },
+      idleTat(w, base) {
+        const token = tryLock(w, base + S_TAT, self.#owner);
+        if (token === 0) return NOT_IDLE;
+        const at = base + self.#stateOffset;
+        const shape = Atomics.load(w, at);
+        let idle = shape === NO_SHAPE;
+        const rule = self.#compiled.byShape.get(shape);
+        if (rule !== undefined) {
+          const m = self.#now();
+          const lastSec = Atomics.load(w, base + S_LAST_SEC);
+          idle = rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, m.sec - lastSec > a.staleSec));
+        }
+        // A key under a rule that no longer exists is kept until its next request moves it over.
+        if (idle) return token;
+        unlock(w, base + S_TAT, token);
+        return NOT_IDLE;
+      },
+    };
+  }
+}
+
+/** The tick of each limit of a GCRA shape (see rules.ts `shapeOf`), or null for other shapes. */
+function gcraTicks(shape: number): number[] | null {
+  if ((shape & (1 << 30)) === 0) return null;
+  const count = (shape >>> 24) & 7;
+  return Array.from({ length: count }, (_, i) => 10 ** ((shape >>> (i * 4)) & 15));
+}

@@ -1,0 +1,131 @@
+import { checkAlgorithm, type AlgorithmName } from '../algorithms/index.js';
+import { describe } from '../errors.js';
+import { gcraParams } from '../gcra.js';
+import type { Limit } from '../limit.js';
+import { compileConfig } from '../limiter-config.js';
+import type { LimitGroup } from '../locked-engine.js';
+import { MAX_LIMITS } from '../table/layout.js';
+
+/**
+ * Policy rules as data: which limits apply to a (user, api) pair, and their validation and
+ * compilation. A rule with neither `user` nor `api` is the default; the most specific rule wins:
+ * (user, api), then api, then user, then the default.
+ *
+ * Thread-safety: plain data and pure functions; compiled rules belong to one thread.
+ */
+export interface PolicyRule {
+  /** The user this rule is for; omitted: any user. */
+  user?: string;
+  /** The API this rule is for; omitted: any API. */
+  api?: string;
+  /** How the limits count; default `'gcra'`. */
+  algorithm?: AlgorithmName;
+  /** One limit, or several that must all allow. */
+  limit: Limit | readonly Limit[];
+}
+
+/** A rule, checked and compiled for this thread. */
+export interface CompiledRule {
+  readonly rule: PolicyRule;
+  readonly limits: LimitGroup;
+  /** Identifies the layout and meaning of this rule's state (see `shapeOf`). */
+  readonly shape: number;
+  /** For GCRA rules: each limit's tick in ns, to carry a key's debt over a rule change. */
+  readonly tickNs: readonly number[] | null;
+}
+
+/** Rules ready for matching. */
+export interface CompiledRules {
+  readonly fallback: CompiledRule;
+  readonly byUser: Map<string, CompiledRule>;
+  readonly byApi: Map<string, CompiledRule>;
+  readonly byPair: Map<string, Map<string, CompiledRule>>;
+  /** State words the largest rule needs (plus one for the shape word). */
+  readonly stateWords: number;
+  /** Every compiled rule by shape, to judge idleness of keys under any current rule. */
+  readonly byShape: Map<number, CompiledRule>;
+}
+
+function label(rule: unknown, i: number): string {
+  const r = (rule ?? {}) as Partial<PolicyRule>;
+  const parts = [];
+  if (typeof r.user === 'string') parts.push(`user ${JSON.stringify(r.user)}`);
+  if (typeof r.api === 'string') parts.push(`api ${JSON.stringify(r.api)}`);
+  return `rules[${i}]${parts.length ? ` (${parts.join(', ')})` : ' (default)'}`;
+}
+
+/** A 31-bit FNV-1a hash of a string, for shapes of window and log rules. */
+function hash31(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return (h >>> 1) | 0;
+}
+
+/**
+ * The shape of a rule's state. GCRA: [1][limit count: 3 bits][log10 tick per limit: 4 bits
+ * each], so a key can carry its debt to another GCRA rule with as many limits. Others: [0][hash
+ * of algorithm and limits]: any change means the key starts fresh under the new rule.
+ */
+function shapeOf(algorithm: AlgorithmName, limits: Required<Limit>[]): { shape: number; tickNs: number[] | null } {
+  if (algorithm === 'gcra' && limits.length <= 6) {
+    const tickNs = limits.map((l) => gcraParams(l).tickNs);
+    let shape = (1 << 30) | (limits.length << 24);
+    tickNs.forEach((t, i) => { shape |= Math.round(Math.log10(t)) << (i * 4); });
+    return { shape, tickNs };
+  }
+  return { shape: (hash31(JSON.stringify([algorithm, limits])) & 0x3fffffff) || 1, tickNs: null }; // never 0: NO_SHAPE
+}
+
+/**
+ * Checks and compiles `rules`. Throws `TypeError`/`RangeError` naming the rule (`rules[i] (user
+ * "x", api "y")`) for an unknown algorithm, an invalid limit, a duplicate or a missing default.
+ */
+export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?: number): CompiledRules {
+  if (!Array.isArray(rules)) throw new TypeError(`rules must be an array of { user?, api?, algorithm?, limit }, got ${describe(rules)}`);
+  let fallback: CompiledRule | undefined;
+  const byUser = new Map<string, CompiledRule>();
+  const byApi = new Map<string, CompiledRule>();
+  const byPair = new Map<string, Map<string, CompiledRule>>();
+  const byShape = new Map<number, CompiledRule>();
+  const seen = new Map<string, string>();
+  let stateWords = 1;
+  rules.forEach((raw: unknown, i) => {
+    const name = label(raw, i);
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new TypeError(`${name} must be an object, got ${describe(raw)}`);
+    const rule = raw as PolicyRule;
+    for (const field of ['user', 'api'] as const) {
+      const v = rule[field];
+      if (v !== undefined && (typeof v !== 'string' || v.length === 0)) throw new TypeError(`${name}.${field} must be a non-empty string, got ${describe(v)}`);
+    }
+    const id = JSON.stringify([rule.user ?? null, rule.api ?? null]);
+    const earlier = seen.get(id);
+    if (earlier !== undefined) throw new RangeError(`${name} duplicates ${earlier}`);
+    seen.set(id, name);
+    const algorithm = checkAlgorithm(rule.algorithm ?? 'gcra', `${name}.algorithm`);
+    const list = Array.isArray(rule.limit) ? rule.limit : [rule.limit];
+    if (list.length === 0 || list.length > MAX_LIMITS) throw new RangeError(`${name}.limit must hold 1 to ${MAX_LIMITS} limits, got ${list.length}`);
+    const compiled = compileConfig({ algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize }, `${name}.limit`);
+    const limits = compiled.key;
+    const { shape, tickNs } = shapeOf(algorithm, list.map((l) => ({ ...l, burst: l.burst ?? Math.max(1, Math.floor(l.permits)) })));
+    const entry: CompiledRule = { rule: { ...rule }, limits, shape, tickNs };
+    stateWords = Math.max(stateWords, 1 + limits.words);
+    if (maxStateWords !== undefined && 1 + limits.words > maxStateWords) {
+      throw new RangeError(`${name} needs ${1 + limits.words} state words per key; this limiter has room for ${maxStateWords} (option maxStateWords)`);
+    }
+    byShape.set(shape, entry);
+    if (rule.user !== undefined && rule.api !== undefined) {
+      let apis = byPair.get(rule.user);
+      if (!apis) byPair.set(rule.user, (apis = new Map()));
+      apis.set(rule.api, entry);
+    } else if (rule.user !== undefined) byUser.set(rule.user, entry);
+    else if (rule.api !== undefined) byApi.set(rule.api, entry);
+    else fallback = entry;
+  });
+  if (fallback === undefined) throw new RangeError('rules must include a default rule (one with neither user nor api)');
+  return { fallback, byUser, byApi, byPair, stateWords, byShape };
+}
+
+/** The most specific rule for (user, api). */
+export function match(rules: CompiledRules, user: string, api: string): CompiledRule {
+  return rules.byPair.get(user)?.get(api) ?? rules.byApi.get(api) ?? rules.byUser.get(user) ?? rules.fallback;
+}

@@ -1,0 +1,98 @@
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+import { ManualClock, perHour, perMinute, perSecond, PolicyLimiter, type PolicyRule } from '../src/index.js';
+
+const rules: PolicyRule[] = [
+  { limit: perSecond(2) }, // default
+  { user: 'alice', limit: perSecond(5) },
+  { api: 'search', limit: perSecond(3) },
+  { user: 'alice', api: 'search', algorithm: 'fixed-window', limit: perSecond(10) },
+];
+
+function limiter(extra: Partial<ConstructorParameters<typeof PolicyLimiter>[0]> = {}) {
+  const clock = new ManualClock();
+  return { clock, policy: new PolicyLimiter({ rules, maxKeys: 64, clock, ...extra }) };
+}
+
+function drain(policy: PolicyLimiter, user: string, api: string): number {
+  let n = 0;
+  while (policy.tryAcquire({ user, api }).allowed) n++;
+  return n;
+}
+
+describe('PolicyLimiter', () => {
+  it('applies the most specific rule: (user, api), then api, then user, then default', () => {
+    const { policy } = limiter();
+    expect(drain(policy, 'alice', 'search')).toBe(10); // (user, api)
+    expect(drain(policy, 'bob', 'search')).toBe(3); // api
+    expect(drain(policy, 'alice', 'upload')).toBe(5); // user
+    expect(drain(policy, 'bob', 'upload')).toBe(2); // default
+  });
+
+  it('keeps one state per (user, api) pair', () => {
+    const { policy } = limiter();
+    expect(drain(policy, 'carol', 'a')).toBe(2);
+    expect(drain(policy, 'carol', 'b')).toBe(2);
+    expect(drain(policy, 'ca', 'rola')).toBe(2); // no confusion between ("carol", "a") and ("ca", "rola")
+    expect(policy.tryAcquire({ user: 'carol', api: 'a' })).toMatchObject({ allowed: false, reason: 'limited', retryAfterMs: 500 });
+  });
+
+  it('applies a plan upgrade at once and keeps the key\'s GCRA state', () => {
+    const { policy, clock } = limiter();
+    expect(drain(policy, 'dave', 'x')).toBe(2); // 2 per second, spent
+    policy.setRules([...rules, { user: 'dave', limit: perSecond(100) }]);
+    // The key's debt carries over: 2 requests at 500 ms each = 1 s, which at the new 10 ms per
+    // request is the whole new bucket of 100. Half a second later, half of it is back.
+    expect(policy.tryAcquire({ user: 'dave', api: 'x' }, 0).remaining).toBe(0);
+    clock.advance(500);
+    expect(policy.tryAcquire({ user: 'dave', api: 'x' }, 0).remaining).toBe(50);
+    expect(policy.tryAcquire({ user: 'dave', api: 'x' }, 50).allowed).toBe(true);
+  });
+
+  it('starts a key fresh when its rule changes algorithm', () => {
+    const { policy } = limiter();
+    expect(drain(policy, 'erin', 'x')).toBe(2);
+    policy.setRules([...rules, { user: 'erin', algorithm: 'sliding-log', limit: perMinute(4) }]);
+    expect(drain(policy, 'erin', 'x')).toBe(4);
+  });
+
+  it('rejects bad rules, naming the rule, and changes nothing', () => {
+    const { policy } = limiter();
+    expect(() => policy.setRules([{ limit: perSecond(1) }, { user: 'x', algorithm: 'nope' as never, limit: perSecond(1) }])).toThrow(/rules\[1\] \(user "x"\)\.algorithm must be one of/);
+    expect(() => policy.setRules([{ limit: perSecond(1) }, { api: 'y', limit: { permits: -1, periodMs: 1 } }])).toThrow(/rules\[1\] \(api "y"\)\.limit\.permits must be a positive finite number, got -1/);
+    expect(() => policy.setRules([{ limit: perSecond(1) }, { user: 'u', api: 'a', limit: perSecond(1) }, { user: 'u', api: 'a', limit: perHour(1) }])).toThrow(/rules\[2\] \(user "u", api "a"\) duplicates rules\[1\] \(user "u", api "a"\)/);
+    expect(() => policy.setRules([{ user: 'u', limit: perSecond(1) }])).toThrow(/rules must include a default rule/);
+    expect(() => new PolicyLimiter({ rules: 'x' as never, maxKeys: 1 })).toThrow(/rules must be an array/);
+    expect(policy.rules).toEqual(JSON.parse(JSON.stringify(rules)));
+    expect(drain(policy, 'bob', 'upload')).toBe(2);
+    expect(() => policy.tryAcquire({ user: '', api: 'a' })).toThrow(/request\.user must be a non-empty string, got ""/);
+    expect(() => policy.tryAcquire({ user: 'u', api: 'a' }, -1)).toThrow(/cost must be an integer >= 0, got -1/);
+  });
+
+  it('refuses rules that need more state than was reserved, naming the option', () => {
+    const { policy } = limiter({ maxStateWords: 16 });
+    expect(() => policy.setRules([{ limit: perSecond(1) }, { user: 'u', algorithm: 'sliding-log', limit: perSecond(100) }])).toThrow(/rules\[1\] \(user "u"\) needs 101 state words per key; this limiter has room for 16 \(option maxStateWords\)/);
+  });
+
+  it('shares rules and state with a worker, and a worker can replace the rules for everyone', async () => {
+    const { policy } = limiter();
+    expect(policy.tryAcquire({ user: 'bob', api: 'upload' }).remaining).toBe(1);
+    const worker = new Worker(new URL('./fixtures/worker.mjs', import.meta.url), {
+      workerData: { mode: 'policy', handle: policy.handle, id: 0 },
+    });
+    const reply = await new Promise<{ before: number; after: number }>((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject); });
+    await worker.terminate();
+    expect(reply.before).toBe(0); // the worker spent bob's last one
+    expect(reply.after).toBe(7); // under the worker's new default of 8 per second, 1 spent
+    expect(policy.rules).toEqual([{ limit: { permits: 8, periodMs: 1000 } }]);
+    expect(policy.tryAcquire({ user: 'zed', api: 'q' }).remaining).toBe(7);
+  });
+
+  it('reclaims idle pairs', () => {
+    const { policy, clock } = limiter();
+    drain(policy, 'a', 'b');
+    clock.advance(10_000);
+    expect(policy.sweep()).toBe(1);
+    expect(policy.stats().liveKeys).toBe(0);
+  });
+});
