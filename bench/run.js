@@ -5,6 +5,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { runAlgorithms } from './algorithms.js';
 import { runContention } from './contention.js';
 import { runCore } from './core.js';
 import { machine } from './lib/measure.js';
@@ -17,6 +18,7 @@ const SUITES = {
   core: runCore,
   peers: runPeers,
   contention: runContention,
+  algorithms: runAlgorithms,
   race: runRace,
   scaling: runScaling,
   width: runWidth,
