@@ -69,7 +69,11 @@ export class ManualClock implements Clock {
       if (target < current) {
         throw new RangeError(`ms must not be earlier than the clock's time (${Number(current) / NS_PER_MS}), got ${ms}`);
       }
-      if (Atomics.compareExchange(this.#timeNs, 0, current, target) === current) return;
+      if (Atomics.compareExchange(this.#timeNs, 0, current, target) === current) {
+        // notify: wakes threads waiting for manual time to pass (waitUntil / waitUntilSync).
+        Atomics.notify(this.#timeNs, 0);
+        return;
+      }
     }
   }
 
@@ -78,6 +82,37 @@ export class ManualClock implements Clock {
     checkMs('ms', ms);
     // Atomics.add: concurrent advances from several threads all take effect.
     Atomics.add(this.#timeNs, 0, toNs(ms));
+    // notify: wakes threads waiting for manual time to pass (waitUntil / waitUntilSync).
+    Atomics.notify(this.#timeNs, 0);
+  }
+
+  /**
+   * Resolves once this clock reads `ms` or later (after `set`/`advance` from any thread), or
+   * rejects with the signal's reason on abort.
+   */
+  async waitUntil(ms: number, signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      signal?.throwIfAborted();
+      const seen = Atomics.load(this.#timeNs, 0);
+      if (Number(seen) / NS_PER_MS >= ms) return;
+      // waitAsync on the time word: woken by set/advance's notify, or by the 50 ms timeout so
+      // that an abort is noticed promptly.
+      const wait = Atomics.waitAsync(this.#timeNs, 0, seen, 50);
+      if (wait.async) await wait.value;
+    }
+  }
+
+  /** Blocks this thread (not the main one) until this clock reads `ms` or later, or `timeoutMs` passes. */
+  waitUntilSync(ms: number, timeoutMs = Infinity): boolean {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const seen = Atomics.load(this.#timeNs, 0);
+      if (Number(seen) / NS_PER_MS >= ms) return true;
+      const left = deadline - performance.now();
+      if (left <= 0) return false;
+      // Atomics.wait: sleeps until set/advance notifies (no busy spinning).
+      Atomics.wait(this.#timeNs, 0, seen, Math.min(left, 1000));
+    }
   }
 }
 

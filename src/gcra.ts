@@ -26,13 +26,19 @@ export interface GcraParams {
   burst: number;
   /**
    * A key whose last admission is older than this many whole seconds is certainly fresh,
-   * whatever its 32-bit TAT says (the TAT may have wrapped).
+   * whatever its 32-bit TAT says (the TAT may have wrapped): an admission or reservation never
+   * leaves the TAT more than MAX_AHEAD_TICKS ahead, and this covers that plus 2 s of rounding.
    */
   staleSec: number;
 }
 
 /** The largest tolerance, in ticks: 2^29 leaves room for wrap-around arithmetic on int32. */
 export const MAX_TOLERANCE_TICKS = 2 ** 29;
+/**
+ * The furthest a TAT may run ahead of now, in ticks: the tolerance plus reservations made by
+ * `reserve`/`acquire` (at least 2^29 ticks of them). Half the positive int32 range.
+ */
+export const MAX_AHEAD_TICKS = 2 ** 30;
 
 /** Largest relative error accepted when the emission interval is rounded up to whole ticks. */
 const MAX_ROUNDING_ERROR = 1e-3;
@@ -61,7 +67,7 @@ export function gcraParams(limit: Limit, name = 'limit'): GcraParams {
     if (toleranceTicks > MAX_TOLERANCE_TICKS) continue;
     const error = (intervalTicks * tickNs - intervalNs) / intervalNs;
     if (error > MAX_ROUNDING_ERROR) break;
-    const staleSec = Math.ceil((toleranceTicks * tickNs) / 1e9) + 2;
+    const staleSec = Math.ceil((MAX_AHEAD_TICKS * tickNs) / 1e9) + 2;
     return { tickNs, intervalTicks, toleranceTicks, burst, staleSec };
   }
   throw new RangeError(

@@ -9,6 +9,8 @@ export type {
 export { PolicyLimiter } from './policy-limiter.js';
 export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRule } from './policy-limiter.js';
 export type { AlgorithmName } from './algorithms/index.js';
+export { RateLimitTimeoutError } from './waiting.js';
+export type { AcquireOptions, AcquireSyncOptions, Reservation } from './waiting.js';
 export { ManualClock, monotonicClock } from './clock.js';
 export type { Clock } from './clock.js';
 export { perHour, perMinute, perSecond } from './limit.js';

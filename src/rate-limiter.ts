@@ -1,7 +1,11 @@
 import { ManualClock, monotonicClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
-import { admit, debtOf, remainingAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
+import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
+import {
+  assertWorkerThread, checkMaxWait, RateLimitTimeoutError, sleepUntil, sleepUntilSync,
+  type AcquireOptions, type AcquireSyncOptions, type Reservation,
+} from './waiting.js';
 import { gcraSlotState, readGcraParams } from './gcra-slot.js';
 import { type Limit } from './limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
@@ -109,6 +113,37 @@ const MAX_KEYS = 2 ** 22;
 /** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see gcra.ts). */
 const SECONDS_PER_MS = 0.001 * ULP_GUARD;
 
+
+/** A reservation on the lock-free path: cancel() refunds its intervals if its time has not come. */
+class GcraReservation implements Reservation {
+  #done = false;
+  constructor(
+    readonly key: string,
+    readonly cost: number,
+    readonly delayMs: number,
+    readonly actAtMs: number,
+    private readonly limiter: RateLimiter,
+    private readonly entry: SlotRef,
+  ) {}
+
+  cancel(): boolean {
+    if (this.#done) return false;
+    this.#done = true;
+    if (this.cost === 0 || this.limiter.now() >= this.actAtMs) return false;
+    return this.limiter.refund(this.entry, this.cost);
+  }
+}
+
+/** Throws `TypeError`/`RangeError` for a bad key or cost, naming it. */
+function checkRequest(key: unknown, cost: unknown): void {
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
+  }
+  if (cost !== 1 && !(Number.isSafeInteger(cost) && (cost as number) >= 0)) {
+    if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
+    throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
+  }
+}
 
 /** The constructor's argument when attaching: module-private, so users cannot forge one. */
 class AttachRequest {
@@ -290,6 +325,128 @@ export class RateLimiter {
     return this.#decide(key, cost);
   }
 
+  /**
+   * Counts `cost` for `key` now and returns when it may act, even beyond the burst, in the
+   * spirit of Go's `Reserve`: callers served this way are in arrival order. Throws
+   * `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` (nothing is counted) or
+   * `cost` > burst. Only for one GCRA limit without a global cap (the lock-free path).
+   */
+  reserve(key: string, cost = 1, options: { maxWaitMs?: number } = {}): Reservation {
+    checkRequest(key, cost);
+    const maxWaitMs = checkMaxWait(options.maxWaitMs);
+    if (this.#engine) {
+      throw new TypeError(`reserve() needs one GCRA limit and no global cap; this limiter runs ${this.limits.length} ${this.algorithm} limit(s)${this.globalLimit ? ' and a global cap' : ''}: use acquire()`);
+    }
+    const p = this.#p;
+    const maxWaitTicks = maxWaitMs === Infinity ? Infinity : Math.floor((maxWaitMs * 1e6) / p.tickNs);
+    for (;;) {
+      const entry = this.#index.cached(key) ?? this.#index.locate(key);
+      if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
+      const base = entry.base;
+      const w = this.#words;
+      // Same order and argument as #decide: tat, clock, ctrl, lastSec.
+      const tat = Atomics.load(w, base + S_TAT);
+      const nowMs = this.#clock.now();
+      if (Atomics.load(w, base + S_CTRL) !== entry.ctrl || tat === DEAD) { this.#index.forget(key); continue; }
+      const now32 = Math.floor(nowMs * this.#ticksPerMs) | 0;
+      const nowSec = Math.floor(nowMs * SECONDS_PER_MS);
+      const lastSec = Atomics.load(w, base + S_LAST_SEC);
+      const debt = debtOf(tat, now32, lastSec, nowSec, p);
+      if (cost > p.burst) throw new RateLimitTimeoutError(key, Infinity, maxWaitMs);
+      const next = debt + cost * p.intervalTicks;
+      const delay = Math.max(0, next - p.toleranceTicks);
+      if (delay > maxWaitTicks || next > MAX_AHEAD_TICKS) {
+        throw new RateLimitTimeoutError(key, ticksToMs(delay, p), maxWaitMs);
+      }
+      const reservation = new GcraReservation(key, cost, ticksToMs(delay, p), nowMs + ticksToMs(delay, p), this, entry);
+      if (cost === 0) return reservation;
+      let newTat = (now32 + next) | 0;
+      if (newTat === DEAD) newTat = (newTat + 1) | 0;
+      if (lastSec < nowSec) this.#raiseLastSec(base + S_LAST_SEC, lastSec, nowSec);
+      // compareExchange on the key's word: the reservation is counted atomically with its check.
+      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) return reservation;
+      this.#casRetries++;
+    }
+  }
+
+  /** Gives back `cost` intervals of a reservation (never below now). For GcraReservation. */
+  refund(entry: SlotRef, cost: number): boolean {
+    const w = this.#words;
+    const p = this.#p;
+    for (;;) {
+      const tat = Atomics.load(w, entry.base + S_TAT);
+      const now32 = Math.floor(this.#clock.now() * this.#ticksPerMs) | 0;
+      // ctrl after tat: the key still owns this slot, so the refund lands on its own state.
+      if (Atomics.load(w, entry.base + S_CTRL) !== entry.ctrl || tat === DEAD) return false;
+      const ahead = (tat - now32) | 0;
+      if (ahead <= 0) return false;
+      const back = Math.min(ahead, cost * p.intervalTicks);
+      // compareExchange: a refund that raced with another request simply recomputes.
+      if (Atomics.compareExchange(w, entry.base + S_TAT, tat, (tat - back) | 0) === tat) return true;
+    }
+  }
+
+  /**
+   * Resolves once the request is admitted, waiting its turn. Rejects at once with
+   * `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` or `cost` > burst, and with
+   * the signal's reason on abort; an aborted wait gives back what it had reserved. On one GCRA
+   * limit, waiters are served in arrival order (each reserves its place); other configurations
+   * wait for the reported retry time and try again.
+   */
+  async acquire(key: string, options: AcquireOptions = {}): Promise<void> {
+    const cost = options.cost ?? 1;
+    const maxWaitMs = checkMaxWait(options.maxWaitMs);
+    const signal = options.signal;
+    signal?.throwIfAborted();
+    if (!this.#engine) {
+      const r = this.reserve(key, cost, { maxWaitMs });
+      if (r.delayMs === 0) return;
+      try {
+        await sleepUntil(this.#clock, r.actAtMs, signal);
+      } catch (e) {
+        r.cancel();
+        throw e;
+      }
+      return;
+    }
+    const deadline = this.#clock.now() + maxWaitMs;
+    for (;;) {
+      const d = this.tryAcquire(key, cost);
+      if (d.allowed) return;
+      const at = this.#clock.now() + d.retryAfterMs;
+      if (d.retryAfterMs === Infinity || at > deadline) throw new RateLimitTimeoutError(key, d.retryAfterMs, maxWaitMs);
+      await sleepUntil(this.#clock, at, signal);
+    }
+  }
+
+  /**
+   * Like `acquire`, but blocks this worker thread with `Atomics.wait` until admitted (no
+   * spinning). Throws `RateLimitTimeoutError` as `acquire` rejects; refuses the main thread.
+   */
+  acquireSync(key: string, options: AcquireSyncOptions = {}): void {
+    assertWorkerThread('acquireSync()');
+    const cost = options.cost ?? 1;
+    const maxWaitMs = checkMaxWait(options.maxWaitMs);
+    if (!this.#engine) {
+      const r = this.reserve(key, cost, { maxWaitMs });
+      if (r.delayMs > 0) sleepUntilSync(this.#clock, r.actAtMs);
+      return;
+    }
+    const deadline = this.#clock.now() + maxWaitMs;
+    for (;;) {
+      const d = this.tryAcquire(key, cost);
+      if (d.allowed) return;
+      const at = this.#clock.now() + d.retryAfterMs;
+      if (d.retryAfterMs === Infinity || at > deadline) throw new RateLimitTimeoutError(key, d.retryAfterMs, maxWaitMs);
+      sleepUntilSync(this.#clock, at);
+    }
+  }
+
+  /** The limiter's clock reading in ms (for reservations). */
+  now(): number {
+    return this.#clock.now();
+  }
+
   /** Reclaims the slots of idle keys (state equal to a fresh key's); returns how many. */
   sweep(): number {
     this.#index.clear();
@@ -311,13 +468,7 @@ export class RateLimiter {
   }
 
   #decide(key: string, cost: number): boolean {
-    if (typeof key !== 'string' || key.length === 0) {
-      throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
-    }
-    if (cost !== 1 && !(Number.isSafeInteger(cost) && cost >= 0)) {
-      if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-      throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-    }
+    checkRequest(key, cost);
     const index = this.#index;
     let entry = index.cached(key) ?? index.locate(key);
     if (entry === undefined) return this.#full();

@@ -1,0 +1,102 @@
+import { isMainThread } from 'node:worker_threads';
+import { ManualClock, type Clock } from './clock.js';
+import { describe } from './errors.js';
+
+/**
+ * Waiting for a turn: the typed error, the reservation object, and sleeping on the limiter's
+ * clock (a ManualClock is followed, so tests never sleep for real).
+ *
+ * Thread-safety: a Reservation belongs to the thread that made it; the functions are safe on
+ * any thread (acquireSync's sleep only off the main thread).
+ */
+
+/**
+ * Thrown (or rejected) when a request would have to wait longer than allowed (`maxWaitMs`), or
+ * could never pass (`cost` > burst: `retryAfterMs` is Infinity).
+ */
+export class RateLimitTimeoutError extends Error {
+  override readonly name = 'RateLimitTimeoutError';
+  /** The key that was asked for (for a PolicyLimiter, "user / api"). */
+  readonly key: string;
+  /** How long until the same request would pass; Infinity when it never can. */
+  readonly retryAfterMs: number;
+
+  constructor(key: string, retryAfterMs: number, maxWaitMs: number) {
+    super(retryAfterMs === Infinity
+      ? `rate limit: a request for ${describe(key)} can never pass (its cost exceeds the burst)`
+      : `rate limit: a request for ${describe(key)} would wait ${retryAfterMs} ms, more than maxWaitMs (${maxWaitMs})`);
+    this.key = key;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** Options for `acquire`. */
+export interface AcquireOptions {
+  /** Cost of the request, an integer >= 0. Default 1. */
+  cost?: number;
+  /** Longest acceptable wait; a longer one rejects at once. Default Infinity. */
+  maxWaitMs?: number;
+  /** Aborts the wait; whatever was reserved is given back. */
+  signal?: AbortSignal;
+}
+
+/** Options for `acquireSync`. */
+export interface AcquireSyncOptions {
+  cost?: number;
+  maxWaitMs?: number;
+}
+
+/**
+ * A place in line, in the spirit of Go's `rate.Reservation`: the request is counted now and may
+ * act after `delayMs`. `cancel()` before then gives the reserved time back.
+ */
+export interface Reservation {
+  readonly key: string;
+  readonly cost: number;
+  /** How long from when it was made until the request may act (0: at once). */
+  readonly delayMs: number;
+  /** The limiter-clock time at which the request may act. */
+  readonly actAtMs: number;
+  /** Gives the reservation back if its time has not come; true if it did. Idempotent. */
+  cancel(): boolean;
+}
+
+/** Checks `maxWaitMs`; returns it. */
+export function checkMaxWait(value: unknown, name = 'options.maxWaitMs'): number {
+  if (value === undefined) return Infinity;
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`);
+  if (Number.isNaN(value) || value < 0) throw new RangeError(`${name} must be a number >= 0, got ${describe(value)}`);
+  return value;
+}
+
+/** Resolves when `clock` reads `untilMs`; rejects with the signal's reason on abort. */
+export function sleepUntil(clock: Clock, untilMs: number, signal?: AbortSignal): Promise<void> {
+  if (clock instanceof ManualClock) return clock.waitUntil(untilMs, signal);
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) { reject(signal.reason); return; }
+    const onAbort = (): void => { clearTimeout(timer); reject(signal?.reason); };
+    const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, Math.max(0, untilMs - clock.now()));
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/** Blocks this worker thread until `clock` reads `untilMs`. Refuses the main thread. */
+export function sleepUntilSync(clock: Clock, untilMs: number): void {
+  if (clock instanceof ManualClock) {
+    clock.waitUntilSync(untilMs);
+    return;
+  }
+  for (let left = untilMs - clock.now(); left > 0; left = untilMs - clock.now()) {
+    // Atomics.wait on a private word nobody notifies: a plain, non-spinning sleep.
+    Atomics.wait(sleeper, 0, 0, left);
+  }
+}
+
+/** Throws unless running on a worker thread. */
+export function assertWorkerThread(method: string): void {
+  if (isMainThread) {
+    throw new Error(`${method} blocks its thread while it waits, which would freeze the main thread's event loop: call it in a worker, or use acquire() here`);
+  }
+}
