@@ -63,6 +63,8 @@ export class LockedEngine {
   readonly #owner: number;
   readonly #stealAfterMs: number;
   readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0 };
+  readonly #area: StateArea = { lock: 0, lastSec: 0, state: 0 };
+  readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   /** Decisions retried because a lock was taken over or a word changed under us. */
   retries = 0;
@@ -96,7 +98,10 @@ export class LockedEngine {
         unlock(w, base + S_TAT, token);
         return RELOCATE;
       }
-      const area = { lock: base + S_TAT, lastSec: base + S_LAST_SEC, state: stateBase };
+      const area = this.#area; // reused: no allocation per decision
+      area.lock = base + S_TAT;
+      area.lastSec = base + S_LAST_SEC;
+      area.state = stateBase;
       const outcome = (prepare === undefined || prepare(w, m)) && this.#decideLocked(limits, area, m, cost);
       const released = unlock(w, base + S_TAT, token);
       if (outcome && released) return DONE;
@@ -112,7 +117,7 @@ export class LockedEngine {
     if (r.allowed && this.#global !== null && this.#globalArea !== null) {
       const g = this.#globalArea;
       const token = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
-      const keyPart = { ...r };
+      const keyPart = Object.assign(this.#keyPart, r);
       this.#check(this.#global, g, m, cost);
       let ok = true;
       if (r.allowed && cost > 0) ok = this.#apply(this.#global, g, m, cost);

@@ -71,7 +71,7 @@ describe('PolicyLimiter', () => {
 
   it('refuses rules that need more state than was reserved, naming the option', () => {
     const { policy } = limiter({ maxStateWords: 16 });
-    expect(() => policy.setRules([{ limit: perSecond(1) }, { user: 'u', algorithm: 'sliding-log', limit: perSecond(100) }])).toThrow(/rules\[1\] \(user "u"\) needs 101 state words per key; this limiter has room for 16 \(option maxStateWords\)/);
+    expect(() => policy.setRules([{ limit: perSecond(1) }, { user: 'u', algorithm: 'sliding-log', limit: perSecond(100) }])).toThrow(/rules\[1\] \(user "u"\) needs 102 state words per key; this limiter has room for 16 \(option maxStateWords\)/);
   });
 
   it('shares rules and state with a worker, and a worker can replace the rules for everyone', async () => {

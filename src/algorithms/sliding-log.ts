@@ -7,73 +7,83 @@ import { windowLimit } from './window-limit.js';
 const EMPTY = -0x80000000;
 
 /**
- * Sliding log: exact. Keeps the times of the last `permits` admissions, one int32 word each (in
- * ticks modulo 2^32), so state grows with `permits` (4 bytes per permit per key, bounded by the
- * `maxLogSize` option). A request of cost c passes if fewer than `permits - c + 1` admissions
- * fall in the last `periodMs`. Promise: never more than `permits` in any period.
+ * Sliding log: exact. Keeps the times of the last `permits` admissions in a ring of int32 words
+ * (ticks modulo 2^32) after a head word, so state grows with `permits`: 4 bytes per permit per
+ * key, bounded by the `maxLogSize` option. The ring runs from the oldest entry (at head) to the
+ * newest, in time order (a stamp is never earlier than the newest before it), so a decision
+ * binary-searches it: O(log permits) to check, O(cost) to spend. Promise: never more than
+ * `permits` in any `periodMs`.
  */
 export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: number): LimitAlgorithm {
   const { permits, periodMs, staleSec } = windowLimit(limit, name, maxLogSize);
   // Ticks sized for the period (the finest with the period in 2^29 ticks), as GCRA sizes them for tau.
   const p = gcraParams({ permits: 1, periodMs, burst: 1 }, name);
   const periodTicks = p.intervalTicks;
-  const ages = new Int32Array(permits); // scratch for computing waits (per instance, per thread)
 
-  /** Age in ticks of an entry that still counts, or -1. Entries "from the future" count. */
-  function age(ts: number, now32: number, stale: boolean): number {
-    if (ts === EMPTY || stale) return -1;
+  /** Word index of the k-th oldest entry (k = 0: the oldest, at head). */
+  const entry = (w: Int32Array, at: number, k: number): number => at + 1 + ((Atomics.load(w, at) + k) % permits);
+
+  /** Age in ticks of a stamp that still counts, or -1. */
+  function age(ts: number, now32: number): number {
+    if (ts === EMPTY) return -1;
     const d = (now32 - ts) | 0;
     return d < periodTicks ? Math.max(d, 0) : -1;
   }
 
+  /** How many of the oldest entries no longer count (they are the first ones, in time order). */
+  function expired(w: Int32Array, at: number, now32: number, stale: boolean): number {
+    if (stale) return permits;
+    let lo = 0;
+    let hi = permits;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (age(Atomics.load(w, entry(w, at, mid)), now32) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
   return {
-    stateWords: permits,
+    stateWords: permits + 1,
     staleSec,
     init(w, at) {
-      for (let i = 0; i < permits; i++) Atomics.store(w, at + i, EMPTY);
+      Atomics.store(w, at, 0);
+      for (let i = 1; i <= permits; i++) Atomics.store(w, at + i, EMPTY);
     },
     check(w, at, m, stale, cost, v: Verdict) {
       const now32 = ticksAt(m.ms, p) | 0;
-      let active = 0;
-      let newest = -1;
-      for (let i = 0; i < permits; i++) {
-        const a = age(Atomics.load(w, at + i), now32, stale);
-        if (a < 0) continue;
-        ages[active++] = a;
-        if (newest < 0 || a < newest) newest = a;
-      }
-      v.allowed = active + cost <= permits;
-      v.remaining = permits - active - (v.allowed ? cost : 0);
+      const free = expired(w, at, now32, stale);
+      const newest = free === permits ? -1 : age(Atomics.load(w, entry(w, at, permits - 1)), now32);
+      v.allowed = cost <= free;
+      v.remaining = v.allowed ? free - cost : free;
       if (v.allowed) {
         v.waitMs = 0;
         v.resetMs = cost > 0 ? ticksToMs(periodTicks, p) : newest < 0 ? 0 : ticksToMs(periodTicks - newest, p);
         return;
       }
-      if (cost > permits) v.waitMs = Infinity;
-      else {
-        // The (active + cost - permits)-th oldest entry must expire first.
-        const sorted = ages.subarray(0, active).sort();
-        const k = active + cost - permits;
-        v.waitMs = ticksToMs(periodTicks - (sorted[active - k] as number), p);
-      }
+      // The cost-th oldest entry must expire first.
+      v.waitMs = cost > permits ? Infinity : ticksToMs(periodTicks - age(Atomics.load(w, entry(w, at, cost - 1)), now32), p);
       v.resetMs = newest < 0 ? 0 : ticksToMs(periodTicks - newest, p);
     },
     apply(w, at, m, stale, cost) {
       const now32 = ticksAt(m.ms, p) | 0;
-      const stamp = now32 === EMPTY ? (now32 + 1) | 0 : now32;
-      let left = cost;
-      for (let i = 0; i < permits && left > 0; i++) {
-        const ts = Atomics.load(w, at + i);
-        if (age(ts, now32, stale) >= 0) continue;
-        if (!swap(w, at + i, ts, stamp)) return false;
-        left--;
+      // A stale log (idle longer than its stamps can be told apart) is cleared first, so that
+      // old stamps cannot alias as recent ones later.
+      if (stale) this.init(w, at, m);
+      const head = Atomics.load(w, at);
+      const last = Atomics.load(w, at + 1 + ((head + permits - 1) % permits));
+      // Never earlier than the newest entry: keeps the ring in time order (a later stamp only
+      // makes that entry count a little longer).
+      let stamp = !stale && last !== EMPTY && ((last - now32) | 0) > 0 ? last : now32;
+      if (stamp === EMPTY) stamp = (stamp + 1) | 0;
+      for (let k = 0; k < cost; k++) {
+        const i = at + 1 + ((head + k) % permits);
+        if (!swap(w, i, Atomics.load(w, i), stamp)) return false;
       }
-      return left === 0;
+      return swap(w, at, head, (head + cost) % permits);
     },
     idle(w, at, m, stale) {
-      const now32 = ticksAt(m.ms, p) | 0;
-      for (let i = 0; i < permits; i++) if (age(Atomics.load(w, at + i), now32, stale) >= 0) return false;
-      return true;
+      return expired(w, at, ticksAt(m.ms, p) | 0, stale) === permits;
     },
   };
 }

@@ -12,13 +12,15 @@ import { windowLimit } from './window-limit.js';
 export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {
   const { permits, periodMs, staleSec } = windowLimit(limit, name);
 
-  /** [current, previous] counts as of window `win`. */
-  function counts(w: Int32Array, at: number, win: number, stale: boolean): [number, number] {
-    if (stale) return [0, 0];
-    const stored = Atomics.load(w, at);
-    if (stored === (win | 0)) return [Atomics.load(w, at + 1), Atomics.load(w, at + 2)];
-    if (stored === ((win - 1) | 0)) return [0, Atomics.load(w, at + 1)];
-    return [0, 0];
+  // The counts as of the window being decided, set by `counts` (no array per call).
+  let curr = 0;
+  let prev = 0;
+  /** Sets `curr` and `prev` as of window `win`. */
+  function counts(w: Int32Array, at: number, win: number, stale: boolean): void {
+    const stored = stale ? NaN : Atomics.load(w, at);
+    if (stored === (win | 0)) { curr = Atomics.load(w, at + 1); prev = Atomics.load(w, at + 2); }
+    else if (stored === ((win - 1) | 0)) { curr = 0; prev = Atomics.load(w, at + 1); }
+    else { curr = 0; prev = 0; }
   }
 
   return {
@@ -31,7 +33,7 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
     },
     check(w, at, m, stale, cost, v: Verdict) {
       const win = floorDiv(m.ms, periodMs);
-      const [curr, prev] = counts(w, at, win, stale);
+      counts(w, at, win, stale);
       const into = m.ms - win * periodMs; // ms into the current window
       const estimate = prev * (1 - into / periodMs) + curr;
       v.allowed = cost <= permits && estimate + cost <= permits;
@@ -42,12 +44,14 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
     },
     apply(w, at, m, stale, cost) {
       const win = floorDiv(m.ms, periodMs);
-      const [curr, prev] = counts(w, at, win, stale);
-      const before = [Atomics.load(w, at), Atomics.load(w, at + 1), Atomics.load(w, at + 2)] as const;
-      return swap(w, at + 2, before[2], prev) && swap(w, at + 1, before[1], curr + cost) && swap(w, at, before[0], win | 0);
+      const w0 = Atomics.load(w, at);
+      const w1 = Atomics.load(w, at + 1);
+      const w2 = Atomics.load(w, at + 2);
+      counts(w, at, win, stale);
+      return swap(w, at + 2, w2, prev) && swap(w, at + 1, w1, curr + cost) && swap(w, at, w0, win | 0);
     },
     idle(w, at, m, stale) {
-      const [curr, prev] = counts(w, at, floorDiv(m.ms, periodMs), stale);
+      counts(w, at, floorDiv(m.ms, periodMs), stale);
       return curr === 0 && prev === 0;
     },
   };
