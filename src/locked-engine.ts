@@ -123,44 +123,66 @@ export class LockedEngine {
       if (r.allowed && cost > 0) ok = this.#apply(this.#global, g, m, cost);
       if (!unlock(this.#w, g.lock, token)) ok = false;
       if (!ok) return false;
-      r.remaining = Math.min(r.remaining, keyPart.remaining);
-      r.resetAfterMs = keyPart.resetAfterMs; // the key's own state: refused by the cap, it is unchanged
       if (!r.allowed) {
+        // Refused by the cap: the key spends nothing, so report its unspent state.
+        const globalRemaining = r.remaining;
+        this.#keyProbe(limits, key, m);
+        r.remaining = Math.min(r.remaining, globalRemaining);
         r.refusedBy = 'global';
         return true;
       }
+      r.remaining = Math.min(r.remaining, keyPart.remaining);
+      r.resetAfterMs = keyPart.resetAfterMs;
     }
     if (r.allowed && cost > 0) return this.#apply(limits, key, m, cost);
     return true;
   }
 
-  /** Runs every algorithm of `g` on `area` and combines: all must allow. */
+  /**
+   * Runs every algorithm of `g` on `area` and combines: all must allow. When they do not, the
+   * request spends nothing, so remaining and reset are re-read as a probe (cost 0) would see them.
+   */
   #check(g: LimitGroup, area: StateArea, m: Moment, cost: number): void {
+    const r = this.result;
+    r.allowed = true;
+    r.never = false;
+    r.retryAfterMs = 0;
+    this.#combine(g, area, m, cost);
+    if (!r.allowed && cost > 0) this.#combine(g, area, m, 0);
+  }
+
+  /** One pass over the limits: allowed and waits from `cost`, remaining and reset as of `cost`. */
+  #combine(g: LimitGroup, area: StateArea, m: Moment, cost: number): void {
     const w = this.#w;
     const r = this.result;
     const v = this.#verdict;
+    const probe = cost === 0;
     const lastSec = Atomics.load(w, area.lastSec);
-    r.allowed = true;
     r.remaining = Infinity;
-    r.retryAfterMs = 0;
     r.resetAfterMs = 0;
-    r.never = false;
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
       a.check(w, area.state + (g.offsets[i] as number), m, m.sec - lastSec > a.staleSec, cost, v);
+      r.remaining = Math.min(r.remaining, v.remaining);
+      r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
+      if (probe) continue; // a probe after a refusal: keep the refusal's verdict and waits
       if (!v.allowed) {
         r.allowed = false;
         if (v.waitMs === Infinity) r.never = true;
       }
-      r.remaining = Math.min(r.remaining, v.remaining);
       r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
-      r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
     }
-    if (r.allowed) r.retryAfterMs = 0;
-    else {
-      // Refused: nothing is spent, so each limit's remaining is as it stands.
-      r.retryAfterMs = r.never ? Infinity : r.retryAfterMs;
-    }
+    if (!probe) r.retryAfterMs = r.allowed ? 0 : r.never ? Infinity : r.retryAfterMs;
+  }
+
+  /** The key's unspent remaining and reset, after the global cap refused. */
+  #keyProbe(g: LimitGroup, area: StateArea, m: Moment): void {
+    const r = this.result;
+    const { allowed, never, retryAfterMs } = r;
+    this.#combine(g, area, m, 0);
+    r.allowed = allowed;
+    r.never = never;
+    r.retryAfterMs = retryAfterMs;
   }
 
   /** Spends `cost` from every algorithm of `g`, and raises lastSec. False if interfered with. */

@@ -58,7 +58,8 @@ describe('several limits at once', () => {
     const limiter = new RateLimiter({ limit: [perSecond(5), perMinute(6)], maxKeys: 4, clock });
     expect(limiter.tryAcquire('k', 5)).toMatchObject({ allowed: true, remaining: 0 });
     const d = limiter.tryAcquire('k', 1);
-    expect(d).toMatchObject({ allowed: false, reason: 'limited', retryAfterMs: 200 }); // per second is the binding one
+    // Per second is the binding one; remaining and reset are the unspent state (not 6 s later).
+    expect(d).toMatchObject({ allowed: false, reason: 'limited', retryAfterMs: 200, remaining: 0, resetAfterMs: 50_000 });
     clock.advance(1000);
     expect(limiter.tryAcquire('k', 0).remaining).toBe(1); // per minute: 6 - 5 = 1 left
     expect(limiter.tryAcquire('k', 2)).toMatchObject({ allowed: false, retryAfterMs: 10_000 - 1000 });
@@ -72,7 +73,7 @@ describe('a global cap', () => {
     const clock = new ManualClock();
     const limiter = new RateLimiter({ limit: perSecond(3), globalLimit: perSecond(4), maxKeys: 8, clock });
     expect(limiter.tryAcquire('a', 3)).toMatchObject({ allowed: true, remaining: 0 });
-    expect(limiter.tryAcquire('b', 2)).toMatchObject({ allowed: false, reason: 'global-limit', retryAfterMs: 250 });
+    expect(limiter.tryAcquire('b', 2)).toMatchObject({ allowed: false, reason: 'global-limit', retryAfterMs: 250, remaining: 1, resetAfterMs: 0 });
     expect(limiter.tryAcquire('b', 0).remaining).toBe(1); // b: 3 of its own, but 1 left globally
     expect(limiter.tryAcquire('b', 1)).toMatchObject({ allowed: true, remaining: 0 });
     clock.advance(1000);
