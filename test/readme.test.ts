@@ -11,6 +11,21 @@ describe('README', () => {
     expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
   });
 
+  it.each(['algorithms', 'policy', 'waiting'])('shows examples/%s.js verbatim, and it runs', (name) => {
+    const readme = readFileSync(new URL('README.md', root), 'utf8');
+    const example = readFileSync(new URL(`examples/${name}.js`, root), 'utf8');
+    expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
+    const out = execFileSync(process.execPath, [`examples/${name}.js`], { cwd: root, encoding: 'utf8' });
+    expect(out.length).toBeGreaterThan(0);
+  });
+
+  it('examples print what the README says', () => {
+    const run = (name: string) => execFileSync(process.execPath, [`examples/${name}.js`], { cwd: root, encoding: 'utf8' });
+    expect(run('algorithms')).toMatch(/gcra +599 allowed[\s\S]*fixed-window +600[\s\S]*sliding-window 546[\s\S]*sliding-log +500/);
+    expect(run('waiting')).toBe('reserved; act in 200 ms\ntoo long: 400 ms\ncancelled: true\nadmitted at 200 ms\n');
+    expect(run('policy')).toBe('4\n19\n49\n');
+  });
+
   it('quick start runs: the main thread and two workers share one limit', () => {
     const out = execFileSync(process.execPath, ['examples/quick-start.js'], { cwd: root, encoding: 'utf8' });
     expect(out).toMatch(/main: \{[\s\S]*allowed: true,[\s\S]*remaining: 6,/);
