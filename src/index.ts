@@ -9,6 +9,11 @@ export type {
 export { PolicyLimiter } from './policy-limiter.js';
 export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRule } from './policy-limiter.js';
 export type { AlgorithmName } from './algorithms/index.js';
+export { fastifyRateLimit, rateLimit, rateLimitHeaders } from './http/index.js';
+export type {
+  FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike, NextFunction, PolicyLimiterHttpOptions,
+  RateLimitHandler, RateLimitHeaders, RateLimiterHttpOptions, RateLimitOptions,
+} from './http/index.js';
 export { RateLimitTimeoutError } from './waiting.js';
 export type { AcquireOptions, AcquireSyncOptions, Reservation } from './waiting.js';
 export { ManualClock, monotonicClock } from './clock.js';

@@ -11,6 +11,12 @@ describe('README', () => {
     expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
   });
 
+  it('shows examples/http-server.js verbatim', () => {
+    const readme = readFileSync(new URL('README.md', root), 'utf8');
+    const example = readFileSync(new URL('examples/http-server.js', root), 'utf8');
+    expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
+  });
+
   it.each(['algorithms', 'policy', 'waiting'])('shows examples/%s.js verbatim, and it runs', (name) => {
     const readme = readFileSync(new URL('README.md', root), 'utf8');
     const example = readFileSync(new URL(`examples/${name}.js`, root), 'utf8');

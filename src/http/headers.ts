@@ -1,0 +1,149 @@
+import { describe } from '../errors.js';
+import { ULP_GUARD } from '../gcra.js';
+import { validateLimit, type Limit } from '../limit.js';
+import type { Decision } from '../rate-limiter.js';
+
+/**
+ * The `RateLimit-Policy` and `RateLimit` response fields of draft-ietf-httpapi-ratelimit-headers-11
+ * (23 May 2026), and `Retry-After` (RFC 9110, section 10.2.3) on a refusal.
+ *
+ * Both fields are Structured Field Lists (RFC 9651). Each item is a String naming a policy, with
+ * Integer parameters:
+ *
+ *   ratelimit-policy: "10-per-1s";q=10;w=1, "100-per-60s";q=100;w=60;sluice-burst=20
+ *   ratelimit: "10-per-1s";r=3;t=1, "100-per-60s";r=3;t=1
+ *   retry-after: 1
+ *
+ * What a GCRA limit advertises: `q` and `w` state the sustained rate, `permits` per `periodMs`,
+ * and never the extra a full bucket allows on top of it. `w` must be whole seconds, so a period
+ * that is not is stretched to the next whole second and `q` scaled with it, rounded down (500 ms
+ * for 5 becomes q=10;w=1; 1,500 ms for 3 becomes q=4;w=2), so a client that spreads q requests
+ * evenly over w is never refused. The bucket capacity goes in the vendor parameter
+ * `sluice-burst` (the draft asks for a vendor prefix on such parameters) when it differs from
+ * `q`: it is how many requests a rested client may send at one instant. Window and log
+ * algorithms advertise the same q and w and no `sluice-burst` (burst does not apply to them).
+ *
+ * What a decision reports: `r` is `decision.remaining`; `t` is the seconds, rounded up, until the
+ * key is back to a full bucket (`resetAfterMs`), or, on a refusal, the same number as
+ * `Retry-After`, since the draft (section 6) asks that Retry-After not point before the end of
+ * the effective window. Several limits give one policy item each; one decision covers them all
+ * (every request spends from each), so each `ratelimit` item carries the combined numbers: what
+ * the tightest limit leaves, and the time until every limit is full again.
+ *
+ * Thread-safety: pure functions over plain data; safe on any thread.
+ */
+
+/** Header field name (lower-case, as HTTP/2 and Node's `getHeaders()` spell them) to value. Plain data, safe to send between threads. */
+export interface RateLimitHeaders {
+  /** The policies: one item per limit, `"<q>-per-<w>s";q=<int>;w=<int>[;sluice-burst=<int>]`. */
+  'ratelimit-policy': string;
+  /** The service limit now: one item per limit, `"<name>";r=<int>;t=<int>`. */
+  'ratelimit': string;
+  /** Seconds until the refused request would pass, rounded up, at least 1. Only on a refusal that can pass later. */
+  'retry-after'?: string;
+}
+
+/** One limit as advertised: its policy name and its `ratelimit-policy` item. Plain data, safe on any thread. */
+export interface AdvertisedPolicy {
+  readonly name: string;
+  readonly item: string;
+}
+
+/** Largest Integer a Structured Field may carry (RFC 9651, section 3.3.1). */
+const SF_MAX_INTEGER = 999_999_999_999_999;
+
+function sfInteger(n: number): number {
+  return Math.min(n, SF_MAX_INTEGER);
+}
+
+/** Seconds, rounded up, as a non-negative SF Integer. */
+function ceilSeconds(ms: number): number {
+  return sfInteger(Math.ceil(ms / 1000));
+}
+
+/**
+ * Checks `limit` (one Limit or a non-empty array) and returns the advertised policy of each, in
+ * order. `gcra` false: the limits count windows, where `burst` does not apply, so no
+ * `sluice-burst`. Throws `TypeError`/`RangeError` naming the argument (`limit`,
+ * `limit[1].periodMs`, ...). Pure; safe on any thread.
+ */
+export function advertisePolicies(limit: Limit | readonly Limit[], gcra = true): AdvertisedPolicy[] {
+  const list: readonly unknown[] = Array.isArray(limit) ? limit : [limit];
+  if (list.length === 0) throw new RangeError('limit must hold at least one Limit, got an empty array');
+  const seen = new Set<string>();
+  return list.map((raw, i) => {
+    const label = Array.isArray(limit) ? `limit[${i}]` : 'limit';
+    const { permits, periodMs, burst } = validateLimit(raw, label);
+    // w: whole seconds, at least the period and at least one emission interval, so q >= 1.
+    const intervalMs = periodMs / permits;
+    const wSec = sfInteger(Math.max(1, Math.ceil(periodMs / 1000), Math.ceil(intervalMs / 1000)));
+    const q = sfInteger(Math.max(1, Math.floor(((wSec * 1000) / intervalMs) * ULP_GUARD)));
+    let policy = `${q}-per-${wSec}s`;
+    for (let n = 2; seen.has(policy); n++) policy = `${q}-per-${wSec}s-${n}`;
+    seen.add(policy);
+    const burstParam = gcra && burst !== q ? `;sluice-burst=${burst}` : '';
+    return { name: policy, item: `"${policy}";q=${q};w=${wSec}${burstParam}` };
+  });
+}
+
+/** Checks a Decision's fields, naming the one that is wrong. */
+function checkDecision(decision: unknown): Decision {
+  if (decision === null || typeof decision !== 'object' || Array.isArray(decision)) {
+    throw new TypeError(`decision must be a Decision like { allowed, remaining, retryAfterMs, resetAfterMs }, got ${describe(decision)}`);
+  }
+  const d = decision as Partial<Decision>;
+  if (typeof d.allowed !== 'boolean') throw new TypeError(`decision.allowed must be a boolean, got ${describe(d.allowed)}`);
+  for (const field of ['remaining', 'resetAfterMs', 'retryAfterMs'] as const) {
+    const value = d[field];
+    if (typeof value !== 'number') throw new TypeError(`decision.${field} must be a number, got ${describe(value)}`);
+    // retryAfterMs alone may be Infinity (a cost over the burst never passes).
+    const finiteOk = field === 'retryAfterMs' ? !Number.isNaN(value) : Number.isFinite(value);
+    if (!finiteOk || value < 0) {
+      throw new RangeError(`decision.${field} must be a ${field === 'retryAfterMs' ? '' : 'finite '}number >= 0, got ${describe(value)}`);
+    }
+  }
+  return d as Decision;
+}
+
+/**
+ * `Retry-After` for a refusal: seconds until the same request would pass, rounded up, at least 1
+ * (a refusal never says "come back at once"); undefined when the decision is an admission or the
+ * request can never pass (cost over the burst: no wait helps). Pure; safe on any thread.
+ */
+export function retryAfterSeconds(decision: Decision): string | undefined {
+  if (decision.allowed || decision.retryAfterMs === Infinity) return undefined;
+  return String(Math.max(1, ceilSeconds(decision.retryAfterMs)));
+}
+
+/**
+ * The `ratelimit-policy` and `ratelimit` fields for `decision` under `policies` (from
+ * `advertisePolicies`), both assumed checked. Pure; safe on any thread.
+ */
+export function rateLimitFields(decision: Decision, policies: readonly AdvertisedPolicy[]): Pick<RateLimitHeaders, 'ratelimit-policy' | 'ratelimit'> {
+  const r = sfInteger(Math.floor(decision.remaining));
+  // On a refusal, t names the same moment as Retry-After (draft section 6).
+  const retryAfter = retryAfterSeconds(decision);
+  const t = retryAfter === undefined ? ceilSeconds(decision.resetAfterMs) : Number(retryAfter);
+  return {
+    'ratelimit-policy': policies.map((p) => p.item).join(', '),
+    'ratelimit': policies.map((p) => `"${p.name}";r=${r};t=${t}`).join(', '),
+  };
+}
+
+/**
+ * The `ratelimit-policy` and `ratelimit` fields (draft-ietf-httpapi-ratelimit-headers-11) for a
+ * decision under `limit` (one Limit, or an array: one policy item each), plus `retry-after` in
+ * whole seconds, rounded up, when the decision is a refusal that can pass later. Names are
+ * lower-case. Throws `TypeError`/`RangeError` naming the argument and value for a bad decision
+ * or limit. Pure; safe on any thread.
+ */
+export function rateLimitHeaders(decision: Decision, limit: Limit | readonly Limit[]): RateLimitHeaders {
+  const checked = checkDecision(decision);
+  if (limit === null || typeof limit !== 'object') {
+    throw new TypeError(`limit must be a Limit like { permits, periodMs } or an array of them, got ${describe(limit)}`);
+  }
+  const headers: RateLimitHeaders = rateLimitFields(checked, advertisePolicies(limit));
+  const retryAfter = retryAfterSeconds(checked);
+  if (retryAfter !== undefined) headers['retry-after'] = retryAfter;
+  return headers;
+}

@@ -1,0 +1,243 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describe } from '../errors.js';
+import type { Limit } from '../limit.js';
+import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
+import { compileRules, match, type CompiledRule, type CompiledRules } from '../policy/rules.js';
+import { storeVersion } from '../policy/rules-store.js';
+import { RateLimiter, type Decision } from '../rate-limiter.js';
+import { advertisePolicies, rateLimitFields, retryAfterSeconds, type AdvertisedPolicy } from './headers.js';
+
+/**
+ * Rate limiting for HTTP servers: `rateLimit` for node:http and Express (the same `(req, res,
+ * next)` signature) and `fastifyRateLimit` for a Fastify `onRequest` hook. Both share one check:
+ * find the key, spend `cost` from the limiter, and answer 429 Too Many Requests with
+ * `Retry-After` and a short plain-text body when refused; otherwise go on. The RateLimit fields
+ * (see headers.ts) are set on every response, refused or not, unless `headers: false`.
+ *
+ * Thread-safety: a handler uses its limiter instance, so it belongs to the thread that made that
+ * instance (one instance per thread, as for the limiters); the limiter's state is shared with
+ * every other thread attached to it.
+ */
+
+/** Express-style continuation: called with no argument to go on, or with the error that occurred. Called on the request's thread. */
+export type NextFunction = (error?: unknown) => void;
+
+/** Options shared by `rateLimit` and `fastifyRateLimit`. `Req` is the request type the functions receive. */
+interface CommonOptions<Req> {
+  /** What one request costs: an integer >= 0, or a function of the request. Default 1. */
+  cost?: number | ((req: Req) => number);
+  /** Whether to set the RateLimit-Policy and RateLimit fields on every response. Default true. Retry-After is always set on a 429. */
+  headers?: boolean;
+}
+
+/** Options for a `RateLimiter`: `key` names the client; default: its address. Read once, when the handler is made. */
+export interface RateLimiterHttpOptions<Req> extends CommonOptions<Req> {
+  limiter: RateLimiter;
+  /** The key to spend from. Default: `req.socket.remoteAddress` (Fastify: `request.ip`). */
+  key?: (req: Req) => string;
+}
+
+/** Options for a `PolicyLimiter`: `key` returns who is asking and what for. Read once, when the handler is made. */
+export interface PolicyLimiterHttpOptions<Req> extends CommonOptions<Req> {
+  limiter: PolicyLimiter;
+  /** The (user, api) pair to spend from. Required. */
+  key: (req: Req) => PolicyRequest;
+}
+
+/** Options for `rateLimit` and `fastifyRateLimit`; the functions in them run on the thread of the request. */
+export type RateLimitOptions<Req = IncomingMessage> = RateLimiterHttpOptions<Req> | PolicyLimiterHttpOptions<Req>;
+
+/** The node:http / Express handler that `rateLimit` returns; it belongs to its limiter's thread. */
+export type RateLimitHandler<Req = IncomingMessage, Res = ServerResponse> = (req: Req, res: Res, next: NextFunction) => void;
+
+/** The parts of a Fastify request the hook reads (`ip`; `raw` is the node:http request). Used on one thread. */
+export interface FastifyRequestLike {
+  ip?: string;
+  raw?: IncomingMessage;
+}
+
+/** The parts of a Fastify reply the hook uses, as documented for Fastify's Reply. Used on one thread. */
+export interface FastifyReplyLike {
+  code(statusCode: number): unknown;
+  header(name: string, value: string): unknown;
+  send(payload?: string): unknown;
+}
+
+/** A Fastify `onRequest` hook in callback style; it belongs to its limiter's thread. */
+export type FastifyOnRequestHook<Req = FastifyRequestLike, Reply = FastifyReplyLike> =
+  (request: Req, reply: Reply, done: (error?: Error) => void) => void;
+
+/** The body of a 429 answer. */
+const REFUSED_BODY = 'Too Many Requests: retry later.\n';
+
+/** What one check decided, with the fields to set. */
+interface Outcome {
+  allowed: boolean;
+  /** The RateLimit-Policy and RateLimit fields, or null with `headers: false`. */
+  fields: Record<string, string> | null;
+  /** The Retry-After value on a refusal that can pass later. */
+  retryAfter: string | undefined;
+}
+
+type Check<Req> = (req: Req) => Outcome;
+
+/** The advertised policies of `limits` run by `algorithm` (default GCRA). */
+function policiesOf(algorithm: string | undefined, limits: Limit | readonly Limit[]): AdvertisedPolicy[] {
+  return advertisePolicies(limits, (algorithm ?? 'gcra') === 'gcra');
+}
+
+/**
+ * For a PolicyLimiter: the policies of the rule a request matches. The rules are parsed again
+ * only when their version in shared memory changes (one atomic load per request otherwise).
+ */
+function policyLookup(limiter: PolicyLimiter): (request: PolicyRequest) => AdvertisedPolicy[] {
+  const versionWords = new Int32Array(limiter.handle.rules);
+  let version = Number.NaN;
+  let compiled: CompiledRules | null = null;
+  const cache = new Map<CompiledRule, AdvertisedPolicy[]>();
+  return ({ user, api }) => {
+    const now = storeVersion(versionWords);
+    if (now !== version || compiled === null) {
+      // Version read first: rules replaced meanwhile only make the next request parse again.
+      // Accepts any log size: the limiter already checked these rules against its own.
+      compiled = compileRules(limiter.rules, 65_536);
+      cache.clear();
+      version = now;
+    }
+    const rule = match(compiled, user, api);
+    let policies = cache.get(rule);
+    if (policies === undefined) {
+      const { algorithm, limit } = rule.rule;
+      policies = policiesOf(algorithm, limit);
+      cache.set(rule, policies);
+    }
+    return policies;
+  };
+}
+
+/** Checks the options and builds the one check both adapters run. */
+function makeCheck<Req>(options: RateLimitOptions<Req>, defaultKey: (req: Req) => string, fn: string): Check<Req> {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`${fn} options must be an object like { limiter }, got ${describe(options)}`);
+  }
+  const { limiter, cost = 1, headers = true } = options;
+  if (typeof cost === 'number') {
+    if (!Number.isSafeInteger(cost) || cost < 0) throw new RangeError(`options.cost must be an integer >= 0 or a function, got ${describe(cost)}`);
+  } else if (typeof cost !== 'function') {
+    throw new TypeError(`options.cost must be an integer >= 0 or a function, got ${describe(cost)}`);
+  }
+  if (typeof headers !== 'boolean') throw new TypeError(`options.headers must be a boolean, got ${describe(headers)}`);
+  const costOf = typeof cost === 'number' ? () => cost : cost;
+  if (options.key !== undefined && typeof options.key !== 'function') {
+    throw new TypeError(`options.key must be a function of the request, got ${describe(options.key)}`);
+  }
+
+  const outcome = (decision: Decision, policies: (() => AdvertisedPolicy[]) | null): Outcome => ({
+    allowed: decision.allowed,
+    fields: policies === null ? null : rateLimitFields(decision, policies()),
+    retryAfter: decision.allowed ? undefined : retryAfterSeconds(decision),
+  });
+  if (limiter instanceof RateLimiter) {
+    const keyOf = (options.key as ((req: Req) => string) | undefined) ?? defaultKey;
+    const policies = policiesOf(limiter.algorithm, limiter.limits);
+    const fixed = headers ? () => policies : null;
+    return (req) => outcome(limiter.tryAcquire(keyOf(req), costOf(req)), fixed);
+  }
+  if (limiter instanceof PolicyLimiter) {
+    const keyOf = options.key as ((req: Req) => PolicyRequest) | undefined;
+    if (keyOf === undefined) throw new TypeError('options.key is required with a PolicyLimiter: a function of the request returning { user, api }');
+    const lookup = policyLookup(limiter);
+    return (req) => {
+      const request = keyOf(req);
+      return outcome(limiter.tryAcquire(request, costOf(req)), headers ? () => lookup(request) : null);
+    };
+  }
+  throw new TypeError(`options.limiter must be a RateLimiter or a PolicyLimiter, got ${describe(limiter)}`);
+}
+
+/** The node:http default key: the client's address (the proxy's, behind a proxy: pass `key`). */
+function socketAddress(req: IncomingMessage): string {
+  const address = req.socket?.remoteAddress;
+  if (typeof address !== 'string' || address.length === 0) {
+    throw new TypeError('the request has no socket.remoteAddress (its connection is closed?): pass options.key to name the client');
+  }
+  return address;
+}
+
+/**
+ * Middleware for node:http and Express: `(req, res, next) => void`. Spends `cost` from `key(req)`
+ * (default: `req.socket.remoteAddress`; with a PolicyLimiter `key` is required and returns
+ * `{ user, api }`). Allowed: sets the RateLimit fields (unless `headers: false`) and calls
+ * `next()`. Refused: answers 429 Too Many Requests with `Retry-After` and a plain-text body, and
+ * does not call `next`. An error from `key`, `cost` or the limiter goes to `next(error)` and
+ * nothing is sent. Bad options throw `TypeError`/`RangeError` naming the option, at once.
+ *
+ * Thread-safety: the handler belongs to the thread of its limiter instance.
+ */
+export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse>(
+  options: RateLimitOptions<Req>,
+): RateLimitHandler<Req, Res> {
+  const check = makeCheck<Req>(options, socketAddress, 'rateLimit');
+  return (req, res, next) => {
+    let outcome: Outcome;
+    try {
+      outcome = check(req);
+    } catch (error) {
+      next(error);
+      return;
+    }
+    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) res.setHeader(name, value);
+    if (outcome.allowed) {
+      next();
+      return;
+    }
+    if (outcome.retryAfter !== undefined) res.setHeader('retry-after', outcome.retryAfter);
+    res.statusCode = 429;
+    res.setHeader('content-type', 'text/plain; charset=utf-8');
+    res.setHeader('content-length', Buffer.byteLength(REFUSED_BODY));
+    res.end(REFUSED_BODY);
+  };
+}
+
+/** The Fastify default key: `request.ip` (which follows Fastify's trustProxy), else the socket's address. */
+function fastifyAddress(request: FastifyRequestLike): string {
+  const ip = request.ip ?? request.raw?.socket?.remoteAddress;
+  if (typeof ip !== 'string' || ip.length === 0) {
+    throw new TypeError('the request has no ip (its connection is closed?): pass options.key to name the client');
+  }
+  return ip;
+}
+
+/**
+ * A Fastify `onRequest` hook, callback style: `fastify.addHook('onRequest', fastifyRateLimit({
+ * limiter }))`. The same check as `rateLimit`, with `key` a function of the Fastify request
+ * (default: `request.ip`). Allowed: sets the RateLimit fields with `reply.header` and calls
+ * `done()`. Refused: `reply.code(429)`, the fields and `Retry-After`, and `reply.send(body)`
+ * without calling `done`, as Fastify's hook documentation asks. An error goes to `done(error)`.
+ * Written against Fastify's documented hook signature; it does not import Fastify.
+ *
+ * Thread-safety: the hook belongs to the thread of its limiter instance.
+ */
+export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequestLike, Reply extends FastifyReplyLike = FastifyReplyLike>(
+  options: RateLimitOptions<Req>,
+): FastifyOnRequestHook<Req, Reply> {
+  const check = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
+  return (request, reply, done) => {
+    let outcome: Outcome;
+    try {
+      outcome = check(request);
+    } catch (error) {
+      done(error instanceof Error ? error : new Error(String(error)));
+      return;
+    }
+    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) reply.header(name, value);
+    if (outcome.allowed) {
+      done();
+      return;
+    }
+    if (outcome.retryAfter !== undefined) reply.header('retry-after', outcome.retryAfter);
+    reply.code(429);
+    reply.header('content-type', 'text/plain; charset=utf-8');
+    reply.send(REFUSED_BODY);
+  };
+}
