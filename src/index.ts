@@ -14,6 +14,8 @@ export type {
   FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike, NextFunction, PolicyLimiterHttpOptions,
   RateLimitHandler, RateLimitHeaders, RateLimiterHttpOptions, RateLimitOptions,
 } from './http/index.js';
+export { limitTasks } from './pool.js';
+export type { LimitTasksOptions } from './pool.js';
 export { RateLimitTimeoutError } from './waiting.js';
 export type { AcquireOptions, AcquireSyncOptions, Reservation } from './waiting.js';
 export { ManualClock, monotonicClock } from './clock.js';

@@ -11,9 +11,9 @@ describe('README', () => {
     expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
   });
 
-  it('shows examples/http-server.js verbatim', () => {
+  it.each(['http-server', 'piscina/worker', 'piscina/main'])('shows examples/%s.js verbatim', (name) => {
     const readme = readFileSync(new URL('README.md', root), 'utf8');
-    const example = readFileSync(new URL('examples/http-server.js', root), 'utf8');
+    const example = readFileSync(new URL(`examples/${name}.js`, root), 'utf8');
     expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
   });
 
