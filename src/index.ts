@@ -14,6 +14,10 @@ export type {
   FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike, NextFunction, PolicyLimiterHttpOptions,
   RateLimitHandler, RateLimitHeaders, RateLimiterHttpOptions, RateLimitOptions,
 } from './http/index.js';
+export { ConcurrencyLimiter } from './concurrency-limiter.js';
+export type {
+  ConcurrencyLimiterHandle, ConcurrencyLimiterOptions, ConcurrencyLimiterStats, Lease, LeaseDecision,
+} from './concurrency-limiter.js';
 export { limitTasks } from './pool.js';
 export type { LimitTasksOptions } from './pool.js';
 export { RateLimitTimeoutError } from './waiting.js';

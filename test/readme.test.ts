@@ -17,7 +17,7 @@ describe('README', () => {
     expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
   });
 
-  it.each(['algorithms', 'policy', 'waiting'])('shows examples/%s.js verbatim, and it runs', (name) => {
+  it.each(['algorithms', 'policy', 'waiting', 'concurrency'])('shows examples/%s.js verbatim, and it runs', (name) => {
     const readme = readFileSync(new URL('README.md', root), 'utf8');
     const example = readFileSync(new URL(`examples/${name}.js`, root), 'utf8');
     expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
@@ -30,6 +30,7 @@ describe('README', () => {
     expect(run('algorithms')).toMatch(/gcra +599 allowed[\s\S]*fixed-window +600[\s\S]*sliding-window 546[\s\S]*sliding-log +500/);
     expect(run('waiting')).toBe('reserved; act in 200 ms\ntoo long: 400 ms\ncancelled: true\nadmitted at 200 ms\n');
     expect(run('policy')).toBe('4\n19\n49\n');
+    expect(run('concurrency')).toBe('false limited 30000\n1\n2\n');
   });
 
   it('quick start runs: the main thread and two workers share one limit', () => {
