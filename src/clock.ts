@@ -124,3 +124,25 @@ function checkMs(name: string, ms: unknown): void {
 function toNs(ms: number): bigint {
   return BigInt(Math.round(ms * NS_PER_MS));
 }
+
+/** How a table header records its limiter's clock, so `attach` can rebuild it in another thread. */
+const CLOCK_MONOTONIC = 0;
+const CLOCK_MANUAL = 1;
+const CLOCK_CUSTOM = 2;
+
+/** The header code for `clock`. */
+export function clockKind(clock: Clock): number {
+  return clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
+}
+
+/**
+ * The clock an attached instance uses: the one passed to `attach` if any, else the one the
+ * header names (a ManualClock over the handle's buffer). A custom clock cannot travel with a
+ * handle: then `attach` must be given it, and this throws a `TypeError` saying so.
+ */
+export function resolveClock(kind: number | undefined, given: Clock | undefined, buffer: SharedArrayBuffer | null, className: string): Clock {
+  if (given !== undefined) return given;
+  if (kind === CLOCK_MONOTONIC) return monotonicClock;
+  if (kind === CLOCK_MANUAL && buffer instanceof SharedArrayBuffer) return new ManualClock(buffer);
+  throw new TypeError(`this limiter uses a custom clock: pass it as ${className}.attach(handle, { clock })`);
+}

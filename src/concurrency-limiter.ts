@@ -1,4 +1,4 @@
-import { ManualClock, monotonicClock, type Clock } from './clock.js';
+import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { ceilNs } from './algorithms/types.js';
 import { describe, integerInRange, positiveFinite } from './errors.js';
 import { secondsAt } from './gcra.js';
@@ -7,7 +7,7 @@ import {
   FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, raiseLastSec, readLeaseParams,
   ticksAt, ticksToMs, writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
-import type { AttachOptions, RateLimiterOptions } from './rate-limiter.js';
+import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from './rate-limiter.js';
 import { H_CLOCK_KIND, H_MAX_KEYS, H_ON_FULL, H_OWNER_SEQ, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
 import { GONE, lock, unlock } from './table/slot-lock.js';
@@ -59,30 +59,12 @@ export interface ConcurrencyLimiterHandle {
   readonly clock: SharedArrayBuffer | null;
 }
 
-/** What `stats()` reports. */
-export interface ConcurrencyLimiterStats {
-  /** Keys holding a slot now (keys with no lease count until they are reclaimed). */
-  liveKeys: number;
-  /** The `maxKeys` the table was sized for. */
-  maxKeys: number;
-  /** Slots in the table (twice `maxKeys`). */
-  capacity: number;
-  /** Slots freed by reclaims and not yet reused. */
-  tombstones: number;
-  /** Slots claimed by an insert in progress (or by a thread that died mid-insert). */
-  claimed: number;
-  /** Size of the shared table in bytes. */
-  tableBytes: number;
-  /** Decisions this instance retried (its lock was taken over, or a place changed under it). */
-  casRetries: number;
+/** What `stats()` reports: a RateLimiter's figures, plus the places held. */
+export interface ConcurrencyLimiterStats extends RateLimiterStats {
   /** Places held by unexpired leases, over all keys: a snapshot that may race with writers. */
   placesHeld: number;
 }
 
-// Clock kinds in the header, with the same values as RateLimiter's.
-const CLOCK_MONOTONIC = 0;
-const CLOCK_MANUAL = 1;
-const CLOCK_CUSTOM = 2;
 const MAX_KEYS = 2 ** 22;
 const DONE = 0;
 const RELOCATE = 1;
@@ -159,18 +141,14 @@ export class ConcurrencyLimiter {
     const w = new Int32Array(buffer);
     writeLeaseParams(w, p);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
-    w[H_CLOCK_KIND] = clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
+    w[H_CLOCK_KIND] = clockKind(clock);
     this.#setup(buffer, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null);
   }
 
   #setup(buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
     const w = checkTableBuffer(buffer);
     const p = readLeaseParams(w);
-    const kind = w[H_CLOCK_KIND];
-    if (clock !== undefined) this.#clock = clock;
-    else if (kind === CLOCK_MONOTONIC) this.#clock = monotonicClock;
-    else if (kind === CLOCK_MANUAL && clockBuffer instanceof SharedArrayBuffer) this.#clock = new ManualClock(clockBuffer);
-    else throw new TypeError('this limiter uses a custom clock: pass it as ConcurrencyLimiter.attach(handle, { clock })');
+    this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'ConcurrencyLimiter');
     this.#clockBuffer = clockBuffer;
     this.#p = p;
     this.#allowWhenFull = w[H_ON_FULL] === 1;

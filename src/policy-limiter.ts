@@ -1,11 +1,12 @@
 import type { Moment } from './algorithms/index.js';
-import { ManualClock, monotonicClock, type Clock } from './clock.js';
+import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
 import { DEFAULT_MAX_LOG_SIZE } from './limiter-config.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
 import { compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './policy/rules.js';
 import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './policy/rules-store.js';
 import type { Decision, RateLimiterStats } from './rate-limiter.js';
+import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from './waiting.js';
 import { H_CLOCK_KIND, H_MAX_KEYS, H_MAX_LOG_SIZE, H_ON_FULL, H_OWNER_SEQ, H_STATE_WORDS, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex } from './table/slot-index.js';
 import { tryLock, unlock } from './table/slot-lock.js';
@@ -53,9 +54,6 @@ export interface PolicyLimiterHandle {
   readonly clock: SharedArrayBuffer | null;
 }
 
-const CLOCK_MONOTONIC = 0;
-const CLOCK_MANUAL = 1;
-const CLOCK_CUSTOM = 2;
 /** A slot whose state no rule has written yet. */
 const NO_SHAPE = 0;
 
@@ -117,18 +115,14 @@ export class PolicyLimiter {
     const w = new Int32Array(table);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_MAX_LOG_SIZE] = maxLogSize;
-    w[H_CLOCK_KIND] = clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
+    w[H_CLOCK_KIND] = clockKind(clock);
     this.#setup(table, rules, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null);
   }
 
   #setup(table: SharedArrayBuffer, rules: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
     const w = checkTableBuffer(table);
     if (!(rules instanceof SharedArrayBuffer)) throw new TypeError(`handle.rules must be a SharedArrayBuffer, got ${describe(rules)}`);
-    const kind = w[H_CLOCK_KIND];
-    if (clock !== undefined) this.#clock = clock;
-    else if (kind === CLOCK_MONOTONIC) this.#clock = monotonicClock;
-    else if (kind === CLOCK_MANUAL && clockBuffer instanceof SharedArrayBuffer) this.#clock = new ManualClock(clockBuffer);
-    else throw new TypeError('this limiter uses a custom clock: pass it as PolicyLimiter.attach(handle, { clock })');
+    this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'PolicyLimiter');
     this.#clockBuffer = clockBuffer;
     this.#maxLogSize = w[H_MAX_LOG_SIZE] as number;
     this.#maxStateWords = w[H_STATE_WORDS] as number;
@@ -209,6 +203,22 @@ export class PolicyLimiter {
     const r = this.#engine.result;
     const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
     return { allowed: r.allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+  }
+
+  /**
+   * Resolves once the request is admitted, waiting for the reported retry time between tries.
+   * Rejects with `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` or can never end,
+   * and with the signal's reason on abort (nothing is held while waiting).
+   */
+  async acquire(request: PolicyRequest, options: AcquireOptions = {}): Promise<void> {
+    const cost = options.cost ?? 1;
+    const maxWaitMs = checkMaxWait(options.maxWaitMs);
+    options.signal?.throwIfAborted();
+    const deadline = this.#clock.now() + maxWaitMs;
+    const key = `${request?.user} / ${request?.api}`;
+    for (let d = this.tryAcquire(request, cost); !d.allowed; d = this.tryAcquire(request, cost)) {
+      await sleepUntil(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs), options.signal);
+    }
   }
 
   /** Reclaims idle keys; returns how many. */

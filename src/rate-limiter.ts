@@ -1,9 +1,9 @@
-import { ManualClock, monotonicClock, type Clock } from './clock.js';
+import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
 import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
 import {
-  assertWorkerThread, checkMaxWait, RateLimitTimeoutError, sleepUntil, sleepUntilSync,
+  assertWorkerThread, checkMaxWait, RateLimitTimeoutError, retryAt, sleepUntil, sleepUntilSync,
   type AcquireOptions, type AcquireSyncOptions, type Reservation,
 } from './waiting.js';
 import { gcraSlotState, readGcraParams } from './gcra-slot.js';
@@ -106,9 +106,6 @@ export interface RateLimiterStats {
   casRetries: number;
 }
 
-const CLOCK_MONOTONIC = 0;
-const CLOCK_MANUAL = 1;
-const CLOCK_CUSTOM = 2;
 const MAX_KEYS = 2 ** 22;
 /** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see gcra.ts). */
 const SECONDS_PER_MS = 0.001 * ULP_GUARD;
@@ -224,7 +221,7 @@ export class RateLimiter {
     const w = new Int32Array(buffer);
     writeConfig(w, config, compiled);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
-    w[H_CLOCK_KIND] = clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
+    w[H_CLOCK_KIND] = clockKind(clock);
     this.#setup(buffer, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null, config);
   }
 
@@ -233,11 +230,7 @@ export class RateLimiter {
     clockBuffer: SharedArrayBuffer | null, fresh: LimiterConfig | null,
   ): void {
     const w = checkTableBuffer(buffer);
-    const kind = w[H_CLOCK_KIND];
-    if (clock !== undefined) this.#clock = clock;
-    else if (kind === CLOCK_MONOTONIC) this.#clock = monotonicClock;
-    else if (kind === CLOCK_MANUAL && clockBuffer instanceof SharedArrayBuffer) this.#clock = new ManualClock(clockBuffer);
-    else throw new TypeError('this limiter uses a custom clock: pass it as RateLimiter.attach(handle, { clock })');
+    this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'RateLimiter');
     this.#clockBuffer = clockBuffer;
     const config = fresh ?? readConfig(w);
     const compiled = compileConfig(config);
@@ -410,12 +403,8 @@ export class RateLimiter {
       return;
     }
     const deadline = this.#clock.now() + maxWaitMs;
-    for (;;) {
-      const d = this.tryAcquire(key, cost);
-      if (d.allowed) return;
-      const at = this.#clock.now() + d.retryAfterMs;
-      if (d.retryAfterMs === Infinity || at > deadline) throw new RateLimitTimeoutError(key, d.retryAfterMs, maxWaitMs);
-      await sleepUntil(this.#clock, at, signal);
+    for (let d = this.tryAcquire(key, cost); !d.allowed; d = this.tryAcquire(key, cost)) {
+      await sleepUntil(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs), signal);
     }
   }
 
@@ -433,12 +422,8 @@ export class RateLimiter {
       return;
     }
     const deadline = this.#clock.now() + maxWaitMs;
-    for (;;) {
-      const d = this.tryAcquire(key, cost);
-      if (d.allowed) return;
-      const at = this.#clock.now() + d.retryAfterMs;
-      if (d.retryAfterMs === Infinity || at > deadline) throw new RateLimitTimeoutError(key, d.retryAfterMs, maxWaitMs);
-      sleepUntilSync(this.#clock, at);
+    for (let d = this.tryAcquire(key, cost); !d.allowed; d = this.tryAcquire(key, cost)) {
+      sleepUntilSync(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs));
     }
   }
 

@@ -69,6 +69,16 @@ export function checkMaxWait(value: unknown, name = 'options.maxWaitMs'): number
   return value;
 }
 
+/**
+ * For waits that poll (configurations without reservations): when to try again after a refusal
+ * reporting `retryAfterMs`, or throws `RateLimitTimeoutError` if that is past `deadlineMs`.
+ */
+export function retryAt(key: string, retryAfterMs: number, nowMs: number, deadlineMs: number, maxWaitMs: number): number {
+  const at = nowMs + retryAfterMs;
+  if (retryAfterMs === Infinity || at > deadlineMs) throw new RateLimitTimeoutError(key, retryAfterMs, maxWaitMs);
+  return at;
+}
+
 /** Resolves when `clock` reads `untilMs`; rejects with the signal's reason on abort. */
 export function sleepUntil(clock: Clock, untilMs: number, signal?: AbortSignal): Promise<void> {
   if (clock instanceof ManualClock) return clock.waitUntil(untilMs, signal);

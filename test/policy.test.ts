@@ -96,3 +96,19 @@ describe('PolicyLimiter', () => {
     expect(policy.stats().liveKeys).toBe(0);
   });
 });
+
+describe('PolicyLimiter.acquire()', () => {
+  it('waits for the turn of the rule that applies, and rejects a wait over maxWaitMs', async () => {
+    const clock = new ManualClock();
+    const policy = new PolicyLimiter({ rules: [{ limit: perSecond(2) }], maxKeys: 8, clock });
+    await policy.acquire({ user: 'u', api: 'a' }, { cost: 2 });
+    let done = false;
+    const waiting = policy.acquire({ user: 'u', api: 'a' }).then(() => { done = true; });
+    await new Promise((r) => setTimeout(r, 5));
+    expect(done).toBe(false);
+    clock.advance(500);
+    await waiting;
+    expect(done).toBe(true);
+    await expect(policy.acquire({ user: 'u', api: 'a' }, { maxWaitMs: 100 })).rejects.toMatchObject({ name: 'RateLimitTimeoutError', retryAfterMs: 500, key: 'u / a' });
+  });
+});
