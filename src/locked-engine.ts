@@ -64,13 +64,21 @@ export class LockedEngine {
   readonly #stealAfterMs: number;
   readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0 };
   readonly #area: StateArea = { lock: 0, lastSec: 0, state: 0 };
+  // Clock readings taken after each lock is held (key, then global): reused objects.
+  readonly #keyMoment: Moment = { ms: 0, sec: 0 };
+  readonly #globalMoment: Moment = { ms: 0, sec: 0 };
+  readonly #clock: () => number;
   readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   /** Decisions retried because a lock was taken over or a word changed under us. */
   retries = 0;
 
-  constructor(w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, owner: number, stealAfterMs: number) {
+  constructor(
+    w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, owner: number,
+    stealAfterMs: number, clock: () => number,
+  ) {
     this.#w = w;
+    this.#clock = clock;
     this.#key = key;
     this.#global = global?.group ?? null;
     this.#globalArea = global?.area ?? null;
@@ -83,9 +91,12 @@ export class LockedEngine {
    * `stateBase`. Fills `result`; returns DONE or RELOCATE. `limits` replaces the engine's own
    * key limits for this call (rules chosen per request); `prepare` runs first under the lock
    * (it may rewrite the state, returning false if a word changed under it).
+   *
+   * The clock is read only once the lock is held: lock holders then see non-decreasing times, so
+   * no decision can move a window back over one that a later reading already opened.
    */
   decide(
-    base: number, ctrl: number, stateBase: number, m: Moment, cost: number,
+    base: number, ctrl: number, stateBase: number, cost: number,
     limits: LimitGroup = this.#key, prepare?: (w: Int32Array, m: Moment) => boolean,
   ): number {
     const w = this.#w;
@@ -98,6 +109,7 @@ export class LockedEngine {
         unlock(w, base + S_TAT, token);
         return RELOCATE;
       }
+      const m = this.#read(this.#keyMoment);
       const area = this.#area; // reused: no allocation per decision
       area.lock = base + S_TAT;
       area.lastSec = base + S_LAST_SEC;
@@ -117,10 +129,11 @@ export class LockedEngine {
     if (r.allowed && this.#global !== null && this.#globalArea !== null) {
       const g = this.#globalArea;
       const token = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
+      const gm = this.#read(this.#globalMoment); // read under the global lock, like the key's
       const keyPart = Object.assign(this.#keyPart, r);
-      this.#check(this.#global, g, m, cost);
+      this.#check(this.#global, g, gm, cost);
       let ok = true;
-      if (r.allowed && cost > 0) ok = this.#apply(this.#global, g, m, cost);
+      if (r.allowed && cost > 0) ok = this.#apply(this.#global, g, gm, cost);
       if (!unlock(this.#w, g.lock, token)) ok = false;
       if (!ok) return false;
       if (!r.allowed) {
@@ -136,6 +149,13 @@ export class LockedEngine {
     }
     if (r.allowed && cost > 0) return this.#apply(limits, key, m, cost);
     return true;
+  }
+
+  /** Reads the clock into `m`. */
+  #read(m: Moment): Moment {
+    m.ms = this.#clock();
+    m.sec = Math.floor(m.ms * 0.001 * (1 + 2 ** -50));
+    return m;
   }
 
   /**

@@ -135,7 +135,7 @@ export class PolicyLimiter {
     this.#table = new SlotTable(table, this.#slotState());
     this.#words = this.#table.words;
     this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
-    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, this.#table.claimTimeoutMs);
+    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, this.#table.claimTimeoutMs, () => this.#clock.now());
   }
 
   /** Returns a limiter over the same memory for this thread. */
@@ -195,8 +195,7 @@ export class PolicyLimiter {
       }
       this.#rule = rule;
       this.#shapeAt = entry.base + this.#stateOffset;
-      const m = this.#now();
-      if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, m, cost, rule.limits, this.#reshapeFn) !== RELOCATE) break;
+      if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, rule.limits, this.#reshapeFn) !== RELOCATE) break;
       this.#index.forget(key);
       entry = this.#index.locate(key);
     }

@@ -253,7 +253,7 @@ export class RateLimiter {
       const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
       const global = compiled.global === null ? null : { group: compiled.global, area };
       if (global !== null && fresh !== null) LockedEngine.init(w, global.group, area, this.#now());
-      this.#engine = new LockedEngine(w, compiled.key, global, owner, this.#table.claimTimeoutMs);
+      this.#engine = new LockedEngine(w, compiled.key, global, owner, this.#table.claimTimeoutMs, () => this.#clock.now());
     }
     this.#words = this.#table.words;
     this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
@@ -498,7 +498,7 @@ export class RateLimiter {
     const engine = this.#engine as LockedEngine;
     const stateOffset = this.#table.stateOffset;
     let entry = found;
-    while (engine.decide(entry.base, entry.ctrl, entry.base + stateOffset, this.#now(), cost) === RELOCATE) {
+    while (engine.decide(entry.base, entry.ctrl, entry.base + stateOffset, cost) === RELOCATE) {
       this.#index.forget(key);
       const again = this.#index.locate(key);
       if (again === undefined) return this.#full();

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, type Limit } from '../src/index.js';
 import type { AlgorithmName } from '../src/algorithms/index.js';
+import { fixedWindowAlgorithm } from '../src/algorithms/fixed-window.js';
+import { slidingWindowAlgorithm } from '../src/algorithms/sliding-window.js';
 
 /** 100 per minute; a client tries every 10 ms for 5 minutes, starting halfway through a minute. */
 function attack(algorithm: AlgorithmName): [number, number] {
@@ -178,5 +180,25 @@ describe('configuration errors', () => {
     expect(other.algorithm).toBe('sliding-log');
     expect(other.limits).toEqual(limiter.limits);
     expect(other.globalLimit).toEqual({ permits: 50, periodMs: 1000, burst: 50 });
+  });
+});
+
+describe('a clock reading older than the stored window', () => {
+  it.each([
+    ['fixed-window', fixedWindowAlgorithm],
+    ['sliding-window', slidingWindowAlgorithm],
+  ] as const)('%s counts it in the stored window instead of moving the window back', (_name, make) => {
+    const a = make(perSecond(3), 'limit');
+    const w = new Int32Array(new SharedArrayBuffer(64));
+    const v = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0 };
+    a.init(w, 0, { ms: 1000, sec: 1 });
+    expect(a.apply(w, 0, { ms: 1000, sec: 1 }, false, 3)).toBe(true); // window 1 is full
+    // A thread that read the clock at 999 ms (window 0) decides after it:
+    a.check(w, 0, { ms: 999, sec: 0 }, false, 1, v);
+    expect(v.allowed).toBe(false);
+    a.check(w, 0, { ms: 1999, sec: 1 }, false, 1, v);
+    expect(v.allowed).toBe(false);
+    a.check(w, 0, { ms: 2000, sec: 2 }, false, 1, v);
+    expect(v.allowed).toBe(_name === 'fixed-window'); // the sliding window still weighs window 1
   });
 });

@@ -12,6 +12,15 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
   /** The count in the current window, reading a stale or older window as 0. */
   const countNow = (w: Int32Array, at: number, win32: number, stale: boolean): number =>
     !stale && Atomics.load(w, at) === win32 ? Atomics.load(w, at + 1) : 0;
+  /**
+   * The window a decision counts in: the clock's, or the stored one if that is later (a clock
+   * reading from before a newer admission must not move the window back and reset its count).
+   */
+  const windowOf = (w: Int32Array, at: number, ms: number, stale: boolean): number => {
+    const win = floorDiv(ms, periodMs);
+    const ahead = stale ? 0 : (Atomics.load(w, at) - (win | 0)) | 0;
+    return ahead > 0 ? win + ahead : win;
+  };
   return {
     stateWords: 2,
     staleSec,
@@ -20,7 +29,7 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       Atomics.store(w, at + 1, 0);
     },
     check(w, at, m, stale, cost, v: Verdict) {
-      const win = floorDiv(m.ms, periodMs);
+      const win = windowOf(w, at, m.ms, stale);
       const count = countNow(w, at, win | 0, stale);
       const untilEnd = ceilNs((win + 1) * periodMs - m.ms);
       v.allowed = count + cost <= permits;
@@ -30,14 +39,14 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       v.resetMs = after > 0 ? untilEnd : 0;
     },
     apply(w, at, m, stale, cost) {
-      const win32 = floorDiv(m.ms, periodMs) | 0;
+      const win32 = windowOf(w, at, m.ms, stale) | 0;
       const prevWin = Atomics.load(w, at);
       const prevCount = Atomics.load(w, at + 1);
       const count = countNow(w, at, win32, stale);
       return swap(w, at + 1, prevCount, count + cost) && swap(w, at, prevWin, win32);
     },
     idle(w, at, m, stale) {
-      return countNow(w, at, floorDiv(m.ms, periodMs) | 0, stale) === 0;
+      return countNow(w, at, windowOf(w, at, m.ms, stale) | 0, stale) === 0;
     },
   };
 }

@@ -12,6 +12,13 @@ import { windowLimit } from './window-limit.js';
 export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {
   const { permits, periodMs, staleSec } = windowLimit(limit, name);
 
+  /** The clock's window, or the stored one if later (see fixed-window.ts: never move back). */
+  function windowOf(w: Int32Array, at: number, ms: number, stale: boolean): number {
+    const win = floorDiv(ms, periodMs);
+    const ahead = stale ? 0 : (Atomics.load(w, at) - (win | 0)) | 0;
+    return ahead > 0 ? win + ahead : win;
+  }
+
   // The counts as of the window being decided, set by `counts` (no array per call).
   let curr = 0;
   let prev = 0;
@@ -32,9 +39,9 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       Atomics.store(w, at + 2, 0);
     },
     check(w, at, m, stale, cost, v: Verdict) {
-      const win = floorDiv(m.ms, periodMs);
+      const win = windowOf(w, at, m.ms, stale);
       counts(w, at, win, stale);
-      const into = m.ms - win * periodMs; // ms into the current window
+      const into = Math.max(0, m.ms - win * periodMs); // ms into the current window
       const estimate = prev * (1 - into / periodMs) + curr;
       v.allowed = cost <= permits && estimate + cost <= permits;
       v.remaining = Math.max(0, Math.floor(permits - estimate - (v.allowed ? cost : 0)));
@@ -43,7 +50,7 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       v.resetMs = ceilNs(after > 0 ? 2 * periodMs - into : prev > 0 ? periodMs - into : 0);
     },
     apply(w, at, m, stale, cost) {
-      const win = floorDiv(m.ms, periodMs);
+      const win = windowOf(w, at, m.ms, stale);
       const w0 = Atomics.load(w, at);
       const w1 = Atomics.load(w, at + 1);
       const w2 = Atomics.load(w, at + 2);
@@ -51,7 +58,7 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       return swap(w, at + 2, w2, prev) && swap(w, at + 1, w1, curr + cost) && swap(w, at, w0, win | 0);
     },
     idle(w, at, m, stale) {
-      counts(w, at, floorDiv(m.ms, periodMs), stale);
+      counts(w, at, windowOf(w, at, m.ms, stale), stale);
       return curr === 0 && prev === 0;
     },
   };
