@@ -44,6 +44,14 @@ describe('README', () => {
     expect(left).toBeGreaterThanOrEqual(0);
   });
 
+  it('shows what sluice simulate prints', () => {
+    const readme = readFileSync(new URL('README.md', root), 'utf8');
+    const out = execFileSync(process.execPath, ['dist/cli/main.js', 'simulate'], { cwd: root, encoding: 'utf8' });
+    const table = out.slice(out.indexOf('algorithm ')).trimEnd();
+    expect(table.split('\n')).toHaveLength(6);
+    expect(readme).toContain(table);
+  });
+
   it('npm start demo runs and reports no violation', () => {
     const out = execFileSync(process.execPath, ['dist/demo.js'], { cwd: root, encoding: 'utf8' });
     expect(out).toMatch(/ok: the workers never exceeded the shared limit/);

@@ -1,0 +1,63 @@
+#!/usr/bin/env node
+/**
+ * The `sluice` command: `demo`, `stress`, `simulate` and `bench`. Exit status 0 on success, 1 when
+ * a check fails (or the benchmarks are missing), 2 on a usage error.
+ *
+ * Thread-safety: main thread only.
+ */
+import { UsageError } from './args.js';
+import { BENCH_USAGE, runBench } from './bench.js';
+import { DEMO_USAGE, runDemo } from './demo.js';
+import { print, wrap } from './output.js';
+import { runSimulate, SIMULATE_USAGE } from './simulate.js';
+import { runStress, STRESS_USAGE } from './stress.js';
+
+/** `sluice --help`. */
+const MAIN_USAGE = `Usage: sluice <command> [options]
+
+A rate limiter for worker threads whose per-key state lives in shared memory.
+
+Commands:
+  demo       worker threads share one limiter across three tenants
+  stress     hammer one limiter from N threads; check nothing got past it
+  simulate   replay one client against the four algorithms on a manual clock
+  bench      run the benchmark suites (needs the source repository)
+
+Run sluice <command> --help for the options of a command.`;
+
+/** Each subcommand: how it runs and its usage text. */
+const COMMANDS: Readonly<Record<string, { run: (argv: readonly string[]) => number | Promise<number>; usage: string }>> = {
+  demo: { run: runDemo, usage: DEMO_USAGE },
+  stress: { run: runStress, usage: STRESS_USAGE },
+  simulate: { run: runSimulate, usage: SIMULATE_USAGE },
+  bench: { run: runBench, usage: BENCH_USAGE },
+};
+
+/** Runs the command line `argv` (without `node` and the script); resolves with the exit status. */
+async function main(argv: readonly string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === '-h' || name === '--help') {
+    print(MAIN_USAGE);
+    return 0;
+  }
+  const command = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (command === undefined) {
+    const why = name === undefined ? 'a command is required' : `unknown command ${JSON.stringify(name.slice(0, 40))}`;
+    return usageError(`sluice: ${why}`, MAIN_USAGE);
+  }
+  try {
+    return await command.run(rest);
+  } catch (error: unknown) {
+    if (error instanceof UsageError) return usageError(`sluice ${name}: ${error.message}`, command.usage);
+    const why = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`${wrap(`sluice ${name}: ${why}`, 80, '  ').join('\n')}\n`);
+    return 1;
+  }
+}
+
+function usageError(message: string, usage: string): number {
+  process.stderr.write(`${wrap(message, 80, '  ').join('\n')}\n\n${usage}\n`);
+  return 2;
+}
+
+process.exitCode = await main(process.argv.slice(2));
