@@ -12,6 +12,7 @@ import { H_CLOCK_KIND, H_MAX_KEYS, H_ON_FULL, H_OWNER_SEQ, S_CTRL, S_LAST_SEC, S
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
 import { GONE, lock, unlock } from './table/slot-lock.js';
 import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from './table/table.js';
+import { parseTableOptions } from './table-options.js';
 
 export type { Lease, LeaseDecision } from './lease.js';
 
@@ -65,7 +66,6 @@ export interface ConcurrencyLimiterStats extends RateLimiterStats {
   placesHeld: number;
 }
 
-const MAX_KEYS = 2 ** 22;
 const DONE = 0;
 const RELOCATE = 1;
 
@@ -119,22 +119,7 @@ export class ConcurrencyLimiter {
     const maxInFlight = integerInRange('options.maxInFlight', options.maxInFlight, 1, MAX_IN_FLIGHT);
     const leaseMs = positiveFinite('options.leaseMs', options.leaseMs);
     const p = leaseParams(maxInFlight, leaseMs);
-    const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, MAX_KEYS);
-    const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? 64, 1, 1024);
-    const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, 3_600_000);
-    const onFull = options.onFull ?? 'deny';
-    if (onFull !== 'deny' && onFull !== 'allow') {
-      throw new RangeError(`options.onFull must be 'deny' or 'allow', got ${describe(onFull)}`);
-    }
-    const hashSeed = options.hashSeed === undefined
-      ? (Math.random() * 2 ** 32) | 0
-      : integerInRange('options.hashSeed', options.hashSeed, -(2 ** 31), 2 ** 32 - 1) | 0;
-    const forcedHash = options.forceHash === undefined
-      ? undefined
-      : integerInRange('options.forceHash', options.forceHash, -(2 ** 31), 2 ** 32 - 1) | 0;
-    const clock = options.clock ?? monotonicClock;
-    checkClock(clock);
-    const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
+    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize } = parseTableOptions(options);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
     const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords: maxInFlight, globalWords: 0 });

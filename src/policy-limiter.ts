@@ -11,6 +11,7 @@ import { H_CLOCK_KIND, H_MAX_KEYS, H_MAX_LOG_SIZE, H_ON_FULL, H_OWNER_SEQ, H_STA
 import { DEFAULT_CACHE_SIZE, SlotIndex } from './table/slot-index.js';
 import { tryLock, unlock } from './table/slot-lock.js';
 import { allocateTable, checkTableBuffer, NOT_IDLE, SlotTable, stateOffsetOf, type SlotState } from './table/table.js';
+import { parseTableOptions } from './table-options.js';
 
 export type { PolicyRule } from './policy/rules.js';
 
@@ -100,16 +101,8 @@ export class PolicyLimiter {
     const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
     const compiled = compileRules(options.rules, maxLogSize);
     const maxStateWords = integerInRange('options.maxStateWords', options.maxStateWords ?? Math.max(16, compiled.stateWords), compiled.stateWords, 65_537);
-    const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, 2 ** 22);
-    const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? 128, 8, 1024);
+    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, clock, cacheSize } = parseTableOptions(options, 128);
     const maxRulesBytes = integerInRange('options.maxRulesBytes', options.maxRulesBytes ?? 65_536, 64, 2 ** 24);
-    const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, 3_600_000);
-    const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
-    const onFull = options.onFull ?? 'deny';
-    if (onFull !== 'deny' && onFull !== 'allow') throw new RangeError(`options.onFull must be 'deny' or 'allow', got ${describe(onFull)}`);
-    const hashSeed = options.hashSeed === undefined ? (Math.random() * 2 ** 32) | 0 : integerInRange('options.hashSeed', options.hashSeed, -(2 ** 31), 2 ** 32 - 1) | 0;
-    const clock = options.clock ?? monotonicClock;
-    if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') throw new TypeError(`options.clock must be an object with a now() method, got ${describe(clock)}`);
     const rules = createRulesStore(JSON.stringify(options.rules), maxRulesBytes);
     const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords, globalWords: 0 });
     const w = new Int32Array(table);

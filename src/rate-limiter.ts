@@ -16,6 +16,7 @@ import {
 } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
 import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from './table/table.js';
+import { parseTableOptions } from './table-options.js';
 
 /** Why a decision came out the way it did. */
 export type DecisionReason =
@@ -106,7 +107,6 @@ export interface RateLimiterStats {
   casRetries: number;
 }
 
-const MAX_KEYS = 2 ** 22;
 /** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see gcra.ts). */
 const SECONDS_PER_MS = 0.001 * ULP_GUARD;
 
@@ -194,24 +194,7 @@ export class RateLimiter {
       throw new TypeError(`options must be an object like { limit, maxKeys }, got ${describe(options)}`);
     }
     const config = parseConfig(options);
-    const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, MAX_KEYS);
-    const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? 64, 1, 1024);
-    const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, 3_600_000);
-    const onFull = options.onFull ?? 'deny';
-    if (onFull !== 'deny' && onFull !== 'allow') {
-      throw new RangeError(`options.onFull must be 'deny' or 'allow', got ${describe(onFull)}`);
-    }
-    const hashSeed = options.hashSeed === undefined
-      ? (Math.random() * 2 ** 32) | 0
-      : integerInRange('options.hashSeed', options.hashSeed, -(2 ** 31), 2 ** 32 - 1) | 0;
-    const forcedHash = options.forceHash === undefined
-      ? undefined
-      : integerInRange('options.forceHash', options.forceHash, -(2 ** 31), 2 ** 32 - 1) | 0;
-    const clock = options.clock ?? monotonicClock;
-    if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
-      throw new TypeError(`options.clock must be an object with a now() method, got ${describe(clock)}`);
-    }
-    const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
+    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize } = parseTableOptions(options);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
     const compiled = compileConfig(config);

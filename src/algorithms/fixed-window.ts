@@ -1,6 +1,6 @@
 import type { Limit } from '../limit.js';
 import { ceilNs, floorDiv, swap, type LimitAlgorithm, type Verdict } from './types.js';
-import { windowLimit } from './window-limit.js';
+import { windowAt, windowLimit } from './window-limit.js';
 
 /**
  * Fixed window: a count per window, windows aligned to multiples of `periodMs` on the limiter's
@@ -12,15 +12,7 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
   /** The count in the current window, reading a stale or older window as 0. */
   const countNow = (w: Int32Array, at: number, win32: number, stale: boolean): number =>
     !stale && Atomics.load(w, at) === win32 ? Atomics.load(w, at + 1) : 0;
-  /**
-   * The window a decision counts in: the clock's, or the stored one if that is later (a clock
-   * reading from before a newer admission must not move the window back and reset its count).
-   */
-  const windowOf = (w: Int32Array, at: number, ms: number, stale: boolean): number => {
-    const win = floorDiv(ms, periodMs);
-    const ahead = stale ? 0 : (Atomics.load(w, at) - (win | 0)) | 0;
-    return ahead > 0 ? win + ahead : win;
-  };
+  const windowOf = (w: Int32Array, at: number, ms: number, stale: boolean): number => windowAt(w, at, ms, periodMs, stale);
   return {
     stateWords: 2,
     staleSec,

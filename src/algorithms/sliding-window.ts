@@ -1,6 +1,6 @@
 import type { Limit } from '../limit.js';
 import { ceilNs, floorDiv, swap, type LimitAlgorithm, type Verdict } from './types.js';
-import { windowLimit } from './window-limit.js';
+import { windowAt, windowLimit } from './window-limit.js';
 
 /**
  * Sliding window (the two-window counter): estimates the last period as this window's count plus
@@ -12,12 +12,7 @@ import { windowLimit } from './window-limit.js';
 export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {
   const { permits, periodMs, staleSec } = windowLimit(limit, name);
 
-  /** The clock's window, or the stored one if later (see fixed-window.ts: never move back). */
-  function windowOf(w: Int32Array, at: number, ms: number, stale: boolean): number {
-    const win = floorDiv(ms, periodMs);
-    const ahead = stale ? 0 : (Atomics.load(w, at) - (win | 0)) | 0;
-    return ahead > 0 ? win + ahead : win;
-  }
+  const windowOf = (w: Int32Array, at: number, ms: number, stale: boolean): number => windowAt(w, at, ms, periodMs, stale);
 
   // The counts as of the window being decided, set by `counts` (no array per call).
   let curr = 0;

@@ -1,5 +1,6 @@
 import { integerInRange } from '../errors.js';
 import { validateLimit, type Limit } from '../limit.js';
+import { floorDiv } from './types.js';
 
 /** The checked parameters of a window or log algorithm: whole permits per period. */
 export interface WindowLimit {
@@ -16,4 +17,15 @@ export function windowLimit(limit: Limit, name: string, maxPermits = 2 ** 30): W
   const { permits, periodMs } = validateLimit(limit, name);
   integerInRange(`${name}.permits`, permits, 1, maxPermits);
   return { permits, periodMs, staleSec: Math.ceil((2 * periodMs) / 1000) + 2 };
+}
+
+/**
+ * The window a decision counts in: the clock's (`ms / periodMs`, floored), or the stored one at
+ * `at` if that is later: a reading from before a newer admission must not move a window back and
+ * reset its count.
+ */
+export function windowAt(w: Int32Array, at: number, ms: number, periodMs: number, stale: boolean): number {
+  const win = floorDiv(ms, periodMs);
+  const ahead = stale ? 0 : (Atomics.load(w, at) - (win | 0)) | 0;
+  return ahead > 0 ? win + ahead : win;
 }

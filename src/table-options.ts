@@ -1,0 +1,52 @@
+import { monotonicClock, type Clock } from './clock.js';
+import { describe, integerInRange } from './errors.js';
+import { DEFAULT_CACHE_SIZE } from './table/slot-index.js';
+
+/**
+ * The options every limiter class shares (the table, the clock, the per-thread cache), checked
+ * once here so that each class names and bounds them the same way.
+ *
+ * Thread-safety: pure functions.
+ */
+export interface TableOptions {
+  maxKeys: number;
+  maxKeyBytes: number;
+  claimTimeoutMs: number;
+  onFull: 'deny' | 'allow';
+  hashSeed: number;
+  forcedHash: number | undefined;
+  clock: Clock;
+  cacheSize: number;
+}
+
+/** Most keys a table may be sized for. */
+export const MAX_KEYS = 2 ** 22;
+
+/**
+ * Checks the shared options; throws `TypeError`/`RangeError` naming `options.<name>` and the
+ * value. `defaultKeyBytes` differs by class (a PolicyLimiter key holds a user and an API).
+ */
+export function parseTableOptions(options: {
+  maxKeys?: unknown; maxKeyBytes?: unknown; claimTimeoutMs?: unknown; onFull?: unknown;
+  hashSeed?: unknown; forceHash?: unknown; clock?: unknown; cacheSize?: unknown;
+}, defaultKeyBytes = 64): TableOptions {
+  const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, MAX_KEYS);
+  const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? defaultKeyBytes, 1, 1024);
+  const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, 3_600_000);
+  const onFull = options.onFull ?? 'deny';
+  if (onFull !== 'deny' && onFull !== 'allow') {
+    throw new RangeError(`options.onFull must be 'deny' or 'allow', got ${describe(onFull)}`);
+  }
+  const hashSeed = options.hashSeed === undefined
+    ? (Math.random() * 2 ** 32) | 0
+    : integerInRange('options.hashSeed', options.hashSeed, -(2 ** 31), 2 ** 32 - 1) | 0;
+  const forcedHash = options.forceHash === undefined
+    ? undefined
+    : integerInRange('options.forceHash', options.forceHash, -(2 ** 31), 2 ** 32 - 1) | 0;
+  const clock = options.clock ?? monotonicClock;
+  if (clock === null || typeof clock !== 'object' || typeof (clock as Clock).now !== 'function') {
+    throw new TypeError(`options.clock must be an object with a now() method, got ${describe(clock)}`);
+  }
+  const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
+  return { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock: clock as Clock, cacheSize };
+}
