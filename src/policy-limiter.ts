@@ -168,6 +168,15 @@ export class PolicyLimiter {
     this.#refreshRules();
   }
 
+  /**
+   * The rule that applies to (user, api) now: the most specific one. The same object is returned
+   * until the rules change, so callers may cache per rule (the HTTP middleware does).
+   */
+  ruleFor(request: PolicyRequest): Readonly<PolicyRule> {
+    this.#refreshRules();
+    return match(this.#compiled, request.user, request.api).rule;
+  }
+
   /** Checks (user, api) against its most specific rule and, if it passes, counts it. */
   tryAcquire(request: PolicyRequest, cost = 1): Decision {
     if (request === null || typeof request !== 'object') throw new TypeError(`request must be an object like { user, api }, got ${describe(request)}`);

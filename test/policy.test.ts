@@ -112,3 +112,15 @@ describe('PolicyLimiter.acquire()', () => {
     await expect(policy.acquire({ user: 'u', api: 'a' }, { maxWaitMs: 100 })).rejects.toMatchObject({ name: 'RateLimitTimeoutError', retryAfterMs: 500, key: 'u / a' });
   });
 });
+
+describe('PolicyLimiter.ruleFor()', () => {
+  it('names the rule that applies, the same object until the rules change', () => {
+    const policy = new PolicyLimiter({ rules: [{ limit: perSecond(2) }, { api: 'search', limit: perSecond(3) }], maxKeys: 8 });
+    const a = policy.ruleFor({ user: 'u', api: 'search' });
+    expect(a).toEqual({ api: 'search', limit: { permits: 3, periodMs: 1000 } });
+    expect(policy.ruleFor({ user: 'v', api: 'search' })).toBe(a);
+    expect(policy.ruleFor({ user: 'u', api: 'other' })).toEqual({ limit: { permits: 2, periodMs: 1000 } });
+    policy.setRules([{ limit: perSecond(2) }, { api: 'search', limit: perSecond(4) }]);
+    expect(policy.ruleFor({ user: 'u', api: 'search' })).toEqual({ api: 'search', limit: { permits: 4, periodMs: 1000 } });
+  });
+});

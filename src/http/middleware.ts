@@ -2,8 +2,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe } from '../errors.js';
 import type { Limit } from '../limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
-import { compileRules, match, type CompiledRule, type CompiledRules } from '../policy/rules.js';
-import { storeVersion } from '../policy/rules-store.js';
 import { RateLimiter, type Decision } from '../rate-limiter.js';
 import { advertisePolicies, rateLimitFields, retryAfterSeconds, type AdvertisedPolicy } from './headers.js';
 
@@ -87,28 +85,16 @@ function policiesOf(algorithm: string | undefined, limits: Limit | readonly Limi
 }
 
 /**
- * For a PolicyLimiter: the policies of the rule a request matches. The rules are parsed again
- * only when their version in shared memory changes (one atomic load per request otherwise).
+ * For a PolicyLimiter: the policies of the rule a request matches, computed once per rule object
+ * (`ruleFor` returns the same object until the rules change).
  */
 function policyLookup(limiter: PolicyLimiter): (request: PolicyRequest) => AdvertisedPolicy[] {
-  const versionWords = new Int32Array(limiter.handle.rules);
-  let version = Number.NaN;
-  let compiled: CompiledRules | null = null;
-  const cache = new Map<CompiledRule, AdvertisedPolicy[]>();
-  return ({ user, api }) => {
-    const now = storeVersion(versionWords);
-    if (now !== version || compiled === null) {
-      // Version read first: rules replaced meanwhile only make the next request parse again.
-      // Accepts any log size: the limiter already checked these rules against its own.
-      compiled = compileRules(limiter.rules, 65_536);
-      cache.clear();
-      version = now;
-    }
-    const rule = match(compiled, user, api);
+  const cache = new WeakMap<object, AdvertisedPolicy[]>();
+  return (request) => {
+    const rule = limiter.ruleFor(request);
     let policies = cache.get(rule);
     if (policies === undefined) {
-      const { algorithm, limit } = rule.rule;
-      policies = policiesOf(algorithm, limit);
+      policies = policiesOf(rule.algorithm, rule.limit);
       cache.set(rule, policies);
     }
     return policies;
