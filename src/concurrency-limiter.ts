@@ -1,4 +1,5 @@
 import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
+import { AttachRequest } from './attach-request.js';
 import { ceilNs } from './algorithms/types.js';
 import { describe, integerInRange, positiveFinite } from './errors.js';
 import { secondsAt } from './gcra.js';
@@ -68,11 +69,6 @@ export interface ConcurrencyLimiterStats extends RateLimiterStats {
 
 const DONE = 0;
 const RELOCATE = 1;
-
-/** The constructor's argument when attaching: module-private, so users cannot forge one. */
-class AttachRequest {
-  constructor(readonly handle: ConcurrencyLimiterHandle, readonly clock: Clock | undefined, readonly cacheSize: number | undefined) {}
-}
 
 /**
  * A concurrency limiter whose per-key state lives in shared memory: at most `maxInFlight` places
@@ -160,7 +156,7 @@ export class ConcurrencyLimiter {
     }
     if (options.clock !== undefined) checkClock(options.clock);
     if (options.cacheSize !== undefined) integerInRange('options.cacheSize', options.cacheSize, 0, 2 ** 24);
-    return new ConcurrencyLimiter(new AttachRequest(handle, options.clock, options.cacheSize) as unknown as ConcurrencyLimiterOptions);
+    return new ConcurrencyLimiter(new AttachRequest<ConcurrencyLimiterHandle>(handle, options.clock, options.cacheSize) as unknown as ConcurrencyLimiterOptions);
   }
 
   /** The structured-cloneable handle: pass it in `workerData`, `postMessage` or a piscina task. */

@@ -1,4 +1,5 @@
 import type { Moment } from './algorithms/index.js';
+import { AttachRequest } from './attach-request.js';
 import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
 import { DEFAULT_MAX_LOG_SIZE } from './limiter-config.js';
@@ -57,10 +58,6 @@ export interface PolicyLimiterHandle {
 
 /** A slot whose state no rule has written yet. */
 const NO_SHAPE = 0;
-
-class AttachRequest {
-  constructor(readonly handle: PolicyLimiterHandle, readonly clock: Clock | undefined, readonly cacheSize: number | undefined) {}
-}
 
 /**
  * Rate limits chosen per request from rules: per user, per API, per (user, api), and a default.
@@ -138,7 +135,7 @@ export class PolicyLimiter {
     }
     if (handle.kind !== 'sluice.PolicyLimiter') throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a PolicyLimiter's: attach it with that class`);
     if (options.cacheSize !== undefined) integerInRange('options.cacheSize', options.cacheSize, 0, 2 ** 24);
-    return new PolicyLimiter(new AttachRequest(handle, options.clock, options.cacheSize) as unknown as PolicyLimiterOptions);
+    return new PolicyLimiter(new AttachRequest<PolicyLimiterHandle>(handle, options.clock, options.cacheSize) as unknown as PolicyLimiterOptions);
   }
 
   /** The structured-cloneable handle. */

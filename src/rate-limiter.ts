@@ -1,4 +1,5 @@
 import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
+import { AttachRequest } from './attach-request.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
 import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
@@ -58,15 +59,6 @@ function checkRequest(key: unknown, cost: unknown): void {
     if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
     throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
   }
-}
-
-/** The constructor's argument when attaching: module-private, so users cannot forge one. */
-class AttachRequest {
-  constructor(
-    readonly handle: RateLimiterHandle,
-    readonly clock: Clock | undefined,
-    readonly cacheSize: number | undefined,
-  ) {}
 }
 
 /**
@@ -181,7 +173,7 @@ export class RateLimiter {
       throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a RateLimiter's: attach it with that class`);
     }
     if (options.cacheSize !== undefined) integerInRange('options.cacheSize', options.cacheSize, 0, 2 ** 24);
-    return new RateLimiter(new AttachRequest(handle, options.clock, options.cacheSize) as unknown as RateLimiterOptions);
+    return new RateLimiter(new AttachRequest<RateLimiterHandle>(handle, options.clock, options.cacheSize) as unknown as RateLimiterOptions);
   }
 
   /** The structured-cloneable handle: pass it in `workerData`, `postMessage` or a piscina task. */

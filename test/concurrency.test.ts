@@ -1,11 +1,11 @@
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import {
   ConcurrencyLimiter, type ConcurrencyLimiterHandle, type ConcurrencyLimiterOptions, type LeaseDecision,
 } from '../src/concurrency-limiter.js';
 import { ManualClock, perSecond, RateLimiter } from '../src/index.js';
 
-const workerUrl = new URL('./fixtures/worker.mjs', import.meta.url);
+import { openGate, result, spawn } from './helpers/workers.js';
 
 function fresh(extra: Partial<ConcurrencyLimiterOptions> = {}) {
   const clock = new ManualClock(1_000);
@@ -302,22 +302,8 @@ describe('handle and attach()', () => {
   });
 });
 
-const spawn = (workerData: Record<string, unknown>): Worker => new Worker(workerUrl, { workerData });
 
-function result<T>(worker: Worker): Promise<T> {
-  return new Promise((resolve, reject) => {
-    worker.once('message', resolve);
-    worker.once('error', reject);
-  });
-}
 
-/** Opens the start gate once `n` workers wait at it. */
-async function openGate(gate: SharedArrayBuffer, n: number): Promise<void> {
-  const g = new Int32Array(gate);
-  while (Atomics.load(g, 0) < n) await new Promise((r) => setTimeout(r, 1));
-  Atomics.store(g, 1, 1);
-  Atomics.notify(g, 1);
-}
 
 type HoldResult = { now: number; decisions: { allowed: boolean; remaining: number; expiresAtMs: number | null }[] };
 

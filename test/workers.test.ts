@@ -1,32 +1,16 @@
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter, type RateLimiterHandle } from '../src/index.js';
 
-const workerUrl = new URL('./fixtures/worker.mjs', import.meta.url);
+import { openGate, result, spawn } from './helpers/workers.js';
 
 interface HammerResult {
   admitted: number[];
   casRetries: number;
 }
 
-function spawn(workerData: Record<string, unknown>): Worker {
-  return new Worker(workerUrl, { workerData });
-}
 
-function result<T>(worker: Worker): Promise<T> {
-  return new Promise((resolve, reject) => {
-    worker.once('message', resolve);
-    worker.once('error', reject);
-  });
-}
 
-/** Opens the start gate once `n` workers wait at it. */
-async function openGate(gate: SharedArrayBuffer, n: number): Promise<void> {
-  const g = new Int32Array(gate);
-  while (Atomics.load(g, 0) < n) await new Promise((r) => setTimeout(r, 1));
-  Atomics.store(g, 1, 1);
-  Atomics.notify(g, 1);
-}
 
 async function hammer(handle: RateLimiterHandle, workers: number, keys: string[], attempts: number, cost = 1) {
   const gate = new SharedArrayBuffer(8);
