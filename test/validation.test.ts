@@ -90,3 +90,10 @@ describe('bad input', () => {
     expect(clock.now()).toBe(100.5);
   });
 });
+
+describe('a table too large to allocate', () => {
+  it('throws a RangeError naming maxKeys and the size, and allocates nothing', () => {
+    expect(() => new RateLimiter({ limit: { permits: 65_000, periodMs: 1000 }, algorithm: 'sliding-log', maxKeys: 4_000_000, maxLogSize: 65_536 }))
+      .toThrow(/options\.maxKeys 4000000 needs a table of \d+ bytes .* could not be allocated/);
+  });
+});

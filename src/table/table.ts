@@ -361,7 +361,16 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   const slotWords = SLOT_HEADER_WORDS + keyWords(spec.maxKeyBytes) + spec.stateWords;
   const slotArea = stripes * slotsPerStripe * slotWords;
   const globalWords = spec.globalWords > 0 ? GLOBAL_HEADER_WORDS + spec.globalWords : 0;
-  const buffer = new SharedArrayBuffer((HEADER_WORDS + slotArea + globalWords) * 4);
+  const bytes = (HEADER_WORDS + slotArea + globalWords) * 4;
+  let buffer: SharedArrayBuffer;
+  try {
+    buffer = new SharedArrayBuffer(bytes);
+  } catch (e) {
+    throw new RangeError(
+      `options.maxKeys ${spec.maxKeys} needs a table of ${bytes} bytes (${slotWords * 4} per slot, 2 slots per key), ` +
+        `which could not be allocated: lower maxKeys, maxKeyBytes or the per-key state (${e instanceof Error ? e.message : String(e)})`,
+    );
+  }
   const w = new Int32Array(buffer);
   w[H_MAGIC] = MAGIC;
   w[H_VERSION] = LAYOUT_VERSION;
