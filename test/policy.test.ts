@@ -124,3 +124,31 @@ describe('PolicyLimiter.ruleFor()', () => {
     expect(policy.ruleFor({ user: 'u', api: 'search' })).toEqual({ api: 'search', limit: { permits: 4, periodMs: 1000 } });
   });
 });
+
+describe('PolicyLimiter under racing workers while the rules change', () => {
+  it('never admits more than the largest limit in force, and every thread follows the new rules', async () => {
+    const { openGate, result, spawn } = await import('./helpers/workers.js');
+    const clock = new ManualClock();
+    const small = [{ limit: perSecond(100) }];
+    const large = [{ limit: perSecond(200) }];
+    const policy = new PolicyLimiter({ rules: small, maxKeys: 8, clock });
+    const gate = new SharedArrayBuffer(8);
+    const workers = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'policy-hammer', handle: policy.handle, id, gate, attempts: 20_000 }));
+    const replies = workers.map((w) => result<{ allowed: number }>(w));
+    await openGate(gate, 4);
+    for (let i = 0; i < 200; i++) {
+      policy.setRules(i % 2 === 0 ? large : small); // flip while they hammer
+      await new Promise((r) => setImmediate(r));
+    }
+    const total = (await Promise.all(replies)).reduce((sum, r) => sum + r.allowed, 0);
+    await Promise.all(workers.map((w) => w.terminate()));
+    // A frozen clock: GCRA debt is time, carried across the flips, so nothing is ever refunded.
+    expect(total).toBeGreaterThanOrEqual(100);
+    expect(total).toBeLessThanOrEqual(200);
+    policy.setRules(large);
+    // Debt is at least total x 5 ms (each admission cost 5 or 10 ms): the rest of the bucket of 200.
+    const { remaining } = policy.tryAcquire({ user: 'u', api: 'a' }, 0);
+    expect(remaining).toBeGreaterThanOrEqual(0);
+    expect(remaining).toBeLessThanOrEqual(200 - total);
+  });
+});
