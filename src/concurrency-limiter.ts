@@ -219,16 +219,8 @@ export class ConcurrencyLimiter {
 
   /** Counts keys, slots and held places. O(capacity * maxInFlight): for monitoring only. */
   stats(): ConcurrencyLimiterStats {
-    const counts = this.#table.scan();
-    const w = this.#words;
     return {
-      liveKeys: counts.live,
-      maxKeys: w[H_MAX_KEYS] as number,
-      capacity: this.#table.capacity,
-      tombstones: counts.tombstones,
-      claimed: counts.claimed,
-      tableBytes: w.byteLength,
-      casRetries: this.#retries,
+      ...this.#table.report(this.#retries),
       placesHeld: placesHeldIn(this.#table, this.#site.stateOffset, this.#clock.now(), this.#p),
     };
   }

@@ -1,4 +1,5 @@
 import type { LimitAlgorithm, Moment, Verdict } from './algorithms/index.js';
+import { secondsAt } from './gcra.js';
 import { GONE, lock, tryLock, unlock } from './table/slot-lock.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { NOT_IDLE, type SlotState } from './table/table.js';
@@ -154,7 +155,7 @@ export class LockedEngine {
   /** Reads the clock into `m`. */
   #read(m: Moment): Moment {
     m.ms = this.#clock();
-    m.sec = Math.floor(m.ms * 0.001 * (1 + 2 ** -50));
+    m.sec = secondsAt(m.ms);
     return m;
   }
 

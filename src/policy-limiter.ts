@@ -1,4 +1,5 @@
 import type { Moment } from './algorithms/index.js';
+import { secondsAt } from './gcra.js';
 import { AttachRequest } from './attach-request.js';
 import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
@@ -227,17 +228,13 @@ export class PolicyLimiter {
 
   /** Counts live keys and capacity (O(capacity)). */
   stats(): RateLimiterStats {
-    const c = this.#table.scan();
-    return {
-      liveKeys: c.live, maxKeys: this.#words[H_MAX_KEYS] as number, capacity: this.#table.capacity, tombstones: c.tombstones,
-      claimed: c.claimed, tableBytes: this.#words.byteLength, casRetries: this.#engine.retries,
-    };
+    return this.#table.report(this.#engine.retries);
   }
 
   #now(): Moment {
     const m = this.#moment;
     m.ms = this.#clock.now();
-    m.sec = Math.floor(m.ms * 0.001 * (1 + 2 ** -50));
+    m.sec = secondsAt(m.ms);
     return m;
   }
 

@@ -2,7 +2,7 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { AttachRequest } from './attach-request.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
-import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
+import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, secondsAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
 import {
   assertWorkerThread, checkMaxWait, RateLimitTimeoutError, retryAt, sleepUntil, sleepUntilSync,
   type AcquireOptions, type AcquireSyncOptions, type Reservation,
@@ -156,7 +156,7 @@ export class RateLimiter {
   #now(): Moment {
     const m = this.#moment;
     m.ms = this.#clock.now();
-    m.sec = Math.floor(m.ms * SECONDS_PER_MS);
+    m.sec = secondsAt(m.ms);
     return m;
   }
 
@@ -333,16 +333,7 @@ export class RateLimiter {
 
   /** Counts live keys and capacity. O(capacity): for monitoring, not for every request. */
   stats(): RateLimiterStats {
-    const counts = this.#table.scan();
-    return {
-      liveKeys: counts.live,
-      maxKeys: this.#words[H_MAX_KEYS] as number,
-      capacity: this.#table.capacity,
-      tombstones: counts.tombstones,
-      claimed: counts.claimed,
-      tableBytes: this.#words.byteLength,
-      casRetries: this.#casRetries + (this.#engine?.retries ?? 0),
-    };
+    return this.#table.report(this.#casRetries + (this.#engine?.retries ?? 0));
   }
 
   #decide(key: string, cost: number): boolean {

@@ -300,6 +300,20 @@ export class SlotTable {
     return count;
   }
 
+  /**
+   * What every limiter's `stats()` reports about its table (it adds its own `casRetries`).
+   * O(capacity); a snapshot that may race with writers.
+   */
+  report(casRetries: number): {
+    liveKeys: number; maxKeys: number; capacity: number; tombstones: number; claimed: number; tableBytes: number; casRetries: number;
+  } {
+    const c = this.scan();
+    return {
+      liveKeys: c.live, maxKeys: this.words[H_MAX_KEYS] as number, capacity: this.capacity, tombstones: c.tombstones,
+      claimed: c.claimed, tableBytes: this.words.byteLength, casRetries,
+    };
+  }
+
   /** Counts slots by state. O(capacity); a snapshot that may race with writers. */
   scan(): TableCounts {
     const counts: TableCounts = { live: 0, tombstones: 0, claimed: 0, empty: 0 };
