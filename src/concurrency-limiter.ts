@@ -2,11 +2,11 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { AttachRequest } from './attach-request.js';
 import { ceilNs } from './algorithms/types.js';
 import { describe, integerInRange, positiveFinite } from './errors.js';
-import { secondsAt } from './gcra.js';
+import { isLater, isStale, secondsAt } from './gcra.js';
 import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
 import {
   FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, raiseLastSec, readLeaseParams,
-  ticksAt, ticksToMs, writeLeaseParams, type LeaseParams,
+  now32At, ticksAt, ticksToMs, writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
 import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from './rate-limiter.js';
 import { H_CLOCK_KIND, H_MAX_KEYS, H_ON_FULL, H_OWNER_SEQ, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
@@ -260,14 +260,14 @@ export class ConcurrencyLimiter {
     // The clock after taking the lock: no earlier than any stamp writer's reading (see lease-slot.ts).
     const nowMs = this.#clock.now();
     const nowTicks = ticksAt(nowMs, p);
-    const now32 = nowTicks | 0;
+    const now32 = now32At(nowMs, p);
     const nowSec = secondsAt(nowMs);
     this.#fracMs = Math.max(0, nowMs - ticksToMs(nowTicks, p)); // the reading's part below a tick
     // Atomics.load of every place, then of lastSec: an acquire raises lastSec before it stamps,
     // so the lastSec read here is at least the second of every stamp read before it.
     for (let i = 0; i < n; i++) seen[i] = Atomics.load(w, at + i);
     const lastSec = Atomics.load(w, lastSecAt);
-    const stale = nowSec - lastSec > p.staleSec;
+    const stale = isStale(nowSec, lastSec, p.staleSec);
     let held = 0;
     let longest = 0;
     for (let i = 0; i < n; i++) {
@@ -292,11 +292,11 @@ export class ConcurrencyLimiter {
       take = cost;
     }
     let expiry = nowTicks + p.leaseTicks;
-    if ((expiry | 0) === FREE_PLACE) expiry += 1; // never stamp the free marker: one tick later
-    const stamp = expiry | 0;
+    let stamp = (now32 + p.leaseTicks) | 0;
+    if (stamp === FREE_PLACE) { expiry += 1; stamp = (stamp + 1) | 0; } // never stamp the free marker: one tick later
     this.#stamp = stamp;
     this.#expiryTicks = expiry;
-    if (take > 0 && lastSec < nowSec) raiseLastSec(w, lastSecAt, lastSec, nowSec);
+    if (take > 0 && isLater(nowSec, lastSec)) raiseLastSec(w, lastSecAt, lastSec, nowSec);
     let taken = 0;
     for (let i = 0; i < n; i++) {
       const v = seen[i] as number;

@@ -10,81 +10,208 @@ import { validateLimit, type Limit } from './limit.js';
  * - the *debt* of a key: `max(0, tat - now)`. A fresh key has debt 0.
  *
  * A request of cost `c` passes when `debt + c * t <= tau`; it then leaves debt `debt + c * t`.
- * Everything is counted in *ticks*, a per-limiter unit of a power of ten nanoseconds (at least
- * 10 ns) chosen so that `tau` fits in 2^29 ticks (see `docs/design.md` for why).
+ * Everything is counted in *ticks*, a per-limit power of ten picoseconds. A limit runs at one of
+ * two widths (docs/design.md, section 2):
+ * - 32: the TAT is one int32 word (modulo 2^32): ticks of 10 ns to 1 ms, `tau` at most 2^29 ticks;
+ * - 64: the TAT is a 64-bit word: ticks of 1 ps and up, `tau` up to 2^61 ticks.
+ * The constructor takes the 32-bit width whenever it holds the limit with the promised rounding.
  *
  * Thread-safety: every function here is pure.
  */
 export interface GcraParams {
-  /** The tick in nanoseconds: 10, 100, 1000, ... */
+  /** 32: one int32 TAT word; 64: a 64-bit TAT (`src/gcra-wide.ts`). */
+  width: 32 | 64;
+  /** The tick in picoseconds: a power of ten. */
+  tickPs: number;
+  /** The tick in nanoseconds (`tickPs / 1000`), for display and conversions. */
   tickNs: number;
   /** Emission interval `t` in ticks, rounded up so the rate is never exceeded. */
   intervalTicks: number;
-  /** Tolerance `tau = burst * t` in ticks; at most `MAX_TOLERANCE_TICKS`. */
+  /** Tolerance `tau = burst * t` in ticks (exact below 2^53; the 64-bit path never needs it above). */
   toleranceTicks: number;
   /** Bucket capacity in requests. */
   burst: number;
   /**
-   * A key whose last admission is older than this many whole seconds is certainly fresh,
-   * whatever its 32-bit TAT says (the TAT may have wrapped): an admission or reservation never
-   * leaves the TAT more than MAX_AHEAD_TICKS ahead, and this covers that plus 2 s of rounding.
+   * A key whose last admission is older than this many staleness units (seconds at width 32,
+   * `STALE_UNIT_MS` at width 64) is certainly fresh, whatever its wrapped TAT says; Infinity when
+   * the TAT cannot wrap within the clock's range (2^53 ms).
    */
   staleSec: number;
 }
 
-/** The largest tolerance, in ticks: 2^29 leaves room for wrap-around arithmetic on int32. */
+/** The largest tolerance at width 32, in ticks: 2^29 leaves room for wrap-around arithmetic. */
 export const MAX_TOLERANCE_TICKS = 2 ** 29;
 /**
- * The furthest a TAT may run ahead of now, in ticks: the tolerance plus reservations made by
- * `reserve`/`acquire` (at least 2^29 ticks of them). Half the positive int32 range.
+ * The furthest a 32-bit TAT may run ahead of now, in ticks: the tolerance plus reservations made
+ * by `reserve`/`acquire` (at least 2^29 ticks of them). Half the positive int32 range.
  */
 export const MAX_AHEAD_TICKS = 2 ** 30;
-
-/** Largest relative error accepted when the emission interval is rounded up to whole ticks. */
-const MAX_ROUNDING_ERROR = 1e-3;
+/** The largest tolerance at width 64, in ticks: 3/4 of the signed 64-bit range. */
+export const MAX_WIDE_TOLERANCE_TICKS = 3 * 2 ** 61;
 /**
- * The smallest tick. With ticks of at least 10 ns the 32-bit TAT wraps no sooner than every 43 s,
- * long enough for the last-admission second to tell an idle key before it could alias.
+ * The furthest a 64-bit TAT may run ahead of now, in ticks (tolerance plus reservations): 7/8 of
+ * the signed range, so a TAT idle for up to 2^60 ticks more still decodes before the sign flips.
  */
-const MIN_TICK_NS = 10;
-const MAX_TICK_NS = 1e9;
+export const MAX_WIDE_AHEAD_TICKS = 7 * 2 ** 60;
+/** Largest emission interval in ticks at width 64 (keeps long division exact, see int64.ts). */
+export const MAX_WIDE_INTERVAL_TICKS = 2 ** 31;
+/** The staleness unit of the 64-bit path: 2^53 ms is under 2^31 of them, so it never wraps. */
+export const STALE_UNIT_MS = 4_096_000;
+/** Largest clock reading every limiter accepts: 2^53 ms, about 285,000 years. */
+export const MAX_CLOCK_MS = 2 ** 53;
 
-function ceilTicks(ns: number, tickNs: number): number {
-  const exact = ns / tickNs;
+/** The ticks of the 64-bit path, finest first: 1, 2, 5, 10, 20, 50, ... ps up to 5 * 10^18 ps. */
+export const WIDE_TICKS_PS: readonly number[] = Array.from({ length: 57 }, (_, i) => [1, 2, 5][i % 3] as number * 10 ** Math.floor(i / 3));
+
+/** Rounding of the emission interval allowed at 1 us and above (1 part in a million), and below. */
+const ROUNDING_LONG = 1e-6;
+const ROUNDING_SHORT = 1e-3;
+
+/** 1 + 2^-50: lifts a product that lost a few ulps back onto the integer it should be. */
+export const ULP_GUARD = 1 + 2 ** -50;
+
+function ceilTicks(exact: number): number {
   const nearest = Math.round(exact);
   // Guard against 200000.00000000003 becoming 200001: accept a float that is an integer to 1e-9.
   return Math.abs(exact - nearest) <= 1e-9 * Math.max(1, exact) ? nearest : Math.ceil(exact);
 }
 
-/** Chooses the tick and converts a limit to integer GCRA parameters. Throws on a bad limit. */
-export function gcraParams(limit: Limit, name = 'limit'): GcraParams {
-  const { permits, periodMs, burst } = validateLimit(limit, name);
-  const intervalNs = (periodMs * 1e6) / permits;
-  // The finest tick whose tolerance fits: finer ticks only reduce the rounding of t.
-  for (let tickNs = MIN_TICK_NS; tickNs <= MAX_TICK_NS; tickNs *= 10) {
-    const intervalTicks = ceilTicks(intervalNs, tickNs);
-    const toleranceTicks = intervalTicks * burst;
-    if (toleranceTicks > MAX_TOLERANCE_TICKS) continue;
-    const error = (intervalTicks * tickNs - intervalNs) / intervalNs;
-    if (error > MAX_ROUNDING_ERROR) break;
-    const staleSec = Math.ceil((MAX_AHEAD_TICKS * tickNs) / 1e9) + 2;
-    return { tickNs, intervalTicks, toleranceTicks, burst, staleSec };
+/** The interval, in ticks of `tickPs`, rounded up; and whether that rounding is within bounds. */
+function intervalAt(intervalPs: number, tickPs: number): { ticks: number; ok: boolean } {
+  const ticks = ceilTicks(intervalPs / tickPs);
+  const error = (ticks * tickPs - intervalPs) / intervalPs;
+  const bound = intervalPs >= 1e6 ? ROUNDING_LONG : ROUNDING_SHORT;
+  return { ticks, ok: ticks >= 1 && error <= bound };
+}
+
+function params(width: 32 | 64, tickPs: number, intervalTicks: number, burst: number): GcraParams {
+  const toleranceTicks = intervalTicks * burst;
+  let staleSec: number;
+  if (width === 32) {
+    staleSec = Math.ceil((MAX_AHEAD_TICKS * tickPs) / 1e12) + 2;
+  } else {
+    staleSec = wideStaleUnits(tickPs);
   }
-  throw new RangeError(
-    `${name}: burst ${burst} with one request every ${intervalNs} ns cannot be represented ` +
-      `(the emission interval must be at least ${MIN_TICK_NS * 100} ns and burst * interval must ` +
-      `fit in ${MAX_TOLERANCE_TICKS} ticks with under ${MAX_ROUNDING_ERROR * 100}% rounding)`,
-  );
+  return { width, tickPs, tickNs: tickPs / 1000, intervalTicks, toleranceTicks, burst, staleSec };
 }
 
 /**
- * The debt of a key in ticks, decoded from its 32-bit TAT. `tat32` and `now32` are ticks modulo
- * 2^32; `lastSec`/`nowSec` are the key's last-admission second and the current second. A TAT that
- * is not ahead of now, or that belongs to a key idle for longer than `staleSec`, means debt 0.
+ * The staleness rule of a 64-bit TAT in ticks of `tickPs`, in units of `STALE_UNIT_MS`: a TAT in
+ * ticks of 1 us or more cannot wrap within 2^53 ms, so it needs none (Infinity).
+ */
+export function wideStaleUnits(tickPs: number): number {
+  return tickPs < 1e6 ? Math.ceil((MAX_WIDE_AHEAD_TICKS * tickPs) / 1e9 / STALE_UNIT_MS) + 2 : Infinity;
+}
+
+/**
+ * Chooses the width and tick for a limit and converts it to integer GCRA parameters. The finest
+ * tick that fits wins (finer ticks only reduce rounding). Throws `RangeError` naming `name` and
+ * saying what would work.
+ */
+export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32): GcraParams {
+  const { permits, periodMs, burst } = validateLimit(limit, name);
+  const intervalPs = (periodMs * 1e9) / permits;
+  // Width 32: ticks of 10 ns to 1 ms, so that a millisecond holds a whole number of ticks.
+  for (let tickPs = 1e4; tickPs <= 1e9 && minWidth === 32; tickPs *= 10) {
+    const t = intervalAt(intervalPs, tickPs);
+    if (t.ok && t.ticks * burst <= MAX_TOLERANCE_TICKS) return params(32, tickPs, t.ticks, burst);
+  }
+  // Width 64: ticks of 1, 2 and 5 times a power of ten ps, from 1 ps up to 5 * 10^6 s. Steps of at
+  // most 2.5x always leave a tick whose interval is 1 to 6 million ticks (rounding under 1 ppm)
+  // with burst * interval under MAX_WIDE_TOLERANCE_TICKS, for any burst up to 2^40.
+  for (const tickPs of WIDE_TICKS_PS) {
+    const t = intervalAt(intervalPs, tickPs);
+    if (t.ok && t.ticks <= MAX_WIDE_INTERVAL_TICKS && t.ticks * burst <= MAX_WIDE_TOLERANCE_TICKS) return params(64, tickPs, t.ticks, burst);
+  }
+  throw new RangeError(unrepresentable(name, permits, periodMs, burst, intervalPs));
+}
+
+/** The error text for a limit no width can hold, with the nearest limit that would work. */
+function unrepresentable(name: string, permits: number, periodMs: number, burst: number, intervalPs: number): string {
+  const what = `${name}: ${permits} per ${periodMs} ms with burst ${burst}`;
+  if (intervalPs < 1) {
+    return `${what} is one request every ${intervalPs} ps; the finest interval is 1 ps (at most ${(periodMs * 1e9).toExponential()} per ${periodMs} ms)`;
+  }
+  let best = 0;
+  for (const tickPs of WIDE_TICKS_PS) {
+    const t = intervalAt(intervalPs, tickPs);
+    if (t.ok && t.ticks <= MAX_WIDE_INTERVAL_TICKS) best = Math.max(best, Math.floor(MAX_WIDE_TOLERANCE_TICKS / t.ticks));
+  }
+  const longestMs = (MAX_WIDE_INTERVAL_TICKS * (WIDE_TICKS_PS.at(-1) as number)) / 1e9;
+  if (best === 0) return `${what} is one request every ${intervalPs / 1e9} ms; the longest interval is ${longestMs.toExponential(3)} ms`;
+  return `${what} cannot be enforced with the interval (${intervalPs / 1e3} ns) rounded by at most ` +
+    `${intervalPs >= 1e6 ? '1 part in a million' : '0.1%'}: use a burst of at most ${best}`;
+}
+
+/**
+ * Whole ticks elapsed at `nowMs`, modulo 2^32 and exact for every reading up to 2^53 ms (the
+ * integer milliseconds are multiplied in 32-bit arithmetic, the fraction as a float). A decimal
+ * reading can sit an ulp below the tick it names (1234.567 ms is 1234.5669999999999 as a double):
+ * `snapFloor` puts it on that tick, and moves no reading by more than its own ulp.
+ */
+export function ticksAt(nowMs: number, p: { tickPs: number }): number {
+  if (p.tickPs > 1e9) return snapFloor(nowMs / (p.tickPs / 1e9), nowMs) | 0;
+  const perMs = 1e9 / p.tickPs;
+  const whole = Math.floor(nowMs);
+  return (Math.imul(whole | 0, perMs) + snapFloor((nowMs - whole) * perMs, nowMs * perMs)) | 0;
+}
+
+/**
+ * floor(x), except that an x within one ulp of `scale` below an integer counts as that integer
+ * (`scale` is the whole reading in the same unit as x: the ulp of the reading is what a decimal
+ * reading can lose).
+ */
+export function snapFloor(x: number, scale: number): number {
+  const up = Math.ceil(x);
+  return up - x <= scale * 2 ** -52 ? up : Math.floor(x);
+}
+
+/** ceil(x), except that an x within one ulp of `scale` above an integer counts as that integer. */
+export function snapCeil(x: number, scale: number): number {
+  const down = Math.floor(x);
+  return x - down <= scale * 2 ** -52 ? down : Math.ceil(x);
+}
+
+/**
+ * Like `ticksAt`, but rounded up for a reading between two ticks coarser than 1 ms: a stamp
+ * written with it never counts as older than it is. Equal to `ticksAt` for finer ticks (a
+ * millisecond reading holds a whole number of them).
+ */
+export function ticksCeilAt(nowMs: number, p: { tickPs: number }): number {
+  if (p.tickPs <= 1e9) return ticksAt(nowMs, p);
+  const x = nowMs / (p.tickPs / 1e9);
+  return Math.max(snapFloor(x, x), snapCeil(x, x)) | 0;
+}
+
+/** Whole seconds elapsed at `nowMs`, with the same guard. */
+export function secondsAt(nowMs: number): number {
+  return Math.floor((nowMs / 1000) * ULP_GUARD);
+}
+
+/**
+ * Whether a key last admitted at `last` (a staleness unit modulo 2^32, as stored) is stale at
+ * `now` (the current unit). The difference is taken modulo 2^32: a stored unit is never later
+ * than a reading taken after it was loaded, so the difference is the true idle time for any idle
+ * time under 2^32 units.
+ */
+export function isStale(now: number, last: number, staleUnits: number): boolean {
+  return (now - last) >>> 0 > staleUnits;
+}
+
+/** Whether `now` (a unit) is later than `last` (as stored, modulo 2^32): raise it then. */
+export function isLater(now: number, last: number): boolean {
+  return (((now | 0) - last) | 0) > 0;
+}
+
+/**
+ * The debt of a key in ticks at width 32, decoded from its 32-bit TAT. `tat32` and `now32` are
+ * ticks modulo 2^32; `lastSec`/`nowSec` are the key's last-admission second and the current
+ * second. A TAT that is not ahead of now, further ahead than any admission can leave it (a wrap
+ * artefact), or that belongs to a stale key, means debt 0.
  */
 export function debtOf(tat32: number, now32: number, lastSec: number, nowSec: number, p: GcraParams): number {
   const ahead = (tat32 - now32) | 0;
-  if (ahead <= 0 || nowSec - lastSec > p.staleSec) return 0;
+  if (ahead <= 0 || ahead > MAX_AHEAD_TICKS || isStale(nowSec, lastSec, p.staleSec)) return 0;
   return ahead;
 }
 
@@ -108,23 +235,6 @@ export function waitTicks(debt: number, cost: number, p: GcraParams): number {
 }
 
 /** Converts ticks to milliseconds for a `Decision`. */
-export function ticksToMs(ticks: number, p: GcraParams): number {
-  return (ticks * p.tickNs) / 1e6;
-}
-
-/** 1 + 2^-50: lifts a product that lost a few ulps back onto the integer it should be. */
-export const ULP_GUARD = 1 + 2 ** -50;
-
-/**
- * Whole ticks elapsed at `nowMs`. A clock in milliseconds times 1000 can land a few ulps below
- * an integer (1234.567 ms * 1000 = 1234566.9999999998 us); the guard keeps such a reading on the
- * tick it names. It moves a reading up by at most 4 ulps (picoseconds at any real uptime).
- */
-export function ticksAt(nowMs: number, p: GcraParams): number {
-  return Math.floor(((nowMs * 1e6) / p.tickNs) * ULP_GUARD);
-}
-
-/** Whole seconds elapsed at `nowMs`, with the same guard. */
-export function secondsAt(nowMs: number): number {
-  return Math.floor((nowMs / 1000) * ULP_GUARD);
+export function ticksToMs(ticks: number, p: { tickPs: number }): number {
+  return (ticks * p.tickPs) / 1e9;
 }

@@ -1,12 +1,12 @@
 import type { Clock } from './clock.js';
 import { describe } from './errors.js';
-import { secondsAt, ULP_GUARD } from './gcra.js';
+import { isLater, isStale, secondsAt, ticksAt as ticks32, ULP_GUARD } from './gcra.js';
 import {
   DEAD, H_ALGORITHM, H_BURST, H_LIMITS_BYTE, H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, LIVE, S_CTRL,
   S_LAST_SEC, S_TAT,
 } from './table/layout.js';
 import { FREE, tryLock, unlock } from './table/slot-lock.js';
-import { NOT_IDLE, type SlotState, type SlotTable } from './table/table.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState, type SlotTable } from './table/table.js';
 
 /**
  * A concurrency limiter's view of a slot: its parameters in the table header, the meaning of its
@@ -116,9 +116,17 @@ export function readLeaseParams(w: Int32Array): LeaseParams {
   };
 }
 
-/** Whole ticks elapsed at `nowMs` (the ulp guard keeps 1234.567 ms on tick 1234567 at 1 us). */
+/**
+ * Whole ticks elapsed at `nowMs` (the ulp guard keeps 1234.567 ms on tick 1234567 at 1 us): for
+ * comparisons on one thread; above 2^53 ticks the low bits are not exact, so stamps use `now32`.
+ */
 export function ticksAt(nowMs: number, p: LeaseParams): number {
   return Math.floor(((nowMs * 1e6) / p.tickNs) * ULP_GUARD);
+}
+
+/** Ticks elapsed at `nowMs` modulo 2^32, exact for every reading up to 2^53 ms. */
+export function now32At(nowMs: number, p: LeaseParams): number {
+  return ticks32(nowMs, { tickPs: p.tickNs * 1000 });
 }
 
 /** Converts ticks to milliseconds. */
@@ -141,22 +149,22 @@ export function heldFor(place: number, now32: number, stale: boolean): number {
  * snapshot (stats and idle checks). Places first, then lastSec, as in a decision.
  */
 export function countHeld(w: Int32Array, base: number, stateOffset: number, nowMs: number, p: LeaseParams): number {
-  const now32 = ticksAt(nowMs, p) | 0;
+  const now32 = now32At(nowMs, p);
   const at = base + stateOffset;
   let held = 0;
   // Atomics.load of each place: a stamp seen here had lastSec raised before it was written.
   for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), now32, false) > 0) held++;
   if (held === 0) return 0;
   // Atomics.load of lastSec after the places: at least the second of every stamp seen above.
-  return secondsAt(nowMs) - Atomics.load(w, base + S_LAST_SEC) > p.staleSec ? 0 : held;
+  return isStale(secondsAt(nowMs), Atomics.load(w, base + S_LAST_SEC), p.staleSec) ? 0 : held;
 }
 
 /** Raises the lastSec word at `index` from `seen` to `nowSec`, unless another thread raised it further. */
 export function raiseLastSec(w: Int32Array, index: number, seen: number, nowSec: number): void {
   let last = seen;
   // compareExchange loop: lastSec only ever grows, so a slow thread cannot move it back.
-  while (last < nowSec) {
-    const prev = Atomics.compareExchange(w, index, last, nowSec);
+  while (isLater(nowSec, last)) {
+    const prev = Atomics.compareExchange(w, index, last, nowSec | 0);
     if (prev === last) return;
     last = prev;
   }
@@ -191,13 +199,17 @@ export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: numbe
       Atomics.store(w, base + S_LAST_SEC, secondsAt(clock.now()));
       Atomics.store(w, base + S_TAT, FREE);
     },
-    idleTat(w, base) {
+    isDead(w, base) {
+      return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
+    },
+    retire(w, base) {
       // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
-      if (Atomics.load(w, base + S_TAT) === DEAD) return DEAD;
+      if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
       const token = tryLock(w, base + S_TAT, owner);
       if (token === FREE) return NOT_IDLE;
       // The clock after the lock: later than every acquire's reading, so stamps decode exactly.
-      if (countHeld(w, base, stateOffset, clock.now(), p) === 0) return token;
+      // compareExchange from our own token to DEAD: no acquire can run between check and reclaim.
+      if (countHeld(w, base, stateOffset, clock.now(), p) === 0 && Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token) return RETIRED;
       unlock(w, base + S_TAT, token);
       return NOT_IDLE;
     },

@@ -1,11 +1,10 @@
 import { ALGORITHMS, checkAlgorithm, compileLimit, type AlgorithmName } from './algorithms/index.js';
 import { describe, integerInRange } from './errors.js';
 import { gcraParams, type GcraParams } from './gcra.js';
-import { readGcraParams, writeGcraParams } from './gcra-slot.js';
 import { validateLimit, type Limit } from './limit.js';
 import { group, type LimitGroup } from './locked-engine.js';
 import {
-  H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, MAX_LIMITS,
+  H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDTH, MAX_LIMITS,
 } from './table/layout.js';
 
 /**
@@ -23,7 +22,7 @@ export interface LimiterConfig {
 
 /** The compiled form: the lock-free GCRA parameters, or the locked groups. */
 export interface CompiledConfig {
-  /** Set when the key has one GCRA limit and there is no global cap: the lock-free path. */
+  /** Set when the key has one GCRA limit and there is no global cap: the lock-free path (at its width). */
   fast: GcraParams | null;
   key: LimitGroup;
   global: LimitGroup | null;
@@ -56,10 +55,10 @@ export function parseConfig(options: {
  * Compiles a config. `named` makes errors name the options (at construction); a string names the
  * limits after it (`rules[2].limit[0]`).
  */
-export function compileConfig(config: LimiterConfig, named: boolean | string = false): CompiledConfig {
+export function compileConfig(config: LimiterConfig, named: boolean | string = false, wideGcra = false): CompiledConfig {
   const prefix = typeof named === 'string' ? named : 'options.limit';
   const name = (i: number): string => (!named ? 'limit' : config.limits.length > 1 ? `${prefix}[${i}]` : prefix);
-  const key = group(config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize)));
+  const key = group(config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wideGcra)));
   const global = config.globalLimit === null
     ? null
     : group([compileLimit(config.algorithm, config.globalLimit, named ? 'options.globalLimit' : 'globalLimit', config.maxLogSize)]);
@@ -74,7 +73,7 @@ export function writeConfig(w: Int32Array, config: LimiterConfig, compiled: Comp
   w[H_LIMIT_COUNT] = config.limits.length;
   w[H_HAS_GLOBAL] = config.globalLimit === null ? 0 : 1;
   w[H_MAX_LOG_SIZE] = config.maxLogSize;
-  if (compiled.fast) writeGcraParams(w, compiled.fast);
+  w[H_WIDTH] = compiled.fast?.width ?? 0;
   const f = new Float64Array(w.buffer, H_LIMITS_BYTE, (MAX_LIMITS + 1) * 3);
   [...config.limits, ...(config.globalLimit ? [config.globalLimit] : [])].forEach((l, i) => {
     f[i * 3] = l.permits;
@@ -98,5 +97,3 @@ export function readConfig(w: Int32Array): LimiterConfig {
   };
 }
 
-/** The lock-free path's parameters as stored in the header. */
-export { readGcraParams };

@@ -96,4 +96,9 @@ export interface RateLimiterStats {
   tableBytes: number;
   /** Compare-and-swap attempts that lost a race, on this thread's instance since it was made. */
   casRetries: number;
+  /**
+   * Width of the lock-free GCRA state: 32 or 64 bits (`null` on the locked paths). See the
+   * README's Limits for which limits take 64 bits.
+   */
+  width?: 32 | 64 | null;
 }

@@ -1,8 +1,8 @@
 import type { LimitAlgorithm, Moment, Verdict } from './algorithms/index.js';
-import { secondsAt } from './gcra.js';
+import { isLater, isStale, secondsAt } from './gcra.js';
 import { GONE, lock, tryLock, unlock } from './table/slot-lock.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
-import { NOT_IDLE, type SlotState } from './table/table.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
 
 /** A set of limits kept together in one lock's state area. */
 export interface LimitGroup {
@@ -183,7 +183,7 @@ export class LockedEngine {
     r.resetAfterMs = 0;
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
-      a.check(w, area.state + (g.offsets[i] as number), m, m.sec - lastSec > a.staleSec, cost, v);
+      a.check(w, area.state + (g.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec), cost, v);
       r.remaining = Math.min(r.remaining, v.remaining);
       r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
       if (probe) continue; // a probe after a refusal: keep the refusal's verdict and waits
@@ -212,10 +212,10 @@ export class LockedEngine {
     const lastSec = Atomics.load(w, area.lastSec);
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
-      if (!a.apply(w, area.state + (g.offsets[i] as number), m, m.sec - lastSec > a.staleSec, cost)) return false;
+      if (!a.apply(w, area.state + (g.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec), cost)) return false;
     }
     // compareExchange: lastSec only grows; a failure means another writer raised it, which is fine.
-    if (lastSec < m.sec) Atomics.compareExchange(w, area.lastSec, lastSec, m.sec);
+    if (isLater(m.sec, lastSec)) Atomics.compareExchange(w, area.lastSec, lastSec, m.sec | 0);
     return true;
   }
 
@@ -241,8 +241,11 @@ export class LockedEngine {
       initSlot(w, base) {
         LockedEngine.init(w, key, { lock: base + S_TAT, lastSec: base + S_LAST_SEC, state: base + stateOffset }, now());
       },
-      idleTat(w, base) {
-        if (Atomics.load(w, base + S_TAT) === DEAD) return DEAD;
+      isDead(w, base) {
+        return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
+      },
+      retire(w, base) {
+        if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
         const token = tryLock(w, base + S_TAT, owner);
         if (token === 0) return NOT_IDLE;
         const m = now();
@@ -250,9 +253,11 @@ export class LockedEngine {
         let idle = true;
         for (let i = 0; i < key.algorithms.length && idle; i++) {
           const a = key.algorithms[i] as LimitAlgorithm;
-          idle = a.idle(w, base + stateOffset + (key.offsets[i] as number), m, m.sec - lastSec > a.staleSec);
+          idle = a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec));
         }
-        if (idle) return token; // the table turns our token into DEAD: reclaimed while locked
+        // compareExchange from our own token to DEAD: reclaimed while locked, so no decision can
+        // run between the idle check and the reclaim.
+        if (idle && Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token) return RETIRED;
         unlock(w, base + S_TAT, token);
         return NOT_IDLE;
       },

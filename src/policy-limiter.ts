@@ -1,5 +1,6 @@
 import type { Moment } from './algorithms/index.js';
-import { secondsAt } from './gcra.js';
+import { isStale, secondsAt, WIDE_TICKS_PS } from './gcra.js';
+import { carryDebt } from './algorithms/gcra.js';
 import { AttachRequest } from './attach-request.js';
 import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
@@ -9,10 +10,10 @@ import { compileRules, match, type CompiledRule, type CompiledRules, type Policy
 import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './policy/rules-store.js';
 import type { Decision, RateLimiterStats } from './rate-limiter.js';
 import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from './waiting.js';
-import { H_CLOCK_KIND, H_MAX_KEYS, H_MAX_LOG_SIZE, H_ON_FULL, H_OWNER_SEQ, H_STATE_WORDS, S_LAST_SEC, S_TAT } from './table/layout.js';
+import { DEAD, H_CLOCK_KIND, H_MAX_KEYS, H_MAX_LOG_SIZE, H_ON_FULL, H_OWNER_SEQ, H_STATE_WORDS, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex } from './table/slot-index.js';
 import { tryLock, unlock } from './table/slot-lock.js';
-import { allocateTable, checkTableBuffer, NOT_IDLE, SlotTable, stateOffsetOf, type SlotState } from './table/table.js';
+import { ALREADY_DEAD, allocateTable, checkTableBuffer, NOT_IDLE, RETIRED, SlotTable, stateOffsetOf, type SlotState } from './table/table.js';
 import { parseTableOptions } from './table-options.js';
 
 export type { PolicyRule } from './policy/rules.js';
@@ -263,16 +264,10 @@ export class PolicyLimiter {
     if (stored === rule.shape) return true;
     const g = rule.limits;
     const oldTicks = gcraTicks(stored);
-    if (oldTicks !== null && rule.tickNs !== null && oldTicks.length === rule.tickNs.length) {
+    if (oldTicks !== null && rule.tickPs !== null && oldTicks.length === rule.tickPs.length) {
+      // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
       for (let i = 0; i < oldTicks.length; i++) {
-        const oldTick = oldTicks[i] as number;
-        const newTick = rule.tickNs[i] as number;
-        const index = at + 1 + (g.offsets[i] as number);
-        const tat = Atomics.load(w, index);
-        const debtNs = Math.max(0, (tat - (Math.floor((m.ms * 1e6) / oldTick) | 0)) | 0) * oldTick;
-        const next = (Math.floor((m.ms * 1e6) / newTick) + Math.ceil(debtNs / newTick)) | 0;
-        // compareExchange: a writer whose lock was taken over cannot have its update lost silently.
-        if (Atomics.compareExchange(w, index, tat, next) !== tat) return false;
+        if (!carryDebt(w, at + 1 + (g.offsets[i] as number), m.ms, oldTicks[i] as number, rule.tickPs[i] as number)) return false;
       }
     } else {
       LockedEngine.initStates(w, g, at + 1, m);
@@ -288,7 +283,12 @@ export class PolicyLimiter {
         Atomics.store(w, base + S_LAST_SEC, self.#now().sec);
         Atomics.store(w, base + S_TAT, 0);
       },
-      idleTat(w, base) {
+      isDead(w, base) {
+        return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
+      },
+      retire(w, base) {
+        // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
+        if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
         const token = tryLock(w, base + S_TAT, self.#owner);
         if (token === 0) return NOT_IDLE;
         const at = base + self.#stateOffset;
@@ -298,10 +298,11 @@ export class PolicyLimiter {
         if (rule !== undefined) {
           const m = self.#now();
           const lastSec = Atomics.load(w, base + S_LAST_SEC);
-          idle = rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, m.sec - lastSec > a.staleSec));
+          idle = rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
         }
         // A key under a rule that no longer exists is kept until its next request moves it over.
-        if (idle) return token;
+        // compareExchange from our own token to DEAD: no decision runs between check and reclaim.
+        if (idle && Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token) return RETIRED;
         unlock(w, base + S_TAT, token);
         return NOT_IDLE;
       },
@@ -313,5 +314,5 @@ export class PolicyLimiter {
 function gcraTicks(shape: number): number[] | null {
   if ((shape & (1 << 30)) === 0) return null;
   const count = (shape >>> 24) & 7;
-  return Array.from({ length: count }, (_, i) => 10 ** ((shape >>> (i * 4)) & 15));
+  return Array.from({ length: count }, (_, i) => WIDE_TICKS_PS[(shape >>> (i * 6)) & 63] as number);
 }

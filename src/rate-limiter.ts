@@ -2,17 +2,20 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { AttachRequest } from './attach-request.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
-import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, secondsAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
+import { admit, debtOf, isLater, MAX_AHEAD_TICKS, remainingAt, secondsAt, ticksAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
+import { ALLOWED, RELOCATE as WIDE_RELOCATE, TOO_LONG, WideGcra } from './gcra-wide.js';
+import { divmod, toNumber, type QuotRem } from './int64.js';
 import {
   assertWorkerThread, checkMaxWait, RateLimitTimeoutError, retryAt, sleepUntil, sleepUntilSync,
   type AcquireOptions, type AcquireSyncOptions, type Reservation,
 } from './waiting.js';
-import { gcraSlotState, readGcraParams } from './gcra-slot.js';
+import { gcraSlotState } from './gcra-slot.js';
+import { ceilNs as ceilMs } from './algorithms/types.js';
 import { type Limit } from './limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
 import {
-  DEAD, GLOBAL_HEADER_WORDS, H_CLOCK_KIND, H_GLOBAL_BASE, H_MAX_KEYS, H_ON_FULL, H_OWNER_SEQ, S_CTRL,
+  DEAD, GLOBAL_HEADER_WORDS, H_CLOCK_KIND, H_GLOBAL_BASE, H_ON_FULL, H_OWNER_SEQ, S_CTRL,
   S_LAST_SEC, S_TAT,
 } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
@@ -84,10 +87,11 @@ export class RateLimiter {
   #clockBuffer!: SharedArrayBuffer | null;
   #p!: GcraParams;
   #engine: LockedEngine | null = null;
+  #wide: WideGcra | null = null;
+  readonly #qr: QuotRem = { q: 0, r: 0 };
   #moment: Moment = { ms: 0, sec: 0 };
   #allowWhenFull!: boolean;
   #index!: SlotIndex;
-  #ticksPerMs = 0;
   #casRetries = 0;
   // Results of the last #decide call, read by tryAcquire/allow (avoids allocating on `allow`).
   #reason: DecisionReason = 'allowed';
@@ -108,9 +112,11 @@ export class RateLimiter {
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
     const compiled = compileConfig(config);
-    const stateWords = compiled.fast ? 0 : compiled.key.words;
+    const wide = compiled.fast?.width === 64;
+    // Width 32 keeps its TAT in the slot's tat word; width 64 in two aligned state words.
+    const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words;
     const globalWords = compiled.global?.words ?? 0;
-    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords });
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords, align8: wide });
     const w = new Int32Array(buffer);
     writeConfig(w, config, compiled);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
@@ -133,9 +139,13 @@ export class RateLimiter {
     this.globalLimit = config.globalLimit === null ? null : Object.freeze({ ...config.globalLimit });
     this.#allowWhenFull = w[H_ON_FULL] === 1;
     if (compiled.fast) {
-      this.#p = readGcraParams(w);
-      this.#ticksPerMs = (1e6 / this.#p.tickNs) * ULP_GUARD;
-      this.#table = new SlotTable(buffer, gcraSlotState(this.#p, this.#clock));
+      this.#p = compiled.fast;
+      if (compiled.fast.width === 64) {
+        this.#wide = new WideGcra(w, compiled.fast, this.#clock, stateOffsetOf(w));
+        this.#table = new SlotTable(buffer, this.#wide.slotState());
+      } else {
+        this.#table = new SlotTable(buffer, gcraSlotState(this.#p, this.#clock));
+      }
     } else {
       // Atomics.add: each instance gets its own owner id for its lock tokens.
       const owner = Atomics.add(w, H_OWNER_SEQ, 1);
@@ -197,6 +207,17 @@ export class RateLimiter {
       return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
     }
     const p = this.#p;
+    if (this.#wide) {
+      const wide = this.#wide;
+      const { q, r } = divmod(wide.debt.hi, wide.debt.lo, p.intervalTicks, this.#qr);
+      return {
+        allowed,
+        remaining: Math.max(0, p.burst - q - (r > 0 ? 1 : 0)),
+        retryAfterMs: allowed ? 0 : ceilMs(ticksToMs(wide.waitTicks, p)),
+        resetAfterMs: ticksToMs(toNumber(wide.debt.hi, wide.debt.lo), p),
+        reason,
+      };
+    }
     return {
       allowed,
       remaining: remainingAt(this.#debt, p),
@@ -224,7 +245,8 @@ export class RateLimiter {
       throw new TypeError(`reserve() needs one GCRA limit and no global cap; this limiter runs ${this.limits.length} ${this.algorithm} limit(s)${this.globalLimit ? ' and a global cap' : ''}: use acquire()`);
     }
     const p = this.#p;
-    const maxWaitTicks = maxWaitMs === Infinity ? Infinity : Math.floor((maxWaitMs * 1e6) / p.tickNs);
+    const maxWaitTicks = maxWaitMs === Infinity ? Infinity : Math.floor((maxWaitMs * 1e9) / p.tickPs);
+    if (this.#wide) return this.#reserveWide(key, cost, maxWaitMs, maxWaitTicks);
     for (;;) {
       const entry = this.#index.cached(key) ?? this.#index.locate(key);
       if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
@@ -232,11 +254,11 @@ export class RateLimiter {
       const w = this.#words;
       // Same order and argument as #decide: tat, clock, ctrl, lastSec.
       const tat = Atomics.load(w, base + S_TAT);
+      const lastSec = Atomics.load(w, base + S_LAST_SEC);
       const nowMs = this.#clock.now();
       if (Atomics.load(w, base + S_CTRL) !== entry.ctrl || tat === DEAD) { this.#index.forget(key); continue; }
-      const now32 = Math.floor(nowMs * this.#ticksPerMs) | 0;
+      const now32 = ticksAt(nowMs, p);
       const nowSec = Math.floor(nowMs * SECONDS_PER_MS);
-      const lastSec = Atomics.load(w, base + S_LAST_SEC);
       const debt = debtOf(tat, now32, lastSec, nowSec, p);
       if (cost > p.burst) throw new RateLimitTimeoutError(key, Infinity, maxWaitMs);
       const next = debt + cost * p.intervalTicks;
@@ -248,20 +270,39 @@ export class RateLimiter {
       if (cost === 0) return reservation;
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0;
-      if (lastSec < nowSec) this.#raiseLastSec(base + S_LAST_SEC, lastSec, nowSec);
+      if (isLater(nowSec, lastSec)) this.#raiseLastSec(base + S_LAST_SEC, lastSec, nowSec);
       // compareExchange on the key's word: the reservation is counted atomically with its check.
       if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) return reservation;
       this.#casRetries++;
     }
   }
 
+  /** The lock-free reservation at width 64: the same contract as `reserve`. */
+  #reserveWide(key: string, cost: number, maxWaitMs: number, maxWaitTicks: number): Reservation {
+    const wide = this.#wide as WideGcra;
+    const p = this.#p;
+    for (;;) {
+      const entry = this.#index.cached(key) ?? this.#index.locate(key);
+      if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
+      const outcome = wide.reserve(entry.base, entry.ctrl, cost, maxWaitTicks);
+      if (outcome === WIDE_RELOCATE) { this.#index.forget(key); continue; }
+      this.#casRetries = wide.retries;
+      if (outcome === TOO_LONG || outcome !== ALLOWED) {
+        throw new RateLimitTimeoutError(key, wide.waitTicks === Infinity ? Infinity : ceilMs(ticksToMs(wide.waitTicks, p)), maxWaitMs);
+      }
+      const delayMs = ceilMs(ticksToMs(wide.waitTicks, p));
+      return new GcraReservation(key, cost, delayMs, wide.nowMs + delayMs, this, entry);
+    }
+  }
+
   /** Gives back `cost` intervals of a reservation (never below now). For GcraReservation. */
   refund(entry: SlotRef, cost: number): boolean {
+    if (this.#wide) return this.#wide.refund(entry.base, entry.ctrl, cost);
     const w = this.#words;
     const p = this.#p;
     for (;;) {
       const tat = Atomics.load(w, entry.base + S_TAT);
-      const now32 = Math.floor(this.#clock.now() * this.#ticksPerMs) | 0;
+      const now32 = ticksAt(this.#clock.now(), p);
       // ctrl after tat: the key still owns this slot, so the refund lands on its own state.
       if (Atomics.load(w, entry.base + S_CTRL) !== entry.ctrl || tat === DEAD) return false;
       const ahead = (tat - now32) | 0;
@@ -333,7 +374,18 @@ export class RateLimiter {
 
   /** Counts live keys and capacity. O(capacity): for monitoring, not for every request. */
   stats(): RateLimiterStats {
-    return this.#table.report(this.#casRetries + (this.#engine?.retries ?? 0));
+    const retries = this.#casRetries + (this.#engine?.retries ?? 0) + (this.#wide?.retries ?? 0);
+    return { ...this.#table.report(retries), width: this.width };
+  }
+
+  /**
+   * The width of the lock-free GCRA state: 32 (one int32 word per key) or 64 (a 64-bit word, for
+   * limits that do not fit 32 bits: see the README's Limits). `null` on the locked paths
+   * (several limits, a global cap, window and log algorithms), whose GCRA limits each take the
+   * width they need.
+   */
+  get width(): 32 | 64 | null {
+    return this.#engine ? null : this.#p.width;
   }
 
   #decide(key: string, cost: number): boolean {
@@ -342,14 +394,19 @@ export class RateLimiter {
     let entry = index.cached(key) ?? index.locate(key);
     if (entry === undefined) return this.#full();
     if (this.#engine) return this.#decideLocked(key, cost, entry);
+    if (this.#wide) return this.#decideWide(key, cost, entry);
     const w = this.#words;
     const p = this.#p;
     for (;;) {
       const base = entry.base;
-      // Atomics.load of tat first, then the clock, then ctrl:
+      // Atomics.load of tat first, then lastSec, then the clock, then ctrl:
       // - the clock read after tat guarantees tat <= now + tau, so the 32-bit difference decodes;
+      // - lastSec read after tat: if it is older than staleSec, every admission that could have
+      //   written this tat was made before then, so the key is certainly fresh; read before the
+      //   clock, it is never later than now, so the difference is the true idle time;
       // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
       const tat = Atomics.load(w, base + S_TAT);
+      const lastSec = Atomics.load(w, base + S_LAST_SEC);
       const nowMs = this.#clock.now();
       if (Atomics.load(w, base + S_CTRL) !== entry.ctrl || tat === DEAD) {
         index.forget(key);
@@ -357,11 +414,8 @@ export class RateLimiter {
         if (entry === undefined) return this.#full();
         continue;
       }
-      const now32 = Math.floor(nowMs * this.#ticksPerMs) | 0;
+      const now32 = ticksAt(nowMs, p);
       const nowSec = Math.floor(nowMs * SECONDS_PER_MS);
-      // Atomics.load of lastSec after tat: if it is older than staleSec, every admission that
-      // could have written this tat was made before then, so the key is certainly fresh.
-      const lastSec = Atomics.load(w, base + S_LAST_SEC);
       const debt = debtOf(tat, now32, lastSec, nowSec, p);
       if (cost > p.burst) return this.#refuse('exceeds-burst', debt, Infinity);
       const next = admit(debt, cost, p);
@@ -369,11 +423,28 @@ export class RateLimiter {
       if (cost === 0) return this.#grant(debt);
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
-      if (lastSec < nowSec) this.#raiseLastSec(base + S_LAST_SEC, lastSec, nowSec);
+      if (isLater(nowSec, lastSec)) this.#raiseLastSec(base + S_LAST_SEC, lastSec, nowSec);
       // compareExchange on the key's own tat word: the only write of an admission. If another
       // thread changed tat since our load, nothing was written and we decide again.
       if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) return this.#grant(next);
       this.#casRetries++;
+    }
+  }
+
+  /** The lock-free path at width 64 (src/gcra-wide.ts). */
+  #decideWide(key: string, cost: number, found: SlotRef): boolean {
+    const wide = this.#wide as WideGcra;
+    let entry = found;
+    for (;;) {
+      const outcome = wide.decide(entry.base, entry.ctrl, cost);
+      if (outcome !== WIDE_RELOCATE) {
+        this.#reason = outcome === ALLOWED ? 'allowed' : wide.waitTicks === Infinity ? 'exceeds-burst' : 'limited';
+        return outcome === ALLOWED;
+      }
+      this.#index.forget(key);
+      const again = this.#index.locate(key);
+      if (again === undefined) return this.#full();
+      entry = again;
     }
   }
 
@@ -418,8 +489,8 @@ export class RateLimiter {
   #raiseLastSec(index: number, seen: number, nowSec: number): void {
     let last = seen;
     // compareExchange loop: lastSec only ever grows, so a slow thread cannot move it back.
-    while (last < nowSec) {
-      const prev = Atomics.compareExchange(this.#words, index, last, nowSec);
+    while (isLater(nowSec, last)) {
+      const prev = Atomics.compareExchange(this.#words, index, last, nowSec | 0);
       if (prev === last) return;
       last = prev;
     }

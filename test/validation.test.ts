@@ -50,7 +50,9 @@ describe('bad input', () => {
     [{ permits: 5, periodMs: 0 }, RangeError, /options\.limit\.periodMs .* got 0/],
     [{ permits: 5, periodMs: 1000, burst: 0 }, RangeError, /options\.limit\.burst must be at least 1, got 0/],
     [{ permits: 5, periodMs: 1000, burst: 2.5 }, RangeError, /options\.limit\.burst must be an integer/],
-    [{ permits: 1e6, periodMs: 1 }, RangeError, /cannot be represented/],
+    [{ permits: 1e10, periodMs: 1, burst: 1 }, RangeError, /options\.limit: 10000000000 per 1 ms .* the finest interval is 1 ps/],
+    [{ permits: 5, periodMs: 1000, burst: 2 ** 40 + 1 }, RangeError, /options\.limit\.burst must be an integer from 1 to 1099511627776/],
+    [{ permits: 1, periodMs: 1e25 }, RangeError, /the longest interval is 1\.074e\+19 ms/],
     [null, TypeError, /options\.limit must be an object/],
   ])('rejects limit %j', (limit, type, message) => {
     expect(() => new RateLimiter({ limit: limit as never, maxKeys: 10 })).toThrow(type);

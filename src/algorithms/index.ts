@@ -19,10 +19,14 @@ export function checkAlgorithm(name: unknown, argument: string): AlgorithmName {
   return name as AlgorithmName;
 }
 
-/** Compiles `limit` for `algorithm`. Throws `TypeError`/`RangeError` naming `name`. */
-export function compileLimit(algorithm: AlgorithmName, limit: Limit, name: string, maxLogSize: number): LimitAlgorithm {
+/**
+ * Compiles `limit` for `algorithm`. `wideGcra` gives GCRA limits a 64-bit state even when 32 bits
+ * would hold them (PolicyLimiter, so that debt carries over any rule change). Throws
+ * `TypeError`/`RangeError` naming `name`.
+ */
+export function compileLimit(algorithm: AlgorithmName, limit: Limit, name: string, maxLogSize: number, wideGcra = false): LimitAlgorithm {
   switch (algorithm) {
-    case 'gcra': return gcraAlgorithm(limit, name);
+    case 'gcra': return gcraAlgorithm(limit, name, wideGcra ? 64 : 32);
     case 'fixed-window': return fixedWindowAlgorithm(limit, name);
     case 'sliding-window': return slidingWindowAlgorithm(limit, name);
     case 'sliding-log': return slidingLogAlgorithm(limit, name, maxLogSize);

@@ -1,4 +1,4 @@
-import { gcraParams, ticksAt, ticksToMs } from '../gcra.js';
+import { ticksAt, ticksCeilAt, ticksToMs } from '../gcra.js';
 import type { Limit } from '../limit.js';
 import { swap, type LimitAlgorithm, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';
@@ -15,10 +15,20 @@ const EMPTY = -0x80000000;
  * `permits` in any `periodMs`.
  */
 export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: number): LimitAlgorithm {
-  const { permits, periodMs, staleSec } = windowLimit(limit, name, maxLogSize);
-  // Ticks sized for the period (the finest with the period in 2^29 ticks), as GCRA sizes them for tau.
-  const p = gcraParams({ permits: 1, periodMs, burst: 1 }, name);
-  const periodTicks = p.intervalTicks;
+  const { permits, periodMs } = windowLimit(limit, name, maxLogSize);
+  // Ticks sized for the period: the finest power of ten (10 ns and up) with the period in 2^29
+  // ticks, rounded up (an entry then counts a little longer, never shorter).
+  let tickPs = 1e4;
+  while (Math.ceil((periodMs * 1e9) / tickPs) > 2 ** 29) tickPs *= 10;
+  const p = { tickPs };
+  const periodTicks = Math.ceil((periodMs * 1e9) / tickPs - 1e-9);
+  // Stamps are ticks modulo 2^32, exact while under 2^31 ticks old (at least 4 periods). A key
+  // whose last admission is older than the period and two ticks has an empty log; the rule must
+  // fit the seconds word (modulo 2^32 s, 136 years), which bounds the period.
+  const staleSec = Math.ceil(periodMs / 1000 + (2 * tickPs) / 1e12) + 2;
+  if (staleSec >= 2 ** 32 - 8) {
+    throw new RangeError(`${name}.periodMs of a sliding-log limit must be at most about 136 years, got ${periodMs}`);
+  }
 
   /** Word index of the k-th oldest entry (k = 0: the oldest, at head). */
   const entry = (w: Int32Array, at: number, k: number): number => at + 1 + ((Atomics.load(w, at) + k) % permits);
@@ -51,7 +61,7 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
       for (let i = 1; i <= permits; i++) Atomics.store(w, at + i, EMPTY);
     },
     check(w, at, m, stale, cost, v: Verdict) {
-      const now32 = ticksAt(m.ms, p) | 0;
+      const now32 = ticksAt(m.ms, p);
       const free = expired(w, at, now32, stale);
       const newest = free === permits ? -1 : age(Atomics.load(w, entry(w, at, permits - 1)), now32);
       v.allowed = cost <= free;
@@ -66,7 +76,7 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
       v.resetMs = newest < 0 ? 0 : ticksToMs(periodTicks - newest, p);
     },
     apply(w, at, m, stale, cost) {
-      const now32 = ticksAt(m.ms, p) | 0;
+      const now32 = ticksCeilAt(m.ms, p); // a new stamp rounds up: it expires no earlier than it should
       // A stale log (idle longer than its stamps can be told apart) is cleared first, so that
       // old stamps cannot alias as recent ones later.
       if (stale) this.init(w, at, m);
@@ -83,7 +93,7 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
       return swap(w, at, head, (head + cost) % permits);
     },
     idle(w, at, m, stale) {
-      return expired(w, at, ticksAt(m.ms, p) | 0, stale) === permits;
+      return expired(w, at, ticksAt(m.ms, p), stale) === permits;
     },
   };
 }

@@ -1,4 +1,5 @@
 import { integerInRange } from '../errors.js';
+import { MAX_CLOCK_MS } from '../gcra.js';
 import { validateLimit, type Limit } from '../limit.js';
 import { floorDiv } from './types.js';
 
@@ -16,7 +17,10 @@ export interface WindowLimit {
 export function windowLimit(limit: Limit, name: string, maxPermits = 2 ** 30): WindowLimit {
   const { permits, periodMs } = validateLimit(limit, name);
   integerInRange(`${name}.permits`, permits, 1, maxPermits);
-  return { permits, periodMs, staleSec: Math.ceil((2 * periodMs) / 1000) + 2 };
+  // The stored window index is modulo 2^32: it can alias only if 2^53 ms spans 2^32 windows.
+  // Then a key idle for two windows is stale (its counts are all expired); else never.
+  const staleSec = periodMs * 2 ** 32 > MAX_CLOCK_MS ? Infinity : Math.ceil((2 * periodMs) / 1000) + 2;
+  return { permits, periodMs, staleSec };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { checkAlgorithm, type AlgorithmName } from '../algorithms/index.js';
 import { describe } from '../errors.js';
-import { gcraParams } from '../gcra.js';
+import { gcraParams, WIDE_TICKS_PS } from '../gcra.js';
 import type { Limit } from '../limit.js';
 import { compileConfig } from '../limiter-config.js';
 import type { LimitGroup } from '../locked-engine.js';
@@ -30,8 +30,8 @@ export interface CompiledRule {
   readonly limits: LimitGroup;
   /** Identifies the layout and meaning of this rule's state (see `shapeOf`). */
   readonly shape: number;
-  /** For GCRA rules: each limit's tick in ns, to carry a key's debt over a rule change. */
-  readonly tickNs: readonly number[] | null;
+  /** For GCRA rules: each limit's tick in ps, to carry a key's debt over a rule change. */
+  readonly tickPs: readonly number[] | null;
 }
 
 /** Rules ready for matching. */
@@ -62,18 +62,19 @@ function hash31(text: string): number {
 }
 
 /**
- * The shape of a rule's state. GCRA: [1][limit count: 3 bits][log10 tick per limit: 4 bits
- * each], so a key can carry its debt to another GCRA rule with as many limits. Others: [0][hash
- * of algorithm and limits]: any change means the key starts fresh under the new rule.
+ * The shape of a rule's state. GCRA (every limit 64-bit, three words each): [1][limit count: 3
+ * bits, at bit 24][index of the tick in WIDE_TICKS_PS per limit: 6 bits each], so a key carries
+ * its debt to another GCRA rule with as many limits (up to 4). Others: [0][hash of algorithm and
+ * limits]: any change means the key starts fresh under the new rule.
  */
-function shapeOf(algorithm: AlgorithmName, limits: Required<Limit>[]): { shape: number; tickNs: number[] | null } {
-  if (algorithm === 'gcra' && limits.length <= 6) {
-    const tickNs = limits.map((l) => gcraParams(l).tickNs);
+function shapeOf(algorithm: AlgorithmName, limits: Required<Limit>[]): { shape: number; tickPs: number[] | null } {
+  if (algorithm === 'gcra' && limits.length <= 4) {
+    const tickPs = limits.map((l) => gcraParams(l, 'limit', 64).tickPs);
     let shape = (1 << 30) | (limits.length << 24);
-    tickNs.forEach((t, i) => { shape |= Math.round(Math.log10(t)) << (i * 4); });
-    return { shape, tickNs };
+    tickPs.forEach((t, i) => { shape |= WIDE_TICKS_PS.indexOf(t) << (i * 6); });
+    return { shape, tickPs };
   }
-  return { shape: (hash31(JSON.stringify([algorithm, limits])) & 0x3fffffff) || 1, tickNs: null }; // never 0: NO_SHAPE
+  return { shape: (hash31(JSON.stringify([algorithm, limits])) & 0x3fffffff) || 1, tickPs: null }; // never 0: NO_SHAPE
 }
 
 /**
@@ -104,10 +105,10 @@ export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?:
     const algorithm = checkAlgorithm(rule.algorithm ?? 'gcra', `${name}.algorithm`);
     const list = Array.isArray(rule.limit) ? rule.limit : [rule.limit];
     if (list.length === 0 || list.length > MAX_LIMITS) throw new RangeError(`${name}.limit must hold 1 to ${MAX_LIMITS} limits, got ${list.length}`);
-    const compiled = compileConfig({ algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize }, `${name}.limit`);
+    const compiled = compileConfig({ algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize }, `${name}.limit`, true);
     const limits = compiled.key;
-    const { shape, tickNs } = shapeOf(algorithm, list.map((l) => ({ ...l, burst: l.burst ?? Math.max(1, Math.floor(l.permits)) })));
-    const entry: CompiledRule = { rule: { ...rule }, limits, shape, tickNs };
+    const { shape, tickPs } = shapeOf(algorithm, list.map((l) => ({ ...l, burst: l.burst ?? Math.max(1, Math.floor(l.permits)) })));
+    const entry: CompiledRule = { rule: { ...rule }, limits, shape, tickPs };
     stateWords = Math.max(stateWords, 1 + limits.words);
     if (maxStateWords !== undefined && 1 + limits.words > maxStateWords) {
       throw new RangeError(`${name} needs ${1 + limits.words} state words per key; this limiter has room for ${maxStateWords} (option maxStateWords)`);

@@ -42,7 +42,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 2;
+export const LAYOUT_VERSION = 3;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -72,6 +72,10 @@ export const H_STATE_WORDS = 22;
 export const H_OWNER_SEQ = 23;
 /** Word index of the global area (0 when there is no global limit). */
 export const H_GLOBAL_BASE = 24;
+/** Word offset of a slot's state words from its base (even when they hold a 64-bit word). */
+export const H_STATE_OFFSET = 25;
+/** Width of the lock-free GCRA path's TAT: 32 or 64 (0 on the locked paths). */
+export const H_WIDTH = 26;
 /** Byte offset of the limits: float64 [permits, periodMs, burst] each, key limits then global. */
 export const H_LIMITS_BYTE = 256;
 /** At most this many limits per key (and one global). */

@@ -1,14 +1,14 @@
 import { hashWords, KeyEncoder, keyWords } from './hash.js';
 import {
-  BUSY, ctrlWord, DEAD, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
+  BUSY, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, H_VERSION, HEADER_WORDS,
   LAYOUT_VERSION, LIVE, MAGIC, MAX_SLOTS_PER_STRIPE, PAYLOAD_MASK, S_CTRL, S_HASH, S_KEY, S_KEY_BYTES,
-  S_TAT, SLOT_HEADER_WORDS, SLOTS_PER_KEY, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS,
+  SLOT_HEADER_WORDS, SLOTS_PER_KEY, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS, H_STATE_OFFSET,
 } from './layout.js';
 
 /**
- * What the table needs to know about the state stored in a slot's `tat` word. The table owns
- * keys and slots; the algorithm owns the meaning of `tat` and `lastSec`.
+ * What the table needs to know about the state stored in a slot. The table owns keys and slots;
+ * the algorithm owns the meaning of the state words, including the reclaim marker.
  */
 export interface SlotState {
   /**
@@ -17,16 +17,21 @@ export interface SlotState {
    * writes is later than anything the slot's previous key ever held (see docs/design.md, ABA).
    */
   initSlot(words: Int32Array, base: number): void;
+  /** Whether the slot's state is the reclaim marker: a reclaim passed its linearisation point. */
+  isDead(words: Int32Array, base: number): boolean;
   /**
-   * Returns the `tat` word if the slot's key is strictly idle (its state equals a fresh key's,
-   * and has since before now), `DEAD` if a reclaim already marked it, or `NOT_IDLE`. Must read
-   * `tat` before the clock.
+   * If the slot's key is strictly idle (its state equals a fresh key's, and has since before
+   * now), replaces its state with the reclaim marker in one compare-and-swap and returns
+   * RETIRED; ALREADY_DEAD if the marker is there; else NOT_IDLE.
    */
-  idleTat(words: Int32Array, base: number): number;
+  retire(words: Int32Array, base: number): number;
 }
 
-/** Returned by `SlotState.idleTat` for a key that still holds quota. Outside the int32 range. */
-export const NOT_IDLE = 2 ** 32;
+/** `SlotState.retire` results. */
+export const RETIRED = 1;
+export const ALREADY_DEAD = 2;
+/** Returned by `SlotState.retire` for a key that still holds quota (or could not be checked). */
+export const NOT_IDLE = 0;
 /** Returned by `locate` when the key's stripe has no free or reclaimable slot. */
 export const TABLE_FULL = -1;
 
@@ -151,7 +156,7 @@ export class SlotTable {
       if (Atomics.load(w, base + S_CTRL) !== ctrl) { i = -1; continue; }
       // ctrl then tat: a LIVE slot whose tat is DEAD is being reclaimed. Finish that for the
       // reclaimer (it may have died) and look again: the key is gone.
-      if (Atomics.load(w, base + S_TAT) === DEAD) {
+      if (this.#state.isDead(w, base)) {
         this.finishReclaim(base, ctrl);
         i = -1;
         continue;
@@ -170,20 +175,18 @@ export class SlotTable {
 
   /**
    * Reclaims the slot if its key is idle. Returns true when this call reclaimed it.
-   * Order: ctrl, then tat (inside idleTat), then the DEAD CAS on tat, then ctrl -> TOMB.
+   * Order: ctrl, then the state's own retire (its reads and its compare-and-swap to the reclaim
+   * marker, the linearisation point), then ctrl -> TOMB.
    */
   tryReclaim(slot: number): boolean {
     const w = this.words;
     const base = this.base(slot);
     const ctrl = Atomics.load(w, base + S_CTRL);
     if ((ctrl & 3) !== LIVE) return false;
-    const tat = this.#state.idleTat(w, base);
-    if (tat === NOT_IDLE) return false;
+    const outcome = this.#state.retire(w, base);
+    if (outcome === NOT_IDLE) return false;
     // A reclaim already past its linearisation point, whose thread may have died: finish it.
-    if (tat === DEAD) return this.finishReclaim(base, ctrl);
-    // The linearisation point of a reclaim: tat goes from the idle value to DEAD. A request that
-    // read the same value and tries to spend from it now fails its CAS and looks the key up again.
-    if (Atomics.compareExchange(w, base + S_TAT, tat, DEAD) !== tat) return false;
+    if (outcome === ALREADY_DEAD) return this.finishReclaim(base, ctrl);
     this.finishReclaim(base, ctrl);
     return true;
   }
@@ -321,7 +324,7 @@ export class SlotTable {
       const base = this.base(slot);
       const state = Atomics.load(this.words, base + S_CTRL) & 3;
       if (state === LIVE) {
-        if (Atomics.load(this.words, base + S_TAT) !== DEAD) counts.live++;
+        if (!this.#state.isDead(this.words, base)) counts.live++;
         else counts.tombstones++;
       } else if (state === TOMB) counts.tombstones++;
       else if (state === BUSY) counts.claimed++;
@@ -347,7 +350,7 @@ export function checkTableBuffer(buffer: SharedArrayBuffer): Int32Array {
 
 /** Offset of a slot's state words from its base, for the table in `words`. */
 export function stateOffsetOf(words: Int32Array): number {
-  return S_KEY + keyWords(words[H_MAX_KEY_BYTES] as number);
+  return words[H_STATE_OFFSET] as number;
 }
 
 /** Geometry and identity of a new table. */
@@ -362,6 +365,8 @@ export interface TableSpec {
   stateWords: number;
   /** Words of the global area at the end of the buffer (0 for none). */
   globalWords: number;
+  /** Place the state words 8-byte aligned in every slot (they hold a 64-bit word). */
+  align8?: boolean;
 }
 
 /**
@@ -372,7 +377,12 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   const slotsWanted = Math.max(spec.maxKeys * SLOTS_PER_KEY, 2);
   const slotsPerStripe = Math.min(MAX_SLOTS_PER_STRIPE, 2 ** Math.ceil(Math.log2(slotsWanted)));
   const stripes = Math.ceil(slotsWanted / slotsPerStripe);
-  const slotWords = SLOT_HEADER_WORDS + keyWords(spec.maxKeyBytes) + spec.stateWords;
+  // With align8, the state starts on an even word of a slot with an even number of words: slots
+  // start at even words (the header is 128 words), so the state is 8-byte aligned in every slot.
+  let stateOffset = SLOT_HEADER_WORDS + keyWords(spec.maxKeyBytes);
+  if (spec.align8 === true) stateOffset += stateOffset & 1;
+  let slotWords = stateOffset + spec.stateWords;
+  if (spec.align8 === true) slotWords += slotWords & 1;
   const slotArea = stripes * slotsPerStripe * slotWords;
   const globalWords = spec.globalWords > 0 ? GLOBAL_HEADER_WORDS + spec.globalWords : 0;
   const bytes = (HEADER_WORDS + slotArea + globalWords) * 4;
@@ -398,6 +408,7 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   w[H_HASH_SEED] = spec.hashSeed;
   w[H_CLAIM_TIMEOUT_MS] = spec.claimTimeoutMs;
   w[H_STATE_WORDS] = spec.stateWords;
+  w[H_STATE_OFFSET] = stateOffset;
   w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea : 0;
   return buffer;
 }

@@ -1,0 +1,315 @@
+import type { Clock } from './clock.js';
+import { isLater, isStale, MAX_WIDE_AHEAD_TICKS, snapCeil, snapFloor, STALE_UNIT_MS, ULP_GUARD, type GcraParams } from './gcra.js';
+import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type Pair, type QuotRem } from './int64.js';
+import { DEAD, S_CTRL, S_LAST_SEC } from './table/layout.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
+
+/**
+ * GCRA at width 64: the lock-free path for limits whose tolerance does not fit 32 bits (a
+ * million a day, a gigabyte a second counted in bytes, bursts up to 2^40).
+ *
+ * The TAT is one 64-bit word, 8-byte aligned in the slot's state area, in ticks modulo 2^64.
+ * Reads take its two int32 halves (no BigInt, no allocation); the only write of an admission is
+ * one 64-bit compareExchange on a `BigInt64Array` over the same memory, from the value the halves
+ * spelled to the new one, so a decision made on a torn read can never land. The arithmetic is
+ * exact on int32 pairs (`int64.ts`). The slot's `lastSec` word holds the last admission's unit of
+ * `STALE_UNIT_MS` (about 68 minutes): 2^53 ms is under 2^31 units, so it never wraps, and a key
+ * idle longer than `staleSec` units is certainly fresh, whatever its wrapped TAT says (ticks
+ * finer than 1 us wrap 64 bits within the clock's range; coarser ones cannot, and skip the rule).
+ * docs/design.md, section 2, has the argument.
+ *
+ * Thread-safety: one instance per thread (it holds scratch memory); every method may run on any
+ * number of threads at once over the same table.
+ */
+
+/** The 64-bit reclaim marker: high half DEAD, low half 0. An admission never stores it. */
+const DEAD64 = -(2n ** 63n);
+
+/** The outcome of `decide`. */
+export const ALLOWED = 0;
+export const REFUSED = 1;
+/** The slot no longer holds the key: look it up again. */
+export const RELOCATE = 2;
+
+/** `reserve` results beyond RELOCATE: the wait exceeds the horizon or maxWait. */
+export const TOO_LONG = 3;
+
+if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1) {
+  throw new Error('sluice needs a little-endian platform (the 64-bit TAT is read as two int32 halves)');
+}
+
+/** The staleness unit (of `STALE_UNIT_MS`) at `nowMs`. */
+export function staleUnitAt(nowMs: number): number {
+  return Math.floor((nowMs / STALE_UNIT_MS) * ULP_GUARD);
+}
+
+/**
+ * Reads `nowMs` as 64-bit ticks into `now` (whole ticks, floored) and `fresh` (where a fresh
+ * key's TAT starts: the same, or the next tick for a reading between ticks coarser than 1 ms, so
+ * that a fresh start never gains part of a tick). Exact modulo 2^64 for every reading up to
+ * 2^53 ms: the integer milliseconds are multiplied in exact partial products.
+ */
+export function ticks64(nowMs: number, p: { tickPs: number }, now: Pair, fresh: Pair): void {
+  if (p.tickPs > 1e9) {
+    const x = nowMs / (p.tickPs / 1e9);
+    const floor = snapFloor(x, x);
+    fromNumber(floor, now);
+    fromNumber(Math.max(floor, snapCeil(x, x)), fresh);
+    return;
+  }
+  // whole * perMs, exactly: whole = wh * 2^32 + a1 * 2^16 + a0, each partial product < 2^53.
+  const perMs = 1e9 / p.tickPs;
+  const whole = Math.floor(nowMs);
+  const wh = Math.floor(whole / 2 ** 32);
+  const wl = whole - wh * 2 ** 32;
+  const a1 = Math.floor(wl / 2 ** 16);
+  const a0 = wl - a1 * 2 ** 16;
+  fromNumber(a0 * perMs, now);
+  const y = a1 * perMs;
+  const yHi = Math.floor(y / 2 ** 16);
+  add(now.hi, now.lo, (yHi + ((wh * perMs) % 2 ** 32)) | 0, (y - yHi * 2 ** 16) * 2 ** 16, now);
+  // The fraction, snapped onto the tick it names if it is within an ulp below (see ticksAt).
+  const part = snapFloor((nowMs - whole) * perMs, nowMs * perMs);
+  add(now.hi, now.lo, 0, part, now);
+  fresh.hi = now.hi;
+  fresh.lo = now.lo;
+}
+
+export class WideGcra {
+  readonly #w: Int32Array;
+  readonly #big: BigInt64Array;
+  readonly #p: GcraParams;
+  readonly #clock: Clock;
+  /** Word offset of the TAT's low half from a slot's base (even, so the word is 8-byte aligned). */
+  readonly #tatOffset: number;
+  readonly #staleOn: boolean;
+  // Scratch: a private 16-byte buffer seen as two int64 and four int32 (builds the CAS operands).
+  readonly #scratch32 = new Int32Array(4);
+  readonly #scratch64 = new BigInt64Array(this.#scratch32.buffer);
+  readonly #now: Pair = pair();
+  readonly #fresh: Pair = pair();
+  readonly #d: Pair = pair();
+  readonly #n: Pair = pair();
+  readonly #qr: QuotRem = { q: 0, r: 0 };
+  /** The key's debt after the last decision (after the admission, or unspent on a refusal). */
+  readonly debt: Pair = pair();
+  /** Ticks until the last refused request would pass (Infinity when cost > burst). */
+  waitTicks = 0;
+  /** The clock reading of the last decision, in ms. */
+  nowMs = 0;
+  /** Compare-and-swap attempts lost to other threads. */
+  retries = 0;
+
+  constructor(words: Int32Array, p: GcraParams, clock: Clock, tatOffset: number) {
+    this.#w = words;
+    this.#big = new BigInt64Array(words.buffer);
+    this.#p = p;
+    this.#clock = clock;
+    this.#tatOffset = tatOffset;
+    this.#staleOn = p.staleSec !== Infinity;
+  }
+
+  /**
+   * Reads the clock into `#now` (whole ticks, floored) and `#fresh` (where a fresh key's TAT
+   * starts: the same, or the next tick for a reading between ticks coarser than 1 ms, so that a
+   * fresh start never gains part of a tick). Exact modulo 2^64 for every reading up to 2^53 ms.
+   */
+  #readClock(): number {
+    const nowMs = this.#clock.now();
+    this.nowMs = nowMs;
+    ticks64(nowMs, this.#p, this.#now, this.#fresh);
+    return nowMs;
+  }
+
+  /** Current staleness unit. */
+  #unit(nowMs: number): number {
+    return staleUnitAt(nowMs);
+  }
+
+  /**
+   * Sets `#d` to the key's debt (TAT - now, or 0 for a fresh key) and returns whether the key is
+   * fresh. `last` is the stored staleness unit (read after the TAT).
+   */
+  #debt(hi: number, lo: number, last: number, nowMs: number): boolean {
+    const d = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
+    // Not ahead, or further ahead than anything writes (a wrap artefact), or stale: fresh.
+    const fresh = d.hi < 0 || (d.hi === 0 && d.lo === 0) || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
+      (this.#staleOn && isStale(this.#unit(nowMs), last, this.#p.staleSec));
+    if (fresh) { d.hi = 0; d.lo = 0; }
+    return fresh;
+  }
+
+  /** 64-bit compareExchange of the TAT at `at` from (hi, lo) to `next`. */
+  #cas(at: number, hi: number, lo: number, next: Pair): boolean {
+    const s = this.#scratch32;
+    s[0] = lo;
+    s[1] = hi;
+    // Never store the reclaim marker: one tick later instead (conservative by a tick).
+    s[2] = next.hi === DEAD && next.lo === 0 ? 1 : next.lo;
+    s[3] = next.hi;
+    const expected = this.#scratch64[0] as bigint;
+    // compareExchange on the whole 64-bit word: it lands only if the TAT still holds exactly the
+    // value this decision was made on (a torn read of the halves spells a value it does not hold).
+    return Atomics.compareExchange(this.#big, at >> 1, expected, this.#scratch64[1] as bigint) === expected;
+  }
+
+  /** Raises the staleness unit to now's (it only grows, so a slow thread cannot move it back). */
+  #raise(base: number, last: number, nowMs: number): void {
+    const unit = this.#unit(nowMs);
+    let seen = last;
+    while (isLater(unit, seen)) {
+      // compareExchange loop from the value seen: only ever raises the word.
+      const prev = Atomics.compareExchange(this.#w, base + S_LAST_SEC, seen, unit | 0);
+      if (prev === seen) return;
+      seen = prev;
+    }
+  }
+
+  /**
+   * Decides for the key at `base` (ctrl word `ctrl`) and, if it passes, counts it in one
+   * compare-and-swap. Returns ALLOWED, REFUSED or RELOCATE; `debt`, `waitTicks` and `nowMs`
+   * describe the outcome.
+   */
+  decide(base: number, ctrl: number, cost: number): number {
+    const w = this.#w;
+    const p = this.#p;
+    const at = base + this.#tatOffset;
+    for (;;) {
+      // Loads in order: the TAT's halves, then lastSec, then the clock, then ctrl. The clock read
+      // after the TAT keeps a genuine debt within MAX_WIDE_AHEAD_TICKS of now; lastSec read before
+      // the clock is never later than now; ctrl unchanged after the TAT means it is our key's.
+      const lo = Atomics.load(w, at) >>> 0;
+      const hi = Atomics.load(w, at + 1);
+      const last = this.#staleOn ? Atomics.load(w, base + S_LAST_SEC) : 0;
+      const nowMs = this.#readClock();
+      if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return RELOCATE;
+      const fresh = this.#debt(hi, lo, last, nowMs);
+      if (cost > p.burst) {
+        this.debt.hi = this.#d.hi;
+        this.debt.lo = this.#d.lo;
+        this.waitTicks = Infinity;
+        return REFUSED;
+      }
+      const { q, r } = divmod(this.#d.hi, this.#d.lo, p.intervalTicks, this.#qr);
+      // debt + cost * t <= burst * t, with debt = q * t + r (0 <= r < t): exact in whole intervals.
+      const fits = q + cost < p.burst || (q + cost === p.burst && r === 0);
+      if (!fits) {
+        // A refusal writes nothing. Re-read the halves: unchanged, the TAT held (hi, lo) at the
+        // second read (it only grows between reclaims), so the refusal is a real one.
+        if ((Atomics.load(w, at) >>> 0) !== lo || Atomics.load(w, at + 1) !== hi) continue;
+        this.debt.hi = this.#d.hi;
+        this.debt.lo = this.#d.lo;
+        this.waitTicks = (q + cost - p.burst) * p.intervalTicks + r;
+        return REFUSED;
+      }
+      this.waitTicks = 0;
+      if (cost === 0) {
+        this.debt.hi = this.#d.hi;
+        this.debt.lo = this.#d.lo;
+        return ALLOWED;
+      }
+      const next = this.#n;
+      mul(cost, p.intervalTicks, next);
+      if (fresh) add(this.#fresh.hi, this.#fresh.lo, next.hi, next.lo, next);
+      else add(hi, lo, next.hi, next.lo, next);
+      if (this.#staleOn) this.#raise(base, last, nowMs);
+      if (this.#cas(at, hi, lo, next)) {
+        sub(next.hi, next.lo, this.#now.hi, this.#now.lo, this.debt);
+        return ALLOWED;
+      }
+      this.retries++;
+    }
+  }
+
+  /**
+   * Counts `cost` now, even beyond the burst, and returns the wait in ticks before it may act
+   * (in `waitTicks`): ALLOWED, RELOCATE, REFUSED (cost > burst) or TOO_LONG (the wait exceeds
+   * `maxWaitTicks`, or would leave the TAT past the horizon; nothing is counted).
+   */
+  reserve(base: number, ctrl: number, cost: number, maxWaitTicks: number): number {
+    const w = this.#w;
+    const p = this.#p;
+    const at = base + this.#tatOffset;
+    for (;;) {
+      // Same loads, in the same order, as decide().
+      const lo = Atomics.load(w, at) >>> 0;
+      const hi = Atomics.load(w, at + 1);
+      const last = this.#staleOn ? Atomics.load(w, base + S_LAST_SEC) : 0;
+      const nowMs = this.#readClock();
+      if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return RELOCATE;
+      const fresh = this.#debt(hi, lo, last, nowMs);
+      if (cost > p.burst) { this.waitTicks = Infinity; return REFUSED; }
+      const { q, r } = divmod(this.#d.hi, this.#d.lo, p.intervalTicks, this.#qr);
+      const wait = q + cost >= p.burst ? (q + cost - p.burst) * p.intervalTicks + r : 0;
+      this.waitTicks = wait;
+      // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
+      if (wait > maxWaitTicks || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) return TOO_LONG;
+      if (cost === 0) return ALLOWED;
+      const next = this.#n;
+      mul(cost, p.intervalTicks, next);
+      if (fresh) add(this.#fresh.hi, this.#fresh.lo, next.hi, next.lo, next);
+      else add(hi, lo, next.hi, next.lo, next);
+      if (this.#staleOn) this.#raise(base, last, nowMs);
+      if (this.#cas(at, hi, lo, next)) return ALLOWED;
+      this.retries++;
+    }
+  }
+
+  /** Gives back `cost` intervals of a reservation, never below now. True if it did. */
+  refund(base: number, ctrl: number, cost: number): boolean {
+    const w = this.#w;
+    const at = base + this.#tatOffset;
+    for (;;) {
+      const lo = Atomics.load(w, at) >>> 0;
+      const hi = Atomics.load(w, at + 1);
+      this.#readClock();
+      // ctrl after the TAT: the key still owns this slot, so the refund lands on its own state.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return false;
+      const ahead = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
+      if (ahead.hi < 0 || (ahead.hi === 0 && ahead.lo === 0)) return false;
+      const back = mul(cost, this.#p.intervalTicks, this.#n);
+      if (compare(back.hi, back.lo, ahead.hi, ahead.lo) > 0) { back.hi = ahead.hi; back.lo = ahead.lo; }
+      const next = sub(hi, lo, back.hi, back.lo, this.#n);
+      // compareExchange: a refund that raced with another request simply recomputes.
+      if (this.#cas(at, hi, lo, next)) return true;
+    }
+  }
+
+  /** The table hooks for 64-bit GCRA slots. */
+  slotState(): SlotState {
+    const w = this.#w;
+    const big = this.#big;
+    const tatOffset = this.#tatOffset;
+    return {
+      initSlot: (_words, base) => {
+        const nowMs = this.#readClock();
+        // Stores while the slot is BUSY: no other thread reads its state until the publishing
+        // compareExchange on ctrl, which orders these writes before it.
+        const f = this.#fresh;
+        Atomics.store(w, base + tatOffset, f.hi === DEAD && f.lo === 0 ? 1 : f.lo | 0);
+        Atomics.store(w, base + tatOffset + 1, f.hi);
+        Atomics.store(w, base + S_LAST_SEC, this.#unit(nowMs) | 0);
+      },
+      isDead: (_words, base) => Atomics.load(big, (base + tatOffset) >> 1) === DEAD64, // one 64-bit read
+      retire: (_words, base) => {
+        // The whole word at once (a reclaim must not act on a torn value), then lastSec, then
+        // the clock: the same order and argument as a decision.
+        const value = Atomics.load(big, (base + tatOffset) >> 1);
+        if (value === DEAD64) return ALREADY_DEAD;
+        const last = Atomics.load(w, base + S_LAST_SEC);
+        this.#scratch64[0] = value;
+        const lo = this.#scratch32[0] as number >>> 0;
+        const hi = this.#scratch32[1] as number;
+        const nowMs = this.#readClock();
+        const d = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
+        // Strictly behind now (or stale): a new key's first TAT, read after its claim, is then
+        // later than every value this slot held, so a stale compareExchange can never match it.
+        const idle = d.hi < 0 || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
+          (this.#staleOn && isStale(this.#unit(nowMs), last, this.#p.staleSec));
+        if (!idle) return NOT_IDLE;
+        // compareExchange to the marker: the linearisation point of the reclaim.
+        return Atomics.compareExchange(big, (base + tatOffset) >> 1, value, DEAD64) === value ? RETIRED : NOT_IDLE;
+      },
+    };
+  }
+}

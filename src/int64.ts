@@ -1,0 +1,128 @@
+/**
+ * Exact 64-bit integer arithmetic on pairs of int32 halves, with plain numbers only: the wide
+ * GCRA path keeps its TAT in 64 bits and must neither allocate BigInts per check nor lose
+ * precision above 2^53. A value is `hi * 2^32 + lo` with `hi` a signed int32 and `lo` an
+ * unsigned 32-bit number (0 to 2^32 - 1), i.e. two's complement modulo 2^64.
+ *
+ * Every function writes into a caller-owned `Pair` (no allocation) and may alias its output
+ * with an input.
+ *
+ * Thread-safety: pure functions over caller-owned objects.
+ */
+
+/** A 64-bit two's complement integer: `hi` signed int32, `lo` unsigned 32-bit. */
+export interface Pair {
+  hi: number;
+  lo: number;
+}
+
+const TWO32 = 2 ** 32;
+const TWO21 = 2 ** 21;
+const TWO16 = 2 ** 16;
+
+/** A new pair holding 0. */
+export function pair(): Pair {
+  return { hi: 0, lo: 0 };
+}
+
+/** Sets `out` to the integer `v`, which must satisfy |v| <= 2^53. */
+export function fromNumber(v: number, out: Pair): Pair {
+  const hi = Math.floor(v / TWO32);
+  out.lo = v - hi * TWO32;
+  out.hi = hi | 0;
+  return out;
+}
+
+/** The pair's value as a number: exact while |value| <= 2^53, correctly rounded beyond. */
+export function toNumber(hi: number, lo: number): number {
+  return hi * TWO32 + lo;
+}
+
+/** out = a + b (mod 2^64). */
+export function add(aHi: number, aLo: number, bHi: number, bLo: number, out: Pair): Pair {
+  const lo = aLo + bLo;
+  const carry = lo >= TWO32 ? 1 : 0;
+  out.lo = lo - carry * TWO32;
+  out.hi = (aHi + bHi + carry) | 0;
+  return out;
+}
+
+/** out = a - b (mod 2^64). */
+export function sub(aHi: number, aLo: number, bHi: number, bLo: number, out: Pair): Pair {
+  const lo = aLo - bLo;
+  const borrow = lo < 0 ? 1 : 0;
+  out.lo = lo + borrow * TWO32;
+  out.hi = (aHi - bHi - borrow) | 0;
+  return out;
+}
+
+/**
+ * out = c * t for integers 0 <= c <= 2^42 and 0 <= t <= 2^31, exact modulo 2^64 (the callers
+ * keep the product under 2^62).
+ */
+export function mul(c: number, t: number, out: Pair): Pair {
+  const product = c * t;
+  if (product <= 2 ** 53) return fromNumber(product, out);
+  // c = ch * 2^21 + cl: both partial products stay under 2^53, so they are exact.
+  const ch = Math.floor(c / TWO21);
+  const cl = c - ch * TWO21;
+  const high = ch * t; // to be shifted left by 21 bits
+  const highHi = Math.floor(high / 2 ** 11);
+  const highLo = (high - highHi * 2 ** 11) * TWO21;
+  fromNumber(cl * t, out);
+  return add(out.hi, out.lo, highHi | 0, highLo, out);
+}
+
+/** Quotient and remainder of a division, as set by `divmod`. */
+export interface QuotRem {
+  /** floor(a / t): exact while it is at most 2^53 (larger quotients are rounded). */
+  q: number;
+  /** a - q * t, exactly: 0 <= r < t. */
+  r: number;
+}
+
+/**
+ * Divides the non-negative pair `a` (hi >= 0) by the integer 1 <= t <= 2^31 into `out`.
+ * Short values divide as one number; longer ones by long division in 16-bit digits, each step
+ * exact in doubles.
+ */
+export function divmod(aHi: number, aLo: number, t: number, out: QuotRem): QuotRem {
+  if (aHi < TWO21) {
+    const a = aHi * TWO32 + aLo; // < 2^53: exact
+    let q = Math.floor(a / t);
+    let r = a - q * t;
+    // The float quotient can round up onto the next integer: correct by one step.
+    if (r < 0) { q -= 1; r += t; } else if (r >= t) { q += 1; r -= t; }
+    out.q = q;
+    out.r = r;
+    return out;
+  }
+  // Long division in digits of 32, 16 and 16 bits: each partial dividend r * 2^16 + digit
+  // stays under 2^47, so every step is exact.
+  let r = 0;
+  const q2 = step(aHi, t);
+  r = stepRem;
+  const q1 = step(r * TWO16 + (aLo >>> 16), t);
+  r = stepRem;
+  const q0 = step(r * TWO16 + (aLo & 0xffff), t);
+  r = stepRem;
+  const q = q2 * TWO32 + q1 * TWO16 + q0;
+  out.q = q;
+  out.r = r;
+  return out;
+}
+
+let stepRem = 0;
+/** One exact division step: returns floor(x / t) and leaves the remainder in `stepRem`. */
+function step(x: number, t: number): number {
+  let d = Math.floor(x / t);
+  let r = x - d * t;
+  if (r < 0) { d -= 1; r += t; } else if (r >= t) { d += 1; r -= t; }
+  stepRem = r;
+  return d;
+}
+
+/** Compares two pairs as signed 64-bit integers: negative, 0 or positive. */
+export function compare(aHi: number, aLo: number, bHi: number, bLo: number): number {
+  return aHi !== bHi ? aHi - bHi : aLo - bLo;
+}
