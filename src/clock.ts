@@ -19,71 +19,96 @@ export const monotonicClock: Clock = Object.freeze({
   now: (): number => performance.now(),
 });
 
-const NS_PER_MS = 1_000_000;
+/** The largest reading a ManualClock holds, in ms: every integer up to it is exact in a double. */
+const MAX_MS = 2 ** 53;
 
 /**
  * A clock that only moves when told to, for tests. Its time lives in a `SharedArrayBuffer`, so a
  * limiter attached in a worker reads the same manual time as the main thread.
  *
- * Time is held as whole nanoseconds in one 64-bit word. Time never goes backwards: `set` to an
- * earlier time and a negative `advance` throw `RangeError` and change nothing.
+ * Layout: one 64-bit word holding the IEEE-754 bit pattern of the reading in ms, so `now()`
+ * returns exactly the number that was set (fractions included) for any reading from 0 to 2**53.
+ *
+ *   buffer (8 bytes): [ float64 bits of the time in ms, read and written as one BigInt64 ]
+ *
+ * Time never goes backwards: `set` to an earlier time and a negative `advance` throw
+ * `RangeError` and change nothing; so does anything that would leave 0..2**53 ms.
  *
  * Thread-safety: `now`, `set` and `advance` are atomic and may be called from any thread.
- * `advance` from several threads at once adds up exactly.
+ * `advance` from several threads at once all take effect.
  */
 export class ManualClock implements Clock {
-  readonly #timeNs: BigInt64Array;
+  /** The shared time word: the float64 bits of the reading in ms. */
+  readonly #timeBits: BigInt64Array;
+  /** This instance's private scratch, viewed both ways to convert bits to and from a double. */
+  readonly #scratchMs = new Float64Array(1);
+  readonly #scratchBits = new BigInt64Array(this.#scratchMs.buffer);
 
   /** Creates a clock at `startMs` (default 0), or attaches to an existing clock's buffer. */
   constructor(startMs: number | SharedArrayBuffer = 0) {
     if (startMs instanceof SharedArrayBuffer) {
       if (startMs.byteLength !== 8) throw new RangeError(`ManualClock buffer must be 8 bytes, got ${startMs.byteLength}`);
-      this.#timeNs = new BigInt64Array(startMs);
+      this.#timeBits = new BigInt64Array(startMs);
       return;
     }
-    checkMs('startMs', startMs);
-    this.#timeNs = new BigInt64Array(new SharedArrayBuffer(8));
+    const ms = checkMs('startMs', startMs);
+    if (ms > MAX_MS) throw tooLate('startMs', startMs);
+    this.#timeBits = new BigInt64Array(new SharedArrayBuffer(8));
     // Not yet shared with any other thread: a plain initialisation is enough.
-    this.#timeNs[0] = toNs(startMs);
+    this.#timeBits[0] = this.#toBits(ms);
   }
 
   /** The shared memory behind this clock; `new ManualClock(buffer)` attaches to it. */
   get buffer(): SharedArrayBuffer {
-    return this.#timeNs.buffer as SharedArrayBuffer;
+    return this.#timeBits.buffer as SharedArrayBuffer;
   }
 
   /** The current manual time in milliseconds. */
   now(): number {
-    // Atomics.load: a 64-bit read that cannot tear against a concurrent set/advance.
-    return Number(Atomics.load(this.#timeNs, 0)) / NS_PER_MS;
+    return this.#toMs(this.#loadBits());
   }
 
-  /** Moves the clock to `ms`, which must not be earlier than now. */
+  /** Moves the clock to `ms`, which must not be earlier than now nor above 2**53. */
   set(ms: number): void {
-    checkMs('ms', ms);
-    const target = toNs(ms);
+    const target = checkMs('ms', ms);
+    if (target > MAX_MS) throw tooLate('ms', ms);
+    const targetBits = this.#toBits(target);
     for (;;) {
-      // Atomics.load + compareExchange: the check "not earlier than now" and the write happen on
-      // the same value, so a concurrent advance is never undone.
-      const current = Atomics.load(this.#timeNs, 0);
+      // The check "not earlier than now" and the write happen on the same loaded value (the
+      // compareExchange below fails if it changed), so a concurrent advance is never undone.
+      const currentBits = this.#loadBits();
+      const current = this.#toMs(currentBits);
       if (target < current) {
-        throw new RangeError(`ms must not be earlier than the clock's time (${Number(current) / NS_PER_MS}), got ${ms}`);
+        throw new RangeError(`ms must not be earlier than the clock's time (${current}), got ${describe(ms)}`);
       }
-      if (Atomics.compareExchange(this.#timeNs, 0, current, target) === current) {
-        // notify: wakes threads waiting for manual time to pass (waitUntil / waitUntilSync).
-        Atomics.notify(this.#timeNs, 0);
+      // Atomics.compareExchange: writes only if the word still holds the bits just checked.
+      if (Atomics.compareExchange(this.#timeBits, 0, currentBits, targetBits) === currentBits) {
+        // Atomics.notify: wakes threads waiting for manual time to pass (waitUntil / waitUntilSync).
+        Atomics.notify(this.#timeBits, 0);
         return;
       }
     }
   }
 
-  /** Moves the clock forward by `ms` (>= 0). */
+  /** Moves the clock forward by `ms` (>= 0); throws if that would pass 2**53. */
   advance(ms: number): void {
-    checkMs('ms', ms);
-    // Atomics.add: concurrent advances from several threads all take effect.
-    Atomics.add(this.#timeNs, 0, toNs(ms));
-    // notify: wakes threads waiting for manual time to pass (waitUntil / waitUntilSync).
-    Atomics.notify(this.#timeNs, 0);
+    const step = checkMs('ms', ms);
+    for (;;) {
+      const currentBits = this.#loadBits();
+      const current = this.#toMs(currentBits);
+      const next = current + step;
+      if (passesMax(current, step, next)) {
+        const room = MAX_MS - current;
+        throw new RangeError(`ms must be at most ${room} (the clock must stay within 2**53 ms), got ${describe(ms)}`);
+      }
+      // Atomics.compareExchange: the sum is written only over the reading it was computed from,
+      // so concurrent advances from several threads all take effect (a loser retries).
+      if (Atomics.compareExchange(this.#timeBits, 0, currentBits, this.#toBits(next)) === currentBits) {
+        // Atomics.notify: wakes threads waiting for manual time to pass (waitUntil / waitUntilSync).
+        Atomics.notify(this.#timeBits, 0);
+        return;
+      }
+    }
   }
 
   /**
@@ -93,11 +118,12 @@ export class ManualClock implements Clock {
   async waitUntil(ms: number, signal?: AbortSignal): Promise<void> {
     for (;;) {
       signal?.throwIfAborted();
-      const seen = Atomics.load(this.#timeNs, 0);
-      if (Number(seen) / NS_PER_MS >= ms) return;
-      // waitAsync on the time word: woken by set/advance's notify, or by the 50 ms timeout so
-      // that an abort is noticed promptly.
-      const wait = Atomics.waitAsync(this.#timeNs, 0, seen, 50);
+      const seenBits = this.#loadBits();
+      if (this.#toMs(seenBits) >= ms) return;
+      // Atomics.waitAsync on the time word: returns at once if the word no longer holds the bits
+      // just read (no lost wake-up), else is woken by set/advance's notify, or by the 50 ms
+      // timeout so that an abort is noticed promptly.
+      const wait = Atomics.waitAsync(this.#timeBits, 0, seenBits, 50);
       if (wait.async) await wait.value;
     }
   }
@@ -106,23 +132,57 @@ export class ManualClock implements Clock {
   waitUntilSync(ms: number, timeoutMs = Infinity): boolean {
     const deadline = performance.now() + timeoutMs;
     for (;;) {
-      const seen = Atomics.load(this.#timeNs, 0);
-      if (Number(seen) / NS_PER_MS >= ms) return true;
+      const seenBits = this.#loadBits();
+      if (this.#toMs(seenBits) >= ms) return true;
       const left = deadline - performance.now();
       if (left <= 0) return false;
-      // Atomics.wait: sleeps until set/advance notifies (no busy spinning).
-      Atomics.wait(this.#timeNs, 0, seen, Math.min(left, 1000));
+      // Atomics.wait: returns at once if the word changed since it was read (no lost wake-up),
+      // else sleeps until set/advance notifies (no busy spinning), at most a second at a time.
+      Atomics.wait(this.#timeBits, 0, seenBits, Math.min(left, 1000));
     }
+  }
+
+  /** The shared word's bits. */
+  #loadBits(): bigint {
+    // Atomics.load: a 64-bit read that cannot tear against a concurrent set/advance.
+    return Atomics.load(this.#timeBits, 0);
+  }
+
+  /** The reading in ms that `bits` encode (through this instance's private scratch). */
+  #toMs(bits: bigint): number {
+    this.#scratchBits[0] = bits;
+    return this.#scratchMs[0] as number;
+  }
+
+  /** The bits that encode the reading `ms` (through this instance's private scratch). */
+  #toBits(ms: number): bigint {
+    this.#scratchMs[0] = ms;
+    return this.#scratchBits[0] as bigint;
   }
 }
 
-function checkMs(name: string, ms: unknown): void {
+/** Checks that `ms` is a finite number >= 0 and returns it, with -0 made +0. */
+function checkMs(name: string, ms: unknown): number {
   if (typeof ms !== 'number') throw new TypeError(`${name} must be a number, got ${describe(ms)}`);
   if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`${name} must be a finite number >= 0, got ${describe(ms)}`);
+  return ms + 0;
 }
 
-function toNs(ms: number): bigint {
-  return BigInt(Math.round(ms * NS_PER_MS));
+/**
+ * Whether `a + b` (both >= 0), whose rounded sum is `sum`, is above 2**53 in exact arithmetic.
+ * The rounding error comes from Knuth's TwoSum, so a sum that rounds down onto 2**53 (such as
+ * (2**53 - 4) + 5) still counts as passing it.
+ */
+function passesMax(a: number, b: number, sum: number): boolean {
+  if (sum !== MAX_MS) return sum > MAX_MS;
+  const bPart = sum - a;
+  const error = (a - (sum - bPart)) + (b - bPart);
+  return error > 0;
+}
+
+/** The error for a reading past what a ManualClock holds. */
+function tooLate(name: string, ms: number): RangeError {
+  return new RangeError(`${name} must be a finite number from 0 to 2**53, got ${describe(ms)}`);
 }
 
 /** How a table header records its limiter's clock, so `attach` can rebuild it in another thread. */

@@ -47,7 +47,7 @@ export function staleUnitAt(nowMs: number): number {
  * Reads `nowMs` as 64-bit ticks into `now` (whole ticks, floored) and `fresh` (where a fresh
  * key's TAT starts: the same, or the next tick for a reading between ticks coarser than 1 ms, so
  * that a fresh start never gains part of a tick). Exact modulo 2^64 for every reading up to
- * 2^53 ms: the integer milliseconds are multiplied in exact partial products.
+ * 2^53 ms: the integer milliseconds are multiplied in exact partial products (perMs <= 10^10).
  */
 export function ticks64(nowMs: number, p: { tickPs: number }, now: Pair, fresh: Pair): void {
   if (p.tickPs > 1e9) {
@@ -58,7 +58,7 @@ export function ticks64(nowMs: number, p: { tickPs: number }, now: Pair, fresh: 
     return;
   }
   // whole * perMs, exactly: whole = wh * 2^32 + a1 * 2^16 + a0, each partial product < 2^53.
-  const perMs = 1e9 / p.tickPs;
+  const perMs = Math.round(1e9 / p.tickPs); // an integer: every tick of 1 ms or less divides 1 ms
   const whole = Math.floor(nowMs);
   const wh = Math.floor(whole / 2 ** 32);
   const wl = whole - wh * 2 ** 32;
@@ -67,10 +67,11 @@ export function ticks64(nowMs: number, p: { tickPs: number }, now: Pair, fresh: 
   fromNumber(a0 * perMs, now);
   const y = a1 * perMs;
   const yHi = Math.floor(y / 2 ** 16);
-  add(now.hi, now.lo, (yHi + ((wh * perMs) % 2 ** 32)) | 0, (y - yHi * 2 ** 16) * 2 ** 16, now);
+  // wh * perMs only matters modulo 2^32: the low 32 bits of wh times perMs's low 32 bits.
+  add(now.hi, now.lo, (yHi + Math.imul(wh, perMs % 2 ** 32)) | 0, (y - yHi * 2 ** 16) * 2 ** 16, now);
   // The fraction, snapped onto the tick it names if it is within an ulp below (see ticksAt).
-  const part = snapFloor((nowMs - whole) * perMs, nowMs * perMs);
-  add(now.hi, now.lo, 0, part, now);
+  const part = fromNumber(snapFloor((nowMs - whole) * perMs, nowMs * perMs), fresh);
+  add(now.hi, now.lo, part.hi, part.lo, now);
   fresh.hi = now.hi;
   fresh.lo = now.lo;
 }
@@ -285,9 +286,11 @@ export class WideGcra {
         const nowMs = this.#readClock();
         // Stores while the slot is BUSY: no other thread reads its state until the publishing
         // compareExchange on ctrl, which orders these writes before it.
-        const f = this.#fresh;
-        Atomics.store(w, base + tatOffset, f.hi === DEAD && f.lo === 0 ? 1 : f.lo | 0);
-        Atomics.store(w, base + tatOffset + 1, f.hi);
+        // The TAT of a key with no debt: now, floored (a ceiling would be a tick of debt). It is
+        // later than anything the slot's previous key held: a reclaim needs that strictly behind.
+        const n = this.#now;
+        Atomics.store(w, base + tatOffset, n.hi === DEAD && n.lo === 0 ? 1 : n.lo | 0);
+        Atomics.store(w, base + tatOffset + 1, n.hi);
         Atomics.store(w, base + S_LAST_SEC, this.#unit(nowMs) | 0);
       },
       isDead: (_words, base) => Atomics.load(big, (base + tatOffset) >> 1) === DEAD64, // one 64-bit read

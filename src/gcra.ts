@@ -54,14 +54,14 @@ export const MAX_WIDE_TOLERANCE_TICKS = 3 * 2 ** 61;
  */
 export const MAX_WIDE_AHEAD_TICKS = 7 * 2 ** 60;
 /** Largest emission interval in ticks at width 64 (keeps long division exact, see int64.ts). */
-export const MAX_WIDE_INTERVAL_TICKS = 2 ** 31;
+export const MAX_WIDE_INTERVAL_TICKS = 2 ** 37;
 /** The staleness unit of the 64-bit path: 2^53 ms is under 2^31 of them, so it never wraps. */
 export const STALE_UNIT_MS = 4_096_000;
 /** Largest clock reading every limiter accepts: 2^53 ms, about 285,000 years. */
 export const MAX_CLOCK_MS = 2 ** 53;
 
-/** The ticks of the 64-bit path, finest first: 1, 2, 5, 10, 20, 50, ... ps up to 5 * 10^18 ps. */
-export const WIDE_TICKS_PS: readonly number[] = Array.from({ length: 57 }, (_, i) => [1, 2, 5][i % 3] as number * 10 ** Math.floor(i / 3));
+/** The ticks of the 64-bit path, finest first: 0.1, 0.2, 0.5, 1, 2, 5, ... ps up to 5 * 10^18 ps. */
+export const WIDE_TICKS_PS: readonly number[] = Array.from({ length: 60 }, (_, i) => ([1, 2, 5][i % 3] as number) * 10 ** (Math.floor(i / 3) - 1));
 
 /** Rounding of the emission interval allowed at 1 us and above (1 part in a million), and below. */
 const ROUNDING_LONG = 1e-6;
@@ -72,8 +72,9 @@ export const ULP_GUARD = 1 + 2 ** -50;
 
 function ceilTicks(exact: number): number {
   const nearest = Math.round(exact);
-  // Guard against 200000.00000000003 becoming 200001: accept a float that is an integer to 1e-9.
-  return Math.abs(exact - nearest) <= 1e-9 * Math.max(1, exact) ? nearest : Math.ceil(exact);
+  // Guard against 200000.00000000003 becoming 200001: a quotient within float error (a few ulps,
+  // 1e-12 relative is ample) of an integer is that integer; anything further rounds up.
+  return Math.abs(exact - nearest) <= 1e-12 * Math.max(1, exact) ? nearest : Math.ceil(exact);
 }
 
 /** The interval, in ticks of `tickPs`, rounded up; and whether that rounding is within bounds. */
@@ -116,7 +117,7 @@ export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32)
     const t = intervalAt(intervalPs, tickPs);
     if (t.ok && t.ticks * burst <= MAX_TOLERANCE_TICKS) return params(32, tickPs, t.ticks, burst);
   }
-  // Width 64: ticks of 1, 2 and 5 times a power of ten ps, from 1 ps up to 5 * 10^6 s. Steps of at
+  // Width 64: ticks of 1, 2 and 5 times a power of ten ps, from 0.1 ps up to 5 * 10^6 s. Steps of at
   // most 2.5x always leave a tick whose interval is 1 to 6 million ticks (rounding under 1 ppm)
   // with burst * interval under MAX_WIDE_TOLERANCE_TICKS, for any burst up to 2^40.
   for (const tickPs of WIDE_TICKS_PS) {
@@ -129,8 +130,8 @@ export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32)
 /** The error text for a limit no width can hold, with the nearest limit that would work. */
 function unrepresentable(name: string, permits: number, periodMs: number, burst: number, intervalPs: number): string {
   const what = `${name}: ${permits} per ${periodMs} ms with burst ${burst}`;
-  if (intervalPs < 1) {
-    return `${what} is one request every ${intervalPs} ps; the finest interval is 1 ps (at most ${(periodMs * 1e9).toExponential()} per ${periodMs} ms)`;
+  if (intervalPs < 0.1) {
+    return `${what} is one request every ${intervalPs} ps; the finest interval is 0.1 ps (at most ${(periodMs * 1e10).toExponential()} per ${periodMs} ms)`;
   }
   let best = 0;
   for (const tickPs of WIDE_TICKS_PS) {

@@ -24,5 +24,5 @@ export { RateLimitTimeoutError } from './waiting.js';
 export type { AcquireOptions, AcquireSyncOptions, Reservation } from './waiting.js';
 export { ManualClock, monotonicClock } from './clock.js';
 export type { Clock } from './clock.js';
-export { perHour, perMinute, perSecond } from './limit.js';
+export { perDay, perHour, perMinute, perSecond } from './limit.js';
 export type { Limit, LimitOptions } from './limit.js';

@@ -57,20 +57,26 @@ export function sub(aHi: number, aLo: number, bHi: number, bLo: number, out: Pai
 }
 
 /**
- * out = c * t for integers 0 <= c <= 2^42 and 0 <= t <= 2^31, exact modulo 2^64 (the callers
- * keep the product under 2^62).
+ * out = c * t for integers 0 <= c <= 2^42 and 0 <= t <= 2^37, exact modulo 2^64 (the callers
+ * keep the product under 2^63).
  */
 export function mul(c: number, t: number, out: Pair): Pair {
   const product = c * t;
   if (product <= 2 ** 53) return fromNumber(product, out);
-  // c = ch * 2^21 + cl: both partial products stay under 2^53, so they are exact.
-  const ch = Math.floor(c / TWO21);
-  const cl = c - ch * TWO21;
-  const high = ch * t; // to be shifted left by 21 bits
-  const highHi = Math.floor(high / 2 ** 11);
-  const highLo = (high - highHi * 2 ** 11) * TWO21;
-  fromNumber(cl * t, out);
-  return add(out.hi, out.lo, highHi | 0, highLo, out);
+  // c = c2 * 2^28 + c1 * 2^14 + c0: each partial product stays under 2^51, so it is exact.
+  const c2 = Math.floor(c / 2 ** 28);
+  const c1 = Math.floor((c - c2 * 2 ** 28) / 2 ** 14);
+  const c0 = c - c2 * 2 ** 28 - c1 * 2 ** 14;
+  fromNumber(c0 * t, out);
+  shiftedAdd(c1 * t, 14, out);
+  return shiftedAdd(c2 * t, 28, out);
+}
+
+/** out += v * 2^shift, for an integer 0 <= v < 2^53 and 0 < shift < 32 (modulo 2^64). */
+function shiftedAdd(v: number, shift: number, out: Pair): Pair {
+  const hi = Math.floor(v / 2 ** (32 - shift)); // the bits that land in the high half
+  const lo = (v - hi * 2 ** (32 - shift)) * 2 ** shift;
+  return add(out.hi, out.lo, hi | 0, lo, out);
 }
 
 /** Quotient and remainder of a division, as set by `divmod`. */
@@ -82,7 +88,7 @@ export interface QuotRem {
 }
 
 /**
- * Divides the non-negative pair `a` (hi >= 0) by the integer 1 <= t <= 2^31 into `out`.
+ * Divides the non-negative pair `a` (hi >= 0) by the integer 1 <= t <= 2^37 into `out`.
  * Short values divide as one number; longer ones by long division in 16-bit digits, each step
  * exact in doubles.
  */
@@ -98,7 +104,7 @@ export function divmod(aHi: number, aLo: number, t: number, out: QuotRem): QuotR
     return out;
   }
   // Long division in digits of 32, 16 and 16 bits: each partial dividend r * 2^16 + digit
-  // stays under 2^47, so every step is exact.
+  // stays under 2^53 (r < t <= 2^37), so every step is exact.
   let r = 0;
   const q2 = step(aHi, t);
   r = stepRem;

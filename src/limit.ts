@@ -12,9 +12,12 @@ export interface Limit {
   permits: number;
   /** The period in milliseconds. Positive and finite. */
   periodMs: number;
-  /** The bucket capacity: requests allowed at once from a fresh key. At least 1; default `permits`. */
+  /** The bucket capacity: requests allowed at once from a fresh key. 1 to 2^40; default `permits`. */
   burst?: number;
 }
+
+/** The largest burst a limit may have: 2^40 (a terabyte, with cost counted in bytes). */
+export const MAX_BURST = 2 ** 40;
 
 /** Options for the `perSecond` / `perMinute` / `perHour` builders. */
 export interface LimitOptions {
@@ -44,6 +47,11 @@ export function perHour(permits: number, options?: LimitOptions): Limit {
   return build(permits, 3_600_000, options);
 }
 
+/** `permits` requests per day (86,400,000 ms). Pure; safe on any thread. */
+export function perDay(permits: number, options?: LimitOptions): Limit {
+  return build(permits, 86_400_000, options);
+}
+
 /**
  * Checks a limit and returns its burst (defaulted). Throws `TypeError`/`RangeError` naming the
  * field and value. Pure; safe on any thread.
@@ -58,6 +66,6 @@ export function validateLimit(limit: unknown, name = 'limit'): Required<Limit> {
   const b = burst === undefined ? Math.max(1, Math.floor(permits as number)) : burst;
   if (typeof b !== 'number') throw new TypeError(`${name}.burst must be a number, got ${describe(b)}`);
   if (!Number.isFinite(b) || b < 1) throw new RangeError(`${name}.burst must be at least 1, got ${describe(b)}`);
-  integerInRange(`${name}.burst`, b, 1, 2 ** 31);
+  integerInRange(`${name}.burst`, b, 1, MAX_BURST);
   return { permits: permits as number, periodMs: periodMs as number, burst: b };
 }

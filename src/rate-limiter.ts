@@ -10,7 +10,6 @@ import {
   type AcquireOptions, type AcquireSyncOptions, type Reservation,
 } from './waiting.js';
 import { gcraSlotState } from './gcra-slot.js';
-import { ceilNs as ceilMs } from './algorithms/types.js';
 import { type Limit } from './limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
@@ -51,6 +50,11 @@ class GcraReservation implements Reservation {
     if (this.cost === 0 || this.limiter.now() >= this.actAtMs) return false;
     return this.limiter.refund(this.entry, this.cost);
   }
+}
+
+/** Rounds a wait in ms up to whole picoseconds (the finest tick), dropping float noise. */
+function ceilPs(ms: number): number {
+  return ms === Infinity ? ms : Math.ceil(ms * 1e9 - 1e-3) / 1e9;
 }
 
 /** Throws `TypeError`/`RangeError` for a bad key or cost, naming it. */
@@ -213,7 +217,7 @@ export class RateLimiter {
       return {
         allowed,
         remaining: Math.max(0, p.burst - q - (r > 0 ? 1 : 0)),
-        retryAfterMs: allowed ? 0 : ceilMs(ticksToMs(wide.waitTicks, p)),
+        retryAfterMs: allowed ? 0 : ceilPs(ticksToMs(wide.waitTicks, p)),
         resetAfterMs: ticksToMs(toNumber(wide.debt.hi, wide.debt.lo), p),
         reason,
       };
@@ -288,9 +292,9 @@ export class RateLimiter {
       if (outcome === WIDE_RELOCATE) { this.#index.forget(key); continue; }
       this.#casRetries = wide.retries;
       if (outcome === TOO_LONG || outcome !== ALLOWED) {
-        throw new RateLimitTimeoutError(key, wide.waitTicks === Infinity ? Infinity : ceilMs(ticksToMs(wide.waitTicks, p)), maxWaitMs);
+        throw new RateLimitTimeoutError(key, wide.waitTicks === Infinity ? Infinity : ceilPs(ticksToMs(wide.waitTicks, p)), maxWaitMs);
       }
-      const delayMs = ceilMs(ticksToMs(wide.waitTicks, p));
+      const delayMs = ceilPs(ticksToMs(wide.waitTicks, p));
       return new GcraReservation(key, cost, delayMs, wide.nowMs + delayMs, this, entry);
     }
   }

@@ -79,20 +79,39 @@ export function retryAt(key: string, retryAfterMs: number, nowMs: number, deadli
   return at;
 }
 
-/** Resolves when `clock` reads `untilMs`; rejects with the signal's reason on abort. */
+/**
+ * The longest single sleep: Node's setTimeout fires after 1 ms (with a TimeoutOverflowWarning)
+ * when given more than 2**31 - 1 ms, so longer waits are chained in chunks of at most this.
+ */
+const MAX_SLEEP_CHUNK_MS = 2 ** 31 - 1;
+
+/**
+ * Resolves when `clock` reads `untilMs`; rejects with the signal's reason on abort. A long wait
+ * is a chain of timers of at most `MAX_SLEEP_CHUNK_MS`, and the clock is read again after each,
+ * so it never resolves before the clock reads `untilMs`.
+ */
 export function sleepUntil(clock: Clock, untilMs: number, signal?: AbortSignal): Promise<void> {
   if (clock instanceof ManualClock) return clock.waitUntil(untilMs, signal);
   return new Promise((resolve, reject) => {
     if (signal?.aborted) { reject(signal.reason); return; }
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const onAbort = (): void => { clearTimeout(timer); reject(signal?.reason); };
-    const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, Math.max(0, untilMs - clock.now()));
+    const step = (): void => {
+      const left = untilMs - clock.now();
+      if (!(left > 0)) { signal?.removeEventListener('abort', onAbort); resolve(); return; }
+      timer = setTimeout(step, Math.min(left, MAX_SLEEP_CHUNK_MS));
+    };
     signal?.addEventListener('abort', onAbort, { once: true });
+    timer = setTimeout(step, Math.min(Math.max(0, untilMs - clock.now()), MAX_SLEEP_CHUNK_MS));
   });
 }
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
-/** Blocks this worker thread until `clock` reads `untilMs`. Refuses the main thread. */
+/**
+ * Blocks this worker thread until `clock` reads `untilMs`. Refuses the main thread. Sleeps in
+ * chunks of at most `MAX_SLEEP_CHUNK_MS`, reading the clock again after each.
+ */
 export function sleepUntilSync(clock: Clock, untilMs: number): void {
   if (clock instanceof ManualClock) {
     clock.waitUntilSync(untilMs);
@@ -100,7 +119,7 @@ export function sleepUntilSync(clock: Clock, untilMs: number): void {
   }
   for (let left = untilMs - clock.now(); left > 0; left = untilMs - clock.now()) {
     // Atomics.wait on a private word nobody notifies: a plain, non-spinning sleep.
-    Atomics.wait(sleeper, 0, 0, left);
+    Atomics.wait(sleeper, 0, 0, Math.min(left, MAX_SLEEP_CHUNK_MS));
   }
 }
 

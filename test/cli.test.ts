@@ -69,7 +69,7 @@ describe('usage errors exit 2 with the usage on stderr', () => {
     [['stress', '--algorithm', 'fixed-window', '--burst', '5'], /^sluice stress: --burst applies only to --algorithm gcra/],
     [['stress', '--keys', '1e3'], /^sluice stress: --keys must be an integer from 1 to 10000, got "1e3"/],
     [['demo', '--seconds', 'abc'], /^sluice demo: --seconds must be a number of seconds above 0, at most 3600, got "abc"/],
-    [['demo', '--limit', '10000000000/ms'], /^sluice demo: --limit "10000000000\/ms" cannot run as gcra: .*the finest interval is 1 ps/],
+    [['demo', '--limit', '100000000000/ms'], /^sluice demo: --limit "100000000000\/ms" cannot run as gcra: .*the finest interval is 0\.1 ps/],
     [['demo', '--limit', '50'], /^sluice demo: --limit must be a rate like 100\/s, 20\/min or 5\/100ms, got "50"/],
     [['simulate', '--limit', 'fast'], /^sluice simulate: --limit must be a rate like 100\/s, 20\/min or 5\/100ms, got "fast"/],
     [['simulate', '--limit', '2.5/s'], /^sluice simulate: --limit "2.5\/s" cannot run as fixed-window: its permits must be an integer/],

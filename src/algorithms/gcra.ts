@@ -74,8 +74,8 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
     staleSec: Infinity, // its own unit word decides staleness
     init(w, at, m) {
       ticks64(m.ms, p, now, fresh);
-      Atomics.store(w, at, fresh.lo | 0);
-      Atomics.store(w, at + 1, fresh.hi);
+      Atomics.store(w, at, now.lo | 0); // no debt: now, floored
+      Atomics.store(w, at + 1, now.hi);
       Atomics.store(w, at + 2, staleUnitAt(m.ms) | 0);
     },
     check(w, at, m, _stale, cost, v: Verdict) {

@@ -24,7 +24,8 @@ export class KeyEncoder {
 
   /**
    * Encodes `key`; returns its byte length, or -1 when it is longer than `maxKeyBytes`.
-   * After a successful call, `words` holds the key.
+   * After a successful call, `words` holds the key. `key` must be well-formed UTF-16 (the caller,
+   * `SlotIndex.locate`, checks): a lone surrogate would encode as U+FFFD, like other keys do.
    */
   encode(key: string): number {
     if (key.length > this.#maxKeyBytes) return -1; // UTF-8 never has fewer bytes than UTF-16 units

@@ -12,6 +12,9 @@ export class SlotRef {
   constructor(readonly base: number, readonly ctrl: number) {}
 }
 
+/** `String.prototype.isWellFormed` (Node 20+), which the ES2022 lib we compile against lacks. */
+type WellFormedString = string & { isWellFormed(): boolean };
+
 /**
  * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to `SlotRef`, which
  * reuses the engine's cached string hash, so a hot key is never hashed in JavaScript. Callers
@@ -36,9 +39,14 @@ export class SlotIndex {
 
   /**
    * Finds or inserts `key`; caches and returns its location, or undefined when its stripe is full.
-   * Throws `RangeError` for a key longer than the table's `maxKeyBytes`, before touching the table.
+   * Throws, before touching the table, `TypeError` for a key with a lone surrogate (UTF-8 would
+   * store it as U+FFFD, merging it with other keys) and `RangeError` for a key longer than the
+   * table's `maxKeyBytes`. Only cache misses come here: a cached key was checked when cached.
    */
   locate(key: string): SlotRef | undefined {
+    if (!(key as WellFormedString).isWellFormed()) {
+      throw new TypeError(`key must be a well-formed string (no lone surrogates), got ${describe(key)}`);
+    }
     const table = this.#table;
     const bytes = table.encoder.encode(key);
     if (bytes < 0) {
