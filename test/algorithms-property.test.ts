@@ -43,20 +43,29 @@ function slidingWindowReference(permits: number, periodMs: number) {
   };
 }
 
-const ops = fc.array(fc.record({ advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 3_000 }), fc.integer({ min: 0, max: 10 ** 7 })), cost: fc.integer({ min: 0, max: 4 }), sweep: fc.boolean() }), { minLength: 1, maxLength: 80 });
+const YEAR_MS = 365 * 86_400_000;
+const ops = fc.array(fc.record({
+  advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 3_000 }), fc.integer({ min: 0, max: 10 ** 7 }), fc.integer({ min: 0, max: 10 * YEAR_MS })),
+  cost: fc.integer({ min: 0, max: 4 }),
+  sweep: fc.boolean(),
+}), { minLength: 1, maxLength: 80 });
+/** Where the clock starts: 0, anywhere up to 2^40 ms, past 2038 (2^31 s), and near 2^53 ms. */
+const start = fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 2 ** 40 }), fc.constant(Date.UTC(2040, 0, 1)), fc.constant(2 ** 53 - 2 ** 45));
+/** Periods from 1 ms to 100 years. */
+const period = fc.oneof(fc.integer({ min: 1, max: 5_000 }), fc.integer({ min: 1, max: 100 * YEAR_MS }));
 
 describe('window and log algorithms against naive references (fast-check)', () => {
   it.each([
     ['sliding-log', slidingLogReference],
     ['fixed-window', fixedWindowReference],
     ['sliding-window', slidingWindowReference],
-  ] as const)('%s: the same admissions for any sequence of requests, idle times and sweeps', (algorithm, reference) => {
+  ] as const)('%s: the same admissions for any sequence of requests, idle times (to years), clock readings (to 2^53 ms) and sweeps', (algorithm, reference) => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 1, max: 5_000 }), ops, (permits, periodMs, steps) => {
-        const clock = new ManualClock();
+      fc.property(fc.integer({ min: 1, max: 12 }), period, start, ops, (permits, periodMs, startMs, steps) => {
+        const clock = new ManualClock(startMs);
         const limiter = new RateLimiter({ limit: { permits, periodMs }, algorithm, maxKeys: 4, clock });
         const model = reference(permits, periodMs);
-        let now = 0;
+        let now = startMs;
         for (const { advanceMs, cost, sweep } of steps) {
           now += advanceMs;
           clock.set(now);
