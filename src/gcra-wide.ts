@@ -44,36 +44,77 @@ export function staleUnitAt(nowMs: number): number {
 }
 
 /**
- * Reads `nowMs` as 64-bit ticks into `now` (whole ticks, floored) and `fresh` (where a fresh
- * key's TAT starts: the same, or the next tick for a reading between ticks coarser than 1 ms, so
- * that a fresh start never gains part of a tick). Exact modulo 2^64 for every reading up to
- * 2^53 ms: the integer milliseconds are multiplied in exact partial products (perMs <= 10^10).
+ * Clock readings as 64-bit ticks of one size: `read(nowMs)` sets `hi`/`lo` (whole ticks, floored)
+ * and `freshHi`/`freshLo` (where a fresh key's TAT starts: the same, or the next tick for a
+ * reading between ticks coarser than 1 ms, so that a fresh start never gains part of a tick).
+ * Exact modulo 2^64 for every reading up to 2^53 ms: the integer milliseconds are multiplied in
+ * partial products that stay under 2^53 (ticks per ms are at most 10^10).
+ *
+ * Thread-safety: one instance per thread (it holds its last reading).
  */
-export function ticks64(nowMs: number, p: { tickPs: number }, now: Pair, fresh: Pair): void {
-  if (p.tickPs > 1e9) {
-    const x = nowMs / (p.tickPs / 1e9);
-    const floor = snapFloor(x, x);
-    fromNumber(floor, now);
-    fromNumber(Math.max(floor, snapCeil(x, x)), fresh);
-    return;
+export class Ticks64 {
+  hi = 0;
+  lo = 0;
+  freshHi = 0;
+  freshLo = 0;
+  readonly #perMs: number;
+  readonly #perMsLow: number;
+  readonly #tickMs: number;
+  readonly #coarse: boolean;
+
+  constructor(tickPs: number) {
+    this.#coarse = tickPs > 1e9;
+    this.#tickMs = tickPs / 1e9;
+    this.#perMs = this.#coarse ? 0 : Math.round(1e9 / tickPs); // an integer: such a tick divides 1 ms
+    this.#perMsLow = this.#perMs % TWO32 | 0;
   }
-  // whole * perMs, exactly: whole = wh * 2^32 + a1 * 2^16 + a0, each partial product < 2^53.
-  const perMs = Math.round(1e9 / p.tickPs); // an integer: every tick of 1 ms or less divides 1 ms
-  const whole = Math.floor(nowMs);
-  const wh = Math.floor(whole / 2 ** 32);
-  const wl = whole - wh * 2 ** 32;
-  const a1 = Math.floor(wl / 2 ** 16);
-  const a0 = wl - a1 * 2 ** 16;
-  fromNumber(a0 * perMs, now);
-  const y = a1 * perMs;
-  const yHi = Math.floor(y / 2 ** 16);
-  // wh * perMs only matters modulo 2^32: the low 32 bits of wh times perMs's low 32 bits.
-  add(now.hi, now.lo, (yHi + Math.imul(wh, perMs % 2 ** 32)) | 0, (y - yHi * 2 ** 16) * 2 ** 16, now);
-  // The fraction, snapped onto the tick it names if it is within an ulp below (see ticksAt).
-  const part = fromNumber(snapFloor((nowMs - whole) * perMs, nowMs * perMs), fresh);
-  add(now.hi, now.lo, part.hi, part.lo, now);
-  fresh.hi = now.hi;
-  fresh.lo = now.lo;
+
+  read(nowMs: number): void {
+    if (this.#coarse) {
+      const x = nowMs / this.#tickMs;
+      const floor = snapFloor(x, x);
+      const fresh = Math.max(floor, snapCeil(x, x));
+      this.hi = Math.floor(floor / TWO32) | 0;
+      this.lo = floor - Math.floor(floor / TWO32) * TWO32;
+      this.freshHi = Math.floor(fresh / TWO32) | 0;
+      this.freshLo = fresh - Math.floor(fresh / TWO32) * TWO32;
+      return;
+    }
+    const perMs = this.#perMs;
+    // whole = wh * 2^32 + a1 * 2^16 + a0; whole * perMs = wh*perMs*2^32 + a1*perMs*2^16 + a0*perMs,
+    // where only the low 32 bits of wh * perMs matter (Math.imul) and the rest stay under 2^50.
+    const whole = Math.floor(nowMs);
+    const wh = Math.floor(whole / TWO32);
+    const wl = whole - wh * TWO32;
+    const a1 = Math.floor(wl / 65536);
+    const x = (wl - a1 * 65536) * perMs;
+    const y = a1 * perMs;
+    const yHi = Math.floor(y / 65536);
+    const xHi = Math.floor(x / TWO32);
+    // The fraction, snapped onto the tick it names if it is within an ulp below (see ticksAt).
+    const part = snapFloor((nowMs - whole) * perMs, nowMs * perMs);
+    const partHi = Math.floor(part / TWO32);
+    let lo = (x - xHi * TWO32) + (y - yHi * 65536) * 65536 + (part - partHi * TWO32); // < 3 * 2^32
+    const carry = lo >= TWO32 ? (lo >= 2 * TWO32 ? 2 : 1) : 0;
+    lo -= carry * TWO32;
+    const hi = (xHi + yHi + partHi + carry + Math.imul(wh, this.#perMsLow)) | 0;
+    this.lo = lo;
+    this.hi = hi;
+    this.freshLo = lo;
+    this.freshHi = hi;
+  }
+}
+
+const TWO32 = 2 ** 32;
+
+/** `Ticks64.read` into pairs, for one-off conversions (tests, rule changes). */
+export function ticks64(nowMs: number, p: { tickPs: number }, now: Pair, fresh: Pair): void {
+  const t = new Ticks64(p.tickPs);
+  t.read(nowMs);
+  now.hi = t.hi;
+  now.lo = t.lo;
+  fresh.hi = t.freshHi;
+  fresh.lo = t.freshLo;
 }
 
 export class WideGcra {
@@ -87,6 +128,7 @@ export class WideGcra {
   // Scratch: a private 16-byte buffer seen as two int64 and four int32 (builds the CAS operands).
   readonly #scratch32 = new Int32Array(4);
   readonly #scratch64 = new BigInt64Array(this.#scratch32.buffer);
+  readonly #ticks: Ticks64;
   readonly #now: Pair = pair();
   readonly #fresh: Pair = pair();
   readonly #d: Pair = pair();
@@ -108,6 +150,7 @@ export class WideGcra {
     this.#clock = clock;
     this.#tatOffset = tatOffset;
     this.#staleOn = p.staleSec !== Infinity;
+    this.#ticks = new Ticks64(p.tickPs);
   }
 
   /**
@@ -118,7 +161,12 @@ export class WideGcra {
   #readClock(): number {
     const nowMs = this.#clock.now();
     this.nowMs = nowMs;
-    ticks64(nowMs, this.#p, this.#now, this.#fresh);
+    const t = this.#ticks;
+    t.read(nowMs);
+    this.#now.hi = t.hi;
+    this.#now.lo = t.lo;
+    this.#fresh.hi = t.freshHi;
+    this.#fresh.lo = t.freshLo;
     return nowMs;
   }
 
@@ -166,41 +214,69 @@ export class WideGcra {
     }
   }
 
+  // The snapshot a decision is made on, set by #snapshot.
+  #lo = 0;
+  #hi = 0;
+  #last = 0;
+  #isFresh = false;
+
+  /**
+   * Loads the key's state in order: the TAT's halves, then lastSec, then the clock, then ctrl.
+   * The clock read after the TAT keeps a genuine debt within MAX_WIDE_AHEAD_TICKS of now; lastSec
+   * read before the clock is never later than now; ctrl unchanged after the TAT means the TAT is
+   * our key's. Sets the snapshot, `#d` (the debt) and `#qr` (the debt in whole intervals); false
+   * when the slot no longer holds the key.
+   */
+  #snapshot(base: number, ctrl: number, at: number): boolean {
+    const w = this.#w;
+    const lo = Atomics.load(w, at) >>> 0;
+    const hi = Atomics.load(w, at + 1);
+    const last = this.#staleOn ? Atomics.load(w, base + S_LAST_SEC) : 0;
+    const nowMs = this.#readClock();
+    if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return false;
+    this.#lo = lo;
+    this.#hi = hi;
+    this.#last = last;
+    this.#isFresh = this.#debt(hi, lo, last, nowMs);
+    divmod(this.#d.hi, this.#d.lo, this.#p.intervalTicks, this.#qr);
+    return true;
+  }
+
+  /**
+   * Spends `cost` on the snapshot: the TAT (or, for a fresh key, its first tick) plus
+   * `cost * t`, by one compare-and-swap from the snapshot. True if it landed; leaves the new TAT
+   * in `#n`.
+   */
+  #commit(base: number, at: number, cost: number): boolean {
+    const next = mul(cost, this.#p.intervalTicks, this.#n);
+    const from = this.#isFresh ? this.#fresh : null;
+    add(from?.hi ?? this.#hi, from?.lo ?? this.#lo, next.hi, next.lo, next);
+    if (this.#staleOn) this.#raise(base, this.#last, this.nowMs);
+    if (this.#cas(at, this.#hi, this.#lo, next)) return true;
+    this.retries++;
+    return false;
+  }
+
   /**
    * Decides for the key at `base` (ctrl word `ctrl`) and, if it passes, counts it in one
    * compare-and-swap. Returns ALLOWED, REFUSED or RELOCATE; `debt`, `waitTicks` and `nowMs`
    * describe the outcome.
    */
   decide(base: number, ctrl: number, cost: number): number {
-    const w = this.#w;
     const p = this.#p;
     const at = base + this.#tatOffset;
     for (;;) {
-      // Loads in order: the TAT's halves, then lastSec, then the clock, then ctrl. The clock read
-      // after the TAT keeps a genuine debt within MAX_WIDE_AHEAD_TICKS of now; lastSec read before
-      // the clock is never later than now; ctrl unchanged after the TAT means it is our key's.
-      const lo = Atomics.load(w, at) >>> 0;
-      const hi = Atomics.load(w, at + 1);
-      const last = this.#staleOn ? Atomics.load(w, base + S_LAST_SEC) : 0;
-      const nowMs = this.#readClock();
-      if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return RELOCATE;
-      const fresh = this.#debt(hi, lo, last, nowMs);
-      if (cost > p.burst) {
-        this.debt.hi = this.#d.hi;
-        this.debt.lo = this.#d.lo;
-        this.waitTicks = Infinity;
-        return REFUSED;
-      }
-      const { q, r } = divmod(this.#d.hi, this.#d.lo, p.intervalTicks, this.#qr);
+      if (!this.#snapshot(base, ctrl, at)) return RELOCATE;
+      const { q, r } = this.#qr;
       // debt + cost * t <= burst * t, with debt = q * t + r (0 <= r < t): exact in whole intervals.
-      const fits = q + cost < p.burst || (q + cost === p.burst && r === 0);
+      const fits = cost <= p.burst && (q + cost < p.burst || (q + cost === p.burst && r === 0));
       if (!fits) {
-        // A refusal writes nothing. Re-read the halves: unchanged, the TAT held (hi, lo) at the
+        // A refusal writes nothing. Re-read the halves: unchanged, the TAT held the snapshot at the
         // second read (it only grows between reclaims), so the refusal is a real one.
-        if ((Atomics.load(w, at) >>> 0) !== lo || Atomics.load(w, at + 1) !== hi) continue;
+        if ((Atomics.load(this.#w, at) >>> 0) !== this.#lo || Atomics.load(this.#w, at + 1) !== this.#hi) continue;
         this.debt.hi = this.#d.hi;
         this.debt.lo = this.#d.lo;
-        this.waitTicks = (q + cost - p.burst) * p.intervalTicks + r;
+        this.waitTicks = cost > p.burst ? Infinity : (q + cost - p.burst) * p.intervalTicks + r;
         return REFUSED;
       }
       this.waitTicks = 0;
@@ -209,16 +285,10 @@ export class WideGcra {
         this.debt.lo = this.#d.lo;
         return ALLOWED;
       }
-      const next = this.#n;
-      mul(cost, p.intervalTicks, next);
-      if (fresh) add(this.#fresh.hi, this.#fresh.lo, next.hi, next.lo, next);
-      else add(hi, lo, next.hi, next.lo, next);
-      if (this.#staleOn) this.#raise(base, last, nowMs);
-      if (this.#cas(at, hi, lo, next)) {
-        sub(next.hi, next.lo, this.#now.hi, this.#now.lo, this.debt);
+      if (this.#commit(base, at, cost)) {
+        sub(this.#n.hi, this.#n.lo, this.#now.hi, this.#now.lo, this.debt);
         return ALLOWED;
       }
-      this.retries++;
     }
   }
 
@@ -228,31 +298,17 @@ export class WideGcra {
    * `maxWaitTicks`, or would leave the TAT past the horizon; nothing is counted).
    */
   reserve(base: number, ctrl: number, cost: number, maxWaitTicks: number): number {
-    const w = this.#w;
     const p = this.#p;
     const at = base + this.#tatOffset;
     for (;;) {
-      // Same loads, in the same order, as decide().
-      const lo = Atomics.load(w, at) >>> 0;
-      const hi = Atomics.load(w, at + 1);
-      const last = this.#staleOn ? Atomics.load(w, base + S_LAST_SEC) : 0;
-      const nowMs = this.#readClock();
-      if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return RELOCATE;
-      const fresh = this.#debt(hi, lo, last, nowMs);
+      if (!this.#snapshot(base, ctrl, at)) return RELOCATE;
       if (cost > p.burst) { this.waitTicks = Infinity; return REFUSED; }
-      const { q, r } = divmod(this.#d.hi, this.#d.lo, p.intervalTicks, this.#qr);
+      const { q, r } = this.#qr;
       const wait = q + cost >= p.burst ? (q + cost - p.burst) * p.intervalTicks + r : 0;
       this.waitTicks = wait;
       // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
       if (wait > maxWaitTicks || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) return TOO_LONG;
-      if (cost === 0) return ALLOWED;
-      const next = this.#n;
-      mul(cost, p.intervalTicks, next);
-      if (fresh) add(this.#fresh.hi, this.#fresh.lo, next.hi, next.lo, next);
-      else add(hi, lo, next.hi, next.lo, next);
-      if (this.#staleOn) this.#raise(base, last, nowMs);
-      if (this.#cas(at, hi, lo, next)) return ALLOWED;
-      this.retries++;
+      if (cost === 0 || this.#commit(base, at, cost)) return ALLOWED;
     }
   }
 

@@ -2,7 +2,7 @@ import {
   admit, debtOf, gcraParams, isLater, isStale, MAX_WIDE_AHEAD_TICKS, remainingAt, ticksAt, ticksToMs, waitTicks,
   wideStaleUnits, type GcraParams,
 } from '../gcra.js';
-import { staleUnitAt, ticks64 } from '../gcra-wide.js';
+import { staleUnitAt, ticks64, Ticks64 } from '../gcra-wide.js';
 import { add, divmod, fromNumber, mul, pair, sub, toNumber, type QuotRem } from '../int64.js';
 import type { Limit } from '../limit.js';
 import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
@@ -48,8 +48,17 @@ function narrowGcra(p: GcraParams): LimitAlgorithm {
 }
 
 function wideGcra(p: GcraParams): LimitAlgorithm {
+  const ticks = new Ticks64(p.tickPs);
   const now = pair();
   const fresh = pair();
+  /** Reads the clock into `now` and `fresh`. */
+  const readClock = (ms: number): void => {
+    ticks.read(ms);
+    now.hi = ticks.hi;
+    now.lo = ticks.lo;
+    fresh.hi = ticks.freshHi;
+    fresh.lo = ticks.freshLo;
+  };
   const d = pair();
   const next = pair();
   const qr: QuotRem = { q: 0, r: 0 };
@@ -60,7 +69,7 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
   function read(w: Int32Array, at: number, m: Moment): boolean {
     const lo = Atomics.load(w, at) >>> 0;
     const hi = Atomics.load(w, at + 1);
-    ticks64(m.ms, p, now, fresh);
+    readClock(m.ms);
     sub(hi, lo, now.hi, now.lo, d);
     const isFresh = d.hi < 0 || (d.hi === 0 && d.lo === 0) || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
       (staleOn && isStale(staleUnitAt(m.ms), Atomics.load(w, at + 2), p.staleSec));
@@ -73,7 +82,7 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
     stateWords: 3,
     staleSec: Infinity, // its own unit word decides staleness
     init(w, at, m) {
-      ticks64(m.ms, p, now, fresh);
+      readClock(m.ms);
       Atomics.store(w, at, now.lo | 0); // no debt: now, floored
       Atomics.store(w, at + 1, now.hi);
       Atomics.store(w, at + 2, staleUnitAt(m.ms) | 0);
