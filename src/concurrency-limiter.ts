@@ -2,7 +2,7 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { AttachRequest } from './attach-request.js';
 import { ceilNs } from './algorithms/types.js';
 import { describe, integerInRange, positiveFinite } from './errors.js';
-import { isLater, isStale, secondsAt } from './gcra.js';
+import { isStale, secondsAt } from './gcra.js';
 import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
 import {
   FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, raiseLastSec, readLeaseParams,
@@ -296,7 +296,7 @@ export class ConcurrencyLimiter {
     if (stamp === FREE_PLACE) { expiry += 1; stamp = (stamp + 1) | 0; } // never stamp the free marker: one tick later
     this.#stamp = stamp;
     this.#expiryTicks = expiry;
-    if (take > 0 && isLater(nowSec, lastSec)) raiseLastSec(w, lastSecAt, lastSec, nowSec);
+    if (take > 0) raiseLastSec(w, lastSecAt, lastSec, nowSec);
     let taken = 0;
     for (let i = 0; i < n; i++) {
       const v = seen[i] as number;

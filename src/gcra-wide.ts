@@ -1,5 +1,5 @@
 import type { Clock } from './clock.js';
-import { isLater, isStale, MAX_WIDE_AHEAD_TICKS, snapCeil, snapFloor, STALE_UNIT_MS, ULP_GUARD, type GcraParams } from './gcra.js';
+import { isStale, raiseStamp, MAX_WIDE_AHEAD_TICKS, snapCeil, snapFloor, STALE_UNIT_MS, ULP_GUARD, type GcraParams } from './gcra.js';
 import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type Pair, type QuotRem } from './int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from './table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
@@ -202,17 +202,11 @@ export class WideGcra {
     return Atomics.compareExchange(this.#big, at >> 1, expected, this.#scratch64[1] as bigint) === expected;
   }
 
-  /** Raises the staleness unit to now's (it only grows, so a slow thread cannot move it back). */
+  /** Raises the staleness unit to now's: only ever forward (raiseStamp). */
   #raise(base: number, last: number, nowMs: number): void {
-    const unit = this.#unit(nowMs);
-    let seen = last;
-    while (isLater(unit, seen)) {
-      // compareExchange loop from the value seen: only ever raises the word.
-      const prev = Atomics.compareExchange(this.#w, base + S_LAST_SEC, seen, unit | 0);
-      if (prev === seen) return;
-      seen = prev;
-    }
+    raiseStamp(this.#w, base + S_LAST_SEC, last, this.#unit(nowMs));
   }
+
 
   // The snapshot a decision is made on, set by #snapshot.
   #lo = 0;

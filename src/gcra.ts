@@ -199,9 +199,24 @@ export function isStale(now: number, last: number, staleUnits: number): boolean 
   return (now - last) >>> 0 > staleUnits;
 }
 
-/** Whether `now` (a unit) is later than `last` (as stored, modulo 2^32): raise it then. */
-export function isLater(now: number, last: number): boolean {
-  return (((now | 0) - last) | 0) > 0;
+/**
+ * Raises the staleness word at `index` to `now` (a unit, stored modulo 2^32). `loaded` is the
+ * value this thread loaded before reading its clock, so it is not later than `now`, and the
+ * difference modulo 2^32 is the true idle time (under 2^32 units). Another thread may raise the
+ * word meanwhile, possibly past `now`: a value seen later counts as between `loaded` and `now`
+ * only if its distance back from `now` is at most the idle time; anything else is ahead of us,
+ * and the word is left alone. So the word only ever moves forward.
+ */
+export function raiseStamp(w: Int32Array, index: number, loaded: number, now: number): void {
+  const now32 = now | 0;
+  const idle = (now32 - loaded) >>> 0;
+  let seen = loaded;
+  while (seen !== now32 && (now32 - seen) >>> 0 <= idle) {
+    // compareExchange from the value seen: fails if another thread moved the word, then we look again.
+    const prev = Atomics.compareExchange(w, index, seen, now32);
+    if (prev === seen) return;
+    seen = prev;
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { LimitAlgorithm, Moment, Verdict } from './algorithms/index.js';
-import { isLater, isStale, secondsAt } from './gcra.js';
+import { isStale, raiseStamp, secondsAt } from './gcra.js';
 import { GONE, lock, tryLock, unlock } from './table/slot-lock.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
@@ -214,8 +214,7 @@ export class LockedEngine {
       const a = g.algorithms[i] as LimitAlgorithm;
       if (!a.apply(w, area.state + (g.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec), cost)) return false;
     }
-    // compareExchange: lastSec only grows; a failure means another writer raised it, which is fine.
-    if (isLater(m.sec, lastSec)) Atomics.compareExchange(w, area.lastSec, lastSec, m.sec | 0);
+    raiseStamp(w, area.lastSec, lastSec, m.sec); // only ever forward
     return true;
   }
 

@@ -2,7 +2,7 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { AttachRequest } from './attach-request.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
-import { admit, debtOf, isLater, MAX_AHEAD_TICKS, remainingAt, secondsAt, ticksAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
+import { admit, debtOf, MAX_AHEAD_TICKS, raiseStamp, remainingAt, secondsAt, ticksAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
 import { ALLOWED, RELOCATE as WIDE_RELOCATE, TOO_LONG, WideGcra } from './gcra-wide.js';
 import { divmod, toNumber, type QuotRem } from './int64.js';
 import {
@@ -274,7 +274,7 @@ export class RateLimiter {
       if (cost === 0) return reservation;
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0;
-      if (isLater(nowSec, lastSec)) this.#raiseLastSec(base + S_LAST_SEC, lastSec, nowSec);
+      raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec);
       // compareExchange on the key's word: the reservation is counted atomically with its check.
       if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) return reservation;
       this.#casRetries++;
@@ -427,7 +427,7 @@ export class RateLimiter {
       if (cost === 0) return this.#grant(debt);
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
-      if (isLater(nowSec, lastSec)) this.#raiseLastSec(base + S_LAST_SEC, lastSec, nowSec);
+      raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
       // compareExchange on the key's own tat word: the only write of an admission. If another
       // thread changed tat since our load, nothing was written and we decide again.
       if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) return this.#grant(next);
@@ -489,14 +489,4 @@ export class RateLimiter {
     return this.#allowWhenFull;
   }
 
-  /** Raises lastSec to nowSec unless another thread already raised it further. */
-  #raiseLastSec(index: number, seen: number, nowSec: number): void {
-    let last = seen;
-    // compareExchange loop: lastSec only ever grows, so a slow thread cannot move it back.
-    while (isLater(nowSec, last)) {
-      const prev = Atomics.compareExchange(this.#words, index, last, nowSec | 0);
-      if (prev === last) return;
-      last = prev;
-    }
-  }
 }

@@ -1,5 +1,5 @@
 import {
-  admit, debtOf, gcraParams, isLater, isStale, MAX_WIDE_AHEAD_TICKS, remainingAt, ticksAt, ticksToMs, waitTicks,
+  admit, debtOf, gcraParams, isStale, MAX_WIDE_AHEAD_TICKS, remainingAt, ticksAt, ticksToMs, waitTicks,
   wideStaleUnits, type GcraParams,
 } from '../gcra.js';
 import { staleUnitAt, ticks64, Ticks64 } from '../gcra-wide.js';
@@ -107,7 +107,7 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
       const nowUnit = staleUnitAt(m.ms);
       // compareExchange each word from the value read under the lock (see LimitAlgorithm.apply).
       return swap(w, at, lo, next.lo | 0) && swap(w, at + 1, hi, next.hi) &&
-        (!isLater(nowUnit, unit) || swap(w, at + 2, unit, nowUnit | 0));
+        ((nowUnit | 0) === unit || swap(w, at + 2, unit, nowUnit | 0));
     },
     idle(w, at, m) {
       read(w, at, m);

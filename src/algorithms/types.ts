@@ -1,3 +1,4 @@
+import { snapFloor } from '../gcra.js';
 /**
  * The contract between the locked state engine (`../locked-engine.ts`) and each algorithm.
  *
@@ -59,9 +60,14 @@ export function swap(w: Int32Array, i: number, prev: number, next: number): bool
   return Atomics.compareExchange(w, i, prev, next) === prev;
 }
 
-/** Floor of `a / b` for a clock reading, with the same ulp guard as gcra.ts's ticksAt. */
+/**
+ * Floor of `a / b` for a clock reading, snapped like gcra.ts's ticksAt: a quotient within its own
+ * ulp below an integer is that integer; nothing moves further (a relative lift would open windows
+ * early at large readings).
+ */
 export function floorDiv(a: number, b: number): number {
-  return Math.floor((a / b) * (1 + 2 ** -50));
+  const x = a / b;
+  return snapFloor(x, x);
 }
 
 /** Rounds a wait in ms up to whole nanoseconds, dropping float noise (50.00000000000006 -> 50). */
