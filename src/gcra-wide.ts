@@ -1,5 +1,5 @@
 import type { Clock } from './clock.js';
-import { isStale, raiseStamp, MAX_WIDE_AHEAD_TICKS, snapCeil, snapFloor, STALE_UNIT_MS, ULP_GUARD, type GcraParams } from './gcra.js';
+import { coarseTicks, isStale, raiseStamp, MAX_WIDE_AHEAD_TICKS, readingSlackMs, snapFloor, STALE_UNIT_MS, ULP_GUARD, type GcraParams } from './gcra.js';
 import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type Pair, type QuotRem } from './int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from './table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
@@ -13,7 +13,7 @@ import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.j
  * one 64-bit compareExchange on a `BigInt64Array` over the same memory, from the value the halves
  * spelled to the new one, so a decision made on a torn read can never land. The arithmetic is
  * exact on int32 pairs (`int64.ts`). The slot's `lastSec` word holds the last admission's unit of
- * `STALE_UNIT_MS` (about 68 minutes): 2^53 ms is under 2^31 units, so it never wraps, and a key
+ * `STALE_UNIT_MS` (about 68 minutes): 2^53 ms is under 2^32 units, so it never wraps, and a key
  * idle longer than `staleSec` units is certainly fresh, whatever its wrapped TAT says (ticks
  * finer than 1 us wrap 64 bits within the clock's range; coarser ones cannot, and skip the rule).
  * docs/design.md, section 2, has the argument.
@@ -71,9 +71,8 @@ export class Ticks64 {
 
   read(nowMs: number): void {
     if (this.#coarse) {
-      const x = nowMs / this.#tickMs;
-      const floor = snapFloor(x, x);
-      const fresh = Math.max(floor, snapCeil(x, x));
+      const floor = coarseTicks(nowMs, this.#tickMs, false);
+      const fresh = coarseTicks(nowMs, this.#tickMs, true);
       this.hi = Math.floor(floor / TWO32) | 0;
       this.lo = floor - Math.floor(floor / TWO32) * TWO32;
       this.freshHi = Math.floor(fresh / TWO32) | 0;
@@ -92,7 +91,8 @@ export class Ticks64 {
     const yHi = Math.floor(y / 65536);
     const xHi = Math.floor(x / TWO32);
     // The fraction, snapped onto the tick it names if it is within an ulp below (see ticksAt).
-    const part = snapFloor((nowMs - whole) * perMs, nowMs * perMs);
+    const fraction = (nowMs - whole) * perMs;
+    const part = snapFloor(fraction, readingSlackMs(nowMs) * perMs + fraction * 2 ** -51);
     const partHi = Math.floor(part / TWO32);
     let lo = (x - xHi * TWO32) + (y - yHi * 65536) * 65536 + (part - partHi * TWO32); // < 3 * 2^32
     const carry = lo >= TWO32 ? (lo >= 2 * TWO32 ? 2 : 1) : 0;

@@ -55,7 +55,7 @@ export const MAX_WIDE_TOLERANCE_TICKS = 3 * 2 ** 61;
 export const MAX_WIDE_AHEAD_TICKS = 7 * 2 ** 60;
 /** Largest emission interval in ticks at width 64 (keeps long division exact, see int64.ts). */
 export const MAX_WIDE_INTERVAL_TICKS = 2 ** 37;
-/** The staleness unit of the 64-bit path: 2^53 ms is under 2^31 of them, so it never wraps. */
+/** The staleness unit of the 64-bit path: 2^53 ms is under 2^32 of them, so it never wraps. */
 export const STALE_UNIT_MS = 4_096_000;
 /** Largest clock reading every limiter accepts: 2^53 ms, about 285,000 years. */
 export const MAX_CLOCK_MS = 2 ** 53;
@@ -72,9 +72,9 @@ export const ULP_GUARD = 1 + 2 ** -50;
 
 function ceilTicks(exact: number): number {
   const nearest = Math.round(exact);
-  // Guard against 200000.00000000003 becoming 200001: a quotient within float error (a few ulps,
-  // 1e-12 relative is ample) of an integer is that integer; anything further rounds up.
-  return Math.abs(exact - nearest) <= 1e-12 * Math.max(1, exact) ? nearest : Math.ceil(exact);
+  // Guard against 200000.00000000003 becoming 200001: a quotient within float error (the three
+  // roundings behind it stay under 4 ulps) of an integer is that integer; anything further rounds up.
+  return Math.abs(exact - nearest) <= 2 ** -50 * Math.max(1, exact) ? nearest : Math.ceil(exact);
 }
 
 /** The interval, in ticks of `tickPs`, rounded up; and whether that rounding is within bounds. */
@@ -147,30 +147,32 @@ function unrepresentable(name: string, permits: number, periodMs: number, burst:
 /**
  * Whole ticks elapsed at `nowMs`, modulo 2^32 and exact for every reading up to 2^53 ms (the
  * integer milliseconds are multiplied in 32-bit arithmetic, the fraction as a float). A decimal
- * reading can sit an ulp below the tick it names (1234.567 ms is 1234.5669999999999 as a double):
- * `snapFloor` puts it on that tick, and moves no reading by more than its own ulp.
+ * reading can sit a few ulps below the tick it names (1234.567 ms is 1234.5669999999999 as a
+ * double): it counts as on that tick, and no reading moves by more than 1 ns (`readingSlackMs`).
  */
 export function ticksAt(nowMs: number, p: { tickPs: number }): number {
-  if (p.tickPs > 1e9) return snapFloor(nowMs / (p.tickPs / 1e9), nowMs) | 0;
+  if (p.tickPs > 1e9) return coarseTicks(nowMs, p.tickPs / 1e9, false) | 0;
   const perMs = 1e9 / p.tickPs;
   const whole = Math.floor(nowMs);
-  return (Math.imul(whole | 0, perMs) + snapFloor((nowMs - whole) * perMs, nowMs * perMs)) | 0;
+  const part = (nowMs - whole) * perMs;
+  return (Math.imul(whole | 0, perMs) + snapFloor(part, readingSlackMs(nowMs) * perMs + part * 2 ** -51)) | 0;
 }
 
 /**
- * floor(x), except that an x within one ulp of `scale` below an integer counts as that integer
- * (`scale` is the whole reading in the same unit as x: the ulp of the reading is what a decimal
- * reading can lose).
+ * floor(x), except that an x within `tolerance` below an integer counts as that integer.
  */
-export function snapFloor(x: number, scale: number): number {
+export function snapFloor(x: number, tolerance: number): number {
   const up = Math.ceil(x);
-  return up - x <= scale * 2 ** -52 ? up : Math.floor(x);
+  return up - x <= tolerance ? up : Math.floor(x);
 }
 
-/** ceil(x), except that an x within one ulp of `scale` above an integer counts as that integer. */
-export function snapCeil(x: number, scale: number): number {
-  const down = Math.floor(x);
-  return x - down <= scale * 2 ** -52 ? down : Math.ceil(x);
+/**
+ * How far (in ms) a clock reading may sit below the tick it names and still count as on it: a
+ * few ulps of the reading (a decimal reading, or a sum of them, stored as doubles), but never
+ * more than a nanosecond, so that no reading moves further than that.
+ */
+export function readingSlackMs(nowMs: number): number {
+  return Math.min(nowMs * 2 ** -50, 1e-6);
 }
 
 /**
@@ -180,8 +182,23 @@ export function snapCeil(x: number, scale: number): number {
  */
 export function ticksCeilAt(nowMs: number, p: { tickPs: number }): number {
   if (p.tickPs <= 1e9) return ticksAt(nowMs, p);
-  const x = nowMs / (p.tickPs / 1e9);
-  return Math.max(snapFloor(x, x), snapCeil(x, x)) | 0;
+  return coarseTicks(nowMs, p.tickPs / 1e9, true) | 0;
+}
+
+/**
+ * Whole ticks of `tickMs` (an integer number of ms) at `nowMs`, floored (or, with `up`, rounded up
+ * for a reading between ticks), exact for every reading up to 2^53 ms: the whole milliseconds
+ * divide exactly, and only `readingSlackMs` snaps it onto a tick.
+ */
+export function coarseTicks(nowMs: number, tickMs: number, up: boolean): number {
+  const whole = Math.floor(nowMs);
+  let q = Math.floor(whole / tickMs);
+  let r = whole - q * tickMs; // exact: both are integers under 2^53
+  if (r < 0) { q -= 1; r += tickMs; } else if (r >= tickMs) { q += 1; r -= tickMs; }
+  const into = r + (nowMs - whole); // ms into the tick, exactly
+  const slack = readingSlackMs(nowMs);
+  if (tickMs - into <= slack) return q + 1; // just below the next tick: on it
+  return up && into > slack ? q + 1 : q;
 }
 
 /** Whole seconds elapsed at `nowMs`, with the same guard. */

@@ -2,7 +2,7 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { AttachRequest } from './attach-request.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
-import { admit, debtOf, MAX_AHEAD_TICKS, raiseStamp, remainingAt, secondsAt, ticksAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
+import { admit, debtOf, MAX_AHEAD_TICKS, raiseStamp, snapFloor, remainingAt, secondsAt, ticksAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
 import { ALLOWED, RELOCATE as WIDE_RELOCATE, TOO_LONG, WideGcra } from './gcra-wide.js';
 import { divmod, toNumber, type QuotRem } from './int64.js';
 import {
@@ -54,7 +54,7 @@ class GcraReservation implements Reservation {
 
 /** Rounds a wait in ms up to whole picoseconds (the finest tick), dropping float noise. */
 function ceilPs(ms: number): number {
-  return ms === Infinity ? ms : Math.ceil(ms * 1e9 - 1e-3) / 1e9;
+  return ms === Infinity ? ms : Math.max(0, Math.ceil(ms * 1e9 - 1e-3) / 1e9);
 }
 
 /** Throws `TypeError`/`RangeError` for a bad key or cost, naming it. */
@@ -249,7 +249,8 @@ export class RateLimiter {
       throw new TypeError(`reserve() needs one GCRA limit and no global cap; this limiter runs ${this.limits.length} ${this.algorithm} limit(s)${this.globalLimit ? ' and a global cap' : ''}: use acquire()`);
     }
     const p = this.#p;
-    const maxWaitTicks = maxWaitMs === Infinity ? Infinity : Math.floor((maxWaitMs * 1e9) / p.tickPs);
+    // Snapped within 4 ulps: a wait of exactly maxWaitMs must not lose a tick to float noise.
+    const maxWaitTicks = maxWaitMs === Infinity ? Infinity : snapFloor((maxWaitMs * 1e9) / p.tickPs, (maxWaitMs * 1e9 * 2 ** -50) / p.tickPs);
     if (this.#wide) return this.#reserveWide(key, cost, maxWaitMs, maxWaitTicks);
     for (;;) {
       const entry = this.#index.cached(key) ?? this.#index.locate(key);
@@ -290,7 +291,6 @@ export class RateLimiter {
       if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
       const outcome = wide.reserve(entry.base, entry.ctrl, cost, maxWaitTicks);
       if (outcome === WIDE_RELOCATE) { this.#index.forget(key); continue; }
-      this.#casRetries = wide.retries;
       if (outcome === TOO_LONG || outcome !== ALLOWED) {
         throw new RateLimitTimeoutError(key, wide.waitTicks === Infinity ? Infinity : ceilPs(ticksToMs(wide.waitTicks, p)), maxWaitMs);
       }

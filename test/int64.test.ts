@@ -23,8 +23,8 @@ function exactMs(ms: number): { num: bigint; den: bigint } {
 }
 
 /**
- * The ticks a reading may map to: floor(exact), or the next tick when the reading lies within
- * one ulp of the whole reading below it (a decimal reading rounded down by its double).
+ * The ticks a reading may map to: floor(exact), or the next tick when the reading lies within a
+ * few ulps (at most 1 ns) below it (a decimal reading rounded down by its double).
  */
 function snapped(ms: number, tickPs: number, modulus: bigint): bigint[] {
   const { num, den } = exactMs(ms);
@@ -34,7 +34,8 @@ function snapped(ms: number, tickPs: number, modulus: bigint): bigint[] {
   const out = [floor % modulus];
   // distance to the next tick, in the reading's units: ((floor + 1) * unit - scaled) / (den * 1e9) ms
   const gapMs = Number((floor + 1n) * unit - scaled) / Number(den) / 1e12;
-  if (gapMs <= ms * 2 ** -52 * 1.0000001) out.push((floor + 1n) % modulus);
+  // The snap: a few ulps of the reading, at most 1 ns, plus the rounding of the fraction's product.
+  if (gapMs <= Math.min(ms * 2 ** -50, 1e-6) + 2 ** -50) out.push((floor + 1n) % modulus);
   return out;
 }
 

@@ -1,4 +1,4 @@
-import { snapFloor } from '../gcra.js';
+import { coarseTicks, readingSlackMs, snapFloor } from '../gcra.js';
 /**
  * The contract between the locked state engine (`../locked-engine.ts`) and each algorithm.
  *
@@ -66,8 +66,9 @@ export function swap(w: Int32Array, i: number, prev: number, next: number): bool
  * early at large readings).
  */
 export function floorDiv(a: number, b: number): number {
-  const x = a / b;
-  return snapFloor(x, x);
+  // A whole number of ms per window divides exactly; any other window size divides as a float.
+  if (Number.isInteger(b)) return coarseTicks(a, b, false);
+  return snapFloor(a / b, readingSlackMs(a) / b + (a / b) * 2 ** -52);
 }
 
 /** Rounds a wait in ms up to whole nanoseconds, dropping float noise (50.00000000000006 -> 50). */
