@@ -1,11 +1,9 @@
 // The core suite: tryAcquire on existing keys against the Map ceiling, bytes per check, two
 // workers against one, and memory per tracked key. Returns a markdown section.
-import { Worker } from 'node:worker_threads';
 import { perSecond, RateLimiter } from 'sluice';
 import { createMapGcra } from './lib/map-gcra.js';
 import { BATCH, bytesPerCall, fmt, makeKeys, median, nsPerCall } from './lib/measure.js';
-
-const workerUrl = new URL('./lib/throughput-worker.js', import.meta.url);
+import { workerThroughput } from './lib/throughput-run.js';
 
 /** Where object-returning checks leave their Decision, so V8 cannot optimise the object away. */
 export let sink;
@@ -43,21 +41,6 @@ async function singleThread(quick) {
   return { res, bytes };
 }
 
-async function workerRun(handle, workers, keySets, ms) {
-  const gate = new SharedArrayBuffer(12);
-  const g = new Int32Array(gate);
-  const pool = Array.from({ length: workers }, (_, i) => new Worker(workerUrl, { workerData: { handle, keys: keySets[i], gate } }));
-  const done = pool.map((w) => new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); }));
-  while (Atomics.load(g, 0) < workers) await new Promise((r) => setTimeout(r, 2));
-  Atomics.store(g, 1, 1);
-  Atomics.notify(g, 1);
-  await new Promise((r) => setTimeout(r, ms));
-  Atomics.store(g, 2, 1);
-  const results = await Promise.all(done);
-  await Promise.all(pool.map((w) => w.terminate()));
-  return results.reduce((sum, r) => sum + r.ops / (r.ms / 1000), 0); // checks per second, all workers
-}
-
 async function scaling(quick) {
   const limiter = new RateLimiter({ limit: perSecond(1e6, { burst: 1e6 }), maxKeys: 10_000 });
   const keySets = [makeKeys(1_000, 'w0'), makeKeys(1_000, 'w1')];
@@ -67,8 +50,8 @@ async function scaling(quick) {
   const one = [];
   const two = [];
   for (let r = 0; r < rounds; r++) { // alternate, so drift on a shared machine hits both alike
-    one.push(await workerRun(limiter.handle, 1, keySets, ms));
-    two.push(await workerRun(limiter.handle, 2, keySets, ms));
+    one.push(await workerThroughput(limiter.handle, 1, keySets, ms));
+    two.push(await workerThroughput(limiter.handle, 2, keySets, ms));
   }
   return { one, two };
 }

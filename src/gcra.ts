@@ -120,6 +120,18 @@ export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32)
   // Width 64: ticks of 1, 2 and 5 times a power of ten ps, from 0.1 ps up to 5 * 10^6 s. Steps of at
   // most 2.5x always leave a tick whose interval is 1 to 6 million ticks (rounding under 1 ppm)
   // with burst * interval under MAX_WIDE_TOLERANCE_TICKS, for any burst up to 2^40.
+  // An interval that is a whole number of some tick of 1 ms or less takes the coarsest such tick:
+  // no rounding at all, and smaller numbers (a debt under 2^53 ticks divides in one step; ticks
+  // of 1 us or more need no staleness word). Otherwise the finest tick that fits.
+  let exact: GcraParams | null = null;
+  for (const tickPs of WIDE_TICKS_PS) {
+    if (tickPs > 1e9) break;
+    const t = intervalAt(intervalPs, tickPs);
+    if (t.ok && t.ticks * tickPs === intervalPs && t.ticks <= MAX_WIDE_INTERVAL_TICKS && t.ticks * burst <= MAX_WIDE_TOLERANCE_TICKS) {
+      exact = params(64, tickPs, t.ticks, burst);
+    }
+  }
+  if (exact !== null) return exact;
   for (const tickPs of WIDE_TICKS_PS) {
     const t = intervalAt(intervalPs, tickPs);
     if (t.ok && t.ticks <= MAX_WIDE_INTERVAL_TICKS && t.ticks * burst <= MAX_WIDE_TOLERANCE_TICKS) return params(64, tickPs, t.ticks, burst);

@@ -104,28 +104,22 @@ export function divmod(aHi: number, aLo: number, t: number, out: QuotRem): QuotR
     return out;
   }
   // Long division in digits of 32, 16 and 16 bits: each partial dividend r * 2^16 + digit
-  // stays under 2^53 (r < t <= 2^37), so every step is exact.
-  let r = 0;
-  const q2 = step(aHi, t);
-  r = stepRem;
-  const q1 = step(r * TWO16 + (aLo >>> 16), t);
-  r = stepRem;
-  const q0 = step(r * TWO16 + (aLo & 0xffff), t);
-  r = stepRem;
+  // stays under 2^53 (r < t <= 2^37), so every step is exact. Locals only: no boxed doubles.
+  let q2 = Math.floor(aHi / t);
+  let r = aHi - q2 * t;
+  if (r < 0) { q2 -= 1; r += t; } else if (r >= t) { q2 += 1; r -= t; }
+  let x = r * TWO16 + (aLo >>> 16);
+  let q1 = Math.floor(x / t);
+  r = x - q1 * t;
+  if (r < 0) { q1 -= 1; r += t; } else if (r >= t) { q1 += 1; r -= t; }
+  x = r * TWO16 + (aLo & 0xffff);
+  let q0 = Math.floor(x / t);
+  r = x - q0 * t;
+  if (r < 0) { q0 -= 1; r += t; } else if (r >= t) { q0 += 1; r -= t; }
   const q = q2 * TWO32 + q1 * TWO16 + q0;
   out.q = q;
   out.r = r;
   return out;
-}
-
-let stepRem = 0;
-/** One exact division step: returns floor(x / t) and leaves the remainder in `stepRem`. */
-function step(x: number, t: number): number {
-  let d = Math.floor(x / t);
-  let r = x - d * t;
-  if (r < 0) { d -= 1; r += t; } else if (r >= t) { d += 1; r -= t; }
-  stepRem = r;
-  return d;
 }
 
 /** Compares two pairs as signed 64-bit integers: negative, 0 or positive. */

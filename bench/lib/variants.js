@@ -5,10 +5,11 @@
 //   mutex    - one global lock around every update (spin briefly, then Atomics.wait), plain
 //              reads and writes inside it;
 //   unlocked - no synchronisation at all: plain reads and writes on the shared array.
-// The mutex and unlocked variants exist only here; they are not options of the library.
+// The mutex and unlocked variants exist only here; they are not options of the library. They
+// model the 32-bit path (one int32 TAT word per key), so they need a limit that runs at width 32.
 import { ManualClock, monotonicClock, RateLimiter } from 'sluice';
-import { admit, debtOf, secondsAt, ticksAt } from '../../dist/gcra.js';
-import { gcraSlotState, readGcraParams } from '../../dist/gcra-slot.js';
+import { admit, debtOf, gcraParams, secondsAt, ticksAt } from '../../dist/gcra.js';
+import { gcraSlotState } from '../../dist/gcra-slot.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../../dist/table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex } from '../../dist/table/slot-index.js';
 import { SlotTable } from '../../dist/table/table.js';
@@ -49,8 +50,13 @@ export function attachVariant(variant, handle, lockBuffer) {
     return { allow: (key) => limiter.allow(key), casRetries: () => limiter.stats().casRetries };
   }
   const clock = handle.clock ? new ManualClock(handle.clock) : monotonicClock;
-  const probe = new Int32Array(handle.table);
-  const p = readGcraParams(probe);
+  // The product's own parameters: the limit stored in the table's header, compiled by the same
+  // function the limiter's constructor uses.
+  const product = RateLimiter.attach(handle);
+  const p = gcraParams(product.limit);
+  if (product.width !== 32 || p.width !== 32) {
+    throw new RangeError(`variant ${variant} models the 32-bit path; this limiter runs at width ${product.width}`);
+  }
   const table = new SlotTable(handle.table, gcraSlotState(p, clock));
   const index = new SlotIndex(table, DEFAULT_CACHE_SIZE); // the same cache the product uses
   const w = table.words;
@@ -69,7 +75,7 @@ export function attachVariant(variant, handle, lockBuffer) {
     if (w[base + S_CTRL] !== e.ctrl || w[base + S_TAT] === DEAD) return -1;
     const tat = w[base + S_TAT];
     const nowMs = clock.now();
-    const now32 = ticksAt(nowMs, p) | 0;
+    const now32 = ticksAt(nowMs, p); // ticks modulo 2^32, an int32
     const nowSec = secondsAt(nowMs);
     const lastSec = w[base + S_LAST_SEC];
     const next = admit(debtOf(tat, now32, lastSec, nowSec, p), 1, p);

@@ -1,0 +1,21 @@
+// Drives throughput-worker.js: `workers` threads, each checking its own key set on the limiter
+// behind `handle` for `ms`, all released at once through a shared gate.
+import { Worker } from 'node:worker_threads';
+
+const workerUrl = new URL('./throughput-worker.js', import.meta.url);
+
+/** Checks per second over all workers; worker i walks `keySets[i]`. */
+export async function workerThroughput(handle, workers, keySets, ms) {
+  const gate = new SharedArrayBuffer(12);
+  const g = new Int32Array(gate); // [ready count, go flag, stop flag]
+  const pool = Array.from({ length: workers }, (_, i) => new Worker(workerUrl, { workerData: { handle, keys: keySets[i], gate } }));
+  const done = pool.map((w) => new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); }));
+  while (Atomics.load(g, 0) < workers) await new Promise((r) => setTimeout(r, 2));
+  Atomics.store(g, 1, 1);
+  Atomics.notify(g, 1);
+  await new Promise((r) => setTimeout(r, ms));
+  Atomics.store(g, 2, 1);
+  const results = await Promise.all(done);
+  await Promise.all(pool.map((w) => w.terminate()));
+  return results.reduce((sum, r) => sum + r.ops / (r.ms / 1000), 0);
+}
