@@ -34,6 +34,11 @@ export const RELOCATE = 2;
 /** `reserve` results beyond RELOCATE: the wait exceeds the horizon or maxWait. */
 export const TOO_LONG = 3;
 
+/** `#commit` outcomes. */
+const LANDED = 0;
+const LOST = 1;
+const MOVED = 2;
+
 if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1) {
   throw new Error('sluice needs a little-endian platform (the 64-bit TAT is read as two int32 halves)');
 }
@@ -238,17 +243,25 @@ export class WideGcra {
 
   /**
    * Spends `cost` on the snapshot: the TAT (or, for a fresh key, its first tick) plus
-   * `cost * t`, by one compare-and-swap from the snapshot. True if it landed; leaves the new TAT
-   * in `#n`.
+   * `cost * t`, by one compare-and-swap from the snapshot. LANDED, LOST (another thread changed
+   * the TAT: decide again) or MOVED (the compare-and-swap landed, but on a slot that meanwhile
+   * went to another key: that key is overcharged, which is conservative, and ours must be found
+   * again). Leaves the new TAT in `#n`.
    */
-  #commit(base: number, at: number, cost: number): boolean {
+  #commit(base: number, ctrl: number, at: number, cost: number): number {
     const next = mul(cost, this.#p.intervalTicks, this.#n);
     const from = this.#isFresh ? this.#fresh : null;
     add(from?.hi ?? this.#hi, from?.lo ?? this.#lo, next.hi, next.lo, next);
     if (this.#staleOn) this.#raise(base, this.#last, this.nowMs);
-    if (this.#cas(at, this.#hi, this.#lo, next)) return true;
-    this.retries++;
-    return false;
+    if (!this.#cas(at, this.#hi, this.#lo, next)) {
+      this.retries++;
+      return LOST;
+    }
+    // ctrl after the compare-and-swap: unchanged, the slot held our key when the TAT matched (a
+    // key we just charged is not idle, so it cannot be reclaimed after it). Changed, the slot
+    // was reclaimed and reused, and its new key's TAT came back to our snapshot (a refund can move
+    // a TAT back): our key was not charged.
+    return Atomics.load(this.#w, base + S_CTRL) === ctrl ? LANDED : MOVED;
   }
 
   /**
@@ -279,7 +292,9 @@ export class WideGcra {
         this.debt.lo = this.#d.lo;
         return ALLOWED;
       }
-      if (this.#commit(base, at, cost)) {
+      const outcome = this.#commit(base, ctrl, at, cost);
+      if (outcome === MOVED) return RELOCATE;
+      if (outcome === LANDED) {
         sub(this.#n.hi, this.#n.lo, this.#now.hi, this.#now.lo, this.debt);
         return ALLOWED;
       }
@@ -302,7 +317,10 @@ export class WideGcra {
       this.waitTicks = wait;
       // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
       if (wait > maxWaitTicks || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) return TOO_LONG;
-      if (cost === 0 || this.#commit(base, at, cost)) return ALLOWED;
+      if (cost === 0) return ALLOWED;
+      const outcome = this.#commit(base, ctrl, at, cost);
+      if (outcome === MOVED) return RELOCATE;
+      if (outcome === LANDED) return ALLOWED;
     }
   }
 

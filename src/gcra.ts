@@ -105,9 +105,10 @@ export function wideStaleUnits(tickPs: number): number {
 }
 
 /**
- * Chooses the width and tick for a limit and converts it to integer GCRA parameters. The finest
- * tick that fits wins (finer ticks only reduce rounding). Throws `RangeError` naming `name` and
- * saying what would work.
+ * Chooses the width and tick for a limit and converts it to integer GCRA parameters: width 32 with
+ * the finest tick that fits, else width 64 with the coarsest tick of 1 us or less that holds the
+ * interval exactly, else the finest that fits. Throws `RangeError` naming `name` and saying what
+ * would work.
  */
 export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32): GcraParams {
   const { permits, periodMs, burst } = validateLimit(limit, name);
@@ -120,12 +121,13 @@ export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32)
   // Width 64: ticks of 1, 2 and 5 times a power of ten ps, from 0.1 ps up to 5 * 10^6 s. Steps of at
   // most 2.5x always leave a tick whose interval is 1 to 6 million ticks (rounding under 1 ppm)
   // with burst * interval under MAX_WIDE_TOLERANCE_TICKS, for any burst up to 2^40.
-  // An interval that is a whole number of some tick of 1 ms or less takes the coarsest such tick:
-  // no rounding at all, and smaller numbers (a debt under 2^53 ticks divides in one step; ticks
-  // of 1 us or more need no staleness word). Otherwise the finest tick that fits.
+  // An interval that is a whole number of some tick of 1 us or less takes the coarsest such tick:
+  // no rounding at all, and smaller numbers (a debt under 2^53 ticks divides in one step; a tick
+  // of 1 us needs no staleness word), while a reading still loses under 1 us to the floor.
+  // Otherwise the finest tick that fits.
   let exact: GcraParams | null = null;
   for (const tickPs of WIDE_TICKS_PS) {
-    if (tickPs > 1e9) break;
+    if (tickPs > 1e6) break;
     const t = intervalAt(intervalPs, tickPs);
     if (t.ok && t.ticks * tickPs === intervalPs && t.ticks <= MAX_WIDE_INTERVAL_TICKS && t.ticks * burst <= MAX_WIDE_TOLERANCE_TICKS) {
       exact = params(64, tickPs, t.ticks, burst);

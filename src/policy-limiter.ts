@@ -1,5 +1,5 @@
 import type { Moment } from './algorithms/index.js';
-import { isStale, secondsAt, WIDE_TICKS_PS } from './gcra.js';
+import { isStale, secondsAt } from './gcra.js';
 import { carryDebt } from './algorithms/gcra.js';
 import { AttachRequest } from './attach-request.js';
 import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
@@ -269,13 +269,13 @@ export class PolicyLimiter {
     const at = this.#shapeAt;
     const rule = this.#rule;
     const stored = Atomics.load(w, at);
-    if (stored === rule.shape) return true;
+    if (stored === rule.shape && ticksMatch(w, at, rule)) return true;
     const g = rule.limits;
-    const oldTicks = gcraTicks(stored);
-    if (oldTicks !== null && rule.tickPs !== null && oldTicks.length === rule.tickPs.length) {
+    const oldCount = gcraCount(stored);
+    if (oldCount !== null && rule.tickPs !== null && oldCount === rule.tickPs.length) {
       // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
-      for (let i = 0; i < oldTicks.length; i++) {
-        if (!carryDebt(w, at + 1 + (g.offsets[i] as number), m.ms, oldTicks[i] as number, rule.tickPs[i] as number)) return false;
+      for (let i = 0; i < oldCount; i++) {
+        if (!carryDebt(w, at + 1 + (g.offsets[i] as number), m.ms, rule.tickPs[i] as number)) return false;
       }
     } else {
       LockedEngine.initStates(w, g, at + 1, m);
@@ -302,7 +302,9 @@ export class PolicyLimiter {
         const at = base + self.#stateOffset;
         const shape = Atomics.load(w, at);
         let idle = shape === NO_SHAPE;
-        const rule = self.#compiled.byShape.get(shape);
+        // The current rule of that shape whose ticks the state records; a state of no current rule
+        // is not judged (kept until its next request moves it over).
+        const rule = self.#compiled.byShape.get(shape)?.find((r) => ticksMatch(w, at, r));
         if (rule !== undefined) {
           const m = self.#now();
           const lastSec = Atomics.load(w, base + S_LAST_SEC);
@@ -318,9 +320,21 @@ export class PolicyLimiter {
   }
 }
 
-/** The tick of each limit of a GCRA shape (see rules.ts `shapeOf`), or null for other shapes. */
-function gcraTicks(shape: number): number[] | null {
-  if ((shape & (1 << 30)) === 0) return null;
-  const count = (shape >>> 24) & 7;
-  return Array.from({ length: count }, (_, i) => WIDE_TICKS_PS[(shape >>> (i * 6)) & 63] as number);
+/**
+ * Whether the key's GCRA state at `at` (its shape word, then the limits) was written in the
+ * rule's ticks: each 64-bit GCRA state records its tick index in its fourth word. True for
+ * other algorithms (their shape says it all).
+ */
+function ticksMatch(w: Int32Array, at: number, rule: CompiledRule): boolean {
+  if (rule.tickPs === null) return true;
+  for (let i = 0; i < rule.tickPs.length; i++) {
+    // Atomics.load under the key's lock (or its reclaim's try-lock): the word is written only there.
+    if (Atomics.load(w, at + 1 + (rule.limits.offsets[i] as number) + 3) !== rule.tickIndex[i]) return false;
+  }
+  return true;
+}
+
+/** The number of limits of a GCRA shape (see rules.ts `shapeOf`), or null for other shapes. */
+function gcraCount(shape: number): number | null {
+  return (shape & (1 << 30)) === 0 ? null : (shape >>> 24) & 15;
 }

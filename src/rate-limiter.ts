@@ -276,8 +276,13 @@ export class RateLimiter {
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0;
       raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec);
-      // compareExchange on the key's word: the reservation is counted atomically with its check.
-      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) return reservation;
+      // compareExchange on the key's word: the reservation is counted atomically with its check;
+      // ctrl after it: unchanged, it landed on our key (see #decide).
+      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) {
+        if (Atomics.load(w, base + S_CTRL) === entry.ctrl) return reservation;
+        this.#index.forget(key);
+        continue;
+      }
       this.#casRetries++;
     }
   }
@@ -430,9 +435,23 @@ export class RateLimiter {
       raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
       // compareExchange on the key's own tat word: the only write of an admission. If another
       // thread changed tat since our load, nothing was written and we decide again.
-      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) return this.#grant(next);
+      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) {
+        // ctrl after the compare-and-swap: unchanged, it landed on our key (a key just charged is
+        // not idle, so it is not reclaimed after). Changed, the slot was reused by a key whose
+        // tat came back to our snapshot: that key is overcharged (conservative); find ours again.
+        if (Atomics.load(w, base + S_CTRL) === entry.ctrl) return this.#grant(next);
+        entry = this.#relocate(key);
+        if (entry === undefined) return this.#full();
+        continue;
+      }
       this.#casRetries++;
     }
+  }
+
+  /** Drops `key`'s cached slot and finds it again (undefined: the table is full). */
+  #relocate(key: string): SlotRef | undefined {
+    this.#index.forget(key);
+    return this.#index.locate(key);
   }
 
   /** The lock-free path at width 64 (src/gcra-wide.ts). */

@@ -425,3 +425,65 @@ describe('PolicyLimiter.tryAcquire refuses user and api that are not well-formed
     expect(policy.tryAcquire({ user: '\u{1F600}', api: '\u{10000}' }).allowed).toBe(false);
   });
 });
+
+// --- Found in review of the 64-bit path -------------------------------------------------------
+
+describe('review findings', () => {
+  it('a fresh 64-bit key loses under 1 us to the floor: 1e6 per day does not admit 1,000,001 in 86.3 ms', () => {
+    let t = 0.1;
+    const limiter = new RateLimiter({ limit: { permits: 1e6, periodMs: 86_400_000 }, maxKeys: 4, clock: { now: () => t } });
+    expect(limiter.width).toBe(64);
+    expect(gcraParams({ permits: 1e6, periodMs: 86_400_000 }).tickPs).toBeLessThanOrEqual(1e6); // 1 us or finer
+    expect(limiter.tryAcquire('k', 1e6).allowed).toBe(true);
+    t = 86.4; // 86.3 ms later, under one interval (86.4 ms)
+    expect(limiter.allow('k')).toBe(false);
+    t = 86.5;
+    expect(limiter.allow('k')).toBe(true);
+  });
+
+  it('PolicyLimiter carries debt across a rule change with 5 and 8 GCRA limits too', () => {
+    for (const count of [5, 8]) {
+      const clock = new ManualClock(1_000);
+      const limits = (first: Limit): Limit[] => [first, ...Array.from({ length: count - 1 }, (_, i) => perDay(1e6 + i))];
+      const policy = new PolicyLimiter({ rules: [{ limit: limits(perMinute(60)) }], maxKeys: 8, clock });
+      const request = { user: 'u', api: 'a' };
+      expect(policy.tryAcquire(request, 60).allowed).toBe(true); // 60 s of debt on the first limit
+      policy.setRules([{ limit: limits(perSecond(10)) }]);
+      expect(policy.tryAcquire(request).allowed).toBe(false);
+      clock.advance(59_000);
+      expect(policy.tryAcquire(request).allowed).toBe(false);
+      clock.advance(1_100);
+      expect(policy.tryAcquire(request).allowed).toBe(true);
+    }
+  });
+
+  it('PolicyLimiter decodes a state in the ticks it was written in, across rules with as many limits', () => {
+    const clock = new ManualClock(1_000);
+    const request = { user: 'u', api: 'a' };
+    // Two one-limit GCRA rules on very different ticks: the state must be re-expressed, not misread.
+    const policy = new PolicyLimiter({ rules: [{ limit: perSecond(3) }], maxKeys: 8, clock });
+    expect(policy.tryAcquire(request, 3).allowed).toBe(true); // 1 s of debt in the first rule's ticks
+    policy.setRules([{ limit: perDay(86_400, { burst: 1 }) }]); // 1 per second, burst 1
+    expect(policy.tryAcquire(request).allowed).toBe(false); // still 1 s of debt
+    clock.advance(999);
+    expect(policy.tryAcquire(request).allowed).toBe(false);
+    clock.advance(2); // the debt, rounded up by a few ticks at most
+    expect(policy.tryAcquire(request).allowed).toBe(true);
+    expect(policy.tryAcquire(request).allowed).toBe(false);
+    clock.advance(10_000);
+    expect(policy.sweep()).toBe(1); // idle in its own ticks: reclaimed
+  });
+
+  it('a window of 2^21 + 1 ms does not alias after 2^31 windows: the key is fresh again', () => {
+    const P = 2 ** 21 + 1;
+    for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
+      let t = 5 * P;
+      const limiter = new RateLimiter({ limit: { permits: 1, periodMs: P }, algorithm, maxKeys: 4, clock: { now: () => t } });
+      expect(limiter.allow('k')).toBe(true);
+      expect(limiter.allow('k')).toBe(false);
+      t = (2 ** 31 + 5) * P;
+      expect(t).toBeLessThan(2 ** 53);
+      expect(limiter.allow('k')).toBe(true);
+    }
+  });
+});

@@ -1,17 +1,17 @@
 import {
   admit, debtOf, gcraParams, isStale, MAX_WIDE_AHEAD_TICKS, remainingAt, ticksAt, ticksToMs, waitTicks,
-  wideStaleUnits, type GcraParams,
+  WIDE_TICKS_PS, wideStaleUnits, type GcraParams,
 } from '../gcra.js';
 import { staleUnitAt, ticks64, Ticks64 } from '../gcra-wide.js';
-import { add, divmod, fromNumber, mul, pair, sub, toNumber, type QuotRem } from '../int64.js';
+import { add, divmod, mul, pair, sub, toNumber, type QuotRem } from '../int64.js';
 import type { Limit } from '../limit.js';
 import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
 
 /**
  * GCRA as a locked algorithm, for keys with several limits or a global cap: the same integer math
  * as the lock-free paths (`../gcra.ts`, `../gcra-wide.ts`), at the width the limit needs. A
- * 32-bit limit keeps one TAT word; a 64-bit one keeps the TAT's two halves and its own staleness
- * unit (`STALE_UNIT_MS`), since the engine's shared lastSec word counts seconds.
+ * 32-bit limit keeps one TAT word; a 64-bit one keeps the TAT's two halves, its own staleness
+ * unit (`STALE_UNIT_MS`; the engine's shared lastSec word counts seconds) and its tick.
  */
 export function gcraAlgorithm(limit: Limit, name: string, minWidth: 32 | 64 = 32): LimitAlgorithm {
   const p: GcraParams = gcraParams(limit, name, minWidth);
@@ -78,14 +78,16 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
     return isFresh;
   }
 
+  const tickIndex = WIDE_TICKS_PS.indexOf(p.tickPs);
   return {
-    stateWords: 3,
+    stateWords: 4, // [TAT low, TAT high, staleness unit, tick index]: the index lets a rule change carry debt
     staleSec: Infinity, // its own unit word decides staleness
     init(w, at, m) {
       readClock(m.ms);
       Atomics.store(w, at, now.lo | 0); // no debt: now, floored
       Atomics.store(w, at + 1, now.hi);
       Atomics.store(w, at + 2, staleUnitAt(m.ms) | 0);
+      Atomics.store(w, at + 3, tickIndex);
     },
     check(w, at, m, _stale, cost, v: Verdict) {
       read(w, at, m);
@@ -117,45 +119,42 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
 }
 
 /**
- * `ticks` of `fromPs` in ticks of `toPs` (picoseconds, integers), rounded up: exact below 2^53; above,
- * a float estimate lifted by a relative guard so that it is never below the exact value.
+ * Re-expresses a 64-bit GCRA state ([lo, hi, unit, tick index] at `at`) in ticks of `newTickPs`,
+ * keeping its debt exactly or rounding it up: the new TAT is the first tick at or after the old
+ * one in real time (in exact integers: tenths of a picosecond, BigInt; a rule change is rare),
+ * capped at the furthest a TAT may run ahead. For a rule change under the key's lock; writes
+ * with compareExchange from the values read, false if a word changed under it.
  */
-export function rescaleUp(ticks: number, fromPs: number, toPs: number): number {
-  const product = ticks * fromPs;
-  if (ticks > 2 ** 53 || product > 2 ** 53) return Math.ceil((product / toPs) * (1 + 2 ** -50));
-  let q = Math.ceil(product / toPs);
-  // The float quotient can land one off: correct it so that q is the least with q * toPs >= product.
-  if (q * toPs < product) q += 1;
-  else if (q > 0 && (q - 1) * toPs >= product) q -= 1;
-  return q;
-}
-
-const carryNow = pair();
-const carryFresh = pair();
-const carryD = pair();
-
-/**
- * Re-expresses a 64-bit GCRA state ([lo, hi, unit] at `at`) written in ticks of `oldTickPs` in
- * ticks of `newTickPs`, keeping its debt: the debt is rounded up (never shrinks), and capped at
- * the furthest a TAT may run ahead. For a rule change under the key's lock; writes with
- * compareExchange from the values read, false if a word changed under it.
- */
-export function carryDebt(w: Int32Array, at: number, ms: number, oldTickPs: number, newTickPs: number): boolean {
+export function carryDebt(w: Int32Array, at: number, ms: number, newTickPs: number): boolean {
   const lo = Atomics.load(w, at);
   const hi = Atomics.load(w, at + 1);
   const unit = Atomics.load(w, at + 2);
-  ticks64(ms, { tickPs: oldTickPs }, carryNow, carryFresh);
-  const d = sub(hi, lo >>> 0, carryNow.hi, carryNow.lo, carryD);
+  const index = Atomics.load(w, at + 3);
+  const oldTickPs = WIDE_TICKS_PS[index] as number;
+  const oldNow = pair();
+  ticks64(ms, { tickPs: oldTickPs }, oldNow, pair());
+  const d = sub(hi, lo >>> 0, oldNow.hi, oldNow.lo, pair());
   const idle = d.hi < 0 || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS || isStale(staleUnitAt(ms), unit, wideStaleUnits(oldTickPs));
-  const debtOld = idle ? 0 : toNumber(d.hi, d.lo);
-  const debtNew = Math.min(rescaleUp(debtOld, oldTickPs, newTickPs), MAX_WIDE_AHEAD_TICKS - 2 ** 40);
-  ticks64(ms, { tickPs: newTickPs }, carryNow, carryFresh);
-  const base = debtNew === 0 ? carryFresh : carryNow;
-  const next = add(base.hi, base.lo, 0, 0, carryD);
-  fromNumber(debtNew, carryFresh);
-  add(next.hi, next.lo, carryFresh.hi, carryFresh.lo, next);
+  // The debt in old ticks, then in new ones, rounded up: ceil(debt * old / new), in tenths of ps.
+  const debtOld = idle ? 0n : (BigInt(d.hi) << 32n) + BigInt(d.lo);
+  const from = BigInt(Math.round(oldTickPs * 10));
+  const to = BigInt(Math.round(newTickPs * 10));
+  let debtNew = (debtOld * from + to - 1n) / to;
+  const cap = BigInt(MAX_WIDE_AHEAD_TICKS - 2 ** 40);
+  if (debtNew > cap) debtNew = cap;
+  // The old TAT in real time is at most now + debtOld * old; the new one starts a tick after now
+  // (ceil(now / new) at most), plus the debt rounded up: never earlier. A debt of 0 is a fresh
+  // key's: the fresh start.
+  const newNow = pair();
+  const newFresh = pair();
+  ticks64(ms, { tickPs: newTickPs }, newNow, newFresh);
+  const base = debtOld === 0n ? (BigInt(newFresh.hi) << 32n) + BigInt(newFresh.lo) : (BigInt(newNow.hi) << 32n) + BigInt(newNow.lo) + 1n;
+  const tat = BigInt.asUintN(64, base + debtNew);
+  const nextLo = Number(tat & 0xffffffffn) | 0;
+  const nextHi = Number(BigInt.asIntN(32, tat >> 32n));
   const nowUnit = staleUnitAt(ms) | 0;
+  const newIndex = WIDE_TICKS_PS.indexOf(newTickPs);
   // compareExchange each word from the value read under the lock: a writer whose lock was
   // taken over cannot have its update lost silently.
-  return swap(w, at, lo, next.lo | 0) && swap(w, at + 1, hi, next.hi) && swap(w, at + 2, unit, nowUnit);
+  return swap(w, at, lo, nextLo) && swap(w, at + 1, hi, nextHi) && swap(w, at + 2, unit, nowUnit) && swap(w, at + 3, index, newIndex);
 }

@@ -17,9 +17,10 @@ export interface WindowLimit {
 export function windowLimit(limit: Limit, name: string, maxPermits = 2 ** 30): WindowLimit {
   const { permits, periodMs } = validateLimit(limit, name);
   integerInRange(`${name}.permits`, permits, 1, maxPermits);
-  // The stored window index is modulo 2^32: it can alias only if 2^53 ms spans 2^32 windows.
-  // Then a key idle for two windows is stale (its counts are all expired); else never.
-  const staleSec = periodMs * 2 ** 32 > MAX_CLOCK_MS ? Infinity : Math.ceil((2 * periodMs) / 1000) + 2;
+  // The stored window index is modulo 2^32 and compared as a signed difference: it can alias only
+  // if 2^53 ms spans 2^31 windows. Then a key idle for two windows is stale (its counts are all
+  // expired); else never.
+  const staleSec = periodMs * 2 ** 31 > MAX_CLOCK_MS ? Infinity : Math.ceil((2 * periodMs) / 1000) + 2;
   return { permits, periodMs, staleSec };
 }
 

@@ -32,6 +32,8 @@ export interface CompiledRule {
   readonly shape: number;
   /** For GCRA rules: each limit's tick in ps, to carry a key's debt over a rule change. */
   readonly tickPs: readonly number[] | null;
+  /** For GCRA rules: each limit's tick as an index in WIDE_TICKS_PS (as its state records it). */
+  readonly tickIndex: readonly number[];
 }
 
 /** Rules ready for matching. */
@@ -43,7 +45,7 @@ export interface CompiledRules {
   /** State words the largest rule needs (plus one for the shape word). */
   readonly stateWords: number;
   /** Every compiled rule by shape, to judge idleness of keys under any current rule. */
-  readonly byShape: Map<number, CompiledRule>;
+  readonly byShape: Map<number, CompiledRule[]>;
 }
 
 function label(rule: unknown, i: number): string {
@@ -62,17 +64,14 @@ function hash31(text: string): number {
 }
 
 /**
- * The shape of a rule's state. GCRA (every limit 64-bit, three words each): [1][limit count: 3
- * bits, at bit 24][index of the tick in WIDE_TICKS_PS per limit: 6 bits each], so a key carries
- * its debt to another GCRA rule with as many limits (up to 4). Others: [0][hash of algorithm and
- * limits]: any change means the key starts fresh under the new rule.
+ * The shape of a rule's state. GCRA: [1][limit count, at bit 24]: every limit keeps a 64-bit state
+ * of four words that records its own tick, so a key carries its debt to any GCRA rule with as
+ * many limits. Others: [0][hash of algorithm and limits]: any change means the key starts fresh
+ * under the new rule.
  */
 function shapeOf(algorithm: AlgorithmName, limits: Required<Limit>[]): { shape: number; tickPs: number[] | null } {
-  if (algorithm === 'gcra' && limits.length <= 4) {
-    const tickPs = limits.map((l) => gcraParams(l, 'limit', 64).tickPs);
-    let shape = (1 << 30) | (limits.length << 24);
-    tickPs.forEach((t, i) => { shape |= WIDE_TICKS_PS.indexOf(t) << (i * 6); });
-    return { shape, tickPs };
+  if (algorithm === 'gcra') {
+    return { shape: (1 << 30) | (limits.length << 24), tickPs: limits.map((l) => gcraParams(l, 'limit', 64).tickPs) };
   }
   return { shape: (hash31(JSON.stringify([algorithm, limits])) & 0x3fffffff) || 1, tickPs: null }; // never 0: NO_SHAPE
 }
@@ -87,7 +86,7 @@ export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?:
   const byUser = new Map<string, CompiledRule>();
   const byApi = new Map<string, CompiledRule>();
   const byPair = new Map<string, Map<string, CompiledRule>>();
-  const byShape = new Map<number, CompiledRule>();
+  const byShape = new Map<number, CompiledRule[]>();
   const seen = new Map<string, string>();
   let stateWords = 1;
   rules.forEach((raw: unknown, i) => {
@@ -108,12 +107,12 @@ export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?:
     const compiled = compileConfig({ algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize }, `${name}.limit`, true);
     const limits = compiled.key;
     const { shape, tickPs } = shapeOf(algorithm, list.map((l) => ({ ...l, burst: l.burst ?? Math.max(1, Math.floor(l.permits)) })));
-    const entry: CompiledRule = { rule: { ...rule }, limits, shape, tickPs };
+    const entry: CompiledRule = { rule: { ...rule }, limits, shape, tickPs, tickIndex: (tickPs ?? []).map((t) => WIDE_TICKS_PS.indexOf(t)) };
     stateWords = Math.max(stateWords, 1 + limits.words);
     if (maxStateWords !== undefined && 1 + limits.words > maxStateWords) {
       throw new RangeError(`${name} needs ${1 + limits.words} state words per key; this limiter has room for ${maxStateWords} (option maxStateWords)`);
     }
-    byShape.set(shape, entry);
+    byShape.set(shape, [...(byShape.get(shape) ?? []), entry]);
     if (rule.user !== undefined && rule.api !== undefined) {
       let apis = byPair.get(rule.user);
       if (!apis) byPair.set(rule.user, (apis = new Map()));
