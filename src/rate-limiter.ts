@@ -257,7 +257,7 @@ export class RateLimiter {
       if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
       const base = entry.base;
       const w = this.#words;
-      // Same order and argument as #decide: tat, clock, ctrl, lastSec.
+      // Same order and argument as #decide: tat, lastSec, clock, ctrl.
       const tat = Atomics.load(w, base + S_TAT);
       const lastSec = Atomics.load(w, base + S_LAST_SEC);
       const nowMs = this.#clock.now();
