@@ -1,5 +1,5 @@
 import type { Clock } from './clock.js';
-import { FREE_PLACE, ticksAt, type LeaseParams } from './lease-slot.js';
+import { FREE_PLACE, now32At, ticksAt, type LeaseParams } from './lease-slot.js';
 import type { Decision, DecisionReason } from './rate-limiter.js';
 import { S_CTRL } from './table/layout.js';
 import type { SlotRef } from './table/slot-index.js';
@@ -95,7 +95,10 @@ export class HeldLease implements Lease {
     // Atomics.load of ctrl: a changed ctrl means the key was reclaimed, which needs every place
     // free, so this lease had expired and holds nothing now.
     if (Atomics.load(w, slot.base + S_CTRL) !== slot.ctrl) return false;
-    const expired = ticksAt(site.clock.now(), site.p) >= this.#expiryTicks;
+    // Expired by the whole tick count, or by the exact 32-bit stamp (the whole count is a float,
+    // inexact past 2^53 ticks): either says so, and the lease reports that it had expired.
+    const nowMs = site.clock.now();
+    const expired = ticksAt(nowMs, site.p) >= this.#expiryTicks || ((now32At(nowMs, site.p) - this.#stamp) | 0) >= 0;
     const at = slot.base + site.stateOffset;
     let freed = true;
     for (const i of this.#places) {
