@@ -125,6 +125,14 @@ describe('sluice stress', () => {
     expect(r.stdout).toMatch(/\nok: no key was admitted more than gcra permits\n$/);
   });
 
+  // The 64-bit path on the real clock: a million a day with a small burst (interval 86.4 ms, so
+  // the ceiling is reached within the second), and 7e9 per second (interval 0.14 ns, 0.1 ps ticks).
+  it.each([['1000000/d', '10'], ['7000000000/s', '1000']])('--limit %s --burst %s: the 64-bit path never gets past the limit', (limit, burst) => {
+    const r = sluice('stress', '--workers', '2', '--seconds', '1', '--limit', limit, '--burst', burst, '--keys', '2');
+    expect(r).toMatchObject({ status: 0, stderr: '' });
+    expect(r.stdout).toMatch(/\nok: no key was admitted more than gcra permits\n$/);
+  });
+
   // Window algorithms on the real clock: the regression test for a decision whose clock reading
   // predates a newer window moving that window back (and so admitting a second window's worth).
   it.each(['fixed-window', 'sliding-window', 'sliding-log'])('%s: 2 workers, 3 keys, windows of 100 ms, never past the bound', (algorithm) => {
