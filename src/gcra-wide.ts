@@ -43,6 +43,28 @@ if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1) {
   throw new Error('sluice needs a little-endian platform (the 64-bit TAT is read as two int32 halves)');
 }
 
+const bigViews = new WeakMap<ArrayBufferLike, BigInt64Array>();
+const casScratch32 = new Int32Array(4);
+const casScratch64 = new BigInt64Array(casScratch32.buffer);
+
+/**
+ * One 64-bit compareExchange of the word whose low half is `w[at]` (`at` even: 8-byte aligned),
+ * from (hi, lo) to (nextHi, nextLo). For the locked 64-bit states: both halves change at once,
+ * so a holder whose lock was taken over can fail its write but never tear the word.
+ */
+export function cas64(w: Int32Array, at: number, hi: number, lo: number, nextHi: number, nextLo: number): boolean {
+  if ((at & 1) !== 0) throw new Error(`a 64-bit state at word ${at} is not 8-byte aligned`);
+  let big = bigViews.get(w.buffer);
+  if (big === undefined) bigViews.set(w.buffer, (big = new BigInt64Array(w.buffer)));
+  casScratch32[0] = lo;
+  casScratch32[1] = hi;
+  casScratch32[2] = nextLo;
+  casScratch32[3] = nextHi;
+  const expected = casScratch64[0] as bigint;
+  // compareExchange on the whole word: lands only if it still holds exactly what was read.
+  return Atomics.compareExchange(big, at >> 1, expected, casScratch64[1] as bigint) === expected;
+}
+
 /** The staleness unit (of `STALE_UNIT_MS`) at `nowMs`. */
 export function staleUnitAt(nowMs: number): number {
   return Math.floor((nowMs / STALE_UNIT_MS) * ULP_GUARD);

@@ -55,10 +55,10 @@ export function parseConfig(options: {
  * Compiles a config. `named` makes errors name the options (at construction); a string names the
  * limits after it (`rules[2].limit[0]`).
  */
-export function compileConfig(config: LimiterConfig, named: boolean | string = false, wideGcra = false): CompiledConfig {
+export function compileConfig(config: LimiterConfig, named: boolean | string = false, wideGcra = false, baseParity = 0): CompiledConfig {
   const prefix = typeof named === 'string' ? named : 'options.limit';
   const name = (i: number): string => (!named ? 'limit' : config.limits.length > 1 ? `${prefix}[${i}]` : prefix);
-  const key = group(config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wideGcra)));
+  const key = group(config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wideGcra)), baseParity);
   const global = config.globalLimit === null
     ? null
     : group([compileLimit(config.algorithm, config.globalLimit, named ? 'options.globalLimit' : 'globalLimit', config.maxLogSize)]);

@@ -11,17 +11,22 @@ export interface LimitGroup {
   offsets: number[];
   /** Total state words. */
   words: number;
+  /** Some state holds a 64-bit word: the group's base must have the parity it was laid out for. */
+  align8: boolean;
 }
 
 /** Lays out `algorithms` one after another. */
-export function group(algorithms: LimitAlgorithm[]): LimitGroup {
+export function group(algorithms: LimitAlgorithm[], baseParity = 0): LimitGroup {
   const offsets: number[] = [];
   let words = 0;
   for (const a of algorithms) {
+    // A state holding a 64-bit word starts on an even word of the buffer (8-byte aligned): the
+    // group's base is `baseParity` modulo 2, so pad a word where the offset would make it odd.
+    if (a.align8 === true && (baseParity + words) % 2 !== 0) words += 1;
     offsets.push(words);
     words += a.stateWords;
   }
-  return { algorithms, offsets, words };
+  return { algorithms, offsets, words, align8: algorithms.some((a) => a.align8 === true) };
 }
 
 /** Where a locked state lives: its lock word, its lastSec word and its first state word. */

@@ -103,7 +103,9 @@ export class PolicyLimiter {
     const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, clock, cacheSize } = parseTableOptions(options, 128);
     const maxRulesBytes = integerInRange('options.maxRulesBytes', options.maxRulesBytes ?? 65_536, 64, 2 ** 24);
     const rules = createRulesStore(JSON.stringify(options.rules), maxRulesBytes);
-    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords, globalWords: 0 });
+    // align8: the rules' states are laid out for an odd base (after the shape word) in slots whose
+    // state offset is even, so their 64-bit words land 8-byte aligned.
+    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords, globalWords: 0, align8: true });
     const w = new Int32Array(table);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_MAX_LOG_SIZE] = maxLogSize;

@@ -120,7 +120,8 @@ export class RateLimiter {
     // Width 32 keeps its TAT in the slot's tat word; width 64 in two aligned state words.
     const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words;
     const globalWords = compiled.global?.words ?? 0;
-    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords, align8: wide });
+    const align8 = wide || compiled.key.align8 || compiled.global?.align8 === true;
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords, align8 });
     const w = new Int32Array(buffer);
     writeConfig(w, config, compiled);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;

@@ -487,3 +487,32 @@ describe('review findings', () => {
     }
   });
 });
+
+describe('locked 64-bit states are written whole', () => {
+  // Each 64-bit GCRA state under a key lock is written by one 64-bit compareExchange, which needs
+  // it 8-byte aligned: mixes of 1-word and 4-word states, after the policy's shape word or not,
+  // with a global cap, must all lay out aligned (a misaligned state throws) and count exactly.
+  it.each([
+    ['32, 64, 32, 64 bits', [perSecond(10), perDay(1e6, { burst: 10 }), perMinute(600), perDay(2e6, { burst: 10 })], undefined],
+    ['64 bits and a 64-bit global cap', [perDay(1e6, { burst: 10 })], perDay(3e6, { burst: 25 })],
+    ['32 bits and a 64-bit global cap', [perSecond(10)], perDay(3e6, { burst: 25 })],
+  ] as [string, Limit[], Limit | undefined][])('RateLimiter, %s', (_, limit, globalLimit) => {
+    const clock = new ManualClock(1_000);
+    const limiter = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, clock });
+    let admitted = 0;
+    for (let i = 0; i < 30; i++) if (limiter.allow('k')) admitted++;
+    expect(admitted).toBe(10);
+    for (let i = 0; i < 30; i++) if (limiter.allow('j')) admitted++;
+    for (let i = 0; i < 30; i++) if (limiter.allow('l')) admitted++;
+    expect(admitted).toBe(globalLimit ? 25 : 30); // the cap stops the third key at 5
+  });
+
+  it.each([1, 2, 3])('PolicyLimiter with %s 64-bit GCRA limits after its shape word', (count) => {
+    const clock = new ManualClock(1_000);
+    const limit = [perSecond(10), ...Array.from({ length: count - 1 }, (_, i) => perDay(1e6 + i))];
+    const policy = new PolicyLimiter({ rules: [{ limit }], maxKeys: 8, clock });
+    let admitted = 0;
+    for (let i = 0; i < 30; i++) if (policy.tryAcquire({ user: 'u', api: 'a' }).allowed) admitted++;
+    expect(admitted).toBe(10);
+  });
+});

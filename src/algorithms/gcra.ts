@@ -2,7 +2,7 @@ import {
   admit, debtOf, gcraParams, isStale, MAX_WIDE_AHEAD_TICKS, remainingAt, ticksAt, ticksToMs, waitTicks,
   WIDE_TICKS_PS, wideStaleUnits, type GcraParams,
 } from '../gcra.js';
-import { staleUnitAt, ticks64, Ticks64 } from '../gcra-wide.js';
+import { cas64, staleUnitAt, ticks64, Ticks64 } from '../gcra-wide.js';
 import { add, divmod, mul, pair, sub, toNumber, type QuotRem } from '../int64.js';
 import type { Limit } from '../limit.js';
 import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
@@ -81,6 +81,7 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
   const tickIndex = WIDE_TICKS_PS.indexOf(p.tickPs);
   return {
     stateWords: 4, // [TAT low, TAT high, staleness unit, tick index]: the index lets a rule change carry debt
+    align8: true, // the TAT is written as one 64-bit word
     staleSec: Infinity, // its own unit word decides staleness
     init(w, at, m) {
       readClock(m.ms);
@@ -107,9 +108,9 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
       if (isFresh) add(fresh.hi, fresh.lo, next.hi, next.lo, next);
       else add(hi, lo >>> 0, next.hi, next.lo, next);
       const nowUnit = staleUnitAt(m.ms);
-      // compareExchange each word from the value read under the lock (see LimitAlgorithm.apply).
-      return swap(w, at, lo, next.lo | 0) && swap(w, at + 1, hi, next.hi) &&
-        ((nowUnit | 0) === unit || swap(w, at + 2, unit, nowUnit | 0));
+      // One 64-bit compareExchange for the TAT, then the unit, each from the value read under the
+      // lock (see LimitAlgorithm.apply): a writer whose lock was taken over fails, never tears.
+      return cas64(w, at, hi, lo, next.hi, next.lo) && ((nowUnit | 0) === unit || swap(w, at + 2, unit, nowUnit | 0));
     },
     idle(w, at, m) {
       read(w, at, m);
@@ -156,5 +157,5 @@ export function carryDebt(w: Int32Array, at: number, ms: number, newTickPs: numb
   const newIndex = WIDE_TICKS_PS.indexOf(newTickPs);
   // compareExchange each word from the value read under the lock: a writer whose lock was
   // taken over cannot have its update lost silently.
-  return swap(w, at, lo, nextLo) && swap(w, at + 1, hi, nextHi) && swap(w, at + 2, unit, nowUnit) && swap(w, at + 3, index, newIndex);
+  return cas64(w, at, hi, lo, nextHi, nextLo) && swap(w, at + 2, unit, nowUnit) && swap(w, at + 3, index, newIndex);
 }

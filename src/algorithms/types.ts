@@ -39,6 +39,8 @@ export interface Verdict {
 /** A limit, compiled for one algorithm. */
 export interface LimitAlgorithm {
   readonly stateWords: number;
+  /** Its state starts with a 64-bit word, so it must start on an even word (see `group`). */
+  readonly align8?: boolean;
   /** A key whose last admission is older than this many seconds is fresh for this limit. */
   readonly staleSec: number;
   /** Writes a fresh state at `at`. */
