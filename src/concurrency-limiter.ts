@@ -2,10 +2,10 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { AttachRequest } from './attach-request.js';
 import { ceilNs } from './algorithms/types.js';
 import { describe, integerInRange, positiveFinite } from './errors.js';
-import { isStale, secondsAt } from './gcra.js';
+import { isStale, raiseStamp, secondsAt } from './gcra.js';
 import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
 import {
-  FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, raiseLastSec, readLeaseParams,
+  FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
   now32At, ticksAt, ticksToMs, writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
 import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from './rate-limiter.js';
@@ -296,7 +296,7 @@ export class ConcurrencyLimiter {
     if (stamp === FREE_PLACE) { expiry += 1; stamp = (stamp + 1) | 0; } // never stamp the free marker: one tick later
     this.#stamp = stamp;
     this.#expiryTicks = expiry;
-    if (take > 0) raiseLastSec(w, lastSecAt, lastSec, nowSec);
+    if (take > 0) raiseStamp(w, lastSecAt, lastSec, nowSec); // only ever forward
     let taken = 0;
     for (let i = 0; i < n; i++) {
       const v = seen[i] as number;

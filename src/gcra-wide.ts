@@ -44,25 +44,35 @@ if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1) {
 }
 
 const bigViews = new WeakMap<ArrayBufferLike, BigInt64Array>();
+// Scratch: a private 16-byte buffer seen as two int64 and four int32 (builds the CAS operands).
 const casScratch32 = new Int32Array(4);
 const casScratch64 = new BigInt64Array(casScratch32.buffer);
 
 /**
- * One 64-bit compareExchange of the word whose low half is `w[at]` (`at` even: 8-byte aligned),
- * from (hi, lo) to (nextHi, nextLo). For the locked 64-bit states: both halves change at once,
- * so a holder whose lock was taken over can fail its write but never tear the word.
+ * One 64-bit compareExchange on `big[at / 2]` (the word whose int32 halves are `at`, `at + 1`)
+ * from (hi, lo) to (nextHi, nextLo): it lands only if the word still holds exactly the value the
+ * caller read, so a decision made on a torn read of the halves can never land, and a writer
+ * whose lock was taken over can fail but never tear the word.
  */
-export function cas64(w: Int32Array, at: number, hi: number, lo: number, nextHi: number, nextLo: number): boolean {
-  if ((at & 1) !== 0) throw new Error(`a 64-bit state at word ${at} is not 8-byte aligned`);
-  let big = bigViews.get(w.buffer);
-  if (big === undefined) bigViews.set(w.buffer, (big = new BigInt64Array(w.buffer)));
+function casHalves(big: BigInt64Array, at: number, hi: number, lo: number, nextHi: number, nextLo: number): boolean {
   casScratch32[0] = lo;
   casScratch32[1] = hi;
   casScratch32[2] = nextLo;
   casScratch32[3] = nextHi;
   const expected = casScratch64[0] as bigint;
-  // compareExchange on the whole word: lands only if it still holds exactly what was read.
+  // compareExchange on the whole word (seq-cst): see above.
   return Atomics.compareExchange(big, at >> 1, expected, casScratch64[1] as bigint) === expected;
+}
+
+/**
+ * `casHalves` on the word whose low half is `w[at]` (`at` even: 8-byte aligned), for the locked
+ * 64-bit states.
+ */
+export function cas64(w: Int32Array, at: number, hi: number, lo: number, nextHi: number, nextLo: number): boolean {
+  if ((at & 1) !== 0) throw new Error(`a 64-bit state at word ${at} is not 8-byte aligned`);
+  let big = bigViews.get(w.buffer);
+  if (big === undefined) bigViews.set(w.buffer, (big = new BigInt64Array(w.buffer)));
+  return casHalves(big, at, hi, lo, nextHi, nextLo);
 }
 
 /** The staleness unit (of `STALE_UNIT_MS`) at `nowMs`. */
@@ -152,9 +162,6 @@ export class WideGcra {
   /** Word offset of the TAT's low half from a slot's base (even, so the word is 8-byte aligned). */
   readonly #tatOffset: number;
   readonly #staleOn: boolean;
-  // Scratch: a private 16-byte buffer seen as two int64 and four int32 (builds the CAS operands).
-  readonly #scratch32 = new Int32Array(4);
-  readonly #scratch64 = new BigInt64Array(this.#scratch32.buffer);
   readonly #ticks: Ticks64;
   readonly #now: Pair = pair();
   readonly #fresh: Pair = pair();
@@ -215,18 +222,10 @@ export class WideGcra {
     return fresh;
   }
 
-  /** 64-bit compareExchange of the TAT at `at` from (hi, lo) to `next`. */
+  /** 64-bit compareExchange of the TAT at `at` from (hi, lo) to `next` (see casHalves). */
   #cas(at: number, hi: number, lo: number, next: Pair): boolean {
-    const s = this.#scratch32;
-    s[0] = lo;
-    s[1] = hi;
     // Never store the reclaim marker: one tick later instead (conservative by a tick).
-    s[2] = next.hi === DEAD && next.lo === 0 ? 1 : next.lo;
-    s[3] = next.hi;
-    const expected = this.#scratch64[0] as bigint;
-    // compareExchange on the whole 64-bit word: it lands only if the TAT still holds exactly the
-    // value this decision was made on (a torn read of the halves spells a value it does not hold).
-    return Atomics.compareExchange(this.#big, at >> 1, expected, this.#scratch64[1] as bigint) === expected;
+    return casHalves(this.#big, at, hi, lo, next.hi, next.hi === DEAD && next.lo === 0 ? 1 : next.lo);
   }
 
   /** Raises the staleness unit to now's: only ever forward (raiseStamp). */
@@ -390,9 +389,9 @@ export class WideGcra {
         const value = Atomics.load(big, (base + tatOffset) >> 1);
         if (value === DEAD64) return ALREADY_DEAD;
         const last = Atomics.load(w, base + S_LAST_SEC);
-        this.#scratch64[0] = value;
-        const lo = this.#scratch32[0] as number >>> 0;
-        const hi = this.#scratch32[1] as number;
+        casScratch64[0] = value; // split the word into its halves through the scratch buffer
+        const lo = casScratch32[0] as number >>> 0;
+        const hi = casScratch32[1] as number;
         const nowMs = this.#readClock();
         const d = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
         // Strictly behind now (or stale): a new key's first TAT, read after its claim, is then

@@ -1,6 +1,6 @@
 import type { Clock } from './clock.js';
 import { describe } from './errors.js';
-import { isStale, raiseStamp, secondsAt, ticksAt as ticks32, ULP_GUARD } from './gcra.js';
+import { isStale, secondsAt, ticksAt as ticks32, ULP_GUARD } from './gcra.js';
 import {
   DEAD, H_ALGORITHM, H_BURST, H_LIMITS_BYTE, H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, LIVE, S_CTRL,
   S_LAST_SEC, S_TAT,
@@ -157,11 +157,6 @@ export function countHeld(w: Int32Array, base: number, stateOffset: number, nowM
   if (held === 0) return 0;
   // Atomics.load of lastSec after the places: at least the second of every stamp seen above.
   return isStale(secondsAt(nowMs), Atomics.load(w, base + S_LAST_SEC), p.staleSec) ? 0 : held;
-}
-
-/** Raises the lastSec word at `index` to `nowSec`, only ever forward (see raiseStamp). */
-export function raiseLastSec(w: Int32Array, index: number, seen: number, nowSec: number): void {
-  raiseStamp(w, index, seen, nowSec);
 }
 
 /** Places held over every live key of `table` at `nowMs`: a snapshot that may race with writers. */

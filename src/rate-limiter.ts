@@ -3,7 +3,7 @@ import { AttachRequest } from './attach-request.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
 import { admit, debtOf, MAX_AHEAD_TICKS, raiseStamp, snapFloor, remainingAt, secondsAt, ticksAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
-import { ALLOWED, RELOCATE as WIDE_RELOCATE, TOO_LONG, WideGcra } from './gcra-wide.js';
+import { ALLOWED, RELOCATE as WIDE_RELOCATE, WideGcra } from './gcra-wide.js';
 import { divmod, toNumber, type QuotRem } from './int64.js';
 import {
   assertWorkerThread, checkMaxWait, RateLimitTimeoutError, retryAt, sleepUntil, sleepUntilSync,
@@ -297,7 +297,7 @@ export class RateLimiter {
       if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
       const outcome = wide.reserve(entry.base, entry.ctrl, cost, maxWaitTicks);
       if (outcome === WIDE_RELOCATE) { this.#index.forget(key); continue; }
-      if (outcome === TOO_LONG || outcome !== ALLOWED) {
+      if (outcome !== ALLOWED) { // TOO_LONG, or REFUSED when cost > burst
         throw new RateLimitTimeoutError(key, wide.waitTicks === Infinity ? Infinity : ceilPs(ticksToMs(wide.waitTicks, p)), maxWaitMs);
       }
       const delayMs = ceilPs(ticksToMs(wide.waitTicks, p));
@@ -419,8 +419,7 @@ export class RateLimiter {
       const lastSec = Atomics.load(w, base + S_LAST_SEC);
       const nowMs = this.#clock.now();
       if (Atomics.load(w, base + S_CTRL) !== entry.ctrl || tat === DEAD) {
-        index.forget(key);
-        entry = index.locate(key);
+        entry = this.#relocate(key);
         if (entry === undefined) return this.#full();
         continue;
       }
@@ -465,8 +464,7 @@ export class RateLimiter {
         this.#reason = outcome === ALLOWED ? 'allowed' : wide.waitTicks === Infinity ? 'exceeds-burst' : 'limited';
         return outcome === ALLOWED;
       }
-      this.#index.forget(key);
-      const again = this.#index.locate(key);
+      const again = this.#relocate(key);
       if (again === undefined) return this.#full();
       entry = again;
     }
@@ -478,8 +476,7 @@ export class RateLimiter {
     const stateOffset = this.#table.stateOffset;
     let entry = found;
     while (engine.decide(entry.base, entry.ctrl, entry.base + stateOffset, cost) === RELOCATE) {
-      this.#index.forget(key);
-      const again = this.#index.locate(key);
+      const again = this.#relocate(key);
       if (again === undefined) return this.#full();
       entry = again;
     }
