@@ -2,7 +2,7 @@ import { ALGORITHMS, checkAlgorithm, compileLimit, type AlgorithmName } from './
 import { describe, integerInRange } from './errors.js';
 import { gcraParams, type GcraParams } from './gcra.js';
 import { validateLimit, type Limit } from './limit.js';
-import { group, type LimitGroup } from './locked-engine.js';
+import { group, type LimitGroup } from './limit-set.js';
 import {
   H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDTH, MAX_LIMITS,
 } from './table/layout.js';

@@ -1,51 +1,11 @@
-import type { LimitAlgorithm, Moment, Verdict } from './algorithms/index.js';
-import { isStale, raiseStamp, secondsAt } from './gcra.js';
+import type { LimitAlgorithm, Moment } from './algorithms/index.js';
+import { isStale, secondsAt } from './gcra.js';
+import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 import { GONE, lock, tryLock, unlock } from './table/slot-lock.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
 
-/** A set of limits kept together in one lock's state area. */
-export interface LimitGroup {
-  algorithms: LimitAlgorithm[];
-  /** Word offsets of each limit's state, relative to the group's state base. */
-  offsets: number[];
-  /** Total state words. */
-  words: number;
-  /** Some state holds a 64-bit word: the group's base must have the parity it was laid out for. */
-  align8: boolean;
-}
-
-/** Lays out `algorithms` one after another. */
-export function group(algorithms: LimitAlgorithm[], baseParity = 0): LimitGroup {
-  const offsets: number[] = [];
-  let words = 0;
-  for (const a of algorithms) {
-    // A state holding a 64-bit word starts on an even word of the buffer (8-byte aligned): the
-    // group's base is `baseParity` modulo 2, so pad a word where the offset would make it odd.
-    if (a.align8 === true && (baseParity + words) % 2 !== 0) words += 1;
-    offsets.push(words);
-    words += a.stateWords;
-  }
-  return { algorithms, offsets, words, align8: algorithms.some((a) => a.align8 === true) };
-}
-
-/** Where a locked state lives: its lock word, its lastSec word and its first state word. */
-export interface StateArea {
-  lock: number;
-  lastSec: number;
-  state: number;
-}
-
-/** The combined answer of a locked decision. */
-export interface LockedResult {
-  allowed: boolean;
-  remaining: number;
-  retryAfterMs: number;
-  resetAfterMs: number;
-  /** Which part refused: 'key' limits (with `never` set when cost exceeds a capacity) or 'global'. */
-  refusedBy: 'key' | 'global' | null;
-  never: boolean;
-}
+export { group, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 
 /** The decision finished. */
 export const DONE = 0;
@@ -68,28 +28,36 @@ export class LockedEngine {
   readonly #globalArea: StateArea | null;
   readonly #owner: number;
   readonly #stealAfterMs: number;
-  readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0 };
+  readonly #set: LimitSet;
   readonly #area: StateArea = { lock: 0, lastSec: 0, state: 0 };
   // Clock readings taken after each lock is held (key, then global): reused objects.
   readonly #keyMoment: Moment = { ms: 0, sec: 0 };
   readonly #globalMoment: Moment = { ms: 0, sec: 0 };
   readonly #clock: () => number;
   readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
-  readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
-  /** Decisions retried because a lock was taken over or a word changed under us. */
-  retries = 0;
+  readonly result: LockedResult;
+  /** Whether the current decision committed a spend. */
+  #spent = false;
+  #retries = 0;
 
   constructor(
     w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, owner: number,
     stealAfterMs: number, clock: () => number,
   ) {
     this.#w = w;
+    this.#set = new LimitSet(w, clock);
+    this.result = this.#set.result;
     this.#clock = clock;
     this.#key = key;
     this.#global = global?.group ?? null;
     this.#globalArea = global?.area ?? null;
     this.#owner = owner;
     this.#stealAfterMs = stealAfterMs;
+  }
+
+  /** Decisions retried because a lock was taken over or a word changed under us. */
+  get retries(): number {
+    return this.#retries + this.#set.retries;
   }
 
   /**
@@ -115,46 +83,90 @@ export class LockedEngine {
         unlock(w, base + S_TAT, token);
         return RELOCATE;
       }
-      const m = this.#read(this.#keyMoment);
       const area = this.#area; // reused: no allocation per decision
       area.lock = base + S_TAT;
       area.lastSec = base + S_LAST_SEC;
       area.state = stateBase;
-      const outcome = (prepare === undefined || prepare(w, m)) && this.#decideLocked(limits, area, m, cost);
-      const released = unlock(w, base + S_TAT, token);
-      if (outcome && released) return DONE;
-      this.retries++; // a word changed under us, or the lock was taken over: decide again
+      this.#spent = false;
+      let ok = prepare === undefined || prepare(w, this.#read(this.#keyMoment));
+      if (ok) {
+        // The snapshot of every limit first, then the clock: a holder that stalls between the two
+        // judges newer state at an older reading, which only overstates the spending.
+        const lastSec = this.#set.load(limits, area);
+        ok = this.#decideLocked(limits, area, this.#read(this.#keyMoment), lastSec, cost);
+      }
+      if (ok && this.#spent && !this.#settle(base, token)) {
+        // A reclaim took the lock over and judged the key idle before our commits: they went
+        // with it. Give the cap back its share and decide again on the key's new slot.
+        if (this.#global !== null && this.#globalArea !== null) this.#set.undo(this.#global, this.#globalArea, this.#global.algorithms.length);
+        return RELOCATE;
+      }
+      // Released or not, a decision whose commits all landed is done: each was a compareExchange
+      // from the snapshot, so none can have overwritten a newer holder's. Deciding again would
+      // count the request twice.
+      unlock(w, base + S_TAT, token);
+      if (ok) return DONE;
+      this.#retries++; // a word changed under us (the lock was taken over): decide again
     }
   }
 
   /** With the key locked: decide every key limit, then the global cap, then spend from all. */
-  #decideLocked(limits: LimitGroup, key: StateArea, m: Moment, cost: number): boolean {
+  #decideLocked(limits: LimitGroup, key: StateArea, m: Moment, lastSec: number, cost: number): boolean {
+    const set = this.#set;
     const r = this.result;
-    this.#check(limits, key, m, cost);
+    set.check(limits, m, lastSec, cost);
     r.refusedBy = r.allowed ? null : 'key';
-    if (r.allowed && this.#global !== null && this.#globalArea !== null) {
+    if (!r.allowed) return true;
+    if (this.#global !== null && this.#globalArea !== null) {
       const g = this.#globalArea;
       const token = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
-      const gm = this.#read(this.#globalMoment); // read under the global lock, like the key's
+      const globalLastSec = set.load(this.#global, g);
+      const gm = this.#read(this.#globalMoment); // read under the global lock, after its snapshot
       const keyPart = Object.assign(this.#keyPart, r);
-      this.#check(this.#global, g, gm, cost);
-      let ok = true;
-      if (r.allowed && cost > 0) ok = this.#apply(this.#global, g, gm, cost);
-      if (!unlock(this.#w, g.lock, token)) ok = false;
-      if (!ok) return false;
+      set.check(this.#global, gm, globalLastSec, cost);
+      const committed = r.allowed && (cost === 0 || set.commit(this.#global, g, gm, globalLastSec, cost));
+      unlock(this.#w, g.lock, token);
       if (!r.allowed) {
         // Refused by the cap: the key spends nothing, so report its unspent state.
         const globalRemaining = r.remaining;
-        this.#keyProbe(limits, key, m);
+        set.probe(limits, m, lastSec);
         r.remaining = Math.min(r.remaining, globalRemaining);
         r.refusedBy = 'global';
         return true;
       }
+      if (!committed) return false;
       r.remaining = Math.min(r.remaining, keyPart.remaining);
       r.resetAfterMs = keyPart.resetAfterMs;
+      if (cost === 0) return true;
+      if (!set.commit(limits, key, m, lastSec, cost)) {
+        set.undo(this.#global, g, this.#global.algorithms.length);
+        return false;
+      }
+      this.#spent = true;
+      return true;
     }
-    if (r.allowed && cost > 0) return this.#apply(limits, key, m, cost);
-    return true;
+    if (cost === 0) return true;
+    this.#spent = set.commit(limits, key, m, lastSec, cost);
+    return this.#spent;
+  }
+
+  /**
+   * After our commits: true if they stand. Our lock may have been taken over meanwhile (we
+   * stalled): by a decision, whose commits then fail or build on ours; or by a reclaim, which may
+   * have judged the key idle before our commits. A word that is not our token is cancelled
+   * (compareExchange to free), so such a reclaim fails; DEAD means it already succeeded.
+   */
+  #settle(base: number, token: number): boolean {
+    const w = this.#w;
+    for (;;) {
+      // Atomics.load after our commits (seq-cst): a reclaim that locks after this sees them.
+      const cur = Atomics.load(w, base + S_TAT);
+      if (cur === token || cur === 0) return true;
+      if (cur === DEAD) return false;
+      // compareExchange from the exact token seen: a newer holder's lock is freed (its own
+      // commits are still checked against their snapshots), a reclaim's final step fails.
+      if (Atomics.compareExchange(w, base + S_TAT, cur, 0) === cur) return true;
+    }
   }
 
   /** Reads the clock into `m`. */
@@ -162,65 +174,6 @@ export class LockedEngine {
     m.ms = this.#clock();
     m.sec = secondsAt(m.ms);
     return m;
-  }
-
-  /**
-   * Runs every algorithm of `g` on `area` and combines: all must allow. When they do not, the
-   * request spends nothing, so remaining and reset are re-read as a probe (cost 0) would see them.
-   */
-  #check(g: LimitGroup, area: StateArea, m: Moment, cost: number): void {
-    const r = this.result;
-    r.allowed = true;
-    r.never = false;
-    r.retryAfterMs = 0;
-    this.#combine(g, area, m, cost);
-    if (!r.allowed && cost > 0) this.#combine(g, area, m, 0);
-  }
-
-  /** One pass over the limits: allowed and waits from `cost`, remaining and reset as of `cost`. */
-  #combine(g: LimitGroup, area: StateArea, m: Moment, cost: number): void {
-    const w = this.#w;
-    const r = this.result;
-    const v = this.#verdict;
-    const probe = cost === 0;
-    const lastSec = Atomics.load(w, area.lastSec);
-    r.remaining = Infinity;
-    r.resetAfterMs = 0;
-    for (let i = 0; i < g.algorithms.length; i++) {
-      const a = g.algorithms[i] as LimitAlgorithm;
-      a.check(w, area.state + (g.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec), cost, v);
-      r.remaining = Math.min(r.remaining, v.remaining);
-      r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
-      if (probe) continue; // a probe after a refusal: keep the refusal's verdict and waits
-      if (!v.allowed) {
-        r.allowed = false;
-        if (v.waitMs === Infinity) r.never = true;
-      }
-      r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
-    }
-    if (!probe) r.retryAfterMs = r.allowed ? 0 : r.never ? Infinity : r.retryAfterMs;
-  }
-
-  /** The key's unspent remaining and reset, after the global cap refused. */
-  #keyProbe(g: LimitGroup, area: StateArea, m: Moment): void {
-    const r = this.result;
-    const { allowed, never, retryAfterMs } = r;
-    this.#combine(g, area, m, 0);
-    r.allowed = allowed;
-    r.never = never;
-    r.retryAfterMs = retryAfterMs;
-  }
-
-  /** Spends `cost` from every algorithm of `g`, and raises lastSec. False if interfered with. */
-  #apply(g: LimitGroup, area: StateArea, m: Moment, cost: number): boolean {
-    const w = this.#w;
-    const lastSec = Atomics.load(w, area.lastSec);
-    for (let i = 0; i < g.algorithms.length; i++) {
-      const a = g.algorithms[i] as LimitAlgorithm;
-      if (!a.apply(w, area.state + (g.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec), cost)) return false;
-    }
-    raiseStamp(w, area.lastSec, lastSec, m.sec); // only ever forward
-    return true;
   }
 
   /** Writes fresh state for every limit of `g` (the slot or area is not yet visible to others). */

@@ -13,8 +13,9 @@ import { gcraSlotState } from './gcra-slot.js';
 import { type Limit } from './limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
+import { LockFreeEngine } from './lockfree-engine.js';
 import {
-  DEAD, GLOBAL_HEADER_WORDS, H_CLOCK_KIND, H_GLOBAL_BASE, H_ON_FULL, H_OWNER_SEQ, S_CTRL,
+  DEAD, GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_GLOBAL_BASE, H_ON_FULL, H_OWNER_SEQ, S_CTRL,
   S_LAST_SEC, S_TAT,
 } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
@@ -90,7 +91,7 @@ export class RateLimiter {
   #clock!: Clock;
   #clockBuffer!: SharedArrayBuffer | null;
   #p!: GcraParams;
-  #engine: LockedEngine | null = null;
+  #engine: LockedEngine | LockFreeEngine | null = null;
   #wide: WideGcra | null = null;
   readonly #qr: QuotRem = { q: 0, r: 0 };
   #moment: Moment = { ms: 0, sec: 0 };
@@ -156,12 +157,20 @@ export class RateLimiter {
       const owner = Atomics.add(w, H_OWNER_SEQ, 1);
       const now = (): Moment => this.#now();
       const stateOffset = stateOffsetOf(w);
-      this.#table = new SlotTable(buffer, LockedEngine.slotState(compiled.key, stateOffset, owner, now));
+      const claimTimeoutMs = w[H_CLAIM_TIMEOUT_MS] as number;
+      // Every limit commits in one compareExchange: no lock. A sliding log keeps one.
+      const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false;
+      this.#table = new SlotTable(buffer, lockFree
+        ? LockFreeEngine.slotState(compiled.key, stateOffset, owner, claimTimeoutMs, now)
+        : LockedEngine.slotState(compiled.key, stateOffset, owner, now));
       const globalBase = w[H_GLOBAL_BASE] as number;
       const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
       const global = compiled.global === null ? null : { group: compiled.global, area };
       if (global !== null && fresh !== null) LockedEngine.init(w, global.group, area, this.#now());
-      this.#engine = new LockedEngine(w, compiled.key, global, owner, this.#table.claimTimeoutMs, () => this.#clock.now());
+      const clock = (): number => this.#clock.now();
+      this.#engine = lockFree
+        ? new LockFreeEngine(w, compiled.key, global, clock)
+        : new LockedEngine(w, compiled.key, global, owner, claimTimeoutMs, clock);
     }
     this.#words = this.#table.words;
     this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
@@ -472,7 +481,7 @@ export class RateLimiter {
 
   /** The locked path: several limits, window and log algorithms, or a global cap. */
   #decideLocked(key: string, cost: number, found: SlotRef): boolean {
-    const engine = this.#engine as LockedEngine;
+    const engine = this.#engine as LockedEngine | LockFreeEngine;
     const stateOffset = this.#table.stateOffset;
     let entry = found;
     while (engine.decide(entry.base, entry.ctrl, entry.base + stateOffset, cost) === RELOCATE) {

@@ -1,44 +1,78 @@
+import { cas64 } from '../gcra-wide.js';
 import type { Limit } from '../limit.js';
-import { ceilNs, floorDiv, swap, type LimitAlgorithm, type Verdict } from './types.js';
-import { windowAt, windowLimit } from './window-limit.js';
+import { ceilNs, floorDiv, type LimitAlgorithm, type Verdict } from './types.js';
+import { windowLimit } from './window-limit.js';
 
 /**
  * Fixed window: a count per window, windows aligned to multiples of `periodMs` on the limiter's
- * clock (time 0 of a ManualClock is a boundary). State: [window index mod 2^32, count].
+ * clock (time 0 of a ManualClock is a boundary). State: one 64-bit word, [count, window index
+ * mod 2^32] (low half, high half), so a spend is one compareExchange of the whole state.
  * Promise: at most `permits` per aligned window, so up to twice that across a boundary.
  */
 export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {
   const { permits, periodMs, staleSec } = windowLimit(limit, name);
-  /** The count in the current window, reading a stale or older window as 0. */
-  const countNow = (w: Int32Array, at: number, win32: number, stale: boolean): number =>
-    !stale && Atomics.load(w, at) === win32 ? Atomics.load(w, at + 1) : 0;
-  const windowOf = (w: Int32Array, at: number, ms: number, stale: boolean): number => windowAt(w, at, ms, periodMs, stale);
+  // The snapshot, and what the last check decided: the window and the count after the spend.
+  let lo = 0;
+  let hi = 0;
+  let win = 0;
+  let count = 0;
+  let nextCount = 0;
+
+  /**
+   * The window a decision counts in (the clock's, or the stored one if that is later: a reading
+   * from before a newer admission must not move a window back) and the count in it.
+   */
+  function decode(ms: number, stale: boolean): void {
+    const now = floorDiv(ms, periodMs);
+    const ahead = stale ? 0 : (hi - (now | 0)) | 0;
+    win = ahead > 0 ? now + ahead : now;
+    count = !stale && hi === (win | 0) ? lo : 0;
+  }
+
   return {
     stateWords: 2,
+    align8: true,
     staleSec,
+    lockFree: true,
     init(w, at, m) {
-      Atomics.store(w, at, floorDiv(m.ms, periodMs) | 0);
-      Atomics.store(w, at + 1, 0);
+      Atomics.store(w, at, 0);
+      Atomics.store(w, at + 1, floorDiv(m.ms, periodMs) | 0);
     },
-    check(w, at, m, stale, cost, v: Verdict) {
-      const win = windowOf(w, at, m.ms, stale);
-      const count = countNow(w, at, win | 0, stale);
+    load(w, at) {
+      lo = Atomics.load(w, at);
+      hi = Atomics.load(w, at + 1);
+    },
+    check(m, stale, cost, v: Verdict) {
+      decode(m.ms, stale);
       const untilEnd = ceilNs((win + 1) * periodMs - m.ms);
       v.allowed = count + cost <= permits;
       const after = v.allowed ? count + cost : count;
       v.remaining = permits - after;
       v.waitMs = v.allowed ? 0 : cost > permits ? Infinity : untilEnd;
       v.resetMs = after > 0 ? untilEnd : 0;
+      nextCount = after;
     },
-    apply(w, at, m, stale, cost) {
-      const win32 = windowOf(w, at, m.ms, stale) | 0;
-      const prevWin = Atomics.load(w, at);
-      const prevCount = Atomics.load(w, at + 1);
-      const count = countNow(w, at, win32, stale);
-      return swap(w, at + 1, prevCount, count + cost) && swap(w, at, prevWin, win32);
+    commit(w, at) {
+      // One 64-bit compareExchange from the snapshot: a torn read of the halves, or any spend since
+      // the load, fails it.
+      return cas64(w, at, hi, lo, win | 0, nextCount);
+    },
+    undo(w, at) {
+      // Counts add up, so taking ours back is exact even after other spends built on it: subtract
+      // it while the window is still ours (a later window no longer counts it).
+      const cost = nextCount - count;
+      for (;;) {
+        const c = Atomics.load(w, at);
+        const h = Atomics.load(w, at + 1);
+        if (h !== (win | 0) || c < cost) return false;
+        // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
+        if (cas64(w, at, h, c, h, c - cost)) return true;
+      }
     },
     idle(w, at, m, stale) {
-      return countNow(w, at, windowOf(w, at, m.ms, stale) | 0, stale) === 0;
+      this.load(w, at);
+      decode(m.ms, stale);
+      return count === 0;
     },
   };
 }

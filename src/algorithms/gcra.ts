@@ -1,5 +1,5 @@
 import {
-  admit, debtOf, gcraParams, isStale, MAX_WIDE_AHEAD_TICKS, remainingAt, ticksAt, ticksToMs, waitTicks,
+  admit, debtOf, gcraParams, isStale, MAX_WIDE_AHEAD_TICKS, raiseStamp, remainingAt, ticksAt, ticksToMs, waitTicks,
   WIDE_TICKS_PS, wideStaleUnits, type GcraParams,
 } from '../gcra.js';
 import { cas64, staleUnitAt, ticks64, Ticks64 } from '../gcra-wide.js';
@@ -19,30 +19,40 @@ export function gcraAlgorithm(limit: Limit, name: string, minWidth: 32 | 64 = 32
 }
 
 function narrowGcra(p: GcraParams): LimitAlgorithm {
-  const debt = (w: Int32Array, at: number, m: Moment, stale: boolean): number =>
-    stale ? 0 : debtOf(Atomics.load(w, at), ticksAt(m.ms, p), 0, 0, p);
+  // The snapshot, and what the last check decided.
+  let tat = 0;
+  let next = 0;
+  let written = 0;
+  const debt = (m: Moment, stale: boolean): number => (stale ? 0 : debtOf(tat, ticksAt(m.ms, p), 0, 0, p));
   return {
     stateWords: 1,
     staleSec: p.staleSec,
+    lockFree: true,
     init(w, at, m) {
       Atomics.store(w, at, ticksAt(m.ms, p));
     },
-    check(w, at, m, stale, cost, v: Verdict) {
-      const d = debt(w, at, m, stale);
-      const next = cost > p.burst ? -1 : admit(d, cost, p);
-      v.allowed = next >= 0;
-      v.remaining = remainingAt(v.allowed ? next : d, p);
-      v.waitMs = v.allowed ? 0 : ticksToMs(waitTicks(d, cost, p), p);
-      v.resetMs = ticksToMs(v.allowed ? next : d, p);
+    load(w, at) {
+      tat = Atomics.load(w, at);
     },
-    apply(w, at, m, stale, cost) {
-      const prev = Atomics.load(w, at);
-      const now32 = ticksAt(m.ms, p);
-      const next = admit(stale ? 0 : debtOf(prev, now32, 0, 0, p), cost, p);
-      return swap(w, at, prev, (now32 + next) | 0);
+    check(m, stale, cost, v: Verdict) {
+      const d = debt(m, stale);
+      const n = cost > p.burst ? -1 : admit(d, cost, p);
+      v.allowed = n >= 0;
+      v.remaining = remainingAt(v.allowed ? n : d, p);
+      v.waitMs = v.allowed ? 0 : ticksToMs(waitTicks(d, cost, p), p);
+      v.resetMs = ticksToMs(v.allowed ? n : d, p);
+      next = n;
+    },
+    commit(w, at, m) {
+      written = (ticksAt(m.ms, p) + next) | 0;
+      return swap(w, at, tat, written);
+    },
+    undo(w, at) {
+      return swap(w, at, written, tat);
     },
     idle(w, at, m, stale) {
-      return debt(w, at, m, stale) === 0;
+      this.load(w, at);
+      return debt(m, stale) === 0;
     },
   };
 }
@@ -51,31 +61,30 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
   const ticks = new Ticks64(p.tickPs);
   const now = pair();
   const fresh = pair();
-  /** Reads the clock into `now` and `fresh`. */
-  const readClock = (ms: number): void => {
-    ticks.read(ms);
-    now.hi = ticks.hi;
-    now.lo = ticks.lo;
-    fresh.hi = ticks.freshHi;
-    fresh.lo = ticks.freshLo;
-  };
   const d = pair();
   const next = pair();
   const qr: QuotRem = { q: 0, r: 0 };
   const staleOn = p.staleSec !== Infinity;
   const t = p.intervalTicks;
+  // The snapshot ([lo, hi, unit]), whether it read as fresh, and the cost the last check allowed.
+  let lo = 0;
+  let hi = 0;
+  let unit = 0;
+  let wasFresh = false;
+  let spent = 0;
 
-  /** Reads the state at `at` ([lo, hi, unit]) into `d` (the debt) and `qr`; true if fresh. */
-  function read(w: Int32Array, at: number, m: Moment): boolean {
-    const lo = Atomics.load(w, at) >>> 0;
-    const hi = Atomics.load(w, at + 1);
-    readClock(m.ms);
-    sub(hi, lo, now.hi, now.lo, d);
-    const isFresh = d.hi < 0 || (d.hi === 0 && d.lo === 0) || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
-      (staleOn && isStale(staleUnitAt(m.ms), Atomics.load(w, at + 2), p.staleSec));
-    if (isFresh) { d.hi = 0; d.lo = 0; }
+  /** Decodes the snapshot at `m` into `d` (the debt) and `qr`; sets `wasFresh`. */
+  function decode(m: Moment): void {
+    ticks.read(m.ms);
+    now.hi = ticks.hi;
+    now.lo = ticks.lo;
+    fresh.hi = ticks.freshHi;
+    fresh.lo = ticks.freshLo;
+    sub(hi, lo >>> 0, now.hi, now.lo, d);
+    wasFresh = d.hi < 0 || (d.hi === 0 && d.lo === 0) || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
+      (staleOn && isStale(staleUnitAt(m.ms), unit, p.staleSec));
+    if (wasFresh) { d.hi = 0; d.lo = 0; }
     divmod(d.hi, d.lo, t, qr);
-    return isFresh;
   }
 
   const tickIndex = WIDE_TICKS_PS.indexOf(p.tickPs);
@@ -83,37 +92,45 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
     stateWords: 4, // [TAT low, TAT high, staleness unit, tick index]: the index lets a rule change carry debt
     align8: true, // the TAT is written as one 64-bit word
     staleSec: Infinity, // its own unit word decides staleness
+    lockFree: true,
     init(w, at, m) {
-      readClock(m.ms);
-      Atomics.store(w, at, now.lo | 0); // no debt: now, floored
-      Atomics.store(w, at + 1, now.hi);
+      ticks.read(m.ms);
+      Atomics.store(w, at, ticks.lo | 0); // no debt: now, floored
+      Atomics.store(w, at + 1, ticks.hi);
       Atomics.store(w, at + 2, staleUnitAt(m.ms) | 0);
       Atomics.store(w, at + 3, tickIndex);
     },
-    check(w, at, m, _stale, cost, v: Verdict) {
-      read(w, at, m);
+    load(w, at) {
+      lo = Atomics.load(w, at);
+      hi = Atomics.load(w, at + 1);
+      unit = Atomics.load(w, at + 2);
+    },
+    check(m, _stale, cost, v: Verdict) {
+      decode(m);
       const { q, r } = qr;
       v.allowed = cost <= p.burst && (q + cost < p.burst || (q + cost === p.burst && r === 0));
-      const spent = v.allowed ? q + cost : q;
-      v.remaining = Math.max(0, p.burst - spent - (r > 0 ? 1 : 0));
+      const used = v.allowed ? q + cost : q;
+      v.remaining = Math.max(0, p.burst - used - (r > 0 ? 1 : 0));
       v.waitMs = v.allowed ? 0 : cost > p.burst ? Infinity : ticksToMs((q + cost - p.burst) * t + r, p);
-      v.resetMs = ticksToMs(spent * t + r, p);
+      v.resetMs = ticksToMs(used * t + r, p);
+      spent = cost;
     },
-    apply(w, at, m, _stale, cost) {
-      const lo = Atomics.load(w, at);
-      const hi = Atomics.load(w, at + 1);
-      const unit = Atomics.load(w, at + 2);
-      const isFresh = read(w, at, m);
-      mul(cost, t, next);
-      if (isFresh) add(fresh.hi, fresh.lo, next.hi, next.lo, next);
+    commit(w, at, m) {
+      mul(spent, t, next);
+      if (wasFresh) add(fresh.hi, fresh.lo, next.hi, next.lo, next);
       else add(hi, lo >>> 0, next.hi, next.lo, next);
-      const nowUnit = staleUnitAt(m.ms);
-      // One 64-bit compareExchange for the TAT, then the unit, each from the value read under the
-      // lock (see LimitAlgorithm.apply): a writer whose lock was taken over fails, never tears.
-      return cas64(w, at, hi, lo, next.hi, next.lo) && ((nowUnit | 0) === unit || swap(w, at + 2, unit, nowUnit | 0));
+      // One 64-bit compareExchange from the snapshot: the commit. The staleness unit after it,
+      // only ever forward (a stale raise is harmless: it only says the key was used recently).
+      if (!cas64(w, at, hi, lo, next.hi, next.lo)) return false;
+      raiseStamp(w, at + 2, unit, staleUnitAt(m.ms));
+      return true;
+    },
+    undo(w, at) {
+      return cas64(w, at, next.hi, next.lo, hi, lo);
     },
     idle(w, at, m) {
-      read(w, at, m);
+      this.load(w, at);
+      decode(m);
       return qr.q === 0 && qr.r === 0;
     },
   };

@@ -30,8 +30,18 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
     throw new RangeError(`${name}.periodMs of a sliding-log limit must be at most about 136 years, got ${periodMs}`);
   }
 
-  /** Word index of the k-th oldest entry (k = 0: the oldest, at head). */
-  const entry = (w: Int32Array, at: number, k: number): number => at + 1 + ((Atomics.load(w, at) + k) % permits);
+  // The snapshot: the words, the head word (commit count << 16 | index of the oldest entry), and
+  // the entries a commit overwrites, as the check read them (all of them for a stale log).
+  let words: Int32Array = new Int32Array(0);
+  let base = 0;
+  let head = 0;
+  let stale = false;
+  let spend = 0;
+  let stamp = 0;
+  const seen = new Int32Array(permits);
+
+  /** Word index of the k-th oldest entry of the snapshot (k = 0: the oldest, at head). */
+  const entry = (k: number): number => base + 1 + (((head & 0xffff) + k) % permits);
 
   /** Age in ticks of a stamp that still counts, or -1. */
   function age(ts: number, now32: number): number {
@@ -40,14 +50,18 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
     return d < periodTicks ? Math.max(d, 0) : -1;
   }
 
-  /** How many of the oldest entries no longer count (they are the first ones, in time order). */
-  function expired(w: Int32Array, at: number, now32: number, stale: boolean): number {
+  /**
+   * How many of the oldest entries no longer count (they are the first ones, in time order; a
+   * stalled writer's entries that never committed can only sit at the front, newer than the rest,
+   * where the search at worst finds fewer free entries than there are).
+   */
+  function expired(now32: number): number {
     if (stale) return permits;
     let lo = 0;
     let hi = permits;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (age(Atomics.load(w, entry(w, at, mid)), now32) < 0) lo = mid + 1;
+      if (age(Atomics.load(words, entry(mid)), now32) < 0) lo = mid + 1;
       else hi = mid;
     }
     return lo;
@@ -56,44 +70,71 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
   return {
     stateWords: permits + 1,
     staleSec,
+    lockFree: false,
     init(w, at) {
       Atomics.store(w, at, 0);
       for (let i = 1; i <= permits; i++) Atomics.store(w, at + i, EMPTY);
     },
-    check(w, at, m, stale, cost, v: Verdict) {
+    load(w, at) {
+      words = w;
+      base = at;
+      head = Atomics.load(w, at);
+    },
+    check(m, isStale, cost, v: Verdict) {
+      stale = isStale;
+      spend = 0;
       const now32 = ticksAt(m.ms, p);
-      const free = expired(w, at, now32, stale);
-      const newest = free === permits ? -1 : age(Atomics.load(w, entry(w, at, permits - 1)), now32);
+      const free = expired(now32);
+      const newest = free === permits ? -1 : age(Atomics.load(words, entry(permits - 1)), now32);
       v.allowed = cost <= free;
       v.remaining = v.allowed ? free - cost : free;
       if (v.allowed) {
         v.waitMs = 0;
         v.resetMs = cost > 0 ? ticksToMs(periodTicks, p) : newest < 0 ? 0 : ticksToMs(periodTicks - newest, p);
+        if (cost === 0) return;
+        spend = cost;
+        // What a commit overwrites, as read now: every entry of a stale log (it is cleared: old
+        // stamps must not alias as recent ones later), else the `cost` oldest.
+        const n = stale ? permits : cost;
+        for (let k = 0; k < n; k++) seen[k] = Atomics.load(words, entry(k));
+        const last = Atomics.load(words, entry(permits - 1));
+        const now = ticksCeilAt(m.ms, p); // a new stamp rounds up: it expires no earlier than it should
+        // Never earlier than the newest entry: keeps the ring in time order (a later stamp only
+        // makes that entry count a little longer).
+        stamp = !stale && last !== EMPTY && ((last - now) | 0) > 0 ? last : now;
+        if (stamp === EMPTY) stamp = (stamp + 1) | 0;
         return;
       }
       // The cost-th oldest entry must expire first.
-      v.waitMs = cost > permits ? Infinity : ticksToMs(periodTicks - age(Atomics.load(w, entry(w, at, cost - 1)), now32), p);
+      v.waitMs = cost > permits ? Infinity : ticksToMs(periodTicks - age(Atomics.load(words, entry(cost - 1)), now32), p);
       v.resetMs = newest < 0 ? 0 : ticksToMs(periodTicks - newest, p);
     },
-    apply(w, at, m, stale, cost) {
-      const now32 = ticksCeilAt(m.ms, p); // a new stamp rounds up: it expires no earlier than it should
-      // A stale log (idle longer than its stamps can be told apart) is cleared first, so that
-      // old stamps cannot alias as recent ones later.
-      if (stale) this.init(w, at, m);
-      const head = Atomics.load(w, at);
-      const last = Atomics.load(w, at + 1 + ((head + permits - 1) % permits));
-      // Never earlier than the newest entry: keeps the ring in time order (a later stamp only
-      // makes that entry count a little longer).
-      let stamp = !stale && last !== EMPTY && ((last - now32) | 0) > 0 ? last : now32;
-      if (stamp === EMPTY) stamp = (stamp + 1) | 0;
-      for (let k = 0; k < cost; k++) {
-        const i = at + 1 + ((head + k) % permits);
-        if (!swap(w, i, Atomics.load(w, i), stamp)) return false;
+    commit(w, at) {
+      // Every entry from the value the check read, then the head word last: the commit point. Its
+      // commit count changes on every commit, so a writer whose snapshot is older fails there even
+      // when the index came back round. An entry written by a writer that then fails is newer than
+      // what it replaced (stamps never go back), so it can only make the log more conservative.
+      if (stale) {
+        for (let k = 0; k < permits; k++) if (!swap(w, entry(k), seen[k] as number, EMPTY)) return false;
+        for (let k = 0; k < spend; k++) seen[k] = EMPTY;
       }
-      return swap(w, at, head, (head + cost) % permits);
+      for (let k = 0; k < spend; k++) if (!swap(w, entry(k), seen[k] as number, stamp)) return false;
+      return swap(w, at, head, nextHead());
     },
-    idle(w, at, m, stale) {
-      return expired(w, at, ticksAt(m.ms, p), stale) === permits;
+    undo(w, at) {
+      if (!swap(w, at, nextHead(), head)) return false;
+      for (let k = 0; k < spend; k++) swap(w, entry(k), stamp, seen[k] as number);
+      return true;
+    },
+    idle(w, at, m, isStale) {
+      this.load(w, at);
+      stale = isStale;
+      return expired(ticksAt(m.ms, p)) === permits;
     },
   };
+
+  /** The head word after committing `spend` entries. */
+  function nextHead(): number {
+    return (((head >>> 16) + 1) & 0xffff) << 16 | (((head & 0xffff) + spend) % permits);
+  }
 }

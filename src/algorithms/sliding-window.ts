@@ -1,41 +1,71 @@
 import type { Limit } from '../limit.js';
-import { ceilNs, floorDiv, swap, type LimitAlgorithm, type Verdict } from './types.js';
-import { windowAt, windowLimit } from './window-limit.js';
+import { cas64 } from '../gcra-wide.js';
+import { MAX_CLOCK_MS } from '../gcra.js';
+import { ceilNs, floorDiv, type LimitAlgorithm, type Verdict } from './types.js';
+import { windowLimit } from './window-limit.js';
+
+/** Bits of the packed state: 22 per count, 20 for the window index. */
+const COUNT_MASK = 0x3fffff;
+/** Largest `permits` a sliding window holds (a count fills 22 bits). */
+export const MAX_SLIDING_PERMITS = COUNT_MASK;
+/** A window index aliases after 2^19 windows either way (signed 20-bit difference). */
+const WINDOW_RANGE = 2 ** 19;
 
 /**
  * Sliding window (the two-window counter): estimates the last period as this window's count plus
  * the previous window's count weighted by how much of it still overlaps the last period. State:
- * [window index mod 2^32, current count, previous count]. Promise: an estimate; a client that
- * bursts at the end of one window and keeps trying can get up to about 1.5 times `permits` in
- * some period (149 for 100 per minute in the published comparison).
+ * one 64-bit word packing [current count: 22 bits, previous count: 22 bits, window index mod
+ * 2^20], so a spend is one compareExchange of the whole state. Promise: an estimate; a client
+ * that bursts at the end of one window and keeps trying can get up to about 1.5 times `permits`
+ * in some period (149 for 100 per minute in the published comparison).
  */
 export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {
-  const { permits, periodMs, staleSec } = windowLimit(limit, name);
+  const { permits, periodMs } = windowLimit(limit, name, MAX_SLIDING_PERMITS);
+  // The window index is stored modulo 2^20: a key idle for 2^19 windows could alias, so a key
+  // idle for two windows is stale (its counts have all expired) whenever that can happen, and
+  // the staleness rule (seconds) must be shorter than 2^19 windows.
+  const aliases = periodMs * WINDOW_RANGE <= MAX_CLOCK_MS;
+  const staleSec = aliases ? Math.ceil((2 * periodMs) / 1000) + 2 : Infinity;
+  if (aliases && (staleSec + 2) * 1000 >= WINDOW_RANGE * periodMs) {
+    throw new RangeError(`${name}.periodMs of a sliding-window limit must be at least 0.01 ms, got ${periodMs}`);
+  }
 
-  const windowOf = (w: Int32Array, at: number, ms: number, stale: boolean): number => windowAt(w, at, ms, periodMs, stale);
-
-  // The counts as of the window being decided, set by `counts` (no array per call).
+  // The snapshot, and the state as of the window being decided (set by `decode`).
+  let lo = 0;
+  let hi = 0;
+  let win = 0;
   let curr = 0;
   let prev = 0;
-  /** Sets `curr` and `prev` as of window `win`. */
-  function counts(w: Int32Array, at: number, win: number, stale: boolean): void {
-    const stored = stale ? NaN : Atomics.load(w, at);
-    if (stored === (win | 0)) { curr = Atomics.load(w, at + 1); prev = Atomics.load(w, at + 2); }
-    else if (stored === ((win - 1) | 0)) { curr = 0; prev = Atomics.load(w, at + 1); }
+  let nextCurr = 0;
+
+  function decode(ms: number, stale: boolean): void {
+    const now = floorDiv(ms, periodMs);
+    const stored = hi >>> 12;
+    const c = lo & COUNT_MASK;
+    const p = (lo >>> 22) | ((hi & 0xfff) << 10);
+    // Signed 20-bit difference of the stored window from the clock's (exact modulo 2^20).
+    const diff = stale ? -2 : ((stored - now) << 12) >> 12;
+    win = diff > 0 ? now + diff : now; // a later stored window: a newer admission's, keep it
+    if (diff >= 0) { curr = c; prev = p; }
+    else if (diff === -1) { curr = 0; prev = c; }
     else { curr = 0; prev = 0; }
   }
 
   return {
-    stateWords: 3,
+    stateWords: 2,
+    align8: true,
     staleSec,
+    lockFree: true,
     init(w, at, m) {
-      Atomics.store(w, at, floorDiv(m.ms, periodMs) | 0);
-      Atomics.store(w, at + 1, 0);
-      Atomics.store(w, at + 2, 0);
+      Atomics.store(w, at, 0);
+      Atomics.store(w, at + 1, (floorDiv(m.ms, periodMs) & 0xfffff) << 12);
     },
-    check(w, at, m, stale, cost, v: Verdict) {
-      const win = windowOf(w, at, m.ms, stale);
-      counts(w, at, win, stale);
+    load(w, at) {
+      lo = Atomics.load(w, at);
+      hi = Atomics.load(w, at + 1);
+    },
+    check(m, stale, cost, v: Verdict) {
+      decode(m.ms, stale);
       const into = Math.max(0, m.ms - win * periodMs); // ms into the current window
       const estimate = prev * (1 - into / periodMs) + curr;
       v.allowed = cost <= permits && estimate + cost <= permits;
@@ -43,17 +73,34 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       v.waitMs = v.allowed ? 0 : ceilNs(wait(curr, prev, into, cost));
       const after = v.allowed ? curr + cost : curr;
       v.resetMs = ceilNs(after > 0 ? 2 * periodMs - into : prev > 0 ? periodMs - into : 0);
+      nextCurr = after;
     },
-    apply(w, at, m, stale, cost) {
-      const win = windowOf(w, at, m.ms, stale);
-      const w0 = Atomics.load(w, at);
-      const w1 = Atomics.load(w, at + 1);
-      const w2 = Atomics.load(w, at + 2);
-      counts(w, at, win, stale);
-      return swap(w, at + 2, w2, prev) && swap(w, at + 1, w1, curr + cost) && swap(w, at, w0, win | 0);
+    commit(w, at) {
+      // One 64-bit compareExchange from the snapshot: a torn read or any spend since fails it.
+      return cas64(w, at, hi, lo, packHi(win, prev), packLo(nextCurr, prev));
+    },
+    undo(w, at) {
+      // Counts add up, so taking ours back is exact even after other spends built on it: from the
+      // current count while the window is ours, from the previous one once the next window began.
+      const cost = nextCurr - curr;
+      for (;;) {
+        const l = Atomics.load(w, at);
+        const h = Atomics.load(w, at + 1);
+        const c = l & COUNT_MASK;
+        const p = (l >>> 22) | ((h & 0xfff) << 10);
+        const diff = (((h >>> 12) - win) << 12) >> 12;
+        let next: number;
+        if (diff === 0 && c >= cost) next = packLo(c - cost, p);
+        else if (diff === 1 && p >= cost) next = packLo(c, p - cost);
+        else return false;
+        const nextHi = diff === 0 ? h : packHi(win + 1, p - cost);
+        // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
+        if (cas64(w, at, h, l, nextHi, next)) return true;
+      }
     },
     idle(w, at, m, stale) {
-      counts(w, at, windowOf(w, at, m.ms, stale), stale);
+      this.load(w, at);
+      decode(m.ms, stale);
       return curr === 0 && prev === 0;
     },
   };
@@ -71,4 +118,14 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
     const s = curr > 0 ? periodMs * (1 - (permits - cost) / curr) : 0;
     return periodMs - into + Math.max(0, s);
   }
+}
+
+/** The low half of a packed state: the current count and the previous count's low 10 bits. */
+function packLo(curr: number, prev: number): number {
+  return (curr | ((prev & 0x3ff) << 22)) | 0;
+}
+
+/** The high half: the previous count's high 12 bits and the window index modulo 2^20. */
+function packHi(win: number, prev: number): number {
+  return ((prev >>> 10) & 0xfff) | ((win & 0xfffff) << 12);
 }

@@ -36,23 +36,42 @@ export interface Verdict {
   resetMs: number;
 }
 
-/** A limit, compiled for one algorithm. */
+/**
+ * A limit, compiled for one algorithm. A decision is snapshot, decide, commit:
+ * - `load` takes a snapshot of the state words (the engine loads every limit before it reads the
+ *   clock, so no stored state is later than the reading it is judged at);
+ * - `check` decides on that snapshot alone, writing nothing;
+ * - `commit` writes what `check` decided with compareExchange from the snapshot, the algorithm's
+ *   commit word last, and fails if any of them changed since `load`. A thread that stalled (or
+ *   whose lock was taken over) can therefore never write a decision made on state that moved on.
+ * - `undo` takes back the last commit while nothing else changed the state (exact), for a
+ *   decision whose later limit could not commit.
+ *
+ * Thread-safety: one instance per thread (it holds the snapshot); the words it reads and writes
+ * are shared, and every write is a compareExchange from the value the snapshot holds.
+ */
 export interface LimitAlgorithm {
   readonly stateWords: number;
   /** Its state starts with a 64-bit word, so it must start on an even word (see `group`). */
   readonly align8?: boolean;
   /** A key whose last admission is older than this many seconds is fresh for this limit. */
   readonly staleSec: number;
-  /** Writes a fresh state at `at`. */
+  /** The whole state commits in one compareExchange, so it needs no lock (every algorithm but the log). */
+  readonly lockFree: boolean;
+  /** Writes a fresh state at `at` (the slot is not visible to other threads yet, or locked). */
   init(w: Int32Array, at: number, m: Moment): void;
-  /** Decides without writing. `stale` says the key's state is certainly fresh. */
-  check(w: Int32Array, at: number, m: Moment, stale: boolean, cost: number, v: Verdict): void;
+  /** Takes the snapshot of the state at `at`. */
+  load(w: Int32Array, at: number): void;
+  /** Decides on the snapshot. `stale` says the key's state is certainly fresh. */
+  check(m: Moment, stale: boolean, cost: number, v: Verdict): void;
   /**
-   * Spends `cost` (already checked). Writes with compareExchange from the values it reads, and
-   * returns false if any word changed under it (a thread whose lock was taken over wrote it).
+   * Spends what the last `check` allowed (cost > 0), by compareExchange from the snapshot. False
+   * when the state changed since `load`: nothing of this limit was written that counts.
    */
-  apply(w: Int32Array, at: number, m: Moment, stale: boolean, cost: number): boolean;
-  /** Whether the state equals a fresh key's (so the key may be reclaimed). */
+  commit(w: Int32Array, at: number, m: Moment): boolean;
+  /** Takes back the last commit if the state still holds exactly what it wrote; false otherwise. */
+  undo(w: Int32Array, at: number): boolean;
+  /** Whether the state equals a fresh key's (so the key may be reclaimed). Loads its own snapshot. */
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean;
 }
 

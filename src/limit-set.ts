@@ -1,0 +1,179 @@
+import type { LimitAlgorithm, Moment, Verdict } from './algorithms/index.js';
+import { isStale, raiseStamp } from './gcra.js';
+
+/**
+ * A commit that lost a race decides that limit again at the decision's own reading if that is at
+ * most this old; else the decision starts over. Well under what a 32-bit state decodes ahead of a
+ * reading (2^30 ticks of at least 10 ns, 10.7 s) and a sliding window's 2^19 windows.
+ */
+const RECHECK_MS = 1000;
+
+/** A set of limits kept together in one state area (a key's, or the global cap's). */
+export interface LimitGroup {
+  algorithms: LimitAlgorithm[];
+  /** Word offsets of each limit's state, relative to the group's state base. */
+  offsets: number[];
+  /** Total state words. */
+  words: number;
+  /** Some state holds a 64-bit word: the group's base must have the parity it was laid out for. */
+  align8: boolean;
+  /** Every limit commits in one compareExchange (no sliding log): the group needs no lock. */
+  lockFree: boolean;
+}
+
+/** Lays out `algorithms` one after another. */
+export function group(algorithms: LimitAlgorithm[], baseParity = 0): LimitGroup {
+  const offsets: number[] = [];
+  let words = 0;
+  for (const a of algorithms) {
+    // A state holding a 64-bit word starts on an even word of the buffer (8-byte aligned): the
+    // group's base is `baseParity` modulo 2, so pad a word where the offset would make it odd.
+    if (a.align8 === true && (baseParity + words) % 2 !== 0) words += 1;
+    offsets.push(words);
+    words += a.stateWords;
+  }
+  return {
+    algorithms, offsets, words,
+    align8: algorithms.some((a) => a.align8 === true),
+    lockFree: algorithms.every((a) => a.lockFree),
+  };
+}
+
+/** Where a state lives: its guard (or lock) word, its lastSec word and its first state word. */
+export interface StateArea {
+  lock: number;
+  lastSec: number;
+  state: number;
+}
+
+/** The combined answer of a decision over several limits. */
+export interface LockedResult {
+  allowed: boolean;
+  remaining: number;
+  retryAfterMs: number;
+  resetAfterMs: number;
+  /** Which part refused: 'key' limits (with `never` set when cost exceeds a capacity) or 'global'. */
+  refusedBy: 'key' | 'global' | null;
+  never: boolean;
+}
+
+/**
+ * The one decision core over a group of limits, shared by the lock-free and the locked engine:
+ * snapshot every limit, decide on the snapshot, commit each limit by compareExchange from it, and
+ * take back what was committed when a later one cannot. The engines differ only in what they
+ * hold around it (nothing, or a lock).
+ *
+ * Thread-safety: one instance per thread (it holds a verdict, the result and, through its
+ * algorithms, their snapshots); the words are shared and written only by compareExchange.
+ */
+export class LimitSet {
+  readonly #w: Int32Array;
+  readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0 };
+  readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
+  /** Commits that lost a race and were decided again. */
+  retries = 0;
+
+  readonly #clock: () => number;
+
+  constructor(w: Int32Array, clock: () => number) {
+    this.#w = w;
+    this.#clock = clock;
+  }
+
+  /**
+   * Takes the snapshot of every limit of `g`, after its lastSec word; returns lastSec. The caller
+   * reads the clock only after this: no state it judges is later than its reading.
+   */
+  load(g: LimitGroup, area: StateArea): number {
+    const w = this.#w;
+    // Atomics.load of lastSec before the states: a stamp is raised only after a commit, so the
+    // states read next are at least as new as the admissions it records.
+    const lastSec = Atomics.load(w, area.lastSec);
+    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).load(w, area.state + (g.offsets[i] as number));
+    return lastSec;
+  }
+
+  /**
+   * Runs every algorithm of `g` on its snapshot and combines into `result`: all must allow. When
+   * they do not, the request spends nothing, so remaining and reset are re-read as a probe (cost 0)
+   * would see them.
+   */
+  check(g: LimitGroup, m: Moment, lastSec: number, cost: number): void {
+    const r = this.result;
+    r.allowed = true;
+    r.never = false;
+    r.retryAfterMs = 0;
+    this.#combine(g, m, lastSec, cost);
+    if (!r.allowed && cost > 0) this.#combine(g, m, lastSec, 0);
+  }
+
+  /** One pass over the limits: allowed and waits from `cost`, remaining and reset as of `cost`. */
+  #combine(g: LimitGroup, m: Moment, lastSec: number, cost: number): void {
+    const r = this.result;
+    const v = this.#verdict;
+    const probe = cost === 0;
+    r.remaining = Infinity;
+    r.resetAfterMs = 0;
+    for (let i = 0; i < g.algorithms.length; i++) {
+      const a = g.algorithms[i] as LimitAlgorithm;
+      a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
+      r.remaining = Math.min(r.remaining, v.remaining);
+      r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
+      if (probe) continue; // a probe after a refusal: keep the refusal's verdict and waits
+      if (!v.allowed) {
+        r.allowed = false;
+        if (v.waitMs === Infinity) r.never = true;
+      }
+      r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
+    }
+    if (!probe) r.retryAfterMs = r.allowed ? 0 : r.never ? Infinity : r.retryAfterMs;
+  }
+
+  /** The key's unspent remaining and reset, after the global cap refused. */
+  probe(g: LimitGroup, m: Moment, lastSec: number): void {
+    const r = this.result;
+    const { allowed, never, retryAfterMs } = r;
+    this.#combine(g, m, lastSec, 0);
+    r.allowed = allowed;
+    r.never = never;
+    r.retryAfterMs = retryAfterMs;
+  }
+
+  /**
+   * Commits every limit of `g` in order (the last `check` allowed `cost` > 0), then raises
+   * lastSec. A limit whose state changed since its snapshot (another thread spent) is decided
+   * again on a new snapshot of it alone, at the same reading `m` (the spends before it stay
+   * made); when it now refuses, the commits before it are taken back and this returns false.
+   */
+  commit(g: LimitGroup, area: StateArea, m: Moment, lastSec: number, cost: number): boolean {
+    const w = this.#w;
+    const v = this.#verdict;
+    for (let i = 0; i < g.algorithms.length; i++) {
+      const a = g.algorithms[i] as LimitAlgorithm;
+      const at = area.state + (g.offsets[i] as number);
+      while (!a.commit(w, at, m)) {
+        this.retries++;
+        a.load(w, at);
+        // The new state was written by a recent spend, so it is not stale; it may be newer than
+        // `m`, which every algorithm reads as at least as much spent as it is. That decodes
+        // while it is less than RECHECK_MS newer: past that, start the decision over.
+        const late = this.#clock() - m.ms > RECHECK_MS;
+        if (!late) a.check(m, false, cost, v);
+        if (late || !v.allowed) {
+          this.undo(g, area, i);
+          return false;
+        }
+      }
+    }
+    raiseStamp(w, area.lastSec, lastSec, m.sec); // only ever forward
+    return true;
+  }
+
+  /**
+   * Takes back the first `n` commits of `g`. One that another writer already built on stays: the
+   * key is charged for a request it did not admit (conservative), never the reverse.
+   */
+  undo(g: LimitGroup, area: StateArea, n: number): void {
+    for (let i = 0; i < n; i++) (g.algorithms[i] as LimitAlgorithm).undo(this.#w, area.state + (g.offsets[i] as number));
+  }
+}

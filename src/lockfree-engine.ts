@@ -1,0 +1,199 @@
+import type { LimitAlgorithm, Moment } from './algorithms/index.js';
+import { isStale, secondsAt } from './gcra.js';
+import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
+import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
+import { lockToken } from './table/slot-lock.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
+
+/** The decision finished. */
+export const DONE = 0;
+/** The slot no longer holds the key (reclaimed or reused): look it up again and retry. */
+export const RELOCATE = 1;
+
+/**
+ * Decisions without a lock, for keys whose every limit commits in one compareExchange (GCRA at
+ * either width, fixed and sliding windows), with or without a global cap of the same kind:
+ *
+ *   1. snapshot the key's limits (lastSec first), then the global cap's, then read the clock;
+ *   2. decide every limit on the snapshot: a refusal writes nothing;
+ *   3. commit the key's limits in order, each by compareExchange from its snapshot; one that lost
+ *      a race is decided again at the same reading on a new snapshot of it alone, and when it now
+ *      refuses, those before it are taken back and the decision starts again;
+ *   4. commit the global cap the same way (it is the hot word: the key's spends stay while it
+ *      is decided again); when it now refuses, take back the key's spends and start again;
+ *   5. check the slot's guard word and ctrl (a reclaim of this key that raced with the commit).
+ *
+ * A thread that stops anywhere leaves at worst spends that count for a request it never
+ * admitted (conservative); no thread waits for another. See docs/design.md, "Lock-free spends".
+ *
+ * The guard word (the slot's `tat` word) is 0, a reclaimer's token while it checks that the key
+ * is idle, or DEAD once it decided to reclaim. A decision that finds a token after committing
+ * cancels it (the reclaim then fails); one that finds DEAD decides again on a fresh key.
+ *
+ * Thread-safety: one instance per thread (it holds snapshots and the result); any number of threads.
+ */
+export class LockFreeEngine {
+  readonly #w: Int32Array;
+  readonly #key: LimitGroup;
+  readonly #global: LimitGroup | null;
+  readonly #globalArea: StateArea | null;
+  readonly #set: LimitSet;
+  readonly #area: StateArea = { lock: 0, lastSec: 0, state: 0 };
+  readonly #moment: Moment = { ms: 0, sec: 0 };
+  readonly #clock: () => number;
+  readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
+  readonly result: LockedResult;
+  #retries = 0;
+
+  constructor(w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, clock: () => number) {
+    this.#w = w;
+    this.#key = key;
+    this.#global = global?.group ?? null;
+    this.#globalArea = global?.area ?? null;
+    this.#set = new LimitSet(w, clock);
+    this.result = this.#set.result;
+    this.#clock = clock;
+  }
+
+  /** Commits that lost a race (key or global word) and were decided again. */
+  get retries(): number {
+    return this.#retries + this.#set.retries;
+  }
+
+  /** The clock reading of the last decision (what it was judged at). */
+  get nowMs(): number {
+    return this.#moment.ms;
+  }
+
+  /**
+   * Decides for the key whose slot starts at `base` with ctrl word `ctrl` and state at
+   * `stateBase`. Fills `result`; returns DONE or RELOCATE.
+   */
+  decide(base: number, ctrl: number, stateBase: number, cost: number): number {
+    const w = this.#w;
+    const set = this.#set;
+    const r = this.result;
+    const key = this.#key;
+    const area = this.#area;
+    area.lock = base + S_TAT;
+    area.lastSec = base + S_LAST_SEC;
+    area.state = stateBase;
+    for (;;) {
+      // 1. Snapshots, then the clock, then ctrl: the reading is not earlier than any state it
+      // judges, and an unchanged ctrl means the snapshot belongs to our key's incarnation.
+      const lastSec = set.load(key, area);
+      const global = this.#global;
+      const g = this.#globalArea as StateArea;
+      const globalLastSec = global === null ? 0 : set.load(global, g);
+      const m = this.#read();
+      // Atomics.load of ctrl and the guard after the snapshot: a reclaimed key is looked up again.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl || Atomics.load(w, base + S_TAT) === DEAD) return RELOCATE;
+      // 2. Decide.
+      set.check(key, m, lastSec, cost);
+      r.refusedBy = r.allowed ? null : 'key';
+      if (!r.allowed) return DONE;
+      if (global !== null) {
+        const keyPart = Object.assign(this.#keyPart, r);
+        set.check(global, m, globalLastSec, cost);
+        if (!r.allowed) {
+          const globalRemaining = r.remaining;
+          set.probe(key, m, lastSec); // the key spends nothing: report its unspent state
+          r.remaining = Math.min(r.remaining, globalRemaining);
+          r.refusedBy = 'global';
+          return DONE;
+        }
+        r.remaining = Math.min(r.remaining, keyPart.remaining);
+        r.resetAfterMs = keyPart.resetAfterMs;
+      }
+      if (cost === 0) return DONE;
+      // 3. The key's limits.
+      if (!set.commit(key, area, m, lastSec, cost)) {
+        this.#retries++;
+        continue;
+      }
+      // 4. The global cap: the hot word, retried on its own at the same reading (in commit).
+      if (global !== null && !set.commit(global, g, m, globalLastSec, cost)) {
+        set.undo(key, area, key.algorithms.length);
+        this.#retries++;
+        continue; // the cap now refuses: decide again, to report it from a fresh snapshot
+      }
+      // 5. A reclaim that judged the key idle before our commit must not complete.
+      const outcome = this.#settle(base, ctrl);
+      if (outcome === DONE) return DONE;
+      // The key was reclaimed under us: our spend went with it. Give the cap back its share
+      // and decide again on the key's new slot.
+      if (global !== null) set.undo(global, g, global.algorithms.length);
+      return RELOCATE;
+    }
+  }
+
+  /**
+   * After the commits: DONE if they stand, RELOCATE if the key was reclaimed (or its slot reused)
+   * by a reclaim that may not have seen them.
+   */
+  #settle(base: number, ctrl: number): number {
+    const w = this.#w;
+    for (;;) {
+      // Atomics.load of the guard after our commits (seq-cst): a reclaim that starts after this
+      // load writes its token first and reads the states after, so it sees our spend.
+      const guard = Atomics.load(w, base + S_TAT);
+      if (guard === DEAD) return RELOCATE;
+      if (guard !== 0) {
+        // A reclaim is checking the key and may have read it before our commit: cancel it with a
+        // compareExchange from its exact token (its own final compareExchange then fails).
+        if (Atomics.compareExchange(w, base + S_TAT, guard, 0) !== guard) continue;
+      }
+      // ctrl after the guard: unchanged, the commits landed on our key.
+      return Atomics.load(w, base + S_CTRL) === ctrl ? DONE : RELOCATE;
+    }
+  }
+
+  #read(): Moment {
+    const m = this.#moment;
+    m.ms = this.#clock();
+    m.sec = secondsAt(m.ms);
+    return m;
+  }
+
+  /**
+   * The table hooks for lock-free multi-word slots: a fresh state on insert; a reclaim writes its
+   * token into the guard word, checks that every limit is idle, then turns the token into DEAD
+   * (the linearisation point). A token older than `stealAfterMs` belongs to a reclaimer that
+   * stopped: another reclaimer replaces it.
+   */
+  static slotState(key: LimitGroup, stateOffset: number, owner: number, stealAfterMs: number, now: () => Moment): SlotState {
+    return {
+      initSlot(w, base) {
+        const m = now();
+        for (let i = 0; i < key.algorithms.length; i++) (key.algorithms[i] as LimitAlgorithm).init(w, base + stateOffset + (key.offsets[i] as number), m);
+        // Stores while the slot is BUSY: the publishing compareExchange on ctrl orders them first.
+        Atomics.store(w, base + S_LAST_SEC, m.sec);
+        Atomics.store(w, base + S_TAT, 0);
+      },
+      isDead(w, base) {
+        return Atomics.load(w, base + S_TAT) === DEAD; // the guard word holds the reclaim marker
+      },
+      retire(w, base) {
+        const cur = Atomics.load(w, base + S_TAT);
+        if (cur === DEAD) return ALREADY_DEAD;
+        if (cur !== 0 && ((Math.floor(performance.now()) - (cur >>> 11)) & 0xfffff) <= stealAfterMs) return NOT_IDLE;
+        const token = lockToken(owner, performance.now());
+        // compareExchange from the exact word seen (free, or a stopped reclaimer's token): our
+        // token goes in before we read any state, so a decision committing after our reads sees it.
+        if (token === cur || Atomics.compareExchange(w, base + S_TAT, cur, token) !== cur) return NOT_IDLE;
+        const m = now();
+        const lastSec = Atomics.load(w, base + S_LAST_SEC);
+        let idle = true;
+        for (let i = 0; i < key.algorithms.length && idle; i++) {
+          const a = key.algorithms[i] as LimitAlgorithm;
+          idle = a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec));
+        }
+        // compareExchange from our token: fails if a decision cancelled it (it committed after our
+        // reads began) or another reclaimer replaced it.
+        if (idle) return Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token ? RETIRED : NOT_IDLE;
+        Atomics.compareExchange(w, base + S_TAT, token, 0); // give the guard back, unless cancelled
+        return NOT_IDLE;
+      },
+    };
+  }
+}
