@@ -1,6 +1,7 @@
 import type { Moment } from './algorithms/index.js';
 import { isStale, secondsAt } from './gcra.js';
 import { carryDebt } from './algorithms/gcra.js';
+import { cas64 } from './gcra-wide.js';
 import { AttachRequest } from './attach-request.js';
 import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
@@ -61,12 +62,34 @@ export interface PolicyLimiterHandle {
 /** A slot whose state no rule has written yet. */
 const NO_SHAPE = 0;
 
+/** A rule's set of limits (the engine's `LimitGroup`), and one of them. */
+type Limits = CompiledRule['limits'];
+type Algorithm = Limits['algorithms'][number];
+
+/** Whether rules version `a` is newer than `b` (versions count up modulo 2^32). */
+function newer(a: number, b: number): boolean {
+  return ((a - b) | 0) > 0;
+}
+
+/** How long to wait after a refusal because the pair's rules could not be read (see #prepare). */
+const UNREADABLE_RETRY_MS = 1;
+
 /**
  * Rate limits chosen per request from rules: per user, per API, per (user, api), and a default.
  * The rules live in shared memory: `setRules` from any thread takes effect in every thread on its
  * next request. A key keeps its GCRA state across a rule change with as many limits (its debt is
  * carried over), so a plan upgrade takes effect at once; a change of algorithm, window or log
  * starts the key fresh under the new rule.
+ *
+ * A key's state records the rules version it was shaped under, after the `maxStateWords` words
+ * reserved for the rules' states:
+ *
+ * ```
+ * state words: | shape | the rule's limits' states ... (maxStateWords - 1 words) | rules version |
+ * ```
+ * A key only ever moves forward to newer rules: a thread that finds, under the key's lock, that the
+ * key was shaped under rules newer than its own reads the rules again and matches the key anew
+ * before deciding (see `#prepare`).
  *
  * Thread-safety: every method may run on any thread at the same time; one instance per thread.
  */
@@ -86,10 +109,24 @@ export class PolicyLimiter {
   #compiled!: CompiledRules;
   #version = -1;
   #moment: Moment = { ms: 0, sec: 0 };
-  // The rule and slot of the decision in progress, for #reshape (no closure per call).
+  // The request, rule and slot of the decision in progress, for #prepare (no closure per call).
+  #user = '';
+  #api = '';
   #rule!: CompiledRule;
   #shapeAt = 0;
-  readonly #reshapeFn = (w: Int32Array, m: Moment): boolean => this.#reshape(w, m);
+  /**
+   * The limits handed to the engine: a copy of the current rule's, rewritten by #prepare when it
+   * moves to newer rules under the key's lock (the engine reads them only after `prepare`).
+   */
+  readonly #limits = {} as Limits;
+  /** The rule whose limits `#limits` holds now (null: none). */
+  #limitsOf: CompiledRule | null = null;
+  /** Set by #prepare when the key's rules cannot be read: the request is refused. */
+  #unreadable = false;
+  // Scratch for a fresh state: the words read before it is written, and the state itself.
+  #before!: Int32Array;
+  #fresh!: Int32Array;
+  readonly #prepareFn = (w: Int32Array, m: Moment): boolean => this.#prepare(w, m);
 
   constructor(options: PolicyLimiterOptions) {
     if (options instanceof AttachRequest) {
@@ -104,8 +141,9 @@ export class PolicyLimiter {
     const maxRulesBytes = integerInRange('options.maxRulesBytes', options.maxRulesBytes ?? 65_536, 64, 2 ** 24);
     const rules = createRulesStore(JSON.stringify(options.rules), maxRulesBytes);
     // align8: the rules' states are laid out for an odd base (after the shape word) in slots whose
-    // state offset is even, so their 64-bit words land 8-byte aligned.
-    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords, globalWords: 0, align8: true });
+    // state offset is even, so their 64-bit words land 8-byte aligned. One word more than reserved
+    // for the rules: the rules version the key's state was shaped under.
+    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords + 1, globalWords: 0, align8: true });
     const w = new Int32Array(table);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_MAX_LOG_SIZE] = maxLogSize;
@@ -119,8 +157,10 @@ export class PolicyLimiter {
     this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'PolicyLimiter');
     this.#clockBuffer = clockBuffer;
     this.#maxLogSize = w[H_MAX_LOG_SIZE] as number;
-    this.#maxStateWords = w[H_STATE_WORDS] as number;
+    this.#maxStateWords = (w[H_STATE_WORDS] as number) - 1; // the last word holds the rules version
     this.#stateOffset = stateOffsetOf(w);
+    this.#before = new Int32Array(this.#maxStateWords);
+    this.#fresh = new Int32Array(this.#maxStateWords + 1);
     this.#allowWhenFull = w[H_ON_FULL] === 1;
     this.#rulesWords = new Int32Array(rules);
     this.#refreshRules();
@@ -197,18 +237,26 @@ export class PolicyLimiter {
       throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
     }
     this.#refreshRules();
-    const rule = match(this.#compiled, user, api);
+    this.#user = user;
+    this.#api = api;
+    this.#unreadable = false;
+    this.#use(match(this.#compiled, user, api));
     const key = `${user.length}:${user}${api}`; // length prefix: ("ab", "c") and ("a", "bc") differ
     let entry = this.#index.cached(key) ?? this.#index.locate(key);
     for (;;) {
       if (entry === undefined) {
         return { allowed: this.#allowWhenFull, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full' };
       }
-      this.#rule = rule;
       this.#shapeAt = entry.base + this.#stateOffset;
-      if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, rule.limits, this.#reshapeFn) !== RELOCATE) break;
+      if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn) !== RELOCATE) break;
       this.#index.forget(key);
       entry = this.#index.locate(key);
+    }
+    if (this.#unreadable) {
+      // The key was shaped under rules this thread cannot read yet (a torn copy, see
+      // rules-store.ts): nothing was decided or spent.
+      this.#unreadable = false;
+      return { allowed: false, remaining: 0, retryAfterMs: UNREADABLE_RETRY_MS, resetAfterMs: 0, reason: 'limited' };
     }
     const r = this.#engine.result;
     const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
@@ -263,32 +311,105 @@ export class PolicyLimiter {
     }
   }
 
+  /** Decides with `rule` from now on (its limits into the engine's group). */
+  #use(rule: CompiledRule): void {
+    this.#rule = rule;
+    if (this.#limitsOf === rule) return;
+    Object.assign(this.#limits, rule.limits);
+    this.#limitsOf = rule;
+  }
+
   /**
-   * Under the key's lock, before deciding: if the slot's state was written under a rule of
-   * another shape, carry GCRA debt over (same number of limits) or start the key fresh.
+   * Under the key's lock, before deciding. First the rules: if the key was shaped under rules
+   * newer than this thread's, read them and match the key again, so that the decision and any
+   * reshape happen under rules at least as new as the key's (a key never moves back to older
+   * rules). Then the state: if it was written under a rule of another shape, carry GCRA debt over
+   * (same number of limits) or start the key fresh, and record the rules version.
+   *
+   * Every write is a compareExchange from the value read here, the shape word last: a holder whose
+   * lock was taken over (after `claimTimeoutMs`, from a holder that may be only slow) fails once
+   * another holder has changed the state, and returns false (the engine decides again).
    */
-  #reshape(w: Int32Array, m: Moment): boolean {
+  #prepare(w: Int32Array, m: Moment): boolean {
+    if (this.#unreadable) {
+      // An earlier try of this decision found the rules unreadable: start again from the rule.
+      this.#unreadable = false;
+      this.#use(this.#rule);
+    }
     const at = this.#shapeAt;
-    const rule = this.#rule;
+    const versionAt = at + this.#maxStateWords;
+    // Atomics.load under the key's lock: both words are written only under it, by compareExchange.
     const stored = Atomics.load(w, at);
-    if (stored === rule.shape && ticksMatch(w, at, rule)) return true;
+    const storedVersion = Atomics.load(w, versionAt);
+    if (stored !== NO_SHAPE && newer(storedVersion, this.#version)) {
+      this.#refreshRules();
+      if (newer(storedVersion, this.#version)) {
+        // The key's rules cannot be read now (a stalled writer tore them; it will publish again):
+        // deciding under older rules could move the key back. Decide nothing, write nothing.
+        this.#unreadable = true;
+        Object.assign(this.#limits, this.#rule.limits, { algorithms: [], offsets: [], words: 0 });
+        this.#limitsOf = null;
+        return true;
+      }
+      this.#use(match(this.#compiled, this.#user, this.#api));
+    }
+    const rule = this.#rule;
+    if (stored === rule.shape && ticksMatch(w, at, rule)) {
+      // The same state under the same or newer rules: record the newer version, so that threads
+      // still holding older rules catch up before they decide.
+      return storedVersion === this.#version || cas(w, versionAt, storedVersion, this.#version);
+    }
     const g = rule.limits;
     const oldCount = gcraCount(stored);
     if (oldCount !== null && rule.tickPs !== null && oldCount === rule.tickPs.length) {
-      // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
+      // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks (each
+      // word compareExchanged from the value carryDebt read).
       for (let i = 0; i < oldCount; i++) {
         if (!carryDebt(w, at + 1 + (g.offsets[i] as number), m.ms, rule.tickPs[i] as number)) return false;
       }
-    } else {
-      LockedEngine.initStates(w, g, at + 1, m);
+    } else if (!this.#writeFresh(w, at + 1, g, m)) {
+      return false;
     }
-    return Atomics.compareExchange(w, at, stored, rule.shape) === stored;
+    // The version, then the shape word last, each from the value read above: a holder whose lock
+    // was taken over fails here once another holder has moved the key on.
+    return cas(w, versionAt, storedVersion, this.#version) && cas(w, at, stored, rule.shape);
+  }
+
+  /**
+   * Writes a fresh state for `g` at `state`, every word by compareExchange from the value read
+   * first (a 64-bit word in one), so a holder whose lock was taken over cannot overwrite a newer
+   * holder's state. False if a word changed in between.
+   */
+  #writeFresh(w: Int32Array, state: number, g: Limits, m: Moment): boolean {
+    const before = this.#before;
+    const fresh = this.#fresh;
+    // Atomics.load under the key's lock: the values each compareExchange below expects.
+    for (let i = 0; i < g.words; i++) before[i] = Atomics.load(w, state + i);
+    // The fresh state into private scratch first, at the parity of `state` (its layout's).
+    const p = state & 1;
+    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as Algorithm).init(fresh, p + (g.offsets[i] as number), m);
+    for (let i = 0; i < g.algorithms.length; i++) {
+      const a = g.algorithms[i] as Algorithm;
+      const off = g.offsets[i] as number;
+      let j = 0;
+      if (a.align8 === true) {
+        // Its 64-bit word in one compareExchange: another holder never reads it half written.
+        if (!cas64(w, state + off, before[off + 1] as number, before[off] as number, fresh[p + off + 1] as number, fresh[p + off] as number)) return false;
+        j = 2;
+      }
+      for (; j < a.stateWords; j++) {
+        if (!cas(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
+      }
+    }
+    return true;
   }
 
   #slotState(): SlotState {
     const self = this;
     return {
       initSlot(w, base) {
+        // Atomics.store: the slot is claimed (BUSY) by this thread and not yet published.
+        Atomics.store(w, base + self.#stateOffset + self.#maxStateWords, self.#version);
         Atomics.store(w, base + self.#stateOffset, NO_SHAPE);
         Atomics.store(w, base + S_LAST_SEC, self.#now().sec);
         Atomics.store(w, base + S_TAT, 0);
@@ -300,7 +421,9 @@ export class PolicyLimiter {
         // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
         if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
         const token = tryLock(w, base + S_TAT, self.#owner);
-        if (token === 0) return NOT_IDLE;
+        // Atomics.load after the failed try: a reclaim that wrote DEAD since the check above (and
+        // may have stopped there) is finished by the table now rather than left for a later sweep.
+        if (token === 0) return Atomics.load(w, base + S_TAT) === DEAD ? ALREADY_DEAD : NOT_IDLE;
         const at = base + self.#stateOffset;
         const shape = Atomics.load(w, at);
         let idle = shape === NO_SHAPE;
@@ -334,6 +457,12 @@ function ticksMatch(w: Int32Array, at: number, rule: CompiledRule): boolean {
     if (Atomics.load(w, at + 1 + (rule.limits.offsets[i] as number) + 3) !== rule.tickIndex[i]) return false;
   }
   return true;
+}
+
+/** Writes `next` at `i` only if it still holds `prev`. */
+function cas(w: Int32Array, i: number, prev: number, next: number): boolean {
+  // compareExchange, not store: a holder whose lock was taken over cannot overwrite newer state.
+  return Atomics.compareExchange(w, i, prev, next) === prev;
 }
 
 /** The number of limits of a GCRA shape (see rules.ts `shapeOf`), or null for other shapes. */
