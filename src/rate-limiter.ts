@@ -14,8 +14,9 @@ import { type Limit } from './limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
 import { LockFreeEngine } from './lockfree-engine.js';
+import { engineChoice } from './engine-choice.js';
 import {
-  DEAD, GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_GLOBAL_BASE, H_ON_FULL, H_OWNER_SEQ, S_CTRL,
+  DEAD, GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_FORCE_LOCKED, H_GLOBAL_BASE, H_ON_FULL, H_OWNER_SEQ, S_CTRL,
   S_LAST_SEC, S_TAT,
 } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
@@ -127,6 +128,7 @@ export class RateLimiter {
     writeConfig(w, config, compiled);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_CLOCK_KIND] = clockKind(clock);
+    w[H_FORCE_LOCKED] = engineChoice.forceLocked ? 1 : 0;
     this.#setup(buffer, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null, config);
   }
 
@@ -159,7 +161,7 @@ export class RateLimiter {
       const stateOffset = stateOffsetOf(w);
       const claimTimeoutMs = w[H_CLAIM_TIMEOUT_MS] as number;
       // Every limit commits in one compareExchange: no lock. A sliding log keeps one.
-      const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false;
+      const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false && w[H_FORCE_LOCKED] !== 1;
       this.#table = new SlotTable(buffer, lockFree
         ? LockFreeEngine.slotState(compiled.key, stateOffset, owner, claimTimeoutMs, now)
         : LockedEngine.slotState(compiled.key, stateOffset, owner, now));

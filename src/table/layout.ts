@@ -31,7 +31,9 @@
  *
  * ctrl = payload << 2 | state
  *   EMPTY (0): never used; ends every probe.        payload 0
- *   BUSY  (1): being written by one inserter.        payload = claim stamp (ms, 30 bits)
+ *   BUSY  (1): being written by one inserter.        payload = cancelled (1 bit) | claim stamp
+ *                                                    (ms modulo 2^29, 29 bits); a cancelled claim
+ *                                                    can no longer be published (see table.ts)
  *   LIVE  (2): holds a key.                          payload = generation (30 bits)
  *   TOMB  (3): reclaimed; may be reused.             payload = generation of the last occupant
  * ```
@@ -42,7 +44,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 3;
+export const LAYOUT_VERSION = 4;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -76,6 +78,8 @@ export const H_GLOBAL_BASE = 24;
 export const H_STATE_OFFSET = 25;
 /** Width of the lock-free GCRA path's TAT: 32 or 64 (0 on the locked paths). */
 export const H_WIDTH = 26;
+/** 1 when the table's decisions take the per-key lock even where they need none (benchmarks). */
+export const H_FORCE_LOCKED = 27;
 /** Byte offset of the limits: float64 [permits, periodMs, burst] each, key limits then global. */
 export const H_LIMITS_BYTE = 256;
 /** At most this many limits per key (and one global). */
@@ -99,8 +103,12 @@ export const BUSY = 1;
 export const LIVE = 2;
 export const TOMB = 3;
 
-/** Payloads (generation, claim stamp) are 30 bits. */
+/** Payloads (generation; cancelled flag and claim stamp) are 30 bits. */
 export const PAYLOAD_MASK = 0x3fffffff;
+/** A BUSY payload's claim stamp: ms modulo 2^29 (the stamp repeats after about 6.2 days). */
+export const STAMP_MASK = 0x1fffffff;
+/** The payload bit of a cancelled claim: its inserter's publish (and abandon) can only fail. */
+export const CLAIM_CANCELLED = 0x20000000;
 
 /**
  * The TAT value of a slot whose key is being reclaimed (or is gone). GCRA never stores it: a TAT

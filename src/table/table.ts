@@ -1,9 +1,9 @@
 import { hashWords, KeyEncoder, keyWords } from './hash.js';
 import {
-  BUSY, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
+  BUSY, CLAIM_CANCELLED, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, H_VERSION, HEADER_WORDS,
-  LAYOUT_VERSION, LIVE, MAGIC, MAX_SLOTS_PER_STRIPE, PAYLOAD_MASK, S_CTRL, S_HASH, S_KEY, S_KEY_BYTES,
-  SLOT_HEADER_WORDS, SLOTS_PER_KEY, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS, H_STATE_OFFSET,
+  LAYOUT_VERSION, LIVE, MAGIC, MAX_SLOTS_PER_STRIPE, S_CTRL, S_HASH, S_KEY, S_KEY_BYTES,
+  SLOT_HEADER_WORDS, SLOTS_PER_KEY, STAMP_MASK, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS, H_STATE_OFFSET,
 } from './layout.js';
 
 /**
@@ -35,13 +35,29 @@ export const NOT_IDLE = 0;
 /** Returned by `locate` when the key's stripe has no free or reclaimable slot. */
 export const TABLE_FULL = -1;
 
-/** An expired claim may be taken over after this many claim timeouts (a dead inserter's slot). */
+/**
+ * An expired claim, cancelled or not, may be taken over after this many claim timeouts (a dead
+ * inserter's slot), counted from its claim stamp.
+ *
+ * The table's one timing assumption: no inserter stalls for that long between its claim and its
+ * publish. One that did would still write its hash, key and initial state into the slot (it
+ * learns that it lost the slot only when its publish fails), over those of the slot's next
+ * occupant: that key's state would be reset, or the slot would read as a second copy of the
+ * stalled inserter's key. The assumption binds at small timeouts: at claimTimeoutMs 1 it is 30 ms,
+ * which a thread preempted on a host with more busy threads than cores can exceed.
+ * Stamps are ms modulo 2^29, so a claim word repeats only after 2^29 ms (about 6.2 days): a
+ * publish stalled that long could land on a later claim of its slot that carries the same stamp.
+ * 30x claimTimeoutMs is at most 30 hours, far below both that and the ages the 29-bit difference
+ * tells apart; a dead claim left unswept only looks young again, for 30x the timeout, every 6.2
+ * days, which delays its reuse and nothing else.
+ */
 const REUSE_AFTER_TIMEOUTS = 30;
 
 /** Table-wide counts returned by `scan()`. */
 export interface TableCounts {
   live: number;
   tombstones: number;
+  /** BUSY slots: inserts in progress, and dead or cancelled claims not yet reused. */
   claimed: number;
   empty: number;
 }
@@ -191,21 +207,32 @@ export class SlotTable {
     return true;
   }
 
+  /** Age in ms of the claim in a BUSY word (a cancelled claim keeps its claim's stamp). */
   #claimAge(ctrl: number, nowMs: number): number {
-    return ((nowMs & PAYLOAD_MASK) - (ctrl >>> 2)) & PAYLOAD_MASK;
+    return ((nowMs & STAMP_MASK) - ((ctrl >>> 2) & STAMP_MASK)) & STAMP_MASK;
   }
 
-  /** Inserts the key held in `encoder`. Returns the slot, TABLE_FULL, or RETRY. */
+  /**
+   * Inserts the key held in `encoder`. Returns the slot, TABLE_FULL, or RETRY.
+   *
+   * No key ever gets a second live copy, whichever step of whichever inserter stalls (for less
+   * than 30x claimTimeoutMs, the assumption at REUSE_AFTER_TIMEOUTS): a claim is published only by a
+   * compareExchange from its own claim word, and a claim that another inserter of the same hash
+   * finds expired is cancelled (its word changed) rather than passed over, so the stalled
+   * inserter's publish fails and it finds the copy that won.
+   */
   #insert(bytes: number, hash: number): number {
     const w = this.words;
     const first = this.#home(hash);
     const S = this.slotsPerStripe;
     let nowMs = Math.floor(performance.now());
     const reuseAfterMs = this.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
-    // 1. The first free position in the probe chain (EMPTY, TOMB, or a long-abandoned claim).
+    // 1. The first free position in the probe chain (EMPTY, TOMB, or a long-abandoned claim,
+    // cancelled or not).
     let pos = -1;
     let from = 0;
     for (let i = 0; i < S; i++) {
+      // Atomics.load: any word will do, the claim below is a compareExchange from exactly it.
       const c = Atomics.load(w, this.base(this.#at(first, i)) + S_CTRL);
       const state = c & 3;
       if (state === EMPTY || state === TOMB || (state === BUSY && this.#claimAge(c, nowMs) > reuseAfterMs)) {
@@ -218,11 +245,16 @@ export class SlotTable {
     const slot = this.#at(first, pos);
     const base = this.base(slot);
     const gen = (from & 3) === BUSY ? (from >>> 2) ^ 0x2aaaaaaa : (from >>> 2) + 1;
-    const claim = ctrlWord(BUSY, nowMs);
+    const claim = ctrlWord(BUSY, nowMs & STAMP_MASK);
     // 2. Claim it. compareExchange from the exact word we saw: two inserters cannot both win.
+    // Stalled before it: the word changed and we start over. Stalled after it, anywhere up to the
+    // publish: inserters of the same hash wait for our claim up to claimTimeoutMs, then cancel
+    // it; other inserters pass it by; only after 30x the timeout is the slot taken over.
     if (Atomics.compareExchange(w, base + S_CTRL, from, claim) !== from) return RETRY;
     // Atomics.store of the hash (seq-cst): a concurrent inserter of the same key that claims
-    // another slot either sees this hash in its re-scan, or we see its claim in ours.
+    // another slot either sees this hash in its re-scan, or we see its claim in ours. The hash,
+    // length and key are written while the slot is BUSY (ours, or cancelled and so still held):
+    // nobody reads a BUSY slot's key, and only re-scans read its hash.
     Atomics.store(w, base + S_HASH, hash);
     w[base + S_KEY_BYTES] = bytes;
     const key = this.encoder.words;
@@ -232,30 +264,60 @@ export class SlotTable {
     for (let i = 0; i < S; i++) {
       if (i === pos) continue;
       const otherBase = this.base(this.#at(first, i));
+      // Atomics.load (seq-cst, acquire): after our hash store in the total order (see step 2),
+      // and if we see LIVE we also see the key words written before it.
       const c = Atomics.load(w, otherBase + S_CTRL);
       const state = c & 3;
       if (state === EMPTY) break;
+      // Atomics.load of ctrl again after the key compare: unchanged, the key we compared was this
+      // incarnation's (as in #find).
       if (state === LIVE && this.#keyEquals(otherBase, bytes, hash) && Atomics.load(w, otherBase + S_CTRL) === c) {
         this.#abandon(base, claim, from);
         return RETRY; // the other copy wins; find() will return it
       }
-      if (state === BUSY && Atomics.load(w, otherBase + S_HASH) === hash) {
-        nowMs = Math.floor(performance.now());
-        if (this.#claimAge(c, nowMs) > this.claimTimeoutMs) continue; // its inserter is presumed dead
-        if (i < pos) {
-          // An earlier claim for what may be the same key wins; wait for it and start over.
-          this.#abandon(base, claim, from);
-          this.#awaitClaim(otherBase, c);
-          return RETRY;
-        }
-        // A later claim yields to ours; wait until it has, then look at that slot again.
-        this.#awaitClaim(otherBase, c);
-        i--;
+      // A cancelled claim is no claim on any key: it can never be published, so nobody waits on it.
+      if (state !== BUSY || ((c >>> 2) & CLAIM_CANCELLED) !== 0) continue;
+      // Atomics.load of the hash (seq-cst), after its ctrl: if that inserter's hash store came
+      // before our loads, we see it here; if not, it sees our claim (or our copy) in its re-scan.
+      // A stale hash (the claim's inserter had not stored its own yet) only makes us wait for,
+      // or cancel, a claim of another key: a delay, or a retry for that inserter.
+      if (Atomics.load(w, otherBase + S_HASH) !== hash) continue;
+      nowMs = Math.floor(performance.now());
+      if (this.#claimAge(c, nowMs) > this.claimTimeoutMs) {
+        // Its inserter is dead or only stalled, and a stalled one may still publish. Cancel its
+        // claim: compareExchange from the exact word we judged expired, to the same claim marked
+        // cancelled. Its publish and abandon, compareExchanges from its claim word, now fail; it
+        // keeps its claim's stamp and stays BUSY, so the slot is reused only after 30x the
+        // timeout, after any write the stalled inserter may still make into it (its key, its
+        // initial state). Stalled before the compareExchange, it fails if the word changed
+        // (published, abandoned, cancelled by another, or taken over), and we look at the slot
+        // again. It can succeed only on the claim we judged, older still by then, or on one with
+        // the very same stamp, made in the same ms and so just as expired: cancelling that one
+        // costs its inserter a retry. Stalled after it, nothing is left half done: the cancel is
+        // the one write, and every other inserter passes the cancelled slot by.
+        if (Atomics.compareExchange(w, otherBase + S_CTRL, c, ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED)) !== c) i--;
+        continue;
       }
+      if (i < pos) {
+        // An earlier claim for what may be the same key wins; wait for it and start over.
+        this.#abandon(base, claim, from);
+        this.#awaitClaim(otherBase, c);
+        return RETRY;
+      }
+      // A later claim yields to ours; wait until it has (or it expires), then look at that slot again.
+      this.#awaitClaim(otherBase, c);
+      i--;
     }
     // 4. Fresh state, then publish. The state hook reads the clock only now, after the claim.
+    // Its writes go to our own slot, which stays BUSY until our publish, or, if our claim was
+    // cancelled, until 30x the timeout: they never reach another key's state (see
+    // REUSE_AFTER_TIMEOUTS for a stall longer than that).
     this.#state.initSlot(w, base);
-    // compareExchange from our claim: fails only if our claim expired and was taken over.
+    // compareExchange from our claim (release: our key and state are visible to whoever loads
+    // LIVE). It fails if our claim was cancelled (we stalled past claimTimeoutMs and an inserter
+    // of the same hash went on: it may have published this key) or taken over (past 30x): then
+    // we start over and find the copy that won, or insert again. Stalled before it for ever, we
+    // leave a BUSY slot that is cancelled or reused in time.
     if (Atomics.compareExchange(w, base + S_CTRL, claim, ctrlWord(LIVE, gen)) !== claim) return RETRY;
     this.foundCtrl = ctrlWord(LIVE, gen);
     return slot;
@@ -263,13 +325,18 @@ export class SlotTable {
 
   #abandon(base: number, claim: number, from: number): void {
     const back = (from & 3) === EMPTY || (from & 3) === BUSY ? ctrlWord(TOMB, 0) : from;
-    // compareExchange from our claim: if it was taken over meanwhile, leave the new owner alone.
+    // compareExchange from our claim: if it was cancelled meanwhile, the slot stays held until
+    // 30x the timeout (we may have written it); if taken over, we leave the new owner alone.
     Atomics.compareExchange(this.words, base + S_CTRL, claim, back);
   }
 
-  /** Spins until a claim is published, abandoned or expired. Claims last a few hundred ns. */
+  /**
+   * Spins until a claim is published, abandoned, cancelled, taken over, or expired; the caller
+   * then looks at the slot again. Claims last a few hundred ns.
+   */
   #awaitClaim(base: number, claim: number): void {
     for (let spins = 0; ; spins++) {
+      // Atomics.load: any change of the exact claim word ends the wait; the caller re-reads it.
       if (Atomics.load(this.words, base + S_CTRL) !== claim) return;
       if ((spins & 1023) === 1023 && this.#claimAge(claim, Math.floor(performance.now())) > this.claimTimeoutMs) return;
     }
@@ -296,7 +363,8 @@ export class SlotTable {
       if ((c & 3) === LIVE) {
         if (this.tryReclaim(slot)) count++;
       } else if ((c & 3) === BUSY && this.#claimAge(c, nowMs) > reuseAfterMs) {
-        // A dead inserter's claim: compareExchange from the exact claim word we judged.
+        // A dead inserter's claim, or a cancelled one, past 30x the timeout: compareExchange from
+        // the exact word we judged (a changed word was published, abandoned or reused meanwhile).
         if (Atomics.compareExchange(w, base + S_CTRL, c, ctrlWord(TOMB, c >>> 2)) === c) count++;
       }
     }
