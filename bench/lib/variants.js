@@ -4,7 +4,8 @@
 //   cas      - the product: RateLimiter.allow, a compare-and-swap on the key's own word;
 //   mutex    - one global lock around every update (spin briefly, then Atomics.wait), plain
 //              reads and writes inside it;
-//   unlocked - no synchronisation at all: plain reads and writes on the shared array.
+//   unlocked - no synchronisation at all: plain reads and writes on the shared array;
+//   global-mutex - the product's own decision (any configuration) inside one global lock.
 // The mutex and unlocked variants exist only here; they are not options of the library. They
 // model the 32-bit path (one int32 TAT word per key), so they need a limit that runs at width 32.
 import { ManualClock, monotonicClock, RateLimiter } from 'sluice';
@@ -14,7 +15,7 @@ import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../../dist/table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex } from '../../dist/table/slot-index.js';
 import { SlotTable } from '../../dist/table/table.js';
 
-export const VARIANTS = ['cas', 'mutex', 'unlocked'];
+export const VARIANTS = ['cas', 'mutex', 'unlocked', 'global-mutex'];
 
 /** A lock word for the mutex variant; share it with every worker alongside the handle. */
 export function newLockBuffer() {
@@ -48,6 +49,20 @@ export function attachVariant(variant, handle, lockBuffer) {
   if (variant === 'cas') {
     const limiter = RateLimiter.attach(handle);
     return { allow: (key) => limiter.allow(key), casRetries: () => limiter.stats().casRetries };
+  }
+  if (variant === 'global-mutex') {
+    // The product's whole decision, any configuration, inside one global mutex.
+    const limiter = RateLimiter.attach(handle);
+    const l = new Int32Array(lockBuffer);
+    const allow = (key) => {
+      lock(l);
+      try {
+        return limiter.allow(key);
+      } finally {
+        unlock(l);
+      }
+    };
+    return { allow, casRetries: () => limiter.stats().casRetries };
   }
   const clock = handle.clock ? new ManualClock(handle.clock) : monotonicClock;
   // The product's own parameters: the limit stored in the table's header, compiled by the same
