@@ -71,8 +71,13 @@ function casHalves(big: BigInt64Array, at: number, hi: number, lo: number, nextH
 export function cas64(w: Int32Array, at: number, hi: number, lo: number, nextHi: number, nextLo: number): boolean {
   if ((at & 1) !== 0) throw new Error(`a 64-bit state at word ${at} is not 8-byte aligned`);
   let big = bigViews.get(w.buffer);
-  if (big === undefined) bigViews.set(w.buffer, (big = new BigInt64Array(w.buffer)));
+  if (big === undefined) bigViews.set(w.buffer, (big = bigView(w.buffer)));
   return casHalves(big, at, hi, lo, nextHi, nextLo);
+}
+
+/** A 64-bit view of a table buffer, over its whole 8-byte words (a table may end on a 4-byte one). */
+function bigView(buffer: ArrayBufferLike): BigInt64Array {
+  return new BigInt64Array(buffer, 0, Math.floor(buffer.byteLength / 8));
 }
 
 /** The staleness unit (of `STALE_UNIT_MS`) at `nowMs`. */
@@ -179,7 +184,7 @@ export class WideGcra {
 
   constructor(words: Int32Array, p: GcraParams, clock: Clock, tatOffset: number) {
     this.#w = words;
-    this.#big = new BigInt64Array(words.buffer);
+    this.#big = bigView(words.buffer);
     this.#p = p;
     this.#clock = clock;
     this.#tatOffset = tatOffset;

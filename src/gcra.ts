@@ -190,13 +190,18 @@ export function readingSlackMs(nowMs: number): number {
 }
 
 /**
- * Like `ticksAt`, but rounded up for a reading between two ticks coarser than 1 ms: a stamp
- * written with it never counts as older than it is. Equal to `ticksAt` for finer ticks (a
- * millisecond reading holds a whole number of them).
+ * Like `ticksAt`, but rounded up for a reading between two ticks: a stamp written with it never
+ * counts as older than it is.
  */
 export function ticksCeilAt(nowMs: number, p: { tickPs: number }): number {
-  if (p.tickPs <= 1e9) return ticksAt(nowMs, p);
-  return coarseTicks(nowMs, p.tickPs / 1e9, true) | 0;
+  if (p.tickPs > 1e9) return coarseTicks(nowMs, p.tickPs / 1e9, true) | 0;
+  const perMs = 1e9 / p.tickPs;
+  const whole = Math.floor(nowMs);
+  const part = (nowMs - whole) * perMs;
+  // Like ticksAt, but a reading past a tick by more than its own slack counts as the next tick.
+  const slack = readingSlackMs(nowMs) * perMs + part * 2 ** -51;
+  const down = snapFloor(part, slack);
+  return (Math.imul(whole | 0, perMs) + (part - down > slack ? down + 1 : down)) | 0;
 }
 
 /**

@@ -81,16 +81,17 @@ export class LimitSet {
   }
 
   /**
-   * Takes the snapshot of every limit of `g`, after its lastSec word; returns lastSec. The caller
+   * Takes the snapshot of every limit of `g`, then its lastSec word; returns lastSec. The caller
    * reads the clock only after this: no state it judges is later than its reading.
    */
   load(g: LimitGroup, area: StateArea): number {
     const w = this.#w;
-    // Atomics.load of lastSec before the states: a stamp is raised only after a commit, so the
-    // states read next are at least as new as the admissions it records.
-    const lastSec = Atomics.load(w, area.lastSec);
     for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).load(w, area.state + (g.offsets[i] as number));
-    return lastSec;
+    // Atomics.load of lastSec after the states (the order of the one-limit path): every commit
+    // raises lastSec before its compareExchange, so if a state we loaded was written by a recent
+    // admission, the lastSec we load now records it, and a stale verdict can only come from
+    // states that really are that old.
+    return Atomics.load(w, area.lastSec);
   }
 
   /**
@@ -140,14 +141,16 @@ export class LimitSet {
   }
 
   /**
-   * Commits every limit of `g` in order (the last `check` allowed `cost` > 0), then raises
-   * lastSec. A limit whose state changed since its snapshot (another thread spent) is decided
+   * Raises lastSec, then commits every limit of `g` in order (the last `check` allowed `cost` > 0). A limit whose state changed since its snapshot (another thread spent) is decided
    * again on a new snapshot of it alone, at the same reading `m` (the spends before it stay
    * made); when it now refuses, the commits before it are taken back and this returns false.
    */
   commit(g: LimitGroup, area: StateArea, m: Moment, lastSec: number, cost: number): boolean {
     const w = this.#w;
     const v = this.#verdict;
+    // Raised before any commit (only ever forward): see `load`. A decision that then fails leaves
+    // it raised, which only makes the key's states decode as recent (conservative).
+    raiseStamp(w, area.lastSec, lastSec, m.sec);
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
       const at = area.state + (g.offsets[i] as number);
@@ -165,7 +168,6 @@ export class LimitSet {
         }
       }
     }
-    raiseStamp(w, area.lastSec, lastSec, m.sec); // only ever forward
     return true;
   }
 

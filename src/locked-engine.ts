@@ -93,7 +93,7 @@ export class LockedEngine {
         // The snapshot of every limit first, then the clock: a holder that stalls between the two
         // judges newer state at an older reading, which only overstates the spending.
         const lastSec = this.#set.load(limits, area);
-        ok = this.#decideLocked(limits, area, this.#read(this.#keyMoment), lastSec, cost);
+        ok = this.#decideLocked(limits, area, this.#read(this.#keyMoment), lastSec, cost, token);
       }
       if (ok && this.#spent && !this.#settle(base, token)) {
         // A reclaim took the lock over and judged the key idle before our commits: they went
@@ -111,7 +111,7 @@ export class LockedEngine {
   }
 
   /** With the key locked: decide every key limit, then the global cap, then spend from all. */
-  #decideLocked(limits: LimitGroup, key: StateArea, m: Moment, lastSec: number, cost: number): boolean {
+  #decideLocked(limits: LimitGroup, key: StateArea, m: Moment, lastSec: number, cost: number, token: number): boolean {
     const set = this.#set;
     const r = this.result;
     set.check(limits, m, lastSec, cost);
@@ -119,13 +119,14 @@ export class LockedEngine {
     if (!r.allowed) return true;
     if (this.#global !== null && this.#globalArea !== null) {
       const g = this.#globalArea;
-      const token = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
+      const globalToken = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
       const globalLastSec = set.load(this.#global, g);
       const gm = this.#read(this.#globalMoment); // read under the global lock, after its snapshot
       const keyPart = Object.assign(this.#keyPart, r);
       set.check(this.#global, gm, globalLastSec, cost);
-      const committed = r.allowed && (cost === 0 || set.commit(this.#global, g, gm, globalLastSec, cost));
-      unlock(this.#w, g.lock, token);
+      const committed = r.allowed && (cost === 0 ||
+        (this.#holds(key, token) && this.#holds(g, globalToken) && set.commit(this.#global, g, gm, globalLastSec, cost)));
+      unlock(this.#w, g.lock, globalToken);
       if (!r.allowed) {
         // Refused by the cap: the key spends nothing, so report its unspent state.
         const globalRemaining = r.remaining;
@@ -145,9 +146,20 @@ export class LockedEngine {
       this.#spent = true;
       return true;
     }
-    if (cost === 0) return true;
+    if (cost === 0 || !this.#holds(key, token)) return cost === 0;
     this.#spent = set.commit(limits, key, m, lastSec, cost);
     return this.#spent;
+  }
+
+  /**
+   * Whether we still hold the lock of `area`, checked after deciding and before committing: the
+   * algorithms may read state lazily while deciding (the sliding log's entries), and a holder whose
+   * lock was taken over meanwhile may have read a newer holder's uncommitted writes, which its
+   * commit must never build on. Still held now means everything it read was older than any takeover.
+   */
+  #holds(area: StateArea, token: number): boolean {
+    // Atomics.load (seq-cst) after every read of the decision.
+    return Atomics.load(this.#w, area.lock) === token;
   }
 
   /**
@@ -193,7 +205,7 @@ export class LockedEngine {
    * (only if free right now) and its token returned as the word to turn into DEAD, so no decision
    * can run between the idle check and the reclaim.
    */
-  static slotState(key: LimitGroup, stateOffset: number, owner: number, now: () => Moment): SlotState {
+  static slotState(key: LimitGroup, stateOffset: number, owner: number, stealAfterMs: number, now: () => Moment): SlotState {
     return {
       initSlot(w, base) {
         LockedEngine.init(w, key, { lock: base + S_TAT, lastSec: base + S_LAST_SEC, state: base + stateOffset }, now());
@@ -203,7 +215,7 @@ export class LockedEngine {
       },
       retire(w, base) {
         if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
-        const token = tryLock(w, base + S_TAT, owner);
+        const token = tryLock(w, base + S_TAT, owner, stealAfterMs); // a dead holder's lock is taken over
         if (token === 0) return NOT_IDLE;
         const m = now();
         const lastSec = Atomics.load(w, base + S_LAST_SEC);

@@ -420,7 +420,7 @@ export class PolicyLimiter {
       retire(w, base) {
         // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
         if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
-        const token = tryLock(w, base + S_TAT, self.#owner);
+        const token = tryLock(w, base + S_TAT, self.#owner, self.#table.claimTimeoutMs); // a dead holder's lock is taken over
         // Atomics.load after the failed try: a reclaim that wrote DEAD since the check above (and
         // may have stopped there) is finished by the table now rather than left for a later sweep.
         if (token === 0) return Atomics.load(w, base + S_TAT) === DEAD ? ALREADY_DEAD : NOT_IDLE;

@@ -164,7 +164,7 @@ export class RateLimiter {
       const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false && w[H_FORCE_LOCKED] !== 1;
       this.#table = new SlotTable(buffer, lockFree
         ? LockFreeEngine.slotState(compiled.key, stateOffset, owner, claimTimeoutMs, now)
-        : LockedEngine.slotState(compiled.key, stateOffset, owner, now));
+        : LockedEngine.slotState(compiled.key, stateOffset, owner, claimTimeoutMs, now));
       const globalBase = w[H_GLOBAL_BASE] as number;
       const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
       const global = compiled.global === null ? null : { group: compiled.global, area };

@@ -3,7 +3,8 @@
 // frozen clock the bound is exact: never more than the burst in total.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { perDay, perHour, RateLimiter, type RateLimiterOptions } from '../src/index.js';
+import { ManualClock, perDay, perHour, perSecond, RateLimiter, type RateLimiterOptions } from '../src/index.js';
+import { HEADER_WORDS, H_SLOT_WORDS, LIVE, S_CTRL, S_TAT } from '../src/table/layout.js';
 
 const stallWorker = new URL('./fixtures/stall-worker.mjs', import.meta.url);
 const FROZEN_MS = 5_000;
@@ -106,5 +107,67 @@ describe('a key lock held while another thread holds the global cap', () => {
     expect(admitted + (lateA.allowed ? 1 : 0)).toBe(10);
     expect(limiter.tryAcquire('k', 0).remaining).toBe(0);
     expect(typeof cParked).toBe('boolean'); // parked on the locked path; lock-free decisions read the clock once
+  });
+});
+
+describe('a stale sliding log whose lock is taken over mid-decision', () => {
+  // The key is idle long enough to be stale, so a decision clears its log before spending. The
+  // decision parks after its snapshot; this thread takes its lock over and fills the log; the
+  // parked decision must not clear what was just written (it did: 10 admitted for 5).
+  it.each([['alone', {}], ['with a global cap', { globalLimit: { permits: 100, periodMs: 1000 } }]] as const)('%s: never more than the log holds', async (_name, extra) => {
+    const clock = new ManualClock(1000);
+    const limiter = new RateLimiter({ algorithm: 'sliding-log', limit: { permits: 5, periodMs: 1000 }, maxKeys: 4, clock, claimTimeoutMs: 1, ...extra });
+    while (limiter.allow('k'));
+    clock.advance(600_000); // idle and stale
+    const flags = new Int32Array(new SharedArrayBuffer(8));
+    const worker = new Worker(new URL('./fixtures/park-worker.mjs', import.meta.url), { workerData: { handle: limiter.handle, key: 'k', flags: flags.buffer } });
+    const reply = new Promise<{ admitted: boolean }>((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject); });
+    while (Atomics.load(flags, 0) === 0) await new Promise((r) => setTimeout(r, 1));
+    pastTimeout(5); // older than claimTimeoutMs: the lock may be taken over
+    let here = 0;
+    while (limiter.allow('k')) here++;
+    Atomics.store(flags, 1, 1);
+    Atomics.notify(flags, 1);
+    const { admitted } = await reply;
+    let after = 0;
+    while (limiter.allow('k')) after++;
+    await worker.terminate();
+    expect(here + (admitted ? 1 : 0) + after).toBe(5);
+  });
+});
+
+describe('a sliding-log key whose lock holder was terminated', () => {
+  it('is reclaimed by sweep() once idle, without waiting for a decision on it', async () => {
+    const clock = new ManualClock(1000);
+    const limiter = new RateLimiter({ algorithm: 'sliding-log', limit: { permits: 5, periodMs: 1000 }, maxKeys: 4, clock, claimTimeoutMs: 1 });
+    limiter.allow('victim', 0);
+    const w = new Int32Array(limiter.handle.table);
+    let base = -1;
+    for (let b = HEADER_WORDS; b + (w[H_SLOT_WORDS] as number) <= w.length; b += w[H_SLOT_WORDS] as number) if (((w[b + S_CTRL] as number) & 3) === LIVE) base = b;
+    const gate = new SharedArrayBuffer(4);
+    const worker = new Worker(new URL('./fixtures/worker.mjs', import.meta.url), { workerData: { mode: 'lock-and-die', handle: limiter.handle, id: 0, gate, base } });
+    while (Atomics.load(new Int32Array(gate), 0) === 0) await new Promise((r) => setTimeout(r, 1));
+    await worker.terminate();
+    expect(Atomics.load(w, base + S_TAT)).not.toBe(0); // the dead worker's token holds the lock
+    clock.advance(600_000);
+    pastTimeout(5);
+    expect(limiter.sweep()).toBe(1);
+    expect(limiter.stats().liveKeys).toBe(0);
+  });
+});
+
+describe('small regressions found by the replay and storm tests', () => {
+  it('a 64-bit key limit with a 32-bit global cap decides (the table may end on a 4-byte word)', () => {
+    const limiter = new RateLimiter({ limit: perSecond(3000), globalLimit: perSecond(4000), maxKeys: 1, clock: new ManualClock(1000) });
+    expect(limiter.tryAcquire('x').allowed).toBe(true);
+  });
+  it('a sliding-log stamp between two ticks rounds up: the next request waits a whole period', () => {
+    const clock = new ManualClock(1000.000009);
+    const limiter = new RateLimiter({ algorithm: 'sliding-log', limit: { permits: 1, periodMs: 50 }, maxKeys: 1, clock });
+    expect(limiter.allow('k')).toBe(true);
+    clock.set(1050.000001); // 49.999992 ms later
+    expect(limiter.allow('k')).toBe(false);
+    clock.set(1050.00001);
+    expect(limiter.allow('k')).toBe(true);
   });
 });

@@ -15,9 +15,12 @@ const WINDOW_RANGE = 2 ** 19;
  * Sliding window (the two-window counter): estimates the last period as this window's count plus
  * the previous window's count weighted by how much of it still overlaps the last period. State:
  * one 64-bit word packing [current count: 22 bits, previous count: 22 bits, window index mod
- * 2^20], so a spend is one compareExchange of the whole state. Promise: an estimate; a client
- * that bursts at the end of one window and keeps trying can get up to about 1.5 times `permits`
- * in some period (149 for 100 per minute in the published comparison).
+ * 2^20], so a spend is one compareExchange of the whole state. Promise: an estimate, never
+ * twice `permits` in any period. With `a` admitted in the previous window after a point `f` of
+ * the way through it, this window admits at most `permits - a * (1 - f)` by the same point, so
+ * a period holds at most `permits + a * f` < 2 * `permits`; clients that burst near the end of a
+ * window come close (149 for 100 per minute with the README's client, 180 of 100 with bursts at
+ * 80% of a window).
  */
 export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {
   const { permits, periodMs } = windowLimit(limit, name, MAX_SLIDING_PERMITS);

@@ -49,10 +49,18 @@ export function lock(w: Int32Array, index: number, owner: number, stealAfterMs: 
   }
 }
 
-/** Takes the lock only if it is free right now; returns the token or FREE (not taken). */
-export function tryLock(w: Int32Array, index: number, owner: number): number {
-  const token = lockToken(owner, performance.now());
-  return Atomics.compareExchange(w, index, FREE, token) === FREE ? token : FREE;
+/**
+ * Takes the lock only if it is free right now, or held by a token older than `stealAfterMs` (a
+ * holder that died, or stalled that long: see `lock`); returns the token or FREE (not taken).
+ * Never waits.
+ */
+export function tryLock(w: Int32Array, index: number, owner: number, stealAfterMs = Infinity): number {
+  const now = performance.now();
+  const cur = Atomics.load(w, index);
+  if (cur === DEAD || (cur !== FREE && !(ageMs(cur, now) > stealAfterMs))) return FREE;
+  const token = lockToken(owner, now);
+  // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
+  return token !== cur && Atomics.compareExchange(w, index, cur, token) === cur ? token : FREE;
 }
 
 /**
