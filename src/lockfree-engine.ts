@@ -86,8 +86,10 @@ export class LockFreeEngine {
       const g = this.#globalArea as StateArea;
       const globalLastSec = global === null ? 0 : set.load(global, g);
       const m = this.#read();
-      // Atomics.load of ctrl and the guard after the snapshot: a reclaimed key is looked up again.
-      if (Atomics.load(w, base + S_CTRL) !== ctrl || Atomics.load(w, base + S_TAT) === DEAD) return RELOCATE;
+      // Atomics.load of ctrl after the snapshot: a reused slot is looked up again. The guard is
+      // not read here: a key reclaimed under us holds a fresh key's state, so deciding on it is
+      // harmless, and #settle finds the DEAD guard after any commit and decides again.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
       // 2. Decide.
       set.check(key, m, lastSec, cost);
       r.refusedBy = r.allowed ? null : 'key';
