@@ -72,6 +72,11 @@ export class LimitSet {
   readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   /** Commits that lost a race and were decided again. */
   retries = 0;
+  /**
+   * Set while deciding a reservation: the longest wait it accepts. Every limit then decides with
+   * `reserve` instead of `check`, and `result.retryAfterMs` of an allowed decision is its wait.
+   */
+  reserving: number | null = null;
 
   readonly #clock: () => number;
 
@@ -115,9 +120,11 @@ export class LimitSet {
     const probe = cost === 0;
     r.remaining = Infinity;
     r.resetAfterMs = 0;
+    const reserving = this.reserving;
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
-      a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
+      if (reserving === null || probe) a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
+      else (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, reserving, v);
       r.remaining = Math.min(r.remaining, v.remaining);
       r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
       if (probe) continue; // a probe after a refusal: keep the refusal's verdict and waits
@@ -127,7 +134,7 @@ export class LimitSet {
       }
       r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
     }
-    if (!probe) r.retryAfterMs = r.allowed ? 0 : r.never ? Infinity : r.retryAfterMs;
+    if (!probe) r.retryAfterMs = r.allowed ? (reserving === null ? 0 : r.retryAfterMs) : r.never ? Infinity : r.retryAfterMs;
   }
 
   /** The key's unspent remaining and reset, after the global cap refused. */
@@ -161,11 +168,13 @@ export class LimitSet {
         // `m`, which every algorithm reads as at least as much spent as it is. That decodes
         // while it is less than RECHECK_MS newer: past that, start the decision over.
         const late = this.#clock() - m.ms > RECHECK_MS;
-        if (!late) a.check(m, false, cost, v);
+        if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v);
+        else if (!late) a.check(m, false, cost, v);
         if (late || !v.allowed) {
           this.undo(g, area, i);
           return false;
         }
+        if (this.reserving !== null) this.result.retryAfterMs = Math.max(this.result.retryAfterMs, v.waitMs);
       }
     }
     return true;

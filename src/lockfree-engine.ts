@@ -106,6 +106,7 @@ export class LockFreeEngine {
         }
         r.remaining = Math.min(r.remaining, keyPart.remaining);
         r.resetAfterMs = keyPart.resetAfterMs;
+        r.retryAfterMs = Math.max(r.retryAfterMs, keyPart.retryAfterMs); // a reservation's wait: the longer
       }
       if (cost === 0) return DONE;
       // 3. The key's limits.
@@ -127,6 +128,54 @@ export class LockFreeEngine {
       if (global !== null) set.undo(global, g, global.algorithms.length);
       return RELOCATE;
     }
+  }
+
+  /** Whether every limit (and the cap) can hold a reservation: GCRA only. */
+  get canReserve(): boolean {
+    return this.#key.algorithms.every((a) => a.reserve !== undefined) && (this.#global?.algorithms.every((a) => a.reserve !== undefined) ?? true);
+  }
+
+  /**
+   * Like `decide`, but a request that must wait up to `maxWaitMs` is counted now and
+   * `result.retryAfterMs` is its wait; `slots` then receives where each limit's slot starts
+   * (key limits, then the cap's), for `refund`.
+   */
+  reserve(base: number, ctrl: number, stateBase: number, cost: number, maxWaitMs: number, slots: Int32Array): number {
+    this.#set.reserving = maxWaitMs;
+    try {
+      const outcome = this.decide(base, ctrl, stateBase, cost);
+      if (outcome === DONE && this.result.allowed && cost > 0) {
+        let i = 0;
+        for (const g of this.#global === null ? [this.#key] : [this.#key, this.#global]) {
+          for (const a of g.algorithms) (a.slotStart as NonNullable<LimitAlgorithm['slotStart']>)(slots.subarray(i, (i += 2)));
+        }
+      }
+      return outcome;
+    } finally {
+      this.#set.reserving = null;
+    }
+  }
+
+  /**
+   * Gives back what is still ahead of now of a reservation's slots (see `reserve`), on every
+   * limit; false when the key's slot was reused or nothing was ahead.
+   */
+  refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array): boolean {
+    const w = this.#w;
+    const m = this.#read();
+    let any = false;
+    let i = 0;
+    const groups: [LimitGroup, number][] = [[this.#key, stateBase]];
+    if (this.#global !== null) groups.push([this.#global, (this.#globalArea as StateArea).state]);
+    for (const [g, state] of groups) {
+      for (let j = 0; j < g.algorithms.length; j++, i += 2) {
+        // ctrl before each refund: the key still owns its slot (the global cap always exists).
+        if (g === this.#key && Atomics.load(w, base + S_CTRL) !== ctrl) return any;
+        const a = g.algorithms[j] as LimitAlgorithm;
+        if ((a.refund as NonNullable<LimitAlgorithm['refund']>)(w, state + (g.offsets[j] as number), m, slots[i] as number, slots[i + 1] as number, cost)) any = true;
+      }
+    }
+    return any;
   }
 
   /**

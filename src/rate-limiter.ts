@@ -44,13 +44,14 @@ class GcraReservation implements Reservation {
     readonly actAtMs: number,
     private readonly limiter: RateLimiter,
     private readonly entry: SlotRef,
+    private readonly giveBack: (() => boolean) | null = null,
   ) {}
 
   cancel(): boolean {
     if (this.#done) return false;
     this.#done = true;
     if (this.cost === 0 || this.limiter.now() >= this.actAtMs) return false;
-    return this.limiter.refund(this.entry, this.cost);
+    return this.giveBack !== null ? this.giveBack() : this.limiter.refund(this.entry, this.cost);
   }
 }
 
@@ -252,13 +253,17 @@ export class RateLimiter {
    * Counts `cost` for `key` now and returns when it may act, even beyond the burst, in the
    * spirit of Go's `Reserve`: callers served this way are in arrival order. Throws
    * `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` (nothing is counted) or
-   * `cost` > burst. Only for one GCRA limit without a global cap (the lock-free path).
+   * `cost` > burst. For GCRA limits (one or several, with or without a global cap); windows and logs
+   * cannot hold a place in a later period and throw `TypeError` (use `acquire`).
    */
   reserve(key: string, cost = 1, options: { maxWaitMs?: number } = {}): Reservation {
     checkRequest(key, cost);
     const maxWaitMs = checkMaxWait(options.maxWaitMs);
     if (this.#engine) {
-      throw new TypeError(`reserve() needs one GCRA limit and no global cap; this limiter runs ${this.limits.length} ${this.algorithm} limit(s)${this.globalLimit ? ' and a global cap' : ''}: use acquire()`);
+      if (!this.#canReserve) {
+        throw new TypeError(`reserve() needs GCRA limits (a window or log cannot hold a place in a later period); this limiter runs ${this.algorithm}: use acquire(), which retries at the reported time`);
+      }
+      return this.#reserveLimits(key, cost, maxWaitMs);
     }
     const p = this.#p;
     // Snapped within 4 ulps: a wait of exactly maxWaitMs must not lose a tick to float noise.
@@ -299,6 +304,30 @@ export class RateLimiter {
     }
   }
 
+  /** Whether `reserve` (and FIFO waiting) is available: GCRA limits, lock-free. */
+  get #canReserve(): boolean {
+    return this.#engine === null || (this.#engine instanceof LockFreeEngine && this.#engine.canReserve);
+  }
+
+  /** The reservation over several GCRA limits and a global cap: the same contract as `reserve`. */
+  #reserveLimits(key: string, cost: number, maxWaitMs: number): Reservation {
+    const engine = this.#engine as LockFreeEngine;
+    const stateOffset = this.#table.stateOffset;
+    const slots = new Int32Array(2 * (this.limits.length + (this.globalLimit ? 1 : 0)));
+    let entry = this.#index.cached(key) ?? this.#index.locate(key);
+    for (;;) {
+      if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
+      if (engine.reserve(entry.base, entry.ctrl, entry.base + stateOffset, cost, maxWaitMs, slots) !== RELOCATE) break;
+      entry = this.#relocate(key);
+    }
+    const r = engine.result;
+    if (!r.allowed) throw new RateLimitTimeoutError(key, r.retryAfterMs === Infinity ? Infinity : ceilPs(r.retryAfterMs), maxWaitMs);
+    const delayMs = ceilPs(r.retryAfterMs);
+    const found = entry as SlotRef;
+    const refund = (): boolean => engine.refund(found.base, found.ctrl, found.base + stateOffset, cost, slots);
+    return new GcraReservation(key, cost, delayMs, engine.nowMs + delayMs, this, found, refund);
+  }
+
   /** The lock-free reservation at width 64: the same contract as `reserve`. */
   #reserveWide(key: string, cost: number, maxWaitMs: number, maxWaitTicks: number): Reservation {
     const wide = this.#wide as WideGcra;
@@ -337,8 +366,8 @@ export class RateLimiter {
   /**
    * Resolves once the request is admitted, waiting its turn. Rejects at once with
    * `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` or `cost` > burst, and with
-   * the signal's reason on abort; an aborted wait gives back what it had reserved. On one GCRA
-   * limit, waiters are served in arrival order (each reserves its place); other configurations
+   * the signal's reason on abort; an aborted wait gives back what it had reserved. With GCRA
+   * limits, waiters are served in arrival order (each reserves its place); other configurations
    * wait for the reported retry time and try again.
    */
   async acquire(key: string, options: AcquireOptions = {}): Promise<void> {
@@ -346,7 +375,7 @@ export class RateLimiter {
     const maxWaitMs = checkMaxWait(options.maxWaitMs);
     const signal = options.signal;
     signal?.throwIfAborted();
-    if (!this.#engine) {
+    if (this.#canReserve) {
       const r = this.reserve(key, cost, { maxWaitMs });
       if (r.delayMs === 0) return;
       try {
@@ -371,7 +400,7 @@ export class RateLimiter {
     assertWorkerThread('acquireSync()');
     const cost = options.cost ?? 1;
     const maxWaitMs = checkMaxWait(options.maxWaitMs);
-    if (!this.#engine) {
+    if (this.#canReserve) {
       const r = this.reserve(key, cost, { maxWaitMs });
       if (r.delayMs > 0) sleepUntilSync(this.#clock, r.actAtMs);
       return;

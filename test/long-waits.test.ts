@@ -77,7 +77,7 @@ describe('sleepUntil() beyond the 2**31 - 1 ms timer limit', () => {
     expect(warnings.names).not.toContain('TimeoutOverflowWarning');
   }, 10_000); // fake time only: a hang means a wait the fake timers never reach
 
-  it('lets a polling acquire() (several limits) wait 30 days without spinning', async () => {
+  it('lets acquire() on several GCRA limits reserve a place 30 days ahead and wait for it', async () => {
     const limiter = new RateLimiter({
       limit: [{ permits: 1, periodMs: 30 * DAY_MS }, { permits: 10, periodMs: 1000 }], maxKeys: 4, clock: dateClock,
     });
@@ -86,12 +86,33 @@ describe('sleepUntil() beyond the 2**31 - 1 ms timer limit', () => {
     const second = track(limiter.acquire('k'));
     await vi.advanceTimersByTimeAsync(10_000);
     expect(second.state).toBe('pending');
-    expect(tries).toHaveBeenCalledTimes(1); // one refusal, then one long sleep: no 1 ms polling
     await vi.advanceTimersByTimeAsync(MAX_TIMER_MS);
     expect(second.state).toBe('pending');
     await vi.advanceTimersByTimeAsync(30 * DAY_MS - (MAX_TIMER_MS + 10_000));
     expect(second.state).toBe('resolved');
-    expect(tries).toHaveBeenCalledTimes(2);
+    expect(tries).toHaveBeenCalledTimes(0); // reserved once: no polling at all
+    expect(warnings.names).not.toContain('TimeoutOverflowWarning');
+  }, 10_000);
+
+  it('lets a polling acquire() (sliding log) wait 30 days without spinning', async () => {
+    const limiter = new RateLimiter({
+      limit: [{ permits: 1, periodMs: 30 * DAY_MS }, { permits: 10, periodMs: 1000 }], algorithm: 'sliding-log', maxKeys: 4, clock: dateClock,
+    });
+    expect(limiter.tryAcquire('k').allowed).toBe(true);
+    const tries = vi.spyOn(limiter, 'tryAcquire');
+    const second = track(limiter.acquire('k'));
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(second.state).toBe('pending');
+    expect(tries).toHaveBeenCalledTimes(1); // one refusal, then one long sleep: no 1 ms polling
+    await vi.advanceTimersByTimeAsync(MAX_TIMER_MS);
+    expect(second.state).toBe('pending');
+    // The log's stamp rounds up to its tick (10 ms for a 30-day period): allow a second beyond.
+    await vi.advanceTimersByTimeAsync(30 * DAY_MS - (MAX_TIMER_MS + 10_000) + 1_000);
+    expect(second.state).toBe('resolved');
+    // The refusal, the long sleep, then the pass (one more short try when the reported time lands a
+    // tick early against the rounded-up stamp): never a polling loop.
+    expect(tries.mock.calls.length).toBeGreaterThanOrEqual(2);
+    expect(tries.mock.calls.length).toBeLessThanOrEqual(3);
     expect(warnings.names).not.toContain('TimeoutOverflowWarning');
   }, 10_000);
 });

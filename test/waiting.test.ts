@@ -45,9 +45,12 @@ describe('reserve()', () => {
     expect(() => limiter.reserve('k', 1, { maxWaitMs: -1 })).toThrow(/options\.maxWaitMs must be a number >= 0, got -1/);
   });
 
-  it('is only for one GCRA limit without a global cap', () => {
-    const limiter = new RateLimiter({ limit: [perSecond(5), perMinute(10)], maxKeys: 4 });
-    expect(() => limiter.reserve('k')).toThrow(/reserve\(\) needs one GCRA limit and no global cap/);
+  it('is for GCRA limits: windows and logs cannot hold a place in a later period', () => {
+    for (const algorithm of ['fixed-window', 'sliding-window', 'sliding-log'] as const) {
+      const limiter = new RateLimiter({ limit: perSecond(5), algorithm, maxKeys: 4 });
+      expect(() => limiter.reserve('k')).toThrow(/reserve\(\) needs GCRA limits .* this limiter runs (fixed|sliding)/);
+      expect(limiter.tryAcquire('k', 0).remaining).toBe(5); // nothing counted
+    }
   });
 });
 

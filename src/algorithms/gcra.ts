@@ -1,9 +1,9 @@
 import {
-  admit, debtOf, gcraParams, isStale, MAX_WIDE_AHEAD_TICKS, raiseStamp, remainingAt, ticksAt, ticksToMs, waitTicks,
+  admit, debtOf, gcraParams, isStale, MAX_AHEAD_TICKS, MAX_WIDE_AHEAD_TICKS, raiseStamp, remainingAt, snapFloor, ticksAt, ticksToMs, waitTicks,
   WIDE_TICKS_PS, wideStaleUnits, type GcraParams,
 } from '../gcra.js';
 import { cas64, staleUnitAt, ticks64, Ticks64 } from '../gcra-wide.js';
-import { add, divmod, mul, pair, sub, toNumber, type QuotRem } from '../int64.js';
+import { add, compare, divmod, mul, pair, sub, toNumber, type QuotRem } from '../int64.js';
 import type { Limit } from '../limit.js';
 import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
 
@@ -23,6 +23,7 @@ function narrowGcra(p: GcraParams): LimitAlgorithm {
   let tat = 0;
   let next = 0;
   let written = 0;
+  let spentCost = 0;
   const debt = (m: Moment, stale: boolean): number => (stale ? 0 : debtOf(tat, ticksAt(m.ms, p), 0, 0, p));
   return {
     stateWords: 1,
@@ -42,6 +43,18 @@ function narrowGcra(p: GcraParams): LimitAlgorithm {
       v.waitMs = v.allowed ? 0 : ticksToMs(waitTicks(d, cost, p), p);
       v.resetMs = ticksToMs(v.allowed ? n : d, p);
       next = n;
+      spentCost = cost;
+    },
+    reserve(m, stale, cost, maxWaitMs, v: Verdict) {
+      const d = debt(m, stale);
+      const n = d + cost * p.intervalTicks;
+      const delay = Math.max(0, n - p.toleranceTicks);
+      v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && n <= MAX_AHEAD_TICKS;
+      v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
+      v.remaining = remainingAt(v.allowed ? n : d, p);
+      v.resetMs = ticksToMs(v.allowed ? n : d, p);
+      next = n;
+      spentCost = cost;
     },
     commit(w, at, m) {
       written = (ticksAt(m.ms, p) + next) | 0;
@@ -49,6 +62,23 @@ function narrowGcra(p: GcraParams): LimitAlgorithm {
     },
     undo(w, at) {
       return swap(w, at, written, tat);
+    },
+    slotStart(out) {
+      out[0] = (written - spentCost * p.intervalTicks) | 0;
+      out[1] = 0;
+    },
+    refund(w, at, m, startLo, _startHi, cost) {
+      const q = ticksAt(m.ms, p);
+      const ct = cost * p.intervalTicks;
+      for (;;) {
+        const cur = Atomics.load(w, at);
+        // Only the part of our slot still ahead of now, and never below now: what others built
+        // on top since then stays exactly as they spent it (see docs/design.md, "Reservations").
+        const back = Math.min(ct, (startLo + ct - q) | 0, (cur - q) | 0);
+        if (back <= 0) return false;
+        // compareExchange from the value just read: a refund that raced with a spend recomputes.
+        if (swap(w, at, cur, (cur - back) | 0)) return true;
+      }
     },
     idle(w, at, m, stale) {
       this.load(w, at);
@@ -63,6 +93,9 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
   const fresh = pair();
   const d = pair();
   const next = pair();
+  const spend = pair();
+  const after = pair();
+  const over = pair();
   const qr: QuotRem = { q: 0, r: 0 };
   const staleOn = p.staleSec !== Infinity;
   const t = p.intervalTicks;
@@ -115,6 +148,21 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
       v.resetMs = ticksToMs(used * t + r, p);
       spent = cost;
     },
+    reserve(m, _stale, cost, maxWaitMs, v: Verdict) {
+      decode(m);
+      // The debt after the spend, and the wait: how far it runs past the tolerance.
+      mul(cost, t, spend);
+      add(d.hi, d.lo, spend.hi, spend.lo, after);
+      mul(p.burst, t, spend);
+      sub(after.hi, after.lo, spend.hi, spend.lo, over);
+      const delay = over.hi < 0 ? 0 : toNumber(over.hi, over.lo);
+      const ahead = toNumber(after.hi, after.lo);
+      v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && ahead <= MAX_WIDE_AHEAD_TICKS;
+      v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
+      v.remaining = v.allowed ? Math.max(0, p.burst - Math.ceil(ahead / t)) : Math.max(0, p.burst - qr.q - (qr.r > 0 ? 1 : 0));
+      v.resetMs = ticksToMs(v.allowed ? ahead : qr.q * t + qr.r, p);
+      spent = cost;
+    },
     commit(w, at, m) {
       mul(spent, t, next);
       if (wasFresh) add(fresh.hi, fresh.lo, next.hi, next.lo, next);
@@ -127,6 +175,32 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
     },
     undo(w, at) {
       return cas64(w, at, next.hi, next.lo, hi, lo);
+    },
+    slotStart(out) {
+      mul(spent, t, spend);
+      sub(next.hi, next.lo, spend.hi, spend.lo, over);
+      out[0] = over.lo | 0;
+      out[1] = over.hi;
+    },
+    refund(w, at, m, startLo, startHi, cost) {
+      ticks.read(m.ms);
+      mul(cost, t, spend); // ct
+      add(startHi, startLo >>> 0, spend.hi, spend.lo, after); // the slot's end
+      sub(after.hi, after.lo, ticks.hi, ticks.lo, after); // of it, still ahead of now
+      for (;;) {
+        const l = Atomics.load(w, at);
+        const h = Atomics.load(w, at + 1);
+        sub(h, l >>> 0, ticks.hi, ticks.lo, over); // the TAT's lead on now
+        // The least of the three (see the narrow refund): all are under 2^63, compared signed.
+        let bHi = spend.hi;
+        let bLo = spend.lo;
+        if (compare(after.hi, after.lo, bHi, bLo) < 0) { bHi = after.hi; bLo = after.lo; }
+        if (compare(over.hi, over.lo, bHi, bLo) < 0) { bHi = over.hi; bLo = over.lo; }
+        if (bHi < 0 || (bHi === 0 && bLo === 0)) return false;
+        sub(h, l >>> 0, bHi, bLo, d);
+        // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
+        if (cas64(w, at, h, l, d.hi, d.lo)) return true;
+      }
     },
     idle(w, at, m) {
       this.load(w, at);
@@ -175,4 +249,9 @@ export function carryDebt(w: Int32Array, at: number, ms: number, newTickPs: numb
   // compareExchange each word from the value read under the lock: a writer whose lock was
   // taken over cannot have its update lost silently.
   return cas64(w, at, hi, lo, nextHi, nextLo) && swap(w, at + 2, unit, nowUnit) && swap(w, at + 3, index, newIndex);
+}
+
+/** `maxWaitMs` in whole ticks, a wait of exactly it not losing a tick to float noise. */
+function maxWaitTicks(maxWaitMs: number, p: { tickPs: number }): number {
+  return maxWaitMs === Infinity ? Infinity : snapFloor((maxWaitMs * 1e9) / p.tickPs, (maxWaitMs * 1e9 * 2 ** -50) / p.tickPs);
 }

@@ -71,6 +71,18 @@ export interface LimitAlgorithm {
   commit(w: Int32Array, at: number, m: Moment): boolean;
   /** Takes back the last commit if the state still holds exactly what it wrote; false otherwise. */
   undo(w: Int32Array, at: number): boolean;
+  /**
+   * GCRA only: like `check`, but a request that must wait passes when the wait is at most
+   * `maxWaitMs` (a reservation, as Go's `Reserve`); `v.waitMs` is then the wait.
+   */
+  reserve?(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict): void;
+  /** GCRA only: where the slot of the last commit starts, in ticks modulo 2^64, as [low, high]. */
+  slotStart?(out: Int32Array): void;
+  /**
+   * GCRA only: gives back the part of a reserved slot (starting at [startLo, startHi], `cost`
+   * long) that is still ahead of `m`; false if none is. See docs/design.md, "Reservations".
+   */
+  refund?(w: Int32Array, at: number, m: Moment, startLo: number, startHi: number, cost: number): boolean;
   /** Whether the state equals a fresh key's (so the key may be reclaimed). Loads its own snapshot. */
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean;
 }
