@@ -68,7 +68,9 @@ export interface LockedResult {
  */
 export class LimitSet {
   readonly #w: Int32Array;
-  readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0 };
+  readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0, detail: true };
+  /** Whether the caller wants remaining, retryAfterMs and resetAfterMs (false for `allow()`). */
+  detail = true;
   readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   /** Commits that lost a race and were decided again. */
   retries = 0;
@@ -109,8 +111,9 @@ export class LimitSet {
     r.allowed = true;
     r.never = false;
     r.retryAfterMs = 0;
+    this.#verdict.detail = this.detail || this.reserving !== null;
     this.#combine(g, m, lastSec, cost);
-    if (!r.allowed && cost > 0) this.#combine(g, m, lastSec, 0);
+    if (!r.allowed && cost > 0 && this.#verdict.detail) this.#combine(g, m, lastSec, 0);
   }
 
   /** One pass over the limits: allowed and waits from `cost`, remaining and reset as of `cost`. */
@@ -125,8 +128,10 @@ export class LimitSet {
       const a = g.algorithms[i] as LimitAlgorithm;
       if (reserving === null || probe) a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
       else (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, reserving, v);
-      r.remaining = Math.min(r.remaining, v.remaining);
-      r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
+      if (v.detail) {
+        r.remaining = Math.min(r.remaining, v.remaining);
+        r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
+      }
       if (probe) continue; // a probe after a refusal: keep the refusal's verdict and waits
       if (!v.allowed) {
         r.allowed = false;

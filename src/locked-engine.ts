@@ -55,6 +55,11 @@ export class LockedEngine {
     this.#stealAfterMs = stealAfterMs;
   }
 
+  /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
+  set detail(wanted: boolean) {
+    this.#set.detail = wanted;
+  }
+
   /** Decisions retried because a lock was taken over or a word changed under us. */
   get retries(): number {
     return this.#retries + this.#set.retries;

@@ -55,6 +55,11 @@ export class LockFreeEngine {
     this.#clock = clock;
   }
 
+  /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
+  set detail(wanted: boolean) {
+    this.#set.detail = wanted;
+  }
+
   /** Commits that lost a race (key or global word) and were decided again. */
   get retries(): number {
     return this.#retries + this.#set.retries;

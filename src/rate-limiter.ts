@@ -213,6 +213,7 @@ export class RateLimiter {
    * >= 0; 0 is a probe that answers without consuming anything. A refused request changes nothing.
    */
   tryAcquire(key: string, cost = 1): Decision {
+    if (this.#engine) this.#engine.detail = true;
     const allowed = this.#decide(key, cost);
     const reason = this.#reason;
     if (reason === 'table-full') {
@@ -246,6 +247,7 @@ export class RateLimiter {
 
   /** Like `tryAcquire`, but answers only `allowed` and allocates nothing. */
   allow(key: string, cost = 1): boolean {
+    if (this.#engine) this.#engine.detail = false;
     return this.#decide(key, cost);
   }
 

@@ -44,6 +44,12 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
     },
     check(m, stale, cost, v: Verdict) {
       decode(m.ms, stale);
+      if (!v.detail) {
+        v.allowed = count + cost <= permits;
+        nextCount = v.allowed ? count + cost : count;
+        v.waitMs = cost > permits ? Infinity : 0;
+        return;
+      }
       const untilEnd = ceilNs((win + 1) * periodMs - m.ms);
       v.allowed = count + cost <= permits;
       const after = v.allowed ? count + cost : count;

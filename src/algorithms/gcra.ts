@@ -19,72 +19,104 @@ export function gcraAlgorithm(limit: Limit, name: string, minWidth: 32 | 64 = 32
 }
 
 function narrowGcra(p: GcraParams): LimitAlgorithm {
-  // The snapshot, and what the last check decided.
-  let tat = 0;
-  let next = 0;
-  let written = 0;
-  let spentCost = 0;
-  const debt = (m: Moment, stale: boolean): number => (stale ? 0 : debtOf(tat, ticksAt(m.ms, p), 0, 0, p));
-  return {
-    stateWords: 1,
-    staleSec: p.staleSec,
-    lockFree: true,
-    init(w, at, m) {
-      Atomics.store(w, at, ticksAt(m.ms, p));
-    },
-    load(w, at) {
-      tat = Atomics.load(w, at);
-    },
-    check(m, stale, cost, v: Verdict) {
-      const d = debt(m, stale);
-      const n = cost > p.burst ? -1 : admit(d, cost, p);
-      v.allowed = n >= 0;
-      v.remaining = remainingAt(v.allowed ? n : d, p);
-      v.waitMs = v.allowed ? 0 : ticksToMs(waitTicks(d, cost, p), p);
-      v.resetMs = ticksToMs(v.allowed ? n : d, p);
-      next = n;
-      spentCost = cost;
-    },
-    reserve(m, stale, cost, maxWaitMs, v: Verdict) {
-      const d = debt(m, stale);
-      const n = d + cost * p.intervalTicks;
-      const delay = Math.max(0, n - p.toleranceTicks);
-      v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && n <= MAX_AHEAD_TICKS;
-      v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
-      v.remaining = remainingAt(v.allowed ? n : d, p);
-      v.resetMs = ticksToMs(v.allowed ? n : d, p);
-      next = n;
-      spentCost = cost;
-    },
-    commit(w, at, m) {
-      written = (ticksAt(m.ms, p) + next) | 0;
-      return swap(w, at, tat, written);
-    },
-    undo(w, at) {
-      return swap(w, at, written, tat);
-    },
-    slotStart(out) {
-      out[0] = (written - spentCost * p.intervalTicks) | 0;
-      out[1] = 0;
-    },
-    refund(w, at, m, startLo, _startHi, cost) {
-      const q = ticksAt(m.ms, p);
-      const ct = cost * p.intervalTicks;
-      for (;;) {
-        const cur = Atomics.load(w, at);
-        // Only the part of our slot still ahead of now, and never below now: what others built
-        // on top since then stays exactly as they spent it (see docs/design.md, "Reservations").
-        const back = Math.min(ct, (startLo + ct - q) | 0, (cur - q) | 0);
-        if (back <= 0) return false;
-        // compareExchange from the value just read: a refund that raced with a spend recomputes.
-        if (swap(w, at, cur, (cur - back) | 0)) return true;
-      }
-    },
-    idle(w, at, m, stale) {
-      this.load(w, at);
-      return debt(m, stale) === 0;
-    },
-  };
+  return new NarrowGcra(p);
+}
+
+/**
+ * A 32-bit GCRA limit: one TAT word. A class rather than a closure so that every instance shares
+ * its methods: a decision over several limits then calls one function at each call site.
+ */
+class NarrowGcra implements LimitAlgorithm {
+  readonly stateWords = 1;
+  readonly staleSec: number;
+  readonly lockFree = true;
+  readonly #p: GcraParams;
+  // The snapshot, the reading of the last check, and what it decided.
+  #tat = 0;
+  #now32 = 0;
+  #next = 0;
+  #written = 0;
+  #spentCost = 0;
+
+  constructor(p: GcraParams) {
+    this.#p = p;
+    this.staleSec = p.staleSec;
+  }
+
+  #debt(m: Moment, stale: boolean): number {
+    this.#now32 = ticksAt(m.ms, this.#p);
+    return stale ? 0 : debtOf(this.#tat, this.#now32, 0, 0, this.#p);
+  }
+
+  init(w: Int32Array, at: number, m: Moment): void {
+    Atomics.store(w, at, ticksAt(m.ms, this.#p));
+  }
+
+  load(w: Int32Array, at: number): void {
+    this.#tat = Atomics.load(w, at);
+  }
+
+  check(m: Moment, stale: boolean, cost: number, v: Verdict): void {
+    const p = this.#p;
+    const d = this.#debt(m, stale);
+    const n = cost > p.burst ? -1 : admit(d, cost, p);
+    v.allowed = n >= 0;
+    this.#next = n;
+    this.#spentCost = cost;
+    if (!v.detail) {
+      v.waitMs = cost > p.burst ? Infinity : 0;
+      return;
+    }
+    v.remaining = remainingAt(v.allowed ? n : d, p);
+    v.waitMs = v.allowed ? 0 : ticksToMs(waitTicks(d, cost, p), p);
+    v.resetMs = ticksToMs(v.allowed ? n : d, p);
+  }
+
+  reserve(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict): void {
+    const p = this.#p;
+    const d = this.#debt(m, stale);
+    const n = d + cost * p.intervalTicks;
+    const delay = Math.max(0, n - p.toleranceTicks);
+    v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && n <= MAX_AHEAD_TICKS;
+    v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
+    v.remaining = remainingAt(v.allowed ? n : d, p);
+    v.resetMs = ticksToMs(v.allowed ? n : d, p);
+    this.#next = n;
+    this.#spentCost = cost;
+  }
+
+  commit(w: Int32Array, at: number): boolean {
+    this.#written = (this.#now32 + this.#next) | 0; // at the reading of the last check or reserve
+    return swap(w, at, this.#tat, this.#written);
+  }
+
+  undo(w: Int32Array, at: number): boolean {
+    return swap(w, at, this.#written, this.#tat);
+  }
+
+  slotStart(out: Int32Array): void {
+    out[0] = (this.#written - this.#spentCost * this.#p.intervalTicks) | 0;
+    out[1] = 0;
+  }
+
+  refund(w: Int32Array, at: number, m: Moment, startLo: number, _startHi: number, cost: number): boolean {
+    const q = ticksAt(m.ms, this.#p);
+    const ct = cost * this.#p.intervalTicks;
+    for (;;) {
+      const cur = Atomics.load(w, at);
+      // Only the part of our slot still ahead of now, and never below now: what others built on
+      // top since then stays exactly as they spent it (see docs/design.md, "Reservations").
+      const back = Math.min(ct, (startLo + ct - q) | 0, (cur - q) | 0);
+      if (back <= 0) return false;
+      // compareExchange from the value just read: a refund that raced with a spend recomputes.
+      if (swap(w, at, cur, (cur - back) | 0)) return true;
+    }
+  }
+
+  idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean {
+    this.load(w, at);
+    return this.#debt(m, stale) === 0;
+  }
 }
 
 function wideGcra(p: GcraParams): LimitAlgorithm {

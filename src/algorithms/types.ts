@@ -34,6 +34,11 @@ export interface Verdict {
   waitMs: number;
   /** How long until this limit's state equals a fresh key's. */
   resetMs: number;
+  /**
+   * Set by the caller: whether `remaining`, `waitMs` and `resetMs` are wanted. When false (an
+   * `allow()`), an algorithm may set only `allowed` (and `waitMs` Infinity for a cost it can never pass).
+   */
+  detail: boolean;
 }
 
 /**
