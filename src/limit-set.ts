@@ -79,6 +79,11 @@ export class LimitSet {
    * `reserve` instead of `check`, and `result.retryAfterMs` of an allowed decision is its wait.
    */
   reserving: number | null = null;
+  /**
+   * Set by the engine for the key's group: whether the key still owns its slot (no reclaim can
+   * complete while it answers true and our spends stand). Undo runs only then.
+   */
+  stillOurs: (() => boolean) | null = null;
 
   readonly #clock: () => number;
 
@@ -176,10 +181,18 @@ export class LimitSet {
         if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v);
         else if (!late) a.check(m, false, cost, v);
         if (late || !v.allowed) {
-          this.undo(g, area, i);
+          // Take back only while the spends are still on our key (the slot may have been
+          // reclaimed and reused since: its next key's words are not ours to subtract from).
+          if (this.stillOurs === null || this.stillOurs()) this.undo(g, area, i);
           return false;
         }
-        if (this.reserving !== null) this.result.retryAfterMs = Math.max(this.result.retryAfterMs, v.waitMs);
+        // Report from the state actually spent from: this limit has more spent than first seen.
+        const r = this.result;
+        if (v.detail) {
+          r.remaining = Math.min(r.remaining, v.remaining);
+          r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
+        }
+        if (this.reserving !== null) r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
       }
     }
     return true;

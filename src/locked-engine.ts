@@ -121,7 +121,9 @@ export class LockedEngine {
     const r = this.result;
     set.check(limits, m, lastSec, cost);
     r.refusedBy = r.allowed ? null : 'key';
-    if (!r.allowed) return true;
+    // A refusal stands only if the lock was ours throughout: the log's entries are read lazily,
+    // and a view torn by a takeover must not refuse either.
+    if (!r.allowed) return this.#holds(key, token);
     if (this.#global !== null && this.#globalArea !== null) {
       const g = this.#globalArea;
       const globalToken = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
@@ -222,8 +224,8 @@ export class LockedEngine {
         if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
         const token = tryLock(w, base + S_TAT, owner, stealAfterMs); // a dead holder's lock is taken over
         if (token === 0) return NOT_IDLE;
+        const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock (see LockFreeEngine.retire)
         const m = now();
-        const lastSec = Atomics.load(w, base + S_LAST_SEC);
         let idle = true;
         for (let i = 0; i < key.algorithms.length && idle; i++) {
           const a = key.algorithms[i] as LimitAlgorithm;

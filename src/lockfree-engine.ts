@@ -1,5 +1,7 @@
 import type { LimitAlgorithm, Moment } from './algorithms/index.js';
 import { isStale, secondsAt } from './gcra.js';
+import { NarrowGcra } from './algorithms/gcra.js';
+import { GlobalBatch, TAKEN } from './global-batch.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { lockToken } from './table/slot-lock.js';
@@ -7,6 +9,8 @@ import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.j
 
 /** The decision finished. */
 export const DONE = 0;
+/** #decideBatched could not use the batch: decide on the cap's word. */
+const FALLBACK_EXACT = 2;
 /** The slot no longer holds the key (reclaimed or reused): look it up again and retry. */
 export const RELOCATE = 1;
 
@@ -43,7 +47,12 @@ export class LockFreeEngine {
   readonly #clock: () => number;
   readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   readonly result: LockedResult;
+  readonly #batch: GlobalBatch | null;
   #retries = 0;
+  // The slot being decided, for #stillOurs (a bound method: no closure per decision).
+  #base = 0;
+  #ctrl = 0;
+  readonly #stillOurs = (): boolean => this.#settle(this.#base, this.#ctrl) === DONE;
 
   constructor(w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, clock: () => number) {
     this.#w = w;
@@ -53,6 +62,9 @@ export class LockFreeEngine {
     this.#set = new LimitSet(w, clock);
     this.result = this.#set.result;
     this.#clock = clock;
+    // A global cap of one 32-bit GCRA limit is served to allow() in per-thread batches.
+    const only = global?.group.algorithms.length === 1 ? global.group.algorithms[0] : undefined;
+    this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
   }
 
   /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
@@ -62,7 +74,7 @@ export class LockFreeEngine {
 
   /** Commits that lost a race (key or global word) and were decided again. */
   get retries(): number {
-    return this.#retries + this.#set.retries;
+    return this.#retries + this.#set.retries + (this.#batch?.retries ?? 0);
   }
 
   /** The clock reading of the last decision (what it was judged at). */
@@ -83,7 +95,15 @@ export class LockFreeEngine {
     area.lock = base + S_TAT;
     area.lastSec = base + S_LAST_SEC;
     area.state = stateBase;
+    let exact = false; // the cap's batch could not serve this decision: decide on its word
     for (;;) {
+      const batch = this.#batch;
+      if (batch !== null && !exact && !set.detail && set.reserving === null) {
+        const outcome = this.#decideBatched(base, ctrl, cost, batch);
+        if (outcome !== FALLBACK_EXACT) return outcome;
+        exact = true;
+        continue;
+      }
       // 1. Snapshots, then the clock, then ctrl: the reading is not earlier than any state it
       // judges, and an unchanged ctrl means the snapshot belongs to our key's incarnation.
       const lastSec = set.load(key, area);
@@ -115,12 +135,19 @@ export class LockFreeEngine {
       }
       if (cost === 0) return DONE;
       // 3. The key's limits.
-      if (!set.commit(key, area, m, lastSec, cost)) {
+      this.#base = base;
+      this.#ctrl = ctrl;
+      set.stillOurs = this.#stillOurs;
+      const committed = set.commit(key, area, m, lastSec, cost);
+      set.stillOurs = null;
+      if (!committed) {
         this.#retries++;
         continue;
       }
       // 4. The global cap: the hot word, retried on its own at the same reading (in commit).
       if (global !== null && !set.commit(global, g, m, globalLastSec, cost)) {
+        // Take the key's spends back only while they are on our key (see #settle).
+        if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
         set.undo(key, area, key.algorithms.length);
         this.#retries++;
         continue; // the cap now refuses: decide again, to report it from a fresh snapshot
@@ -131,6 +158,42 @@ export class LockFreeEngine {
       // The key was reclaimed under us: our spend went with it. Give the cap back its share
       // and decide again on the key's new slot.
       if (global !== null) set.undo(global, g, global.algorithms.length);
+      return RELOCATE;
+    }
+  }
+
+  /**
+   * `allow()` under a busy global cap: the key's limits as in `decide`, the cap from this
+   * thread's batch (src/global-batch.ts). DONE, RELOCATE, or FALLBACK_EXACT when the batch cannot
+   * serve (nothing was written).
+   */
+  #decideBatched(base: number, ctrl: number, cost: number, batch: GlobalBatch): number {
+    const w = this.#w;
+    const set = this.#set;
+    const r = this.result;
+    const key = this.#key;
+    const area = this.#area;
+    for (;;) {
+      const lastSec = set.load(key, area);
+      const m = this.#read();
+      // Atomics.load of ctrl after the snapshot, as in decide.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      set.check(key, m, lastSec, cost);
+      r.refusedBy = r.allowed ? null : 'key';
+      if (!r.allowed || cost === 0) return DONE;
+      if (batch.take(m.ms, cost, this.#clock) !== TAKEN) return FALLBACK_EXACT;
+      this.#base = base;
+      this.#ctrl = ctrl;
+      set.stillOurs = this.#stillOurs;
+      const committed = set.commit(key, area, m, lastSec, cost);
+      set.stillOurs = null;
+      if (!committed) {
+        batch.giveBack(cost); // not admitted: the permits stay in this thread's batch
+        this.#retries++;
+        continue;
+      }
+      if (this.#settle(base, ctrl) === DONE) return DONE;
+      batch.giveBack(cost); // the key was reclaimed under us: decide again on its new slot
       return RELOCATE;
     }
   }
@@ -237,8 +300,10 @@ export class LockFreeEngine {
         // compareExchange from the exact word seen (free, or a stopped reclaimer's token): our
         // token goes in before we read any state, so a decision committing after our reads sees it.
         if (token === cur || Atomics.compareExchange(w, base + S_TAT, cur, token) !== cur) return NOT_IDLE;
-        const m = now();
+        // lastSec, then the clock: a stamp never later than the reading (else the idle time,
+        // taken modulo 2^32, would read as stale). States raised since are cancelled by #settle.
         const lastSec = Atomics.load(w, base + S_LAST_SEC);
+        const m = now();
         let idle = true;
         for (let i = 0; i < key.algorithms.length && idle; i++) {
           const a = key.algorithms[i] as LimitAlgorithm;

@@ -431,8 +431,8 @@ export class PolicyLimiter {
         // is not judged (kept until its next request moves it over).
         const rule = self.#compiled.byShape.get(shape)?.find((r) => ticksMatch(w, at, r));
         if (rule !== undefined) {
+          const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock: never later than the reading
           const m = self.#now();
-          const lastSec = Atomics.load(w, base + S_LAST_SEC);
           idle = rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
         }
         // A key under a rule that no longer exists is kept until its next request moves it over.

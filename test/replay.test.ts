@@ -59,6 +59,11 @@ const CASES: Case[] = [
     name: 'gcra with a global cap, 64-bit key state',
     options: { limit: perSecond(3_000, { burst: 30 }), globalLimit: perSecond(4_000, { burst: 40 }) },
   },
+  // A cap fast enough to be served to allow() in per-thread batches (16 permits held up to 64 us).
+  {
+    name: 'gcra with a fast global cap (per-thread batches)',
+    options: { limit: perSecond(200_000, { burst: 1_000 }), globalLimit: perSecond(250_000, { burst: 512 }) },
+  },
   { name: 'fixed window, one limit', options: { algorithm: 'fixed-window', limit: { permits: 100, periodMs: 50 } } },
   { name: 'fixed window, two limits', options: { algorithm: 'fixed-window', limit: [{ permits: 40, periodMs: 20 }, { permits: 150, periodMs: 100 }] } },
   {

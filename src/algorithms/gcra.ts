@@ -26,11 +26,15 @@ function narrowGcra(p: GcraParams): LimitAlgorithm {
  * A 32-bit GCRA limit: one TAT word. A class rather than a closure so that every instance shares
  * its methods: a decision over several limits then calls one function at each call site.
  */
-class NarrowGcra implements LimitAlgorithm {
+export class NarrowGcra implements LimitAlgorithm {
   readonly stateWords = 1;
   readonly staleSec: number;
   readonly lockFree = true;
   readonly #p: GcraParams;
+  /** The integer parameters (for the global cap's batches, src/global-batch.ts). */
+  get params(): GcraParams {
+    return this.#p;
+  }
   // The snapshot, the reading of the last check, and what it decided.
   #tat = 0;
   #now32 = 0;
@@ -199,11 +203,12 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
       mul(spent, t, next);
       if (wasFresh) add(fresh.hi, fresh.lo, next.hi, next.lo, next);
       else add(hi, lo >>> 0, next.hi, next.lo, next);
-      // One 64-bit compareExchange from the snapshot: the commit. The staleness unit after it,
-      // only ever forward (a stale raise is harmless: it only says the key was used recently).
-      if (!cas64(w, at, hi, lo, next.hi, next.lo)) return false;
+      // The staleness unit first, only ever forward, then one 64-bit compareExchange from the
+      // snapshot: the commit. Raised after, a reader could load the new TAT with the old unit,
+      // judge the key stale and spend over it (the order of the one-limit path, design.md 2).
+      // A raise whose commit then fails only says the key was used recently (conservative).
       raiseStamp(w, at + 2, unit, staleUnitAt(m.ms));
-      return true;
+      return cas64(w, at, hi, lo, next.hi, next.lo);
     },
     undo(w, at) {
       return cas64(w, at, next.hi, next.lo, hi, lo);

@@ -51,9 +51,10 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
   }
 
   /**
-   * How many of the oldest entries no longer count (they are the first ones, in time order; a
-   * stalled writer's entries that never committed can only sit at the front, newer than the rest,
-   * where the search at worst finds fewer free entries than there are).
+   * How many of the oldest entries no longer count (they are the first ones, in time order). A
+   * writer's entries that never committed (or were taken back) can sit at the front, newer than
+   * the rest: the search may then count some of them as free or not, which is safe for those
+   * entries alone, as none of them holds an admission.
    */
   function expired(now32: number): number {
     if (stale) return permits;
@@ -122,9 +123,11 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
       return swap(w, at, head, nextHead());
     },
     undo(w, at) {
-      if (!swap(w, at, nextHead(), head)) return false;
-      for (let k = 0; k < spend; k++) swap(w, entry(k), stamp, seen[k] as number);
-      return true;
+      // The head goes back; the entries keep our stamps. Restoring them after the head moved
+      // back could erase an equal stamp another committer wrote meanwhile. Left there, they sit
+      // at the front, newer than the entries after them: the search may count them (refusing
+      // a little more) or a later spend overwrites them, both safe.
+      return swap(w, at, nextHead(), head);
     },
     idle(w, at, m, isStale) {
       this.load(w, at);

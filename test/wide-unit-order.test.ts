@@ -25,7 +25,7 @@ describe('a 64-bit GCRA limit in a group: staleness unit and TAT', () => {
     const rounds = 20_000;
     const ctl = new SharedArrayBuffer(4 * (16 + rounds));
     const c = new Int32Array(ctl);
-    const threads = Array.from({ length: workers }, () => new Worker(new URL('./fixtures/review-wide-race-worker.mjs', import.meta.url), {
+    const threads = Array.from({ length: workers }, () => new Worker(new URL('./fixtures/wide-race-worker.mjs', import.meta.url), {
       workerData: { handle: limiter.handle, ctl, rounds, workers, cost: 1_000 },
     }));
     const exited = threads.map((t) => new Promise((resolve, reject) => { t.once('exit', resolve); t.once('error', reject); }));
