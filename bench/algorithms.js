@@ -273,7 +273,8 @@ export async function runAlgorithms({ quick = false } = {}) {
   }
   const log = configs.find((c) => c.options.algorithm === 'sliding-log');
   lines.push('', 'Every configuration but the sliding log decides without a lock: it snapshots each limit, decides on the snapshot, and commits each by ' +
-    'compareExchange from it (docs/design.md, "Lock-free spends"). The "per-key lock" rows run the same decisions under the key\'s lock (and the cap\'s), as every multi-word configuration did before.');
+    'compareExchange from it (docs/design.md, "Lock-free spends"). The "per-key lock" rows run the same decisions under the key\'s lock (and the cap\'s), as every multi-word configuration did before. ' +
+    'The lock-free global cap serves `allow()` from per-thread batches of the cap (docs/design.md, "Batches of a global cap"); the locked row takes the cap\'s lock on every check.');
   lines.push('', `The sliding log reads its whole log on every check: ${fmt(log.limiter.limit.permits)} words (${fmt(4 * log.limiter.limit.permits)} bytes of state per key, ` +
     `${fmt(log.tableBytesPerKey / 1024, 1)} KB of table per key with two slots per key), so it costs ${fmt(log.ns.median / base.ns.median, 1)}x the lock-free GCRA per check.`);
 
