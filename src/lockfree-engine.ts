@@ -30,9 +30,10 @@ export const RELOCATE = 1;
  * A thread that stops anywhere leaves at worst spends that count for a request it never
  * admitted (conservative); no thread waits for another. See docs/design.md, "Lock-free spends".
  *
- * The guard word (the slot's `tat` word) is 0, a reclaimer's token while it checks that the key
- * is idle, or DEAD once it decided to reclaim. A decision that finds a token after committing
- * cancels it (the reclaim then fails); one that finds DEAD decides again on a fresh key.
+ * The guard word (the slot's `tat` word) holds the incarnation's free value (twice its ctrl
+ * generation: even), a reclaimer's token (odd) while it checks that the key is idle, or DEAD once
+ * it decided to reclaim. A decision that finds a token after committing cancels it (the reclaim
+ * then fails); one that finds DEAD, or another incarnation's value, decides again.
  *
  * Thread-safety: one instance per thread (it holds snapshots and the result); any number of threads.
  */
@@ -252,18 +253,23 @@ export class LockFreeEngine {
    */
   #settle(base: number, ctrl: number): number {
     const w = this.#w;
+    const free = freeGuard(ctrl);
     for (;;) {
       // Atomics.load of the guard after our commits (seq-cst): a reclaim that starts after this
-      // load writes its token first and reads the states after, so it sees our spend.
+      // load writes its token first and reads the states after, so it sees our spend. The free
+      // value names the incarnation, so one load also tells that the slot still holds our key.
       const guard = Atomics.load(w, base + S_TAT);
+      if (guard === free) return DONE;
       if (guard === DEAD) return RELOCATE;
-      if (guard !== 0) {
-        // A reclaim is checking the key and may have read it before our commit: cancel it with a
-        // compareExchange from its exact token (its own final compareExchange then fails).
-        if (Atomics.compareExchange(w, base + S_TAT, guard, 0) !== guard) continue;
-      }
-      // ctrl after the guard: unchanged, the commits landed on our key.
-      return Atomics.load(w, base + S_CTRL) === ctrl ? DONE : RELOCATE;
+      // Another value: ours to act on only if ctrl is still ours (neither a token nor a stray
+      // value names an incarnation; the slot's next key must not get our free value).
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      // A token (odd): a reclaim is checking the key and may have read it before our commit.
+      // An even value not ours: an inserter of an earlier claim on this slot that stalled past
+      // its reuse wrote it late (see REUSE_AFTER_TIMEOUTS in table.ts). Either way, put our free
+      // value back with a compareExchange from the exact word seen (a reclaim's own final
+      // compareExchange then fails), and look again.
+      Atomics.compareExchange(w, base + S_TAT, guard, free);
     }
   }
 
@@ -282,12 +288,12 @@ export class LockFreeEngine {
    */
   static slotState(key: LimitGroup, stateOffset: number, owner: number, stealAfterMs: number, now: () => Moment): SlotState {
     return {
-      initSlot(w, base) {
+      initSlot(w, base, generation) {
         const m = now();
         for (let i = 0; i < key.algorithms.length; i++) (key.algorithms[i] as LimitAlgorithm).init(w, base + stateOffset + (key.offsets[i] as number), m);
         // Stores while the slot is BUSY: the publishing compareExchange on ctrl orders them first.
         Atomics.store(w, base + S_LAST_SEC, m.sec);
-        Atomics.store(w, base + S_TAT, 0);
+        Atomics.store(w, base + S_TAT, freeGuard(generation << 2));
       },
       isDead(w, base) {
         return Atomics.load(w, base + S_TAT) === DEAD; // the guard word holds the reclaim marker
@@ -295,7 +301,12 @@ export class LockFreeEngine {
       retire(w, base) {
         const cur = Atomics.load(w, base + S_TAT);
         if (cur === DEAD) return ALREADY_DEAD;
-        if (cur !== 0 && ((Math.floor(performance.now()) - (cur >>> 11)) & 0xfffff) <= stealAfterMs) return NOT_IDLE;
+        // The free value of the incarnation the table judged (its ctrl is LIVE).
+        const free = freeGuard(Atomics.load(w, base + S_CTRL));
+        // Ours to take: the free value, a stopped reclaimer's token, or a stray even value a late
+        // inserter wrote (see #settle).
+        const freshToken = (cur & 1) === 1 && ((Math.floor(performance.now()) - (cur >>> 11)) & 0xfffff) <= stealAfterMs;
+        if (freshToken) return NOT_IDLE;
         const token = lockToken(owner, performance.now());
         // compareExchange from the exact word seen (free, or a stopped reclaimer's token): our
         // token goes in before we read any state, so a decision committing after our reads sees it.
@@ -312,9 +323,17 @@ export class LockFreeEngine {
         // compareExchange from our token: fails if a decision cancelled it (it committed after our
         // reads began) or another reclaimer replaced it.
         if (idle) return Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token ? RETIRED : NOT_IDLE;
-        Atomics.compareExchange(w, base + S_TAT, token, 0); // give the guard back, unless cancelled
+        Atomics.compareExchange(w, base + S_TAT, token, free); // give the guard back, unless cancelled
         return NOT_IDLE;
       },
     };
   }
+}
+
+/**
+ * The guard word of a slot whose key is not being reclaimed: twice the generation in its ctrl
+ * word (even, 0 to 2^31 - 2: never a token, which is odd, nor DEAD, which is negative).
+ */
+function freeGuard(ctrl: number): number {
+  return (ctrl >>> 2) * 2;
 }

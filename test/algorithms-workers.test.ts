@@ -55,9 +55,9 @@ describe('every algorithm under 4 racing workers (frozen clock)', () => {
   });
 });
 
-describe('a worker terminated while holding a key lock', () => {
+describe('a worker terminated while holding a key lock (sliding log: the one algorithm with a lock)', () => {
   it('blocks that key only until the lock is taken over, and loses nothing', async () => {
-    const limiter = new RateLimiter({ limit: [perSecond(10), perMinute(100)], maxKeys: 8, clock: new ManualClock(), claimTimeoutMs: 30 });
+    const limiter = new RateLimiter({ limit: [perSecond(10), perMinute(100)], algorithm: 'sliding-log', maxKeys: 8, clock: new ManualClock(), claimTimeoutMs: 30 });
     expect(limiter.tryAcquire('victim', 4).allowed).toBe(true);
     expect(limiter.allow('bystander')).toBe(true);
     const { HEADER_WORDS, H_SLOT_WORDS, S_CTRL, LIVE, S_KEY } = await import('../src/table/layout.js');

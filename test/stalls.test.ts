@@ -3,7 +3,7 @@
 // frozen clock the bound is exact: never more than the burst in total.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { ManualClock, perDay, perHour, perSecond, RateLimiter, type RateLimiterOptions } from '../src/index.js';
+import { ManualClock, perDay, perHour, perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../src/index.js';
 import { HEADER_WORDS, H_SLOT_WORDS, LIVE, S_CTRL, S_TAT } from '../src/table/layout.js';
 
 const stallWorker = new URL('./fixtures/stall-worker.mjs', import.meta.url);
@@ -161,6 +161,24 @@ describe('small regressions found by the replay and storm tests', () => {
     const limiter = new RateLimiter({ limit: perSecond(3000), globalLimit: perSecond(4000), maxKeys: 1, clock: new ManualClock(1000) });
     expect(limiter.tryAcquire('x').allowed).toBe(true);
   });
+  it('a guard word written late by a stalled inserter neither hangs decisions nor blocks reclaims', () => {
+    // An inserter whose claim on this slot was taken over after 30x claimTimeoutMs may still
+    // write its own guard value into the slot once it resumes: emulated by writing it here.
+    const clock = new ManualClock(1000);
+    const limiter = new RateLimiter({ limit: [perSecond(2), perMinute(100)], maxKeys: 4, clock });
+    expect(limiter.allow('k')).toBe(true);
+    const w = new Int32Array(limiter.handle.table);
+    let base = -1;
+    for (let b = HEADER_WORDS; b + (w[H_SLOT_WORDS] as number) <= w.length; b += w[H_SLOT_WORDS] as number) if (((w[b + S_CTRL] as number) & 3) === LIVE) base = b;
+    Atomics.store(w, base + S_TAT, 1234); // another incarnation's free value (even)
+    expect(limiter.allow('k')).toBe(true);
+    expect(limiter.allow('k')).toBe(false); // burst 2: exact
+    Atomics.store(w, base + S_TAT, 5678);
+    clock.advance(600_000);
+    expect(limiter.sweep()).toBe(1);
+    expect(limiter.stats().liveKeys).toBe(0);
+  });
+
   it('a sliding-log stamp between two ticks rounds up: the next request waits a whole period', () => {
     const clock = new ManualClock(1000.000009);
     const limiter = new RateLimiter({ algorithm: 'sliding-log', limit: { permits: 1, periodMs: 50 }, maxKeys: 1, clock });

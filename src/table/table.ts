@@ -3,7 +3,7 @@ import {
   BUSY, CLAIM_CANCELLED, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, H_VERSION, HEADER_WORDS,
   LAYOUT_VERSION, LIVE, MAGIC, MAX_SLOTS_PER_STRIPE, S_CTRL, S_HASH, S_KEY, S_KEY_BYTES,
-  SLOT_HEADER_WORDS, SLOTS_PER_KEY, STAMP_MASK, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS, H_STATE_OFFSET,
+  SLOT_HEADER_WORDS, SLOTS_PER_KEY, STAMP_MASK, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS, H_STATE_OFFSET, PAYLOAD_MASK,
 } from './layout.js';
 
 /**
@@ -15,8 +15,9 @@ export interface SlotState {
    * Writes the initial (fresh) state of a slot that is about to be published. Called with the
    * slot claimed (BUSY) by this thread. Must read the clock *after* the claim, so the state it
    * writes is later than anything the slot's previous key ever held (see docs/design.md, ABA).
+   * `generation` is the payload its LIVE ctrl word will carry.
    */
-  initSlot(words: Int32Array, base: number): void;
+  initSlot(words: Int32Array, base: number, generation: number): void;
   /** Whether the slot's state is the reclaim marker: a reclaim passed its linearisation point. */
   isDead(words: Int32Array, base: number): boolean;
   /**
@@ -312,7 +313,7 @@ export class SlotTable {
     // Its writes go to our own slot, which stays BUSY until our publish, or, if our claim was
     // cancelled, until 30x the timeout: they never reach another key's state (see
     // REUSE_AFTER_TIMEOUTS for a stall longer than that).
-    this.#state.initSlot(w, base);
+    this.#state.initSlot(w, base, gen & PAYLOAD_MASK);
     // compareExchange from our claim (release: our key and state are visible to whoever loads
     // LIVE). It fails if our claim was cancelled (we stalled past claimTimeoutMs and an inserter
     // of the same hash went on: it may have published this key) or taken over (past 30x): then
