@@ -232,8 +232,22 @@ export function secondsAt(nowMs: number): number {
  * time under 2^32 units.
  */
 export function isStale(now: number, last: number, staleUnits: number): boolean {
-  return (now - last) >>> 0 > staleUnits;
+  const idle = (now - last) >>> 0;
+  // A stamp up to 2^20 units ahead of the reading (a decision whose reading is older than a
+  // state it reloaded, written by a thread with a later one) is recent, not 2^32 units old.
+  return idle > staleUnits && idle < STAMP_AHEAD;
 }
+
+/** Stamps this far below 2^32 units behind (2^32 - 2^20) count as ahead of the reading. */
+const STAMP_AHEAD = 2 ** 32 - 2 ** 20;
+
+/**
+ * How much older than the state it decides on a reading may be (a decision that reloads one
+ * limit after losing a race, or takes a batch of a global cap, at its first reading): it starts
+ * over past RECHECK_MS (1 s); reservations stay this far inside the furthest a TAT may run ahead,
+ * so such a reading still decodes them.
+ */
+export const READING_LAG_MS = 2000;
 
 /**
  * Raises the staleness word at `index` to `now` (a unit, stored modulo 2^32). `loaded` is the

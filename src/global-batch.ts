@@ -23,7 +23,7 @@ const MIN_BATCH = 8;
  * `r + h`, so each permit is charged at a time no earlier than the one it is used at, in the
  * order GCRA would charge it, and passed the tolerance at a reading no later than its use: every
  * admission is one GCRA would make (docs/design.md, "Batches of a global cap"). Permits left unused
- * are given back like a cancelled reservation (only the part of the slot still ahead of now).
+ * are given back only while nothing was charged after them (see `release`).
  * The cost: while batches are out, other threads see the cap up to `h + k * t` further ahead per
  * batch, so near its limit the cap refuses up to that much early (conservative); `h` is at most
  * 1 ms and 1/32 of the tolerance, and caps too slow or too small to fill a batch of 8 in it take
@@ -111,28 +111,22 @@ export class GlobalBatch {
   }
 
   /**
-   * Gives the unused permits back to the cap: the part of their slots still ahead of `ms`, never
-   * below now (the refund of a cancelled reservation; see docs/design.md, "Reservations").
+   * Gives the unused permits back to the cap, only while the cap's TAT still ends exactly where
+   * this batch left it and the batch is still within its hold: then they are the last slots
+   * charged, all still ahead of now, and taking them off leaves what every other spend wrote.
+   * Otherwise (another spend or batch came after, possibly jumping past them; or the batch is
+   * old, and 32-bit tick arithmetic could no longer tell) they stay spent: conservative.
    */
   release(ms: number): void {
-    const p = this.#p;
-    const t = p.intervalTicks;
+    const t = this.#p.intervalTicks;
     const left = this.#taken - this.#used;
-    const from = (this.#start + this.#used * t) | 0; // the first unused permit's slot
+    const end = (this.#start + this.#taken * t) | 0;
+    const within = ms <= this.#until;
     this.#taken = 0;
     this.#used = 0;
     this.#until = -Infinity;
-    if (left <= 0) return;
-    const w = this.#w;
-    const q = ticksAt(ms, p);
-    const ct = left * t;
-    for (;;) {
-      const cur = Atomics.load(w, this.#area.state);
-      const back = Math.min(ct, (from + ct - q) | 0, (cur - q) | 0);
-      if (back <= 0) return;
-      // compareExchange from the value just read: a give-back that raced with a spend recomputes.
-      if (Atomics.compareExchange(w, this.#area.state, cur, (cur - back) | 0) === cur) return;
-      this.retries++;
-    }
+    if (left <= 0 || !within) return;
+    // compareExchange from the end this batch wrote: fails if anything was charged since.
+    Atomics.compareExchange(this.#w, this.#area.state, end, (end - left * t) | 0);
   }
 }

@@ -241,7 +241,9 @@ export class LockFreeEngine {
         // ctrl before each refund: the key still owns its slot (the global cap always exists).
         if (g === this.#key && Atomics.load(w, base + S_CTRL) !== ctrl) return any;
         const a = g.algorithms[j] as LimitAlgorithm;
-        if ((a.refund as NonNullable<LimitAlgorithm['refund']>)(w, state + (g.offsets[j] as number), m, slots[i] as number, slots[i + 1] as number, cost)) any = true;
+        // On a cap served in batches, only an exact refund is safe (see NarrowGcra.refund).
+        const exact = g !== this.#key && this.#batch !== null;
+        if ((a.refund as NonNullable<LimitAlgorithm['refund']>)(w, state + (g.offsets[j] as number), m, slots[i] as number, slots[i + 1] as number, cost, exact)) any = true;
       }
     }
     return any;

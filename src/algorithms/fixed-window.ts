@@ -1,6 +1,6 @@
 import { cas64 } from '../gcra-wide.js';
 import type { Limit } from '../limit.js';
-import { ceilNs, floorDiv, swap, type LimitAlgorithm, type Verdict } from './types.js';
+import { ceilNs, floorDiv, type LimitAlgorithm, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';
 
 /**
@@ -59,13 +59,9 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       nextCount = after;
     },
     commit(w, at) {
-      // In the stored window (the common case) only the count changes: an int32 compareExchange
-      // of the count half from the count decided on. It lands only while the count is exactly
-      // that, and the decision (count + cost <= permits) then holds for whichever window is
-      // stored by now (windows only move forward; a newer one with the same count is counted
-      // into, which is conservative). Starting a window writes both halves: one 64-bit
-      // compareExchange, which a torn read or any spend since fails.
-      if (count === lo && hi === (win | 0)) return swap(w, at, lo, nextCount);
+      // One 64-bit compareExchange from the snapshot: a torn read of the halves, or any spend since
+      // the load, fails it. (The count half alone is not enough: a window that moved on with the
+      // same count would take an admission decided in the window before, by its reading.)
       return cas64(w, at, hi, lo, win | 0, nextCount);
     },
     undo(w, at) {

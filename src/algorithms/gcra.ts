@@ -1,5 +1,5 @@
 import {
-  admit, debtOf, gcraParams, isStale, MAX_AHEAD_TICKS, MAX_WIDE_AHEAD_TICKS, raiseStamp, remainingAt, snapFloor, ticksAt, ticksToMs, waitTicks,
+  admit, debtOf, gcraParams, isStale, MAX_AHEAD_TICKS, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, raiseStamp, remainingAt, snapFloor, ticksAt, ticksToMs, waitTicks,
   WIDE_TICKS_PS, wideStaleUnits, type GcraParams,
 } from '../gcra.js';
 import { cas64, staleUnitAt, ticks64, Ticks64 } from '../gcra-wide.js';
@@ -81,7 +81,7 @@ export class NarrowGcra implements LimitAlgorithm {
     const d = this.#debt(m, stale);
     const n = d + cost * p.intervalTicks;
     const delay = Math.max(0, n - p.toleranceTicks);
-    v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && n <= MAX_AHEAD_TICKS;
+    v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && n <= MAX_AHEAD_TICKS - lagTicks(p);
     v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
     v.remaining = remainingAt(v.allowed ? n : d, p);
     v.resetMs = ticksToMs(v.allowed ? n : d, p);
@@ -103,9 +103,17 @@ export class NarrowGcra implements LimitAlgorithm {
     out[1] = 0;
   }
 
-  refund(w: Int32Array, at: number, m: Moment, startLo: number, _startHi: number, cost: number): boolean {
+  refund(w: Int32Array, at: number, m: Moment, startLo: number, _startHi: number, cost: number, exact = false): boolean {
     const q = ticksAt(m.ms, this.#p);
     const ct = cost * this.#p.intervalTicks;
+    if (exact) {
+      // Only while the TAT still ends exactly where our slot does: a cap served in batches may
+      // have jumped past it (a batch starts at max(tat, now + h)), and a later start would then
+      // sit below what those batches were charged from.
+      const end = (startLo + ct) | 0;
+      const back = Math.min(ct, (end - q) | 0);
+      return back > 0 && swap(w, at, end, (end - back) | 0);
+    }
     for (;;) {
       const cur = Atomics.load(w, at);
       // Only the part of our slot still ahead of now, and never below now: what others built on
@@ -193,7 +201,7 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
       sub(after.hi, after.lo, spend.hi, spend.lo, over);
       const delay = over.hi < 0 ? 0 : toNumber(over.hi, over.lo);
       const ahead = toNumber(after.hi, after.lo);
-      v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && ahead <= MAX_WIDE_AHEAD_TICKS;
+      v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && ahead <= MAX_WIDE_AHEAD_TICKS - lagTicks(p);
       v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
       v.remaining = v.allowed ? Math.max(0, p.burst - Math.ceil(ahead / t)) : Math.max(0, p.burst - qr.q - (qr.r > 0 ? 1 : 0));
       v.resetMs = ticksToMs(v.allowed ? ahead : qr.q * t + qr.r, p);
@@ -291,4 +299,9 @@ export function carryDebt(w: Int32Array, at: number, ms: number, newTickPs: numb
 /** `maxWaitMs` in whole ticks, a wait of exactly it not losing a tick to float noise. */
 function maxWaitTicks(maxWaitMs: number, p: { tickPs: number }): number {
   return maxWaitMs === Infinity ? Infinity : snapFloor((maxWaitMs * 1e9) / p.tickPs, (maxWaitMs * 1e9 * 2 ** -50) / p.tickPs);
+}
+
+/** READING_LAG_MS in ticks, rounded up: how far inside its horizon a reservation stays. */
+function lagTicks(p: { tickPs: number }): number {
+  return Math.ceil((READING_LAG_MS * 1e9) / p.tickPs);
 }

@@ -1,7 +1,7 @@
 import type { Limit } from '../limit.js';
 import { cas64 } from '../gcra-wide.js';
 import { MAX_CLOCK_MS } from '../gcra.js';
-import { ceilNs, floorDiv, swap, type LimitAlgorithm, type Verdict } from './types.js';
+import { ceilNs, floorDiv, type LimitAlgorithm, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';
 
 /** Bits of the packed state: 22 per count, 20 for the window index. */
@@ -40,7 +40,6 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
   let curr = 0;
   let prev = 0;
   let nextCurr = 0;
-  let sameWindow = false;
 
   function decode(ms: number, stale: boolean): void {
     const now = floorDiv(ms, periodMs);
@@ -50,7 +49,6 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
     // Signed 20-bit difference of the stored window from the clock's (exact modulo 2^20).
     const diff = stale ? -2 : ((stored - now) << 12) >> 12;
     win = diff > 0 ? now + diff : now; // a later stored window: a newer admission's, keep it
-    sameWindow = diff >= 0;
     if (diff >= 0) { curr = c; prev = p; }
     else if (diff === -1) { curr = 0; prev = c; }
     else { curr = 0; prev = 0; }
@@ -81,12 +79,8 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       nextCurr = after;
     },
     commit(w, at) {
-      // In the stored window only the current count changes, and it lives in the low half with
-      // the previous count's low bits: an int32 compareExchange of that half from the value
-      // decided on (see the fixed window: counts only grow within a window, windows only move
-      // forward, so a half that still holds exactly that value admits no more than decided).
-      // Moving to a new window writes both halves in one 64-bit compareExchange.
-      if (sameWindow) return swap(w, at, lo, packLo(nextCurr, prev));
+      // One 64-bit compareExchange from the snapshot: a torn read or any spend since fails it.
+      // (The low half alone is not enough: it holds only the previous count's low 10 bits.)
       return cas64(w, at, hi, lo, packHi(win, prev), packLo(nextCurr, prev));
     },
     undo(w, at) {

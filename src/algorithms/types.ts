@@ -87,7 +87,7 @@ export interface LimitAlgorithm {
    * GCRA only: gives back the part of a reserved slot (starting at [startLo, startHi], `cost`
    * long) that is still ahead of `m`; false if none is. See docs/design.md, "Reservations".
    */
-  refund?(w: Int32Array, at: number, m: Moment, startLo: number, startHi: number, cost: number): boolean;
+  refund?(w: Int32Array, at: number, m: Moment, startLo: number, startHi: number, cost: number, exact?: boolean): boolean;
   /** Whether the state equals a fresh key's (so the key may be reclaimed). Loads its own snapshot. */
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean;
 }
