@@ -97,8 +97,8 @@ export interface RateLimiterStats {
   /** Compare-and-swap attempts that lost a race, on this thread's instance since it was made. */
   casRetries: number;
   /**
-   * Width of the lock-free GCRA state: 32 or 64 bits (`null` on the locked paths). See the
-   * README's Limits for which limits take 64 bits.
+   * Width of the one-limit GCRA state: 32 or 64 bits (`null` with several limits, a global cap
+   * or another algorithm). See the README's Limits for which limits take 64 bits.
    */
   width?: 32 | 64 | null;
 }

@@ -431,10 +431,9 @@ export class RateLimiter {
   }
 
   /**
-   * The width of the lock-free GCRA state: 32 (one int32 word per key) or 64 (a 64-bit word, for
-   * limits that do not fit 32 bits: see the README's Limits). `null` on the locked paths
-   * (several limits, a global cap, window and log algorithms), whose GCRA limits each take the
-   * width they need.
+   * The width of the one-limit GCRA state: 32 (one int32 word per key) or 64 (a 64-bit word, for
+   * limits that do not fit 32 bits: see the README's Limits). `null` for several limits, a global
+   * cap, and the window and log algorithms, whose GCRA limits each take the width they need.
    */
   get width(): 32 | 64 | null {
     return this.#engine ? null : this.#p.width;

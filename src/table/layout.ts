@@ -26,8 +26,10 @@
  * |           | the lock  | admission | the key   | key       | / 4) words       | only)       |
  * +-----------+-----------+-----------+-----------+-----------+------------------+-------------+
  *
- * `tat` is the GCRA state itself on the lock-free path (one limit, no global cap). For every other
- * configuration it is the key's lock word (see slot-lock.ts) and the state words hold the state.
+ * `tat` is the GCRA state itself on the one-limit path (one GCRA limit, no global cap). For every
+ * other configuration the state words hold the state and `tat` is the key's guard: the reclaim
+ * guard of the lock-free engine (free value, reclaimer's token or DEAD; lockfree-engine.ts) or the
+ * key's lock for the sliding log and PolicyLimiter (slot-lock.ts).
  *
  * ctrl = payload << 2 | state
  *   EMPTY (0): never used; ends every probe.        payload 0
@@ -76,7 +78,7 @@ export const H_OWNER_SEQ = 23;
 export const H_GLOBAL_BASE = 24;
 /** Word offset of a slot's state words from its base (even when they hold a 64-bit word). */
 export const H_STATE_OFFSET = 25;
-/** Width of the lock-free GCRA path's TAT: 32 or 64 (0 on the locked paths). */
+/** Width of the one-limit GCRA path's TAT: 32 or 64 (0 for every other configuration). */
 export const H_WIDTH = 26;
 /** 1 when the table's decisions take the per-key lock even where they need none (benchmarks). */
 export const H_FORCE_LOCKED = 27;
