@@ -79,6 +79,31 @@ describe('window and log algorithms against naive references (fast-check)', () =
     );
   });
 
+  it('fixed-window with up to millions of permits (one int32 word while it tells windows apart, else 64 bits): the same admissions', async () => {
+    const { fixedWindowAlgorithm } = await import('../src/algorithms/fixed-window.js');
+    const { FixedWindow32 } = await import('../src/algorithms/fixed-window-32.js');
+    const widths = new Set<string>();
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 4_000_000 }), period, start, ops, (permits, periodMs, startMs, steps) => {
+        widths.add(fixedWindowAlgorithm({ permits, periodMs }, 'limit') instanceof FixedWindow32 ? '32' : '64');
+        const clock = new ManualClock(startMs);
+        const limiter = new RateLimiter({ limit: { permits, periodMs }, algorithm: 'fixed-window', maxKeys: 4, clock });
+        const model = fixedWindowReference(permits, periodMs);
+        let now = startMs;
+        for (const { advanceMs, cost, sweep } of steps) {
+          now += advanceMs;
+          clock.set(now);
+          if (sweep) limiter.sweep();
+          // Costs near the limit too: a quarter, a half, all of it.
+          const c = [0, 1, Math.ceil(permits / 4), Math.ceil(permits / 2), permits][cost] as number;
+          expect(limiter.tryAcquire('k', c).allowed).toBe(model(now, c));
+        }
+      }),
+      { numRuns: 300 },
+    );
+    expect([...widths].sort()).toEqual(['32', '64']); // both widths were exercised
+  });
+
   it('sliding-log: retryAfterMs is exact (refused 1 ms before, allowed at it)', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 10, max: 5_000 }), fc.array(fc.integer({ min: 0, max: 2_000 }), { maxLength: 30 }), fc.integer({ min: 1, max: 8 }), (permits, periodMs, gaps, cost) => {

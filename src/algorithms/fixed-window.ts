@@ -2,15 +2,20 @@ import { cas64 } from '../gcra-wide.js';
 import type { Limit } from '../limit.js';
 import { ceilNs, floorDiv, type LimitAlgorithm, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';
+import { FixedWindow32, fitsFixedWindow32 } from './fixed-window-32.js';
 
 /**
  * Fixed window: a count per window, windows aligned to multiples of `periodMs` on the limiter's
- * clock (time 0 of a ManualClock is a boundary). State: one 64-bit word, [count, window index
- * mod 2^32] (low half, high half), so a spend is one compareExchange of the whole state.
+ * clock (time 0 of a ManualClock is a boundary). State: one int32 word when that can tell the
+ * windows apart (fixed-window-32.ts), else one 64-bit word, [count, window index mod 2^32] (low
+ * half, high half); either way a spend is one compareExchange of the whole state.
  * Promise: at most `permits` per aligned window, so up to twice that across a boundary.
  */
 export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {
   const { permits, periodMs, staleSec } = windowLimit(limit, name);
+  // One int32 word when its windows can be told apart (nearly every limit); else 64 bits.
+  const finite = Math.ceil((2 * periodMs) / 1000) + 2;
+  if (fitsFixedWindow32(permits, periodMs, finite)) return new FixedWindow32(permits, periodMs, finite);
   // The snapshot, and what the last check decided: the window and the count after the spend.
   let lo = 0;
   let hi = 0;

@@ -1,0 +1,113 @@
+import { READING_LAG_MS } from '../gcra.js';
+import { ceilNs, floorDiv, swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
+
+/**
+ * The fixed window in one int32 word, for limits whose windows it can tell apart (see
+ * `fitsFixedWindow32`): the word is `window * (permits + 1) + count`, modulo 2^32, so one int32
+ * compareExchange from the snapshot commits the window and the count together. Read against the
+ * reading's window `W` as the signed difference `d = word - W * (permits + 1)`: below 0, an older
+ * window (count 0); 0 to `permits`, this window's count; above, a later window stored by a newer
+ * admission (a reading older than the state): counted in that window, never moved back.
+ * The difference is exact while the stored window is less than 2^31 / (permits + 1) windows from
+ * the reading's: a key idle longer is stale (lastSec), and a reading lags a state by at most
+ * READING_LAG_MS.
+ */
+export class FixedWindow32 implements LimitAlgorithm {
+  readonly stateWords = 1;
+  readonly lockFree = true;
+  readonly staleSec: number;
+  readonly #permits: number;
+  readonly #periodMs: number;
+  readonly #span: number; // permits + 1: the word's step per window
+  // The snapshot and what the last check decided.
+  #word = 0;
+  #win = 0;
+  #count = 0;
+  #base = 0; // the decided window's first word value (count 0), modulo 2^32
+  #next = 0;
+  #written = 0;
+
+  constructor(permits: number, periodMs: number, staleSec: number) {
+    this.#permits = permits;
+    this.#periodMs = periodMs;
+    this.#span = permits + 1;
+    this.staleSec = staleSec;
+  }
+
+  #decode(ms: number, stale: boolean): void {
+    const now = floorDiv(ms, this.#periodMs);
+    const base = Math.imul(now | 0, this.#span) | 0; // exact modulo 2^32: now < 2^53
+    const d = stale ? -1 : (this.#word - base) | 0;
+    if (d < 0) {
+      this.#win = now;
+      this.#count = 0;
+      this.#base = base;
+    } else {
+      const ahead = Math.floor(d / this.#span); // 0: this window
+      this.#win = now + ahead;
+      this.#count = d - ahead * this.#span;
+      this.#base = (base + ahead * this.#span) | 0;
+    }
+  }
+
+  init(w: Int32Array, at: number, m: Moment): void {
+    Atomics.store(w, at, Math.imul(floorDiv(m.ms, this.#periodMs) | 0, this.#span) | 0);
+  }
+
+  load(w: Int32Array, at: number): void {
+    this.#word = Atomics.load(w, at);
+  }
+
+  check(m: Moment, stale: boolean, cost: number, v: Verdict): void {
+    this.#decode(m.ms, stale);
+    const permits = this.#permits;
+    const count = this.#count;
+    v.allowed = count + cost <= permits;
+    const after = v.allowed ? count + cost : count;
+    this.#next = (this.#base + after) | 0;
+    if (!v.detail) {
+      v.waitMs = cost > permits ? Infinity : 0;
+      return;
+    }
+    const untilEnd = ceilNs((this.#win + 1) * this.#periodMs - m.ms);
+    v.remaining = permits - after;
+    v.waitMs = v.allowed ? 0 : cost > permits ? Infinity : untilEnd;
+    v.resetMs = after > 0 ? untilEnd : 0;
+  }
+
+  commit(w: Int32Array, at: number): boolean {
+    this.#written = this.#next;
+    // compareExchange from the snapshot: window and count move together or not at all.
+    return swap(w, at, this.#word, this.#written);
+  }
+
+  undo(w: Int32Array, at: number): boolean {
+    // Counts add up: take ours back while the window is still ours (a later one no longer counts it).
+    const cost = ((this.#written - this.#base) | 0) - this.#count;
+    for (;;) {
+      const cur = Atomics.load(w, at);
+      const d = (cur - this.#base) | 0;
+      if (d < cost || d > this.#permits) return false;
+      // compareExchange from the value just read: a spend since retries.
+      if (swap(w, at, cur, (cur - cost) | 0)) return true;
+    }
+  }
+
+  idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean {
+    this.load(w, at);
+    this.#decode(m.ms, stale);
+    return this.#count === 0;
+  }
+}
+
+/**
+ * Whether a fixed window of `permits` per `periodMs` fits one int32 word: every difference a
+ * decision can meet (a key idle up to its staleness rule plus 2 s, a reading lagging by
+ * READING_LAG_MS) spans fewer than 2^31 / (permits + 1) windows.
+ */
+export function fitsFixedWindow32(permits: number, periodMs: number, staleSec: number): boolean {
+  if (staleSec === Infinity || staleSec > 2 ** 30) return false;
+  const spanMs = (staleSec + 2) * 1000 + READING_LAG_MS;
+  const windows = Math.ceil(spanMs / periodMs) + 2;
+  return windows * (permits + 1) < 2 ** 31;
+}
