@@ -158,9 +158,10 @@ export class LimitSet {
   }
 
   /**
-   * Raises lastSec, then commits every limit of `g` in order (the last `check` allowed `cost` > 0). A limit whose state changed since its snapshot (another thread spent) is decided
-   * again on a new snapshot of it alone, at the same reading `m` (the spends before it stay
-   * made); when it now refuses, the commits before it are taken back and this returns false.
+   * Raises lastSec, then commits every limit of `g` in order (the last `check` allowed `cost` > 0).
+   * A limit whose state changed since its snapshot (another thread spent) is decided again on a
+   * new snapshot of it alone, at the same reading `m` (the spends before it stay made); when it
+   * now refuses, the commits before it are taken back and this returns false.
    */
   commit(g: LimitGroup, area: StateArea, m: Moment, lastSec: number, cost: number): boolean {
     const w = this.#w;
