@@ -183,8 +183,10 @@ export class LimitSet {
         else if (!late) a.check(m, false, cost, v);
         if (late || !v.allowed) {
           // Take back only while the spends are still on our key (the slot may have been
-          // reclaimed and reused since: its next key's words are not ours to subtract from).
-          if (this.stillOurs === null || this.stillOurs()) this.undo(g, area, i);
+          // reclaimed and reused since: its next key's words are not ours to subtract from),
+          // and not after a stall: a state word may by then hold the same bits with another
+          // meaning (a window's word repeats after some thousand windows). Kept: conservative.
+          if (!late && (this.stillOurs === null || this.stillOurs())) this.undo(g, area, i);
           return false;
         }
         // Report from the state actually spent from: this limit has more spent than first seen.

@@ -109,5 +109,13 @@ export function fitsFixedWindow32(permits: number, periodMs: number, staleSec: n
   if (staleSec === Infinity || staleSec > 2 ** 30) return false;
   const spanMs = (staleSec + 2) * 1000 + READING_LAG_MS;
   const windows = Math.ceil(spanMs / periodMs) + 2;
-  return windows * (permits + 1) < 2 ** 31;
+  // The word holds the same bits again (another window, another count) after at least this
+  // many windows: a decision stalled that long between its snapshot and its compareExchange
+  // could land on them. Keep that at least an hour (a 32-bit GCRA TAT repeats after 2^32 ticks,
+  // 43 s at its finest), else take the 64-bit word (2^32 windows).
+  const repeatAfter = Math.floor((2 ** 32 - permits) / (permits + 1));
+  return windows * (permits + 1) < 2 ** 31 && repeatAfter * periodMs >= MIN_REPEAT_MS;
 }
+
+/** The shortest time after which an int32 fixed-window word may repeat its bits. */
+const MIN_REPEAT_MS = 3_600_000;
