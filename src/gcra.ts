@@ -260,6 +260,9 @@ export const READING_LAG_MS = 2000;
 export function raiseStamp(w: Int32Array, index: number, loaded: number, now: number): void {
   const now32 = now | 0;
   const idle = (now32 - loaded) >>> 0;
+  // A stamp loaded after the reading may already be ahead of it (see isStale): leave it, never
+  // move it back.
+  if (idle >= STAMP_AHEAD) return;
   let seen = loaded;
   while (seen !== now32 && (now32 - seen) >>> 0 <= idle) {
     // compareExchange from the value seen: fails if another thread moved the word, then we look again.

@@ -5,6 +5,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perDay, perHour, perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../src/index.js';
 import { HEADER_WORDS, H_SLOT_WORDS, LIVE, S_CTRL, S_TAT } from '../src/table/layout.js';
+import { raiseStamp } from '../src/gcra.js';
 
 const stallWorker = new URL('./fixtures/stall-worker.mjs', import.meta.url);
 const FROZEN_MS = 5_000;
@@ -177,6 +178,18 @@ describe('small regressions found by the replay and storm tests', () => {
     clock.advance(600_000);
     expect(limiter.sweep()).toBe(1);
     expect(limiter.stats().liveKeys).toBe(0);
+  });
+
+  it('a staleness stamp is never moved back by a reading older than it (a batch loads it after its reading)', () => {
+    const w = new Int32Array(new SharedArrayBuffer(4));
+    w[0] = 11;
+    raiseStamp(w, 0, 11, 10); // a reading one second behind the stamp it loaded
+    expect(w[0]).toBe(11);
+    raiseStamp(w, 0, 11, 12); // forward as before
+    expect(w[0]).toBe(12);
+    w[0] = -5; // 2^32 - 5 seconds: forward across the wrap, too
+    raiseStamp(w, 0, -5, 3);
+    expect(w[0]).toBe(3);
   });
 
   it('a sliding-log stamp between two ticks rounds up: the next request waits a whole period', () => {
