@@ -79,11 +79,6 @@ export class LimitSet {
    * `reserve` instead of `check`, and `result.retryAfterMs` of an allowed decision is its wait.
    */
   reserving: number | null = null;
-  /**
-   * Set by the engine for the key's group: whether the key still owns its slot (no reclaim can
-   * complete while it answers true and our spends stand). Undo runs only then.
-   */
-  stillOurs: (() => boolean) | null = null;
 
   readonly #clock: () => number;
 
@@ -161,9 +156,11 @@ export class LimitSet {
    * Raises lastSec, then commits every limit of `g` in order (the last `check` allowed `cost` > 0).
    * A limit whose state changed since its snapshot (another thread spent) is decided again on a
    * new snapshot of it alone, at the same reading `m` (the spends before it stay made); when it
-   * now refuses, the commits before it are taken back and this returns false.
+   * now refuses, the commits before it are taken back and this returns false. `stillOurs`, for
+   * a key's group, says whether the key still owns its slot (no reclaim can complete while it
+   * answers true and our spends stand): undo runs only then.
    */
-  commit(g: LimitGroup, area: StateArea, m: Moment, lastSec: number, cost: number): boolean {
+  commit(g: LimitGroup, area: StateArea, m: Moment, lastSec: number, cost: number, stillOurs: (() => boolean) | null = null): boolean {
     const w = this.#w;
     const v = this.#verdict;
     // Raised before any commit (only ever forward): see `load`. A decision that then fails leaves
@@ -186,7 +183,7 @@ export class LimitSet {
           // reclaimed and reused since: its next key's words are not ours to subtract from),
           // and not after a stall: a state word may by then hold the same bits with another
           // meaning (a window's word repeats after some thousand windows). Kept: conservative.
-          if (!late && (this.stillOurs === null || this.stillOurs())) this.undo(g, area, i);
+          if (!late && (stillOurs === null || stillOurs())) this.undo(g, area, i);
           return false;
         }
         // Report from the state actually spent from: this limit has more spent than first seen.

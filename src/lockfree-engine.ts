@@ -96,6 +96,8 @@ export class LockFreeEngine {
     area.lock = base + S_TAT;
     area.lastSec = base + S_LAST_SEC;
     area.state = stateBase;
+    this.#base = base; // for #stillOurs
+    this.#ctrl = ctrl;
     let exact = false; // the cap's batch could not serve this decision: decide on its word
     for (;;) {
       const batch = this.#batch;
@@ -136,12 +138,7 @@ export class LockFreeEngine {
       }
       if (cost === 0) return DONE;
       // 3. The key's limits.
-      this.#base = base;
-      this.#ctrl = ctrl;
-      set.stillOurs = this.#stillOurs;
-      const committed = set.commit(key, area, m, lastSec, cost);
-      set.stillOurs = null;
-      if (!committed) {
+      if (!set.commit(key, area, m, lastSec, cost, this.#stillOurs)) {
         this.#retries++;
         continue;
       }
@@ -183,12 +180,7 @@ export class LockFreeEngine {
       r.refusedBy = r.allowed ? null : 'key';
       if (!r.allowed || cost === 0) return DONE;
       if (batch.take(m.ms, cost, this.#clock) !== TAKEN) return FALLBACK_EXACT;
-      this.#base = base;
-      this.#ctrl = ctrl;
-      set.stillOurs = this.#stillOurs;
-      const committed = set.commit(key, area, m, lastSec, cost);
-      set.stillOurs = null;
-      if (!committed) {
+      if (!set.commit(key, area, m, lastSec, cost, this.#stillOurs)) {
         batch.giveBack(cost); // not admitted: the permits stay in this thread's batch
         this.#retries++;
         continue;
