@@ -4,7 +4,7 @@ import { NarrowGcra } from './algorithms/gcra.js';
 import { GlobalBatch, TAKEN } from './global-batch.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
-import { lockToken } from './table/slot-lock.js';
+import { ageMs, lockToken } from './table/slot-lock.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
 
 /** The decision finished. */
@@ -299,9 +299,9 @@ export class LockFreeEngine {
         const free = freeGuard(Atomics.load(w, base + S_CTRL));
         // Ours to take: the free value, a stopped reclaimer's token, or a stray even value a late
         // inserter wrote (see #settle).
-        const freshToken = (cur & 1) === 1 && ((Math.floor(performance.now()) - (cur >>> 11)) & 0xfffff) <= stealAfterMs;
-        if (freshToken) return NOT_IDLE;
-        const token = lockToken(owner, performance.now());
+        const nowMs = performance.now();
+        if ((cur & 1) === 1 && ageMs(cur, nowMs) <= stealAfterMs) return NOT_IDLE; // a live reclaimer's token
+        const token = lockToken(owner, nowMs);
         // compareExchange from the exact word seen (free, or a stopped reclaimer's token): our
         // token goes in before we read any state, so a decision committing after our reads sees it.
         if (token === cur || Atomics.compareExchange(w, base + S_TAT, cur, token) !== cur) return NOT_IDLE;

@@ -12,10 +12,9 @@ import { FixedWindow32, fitsFixedWindow32 } from './fixed-window-32.js';
  * Promise: at most `permits` per aligned window, so up to twice that across a boundary.
  */
 export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {
-  const { permits, periodMs, staleSec } = windowLimit(limit, name);
+  const { permits, periodMs, staleSec, expiredSec } = windowLimit(limit, name);
   // One int32 word when its windows can be told apart (nearly every limit); else 64 bits.
-  const finite = Math.ceil((2 * periodMs) / 1000) + 2;
-  if (fitsFixedWindow32(permits, periodMs, finite)) return new FixedWindow32(permits, periodMs, finite);
+  if (fitsFixedWindow32(permits, periodMs, expiredSec)) return new FixedWindow32(permits, periodMs, expiredSec);
   // The snapshot, and what the last check decided: the window and the count after the spend.
   let lo = 0;
   let hi = 0;

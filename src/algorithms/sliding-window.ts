@@ -23,12 +23,12 @@ const WINDOW_RANGE = 2 ** 19;
  * 80% of a window).
  */
 export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {
-  const { permits, periodMs } = windowLimit(limit, name, MAX_SLIDING_PERMITS);
+  const { permits, periodMs, expiredSec } = windowLimit(limit, name, MAX_SLIDING_PERMITS);
   // The window index is stored modulo 2^20: a key idle for 2^19 windows could alias, so a key
   // idle for two windows is stale (its counts have all expired) whenever that can happen, and
   // the staleness rule (seconds) must be shorter than 2^19 windows.
   const aliases = periodMs * WINDOW_RANGE <= MAX_CLOCK_MS;
-  const staleSec = aliases ? Math.ceil((2 * periodMs) / 1000) + 2 : Infinity;
+  const staleSec = aliases ? expiredSec : Infinity;
   if (aliases && (staleSec + 2) * 1000 >= WINDOW_RANGE * periodMs) {
     throw new RangeError(`${name}.periodMs of a sliding-window limit must be at least 0.01 ms, got ${periodMs}`);
   }

@@ -1,13 +1,14 @@
 import { integerInRange } from '../errors.js';
 import { MAX_CLOCK_MS } from '../gcra.js';
 import { validateLimit, type Limit } from '../limit.js';
-import { floorDiv } from './types.js';
 
 /** The checked parameters of a window or log algorithm: whole permits per period. */
 export interface WindowLimit {
   permits: number;
   periodMs: number;
   staleSec: number;
+  /** Seconds after which every count of an idle key has expired (the rule, wherever it is needed). */
+  expiredSec: number;
 }
 
 /**
@@ -20,17 +21,7 @@ export function windowLimit(limit: Limit, name: string, maxPermits = 2 ** 30): W
   // The stored window index is modulo 2^32 and compared as a signed difference: it can alias only
   // if 2^53 ms spans 2^31 windows. Then a key idle for two windows is stale (its counts are all
   // expired); else never.
-  const staleSec = periodMs * 2 ** 31 > MAX_CLOCK_MS ? Infinity : Math.ceil((2 * periodMs) / 1000) + 2;
-  return { permits, periodMs, staleSec };
-}
-
-/**
- * The window a decision counts in: the clock's (`ms / periodMs`, floored), or the stored one at
- * `at` if that is later: a reading from before a newer admission must not move a window back and
- * reset its count.
- */
-export function windowAt(w: Int32Array, at: number, ms: number, periodMs: number, stale: boolean): number {
-  const win = floorDiv(ms, periodMs);
-  const ahead = stale ? 0 : (Atomics.load(w, at) - (win | 0)) | 0;
-  return ahead > 0 ? win + ahead : win;
+  const expiredSec = Math.ceil((2 * periodMs) / 1000) + 2;
+  const staleSec = periodMs * 2 ** 31 > MAX_CLOCK_MS ? Infinity : expiredSec;
+  return { permits, periodMs, staleSec, expiredSec };
 }

@@ -26,7 +26,8 @@ export function lockToken(owner: number, nowMs: number): number {
   return ((Math.floor(nowMs) & STAMP_MASK) << 11) | ((owner & 0x3ff) << 1) | 1;
 }
 
-function ageMs(token: number, nowMs: number): number {
+/** How long ago (ms, modulo 2^20) `token` was taken, at `nowMs`. */
+export function ageMs(token: number, nowMs: number): number {
   return ((Math.floor(nowMs) & STAMP_MASK) - (token >>> 11)) & STAMP_MASK;
 }
 
