@@ -72,6 +72,7 @@ export class LimitSet {
   /** Whether the caller wants remaining, retryAfterMs and resetAfterMs (false for `allow()`). */
   detail = true;
   readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
+  readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   /** Commits that lost a race and were decided again. */
   retries = 0;
   /**
@@ -140,6 +141,28 @@ export class LimitSet {
       r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
     }
     if (!probe) r.retryAfterMs = r.allowed ? (reserving === null ? 0 : r.retryAfterMs) : r.never ? Infinity : r.retryAfterMs;
+  }
+
+  /**
+   * After the key's limits allowed (`result` holds their verdict): decides the global cap `cap`
+   * at its reading `cm`, and combines. Refused by the cap, the key spends nothing: `result` then
+   * reports the key's unspent state and `refusedBy: 'global'`, and this returns false.
+   */
+  checkCap(key: LimitGroup, m: Moment, lastSec: number, cap: LimitGroup, cm: Moment, capLastSec: number, cost: number): boolean {
+    const r = this.result;
+    const keyPart = Object.assign(this.#keyPart, r);
+    this.check(cap, cm, capLastSec, cost);
+    if (!r.allowed) {
+      const capRemaining = r.remaining;
+      this.probe(key, m, lastSec);
+      r.remaining = Math.min(r.remaining, capRemaining);
+      r.refusedBy = 'global';
+      return false;
+    }
+    r.remaining = Math.min(r.remaining, keyPart.remaining);
+    r.resetAfterMs = keyPart.resetAfterMs;
+    r.retryAfterMs = Math.max(r.retryAfterMs, keyPart.retryAfterMs); // a reservation's wait: the longer
+    return true;
   }
 
   /** The key's unspent remaining and reset, after the global cap refused. */

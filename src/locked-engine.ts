@@ -34,7 +34,6 @@ export class LockedEngine {
   readonly #keyMoment: Moment = { ms: 0, sec: 0 };
   readonly #globalMoment: Moment = { ms: 0, sec: 0 };
   readonly #clock: () => number;
-  readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   readonly result: LockedResult;
   /** Whether the current decision committed a spend. */
   #spent = false;
@@ -129,22 +128,12 @@ export class LockedEngine {
       const globalToken = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
       const globalLastSec = set.load(this.#global, g);
       const gm = this.#read(this.#globalMoment); // read under the global lock, after its snapshot
-      const keyPart = Object.assign(this.#keyPart, r);
-      set.check(this.#global, gm, globalLastSec, cost);
-      const committed = r.allowed && (cost === 0 ||
+      const allowed = set.checkCap(limits, m, lastSec, this.#global, gm, globalLastSec, cost);
+      const committed = allowed && (cost === 0 ||
         (this.#holds(key, token) && this.#holds(g, globalToken) && set.commit(this.#global, g, gm, globalLastSec, cost)));
       unlock(this.#w, g.lock, globalToken);
-      if (!r.allowed) {
-        // Refused by the cap: the key spends nothing, so report its unspent state.
-        const globalRemaining = r.remaining;
-        set.probe(limits, m, lastSec);
-        r.remaining = Math.min(r.remaining, globalRemaining);
-        r.refusedBy = 'global';
-        return true;
-      }
+      if (!allowed) return true; // refused by the cap: reported by checkCap
       if (!committed) return false;
-      r.remaining = Math.min(r.remaining, keyPart.remaining);
-      r.resetAfterMs = keyPart.resetAfterMs;
       if (cost === 0) return true;
       if (!set.commit(limits, key, m, lastSec, cost)) {
         set.undo(this.#global, g, this.#global.algorithms.length);

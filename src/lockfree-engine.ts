@@ -46,7 +46,6 @@ export class LockFreeEngine {
   readonly #area: StateArea = { lock: 0, lastSec: 0, state: 0 };
   readonly #moment: Moment = { ms: 0, sec: 0 };
   readonly #clock: () => number;
-  readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
   readonly result: LockedResult;
   readonly #batch: GlobalBatch | null;
   #retries = 0;
@@ -122,20 +121,7 @@ export class LockFreeEngine {
       set.check(key, m, lastSec, cost);
       r.refusedBy = r.allowed ? null : 'key';
       if (!r.allowed) return DONE;
-      if (global !== null) {
-        const keyPart = Object.assign(this.#keyPart, r);
-        set.check(global, m, globalLastSec, cost);
-        if (!r.allowed) {
-          const globalRemaining = r.remaining;
-          set.probe(key, m, lastSec); // the key spends nothing: report its unspent state
-          r.remaining = Math.min(r.remaining, globalRemaining);
-          r.refusedBy = 'global';
-          return DONE;
-        }
-        r.remaining = Math.min(r.remaining, keyPart.remaining);
-        r.resetAfterMs = keyPart.resetAfterMs;
-        r.retryAfterMs = Math.max(r.retryAfterMs, keyPart.retryAfterMs); // a reservation's wait: the longer
-      }
+      if (global !== null && !set.checkCap(key, m, lastSec, global, m, globalLastSec, cost)) return DONE;
       if (cost === 0) return DONE;
       // 3. The key's limits.
       if (!set.commit(key, area, m, lastSec, cost, this.#stillOurs)) {
