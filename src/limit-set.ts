@@ -1,5 +1,7 @@
 import type { LimitAlgorithm, Moment, Verdict } from './algorithms/index.js';
 import { isStale, raiseStamp } from './gcra.js';
+import { NarrowGcra } from './algorithms/gcra.js';
+import { FixedWindow32 } from './algorithms/fixed-window-32.js';
 
 /**
  * A commit that lost a race decides that limit again at the decision's own reading if that is at
@@ -55,6 +57,8 @@ export interface LockedResult {
   /** Which part refused: 'key' limits (with `never` set when cost exceeds a capacity) or 'global'. */
   refusedBy: 'key' | 'global' | null;
   never: boolean;
+  /** A reservation: how late it may act and still be counted where every limit counted it. */
+  latestMs: number;
 }
 
 /**
@@ -68,11 +72,11 @@ export interface LockedResult {
  */
 export class LimitSet {
   readonly #w: Int32Array;
-  readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0, detail: true };
+  readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0, latestMs: Infinity, detail: true };
   /** Whether the caller wants remaining, retryAfterMs and resetAfterMs (false for `allow()`). */
   detail = true;
-  readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
-  readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false };
+  readonly result: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false, latestMs: Infinity };
+  readonly #keyPart: LockedResult = { allowed: false, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, refusedBy: null, never: false, latestMs: Infinity };
   /** Commits that lost a race and were decided again. */
   retries = 0;
   /**
@@ -80,6 +84,8 @@ export class LimitSet {
    * `reserve` instead of `check`, and `result.retryAfterMs` of an allowed decision is its wait.
    */
   reserving: number | null = null;
+  /** A reservation's earliest act for the pass being decided (ms after the reading). */
+  #notBefore = 0;
 
   readonly #clock: () => number;
 
@@ -94,7 +100,14 @@ export class LimitSet {
    */
   load(g: LimitGroup, area: StateArea): number {
     const w = this.#w;
-    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).load(w, area.state + (g.offsets[i] as number));
+    for (let i = 0; i < g.algorithms.length; i++) {
+      const a = g.algorithms[i] as LimitAlgorithm;
+      const at = area.state + (g.offsets[i] as number);
+      // The common algorithms get call sites of their own (see `dispatch` below).
+      if (a instanceof NarrowGcra) a.load(w, at);
+      else if (a instanceof FixedWindow32) a.load(w, at);
+      else a.load(w, at);
+    }
     // Atomics.load of lastSec after the states (the order of the one-limit path): every commit
     // raises lastSec before its compareExchange, so if a state we loaded was written by a recent
     // admission, the lastSec we load now records it, and a stale verdict can only come from
@@ -107,14 +120,35 @@ export class LimitSet {
    * they do not, the request spends nothing, so remaining and reset are re-read as a probe (cost 0)
    * would see them.
    */
-  check(g: LimitGroup, m: Moment, lastSec: number, cost: number): void {
+  check(g: LimitGroup, m: Moment, lastSec: number, cost: number, notBeforeMs = 0): void {
+    const r = this.result;
+    this.#verdict.detail = this.detail || this.reserving !== null;
+    this.#notBefore = notBeforeMs;
+    this.#begin();
+    this.#combine(g, m, lastSec, cost);
+    // A reservation acts after its longest wait. A window that counted it in an earlier window
+    // decides again from that wait, so that each counts it where it acts: windows reach only the
+    // reading's next one, so this settles within a few passes; else the reservation is refused.
+    for (let pass = 0; this.reserving !== null && r.allowed && r.retryAfterMs > r.latestMs; pass++) {
+      if (pass === 3) {
+        r.allowed = false;
+        break;
+      }
+      this.#notBefore = r.retryAfterMs;
+      this.#begin();
+      this.#combine(g, m, lastSec, cost);
+      r.retryAfterMs = Math.max(r.retryAfterMs, this.#notBefore);
+    }
+    if (!r.allowed && cost > 0 && this.#verdict.detail) this.#combine(g, m, lastSec, 0);
+  }
+
+  /** Starts a verdict: allowed until a limit refuses. */
+  #begin(): void {
     const r = this.result;
     r.allowed = true;
     r.never = false;
     r.retryAfterMs = 0;
-    this.#verdict.detail = this.detail || this.reserving !== null;
-    this.#combine(g, m, lastSec, cost);
-    if (!r.allowed && cost > 0 && this.#verdict.detail) this.#combine(g, m, lastSec, 0);
+    r.latestMs = Infinity;
   }
 
   /** One pass over the limits: allowed and waits from `cost`, remaining and reset as of `cost`. */
@@ -127,8 +161,15 @@ export class LimitSet {
     const reserving = this.reserving;
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
-      if (reserving === null || probe) a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
-      else (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, reserving, v);
+      if (reserving === null || probe) {
+        // The common algorithms get call sites of their own: one site shared by every algorithm
+        // a process runs would be megamorphic, and every call through it a slow lookup.
+        if (a instanceof NarrowGcra) a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
+        else if (a instanceof FixedWindow32) a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
+        else a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
+      } else {
+        (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, reserving, v, this.#notBefore);
+      }
       if (v.detail) {
         r.remaining = Math.min(r.remaining, v.remaining);
         r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
@@ -139,6 +180,7 @@ export class LimitSet {
         if (v.waitMs === Infinity) r.never = true;
       }
       r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
+      if (reserving !== null) r.latestMs = Math.min(r.latestMs, v.latestMs);
     }
     if (!probe) r.retryAfterMs = r.allowed ? (reserving === null ? 0 : r.retryAfterMs) : r.never ? Infinity : r.retryAfterMs;
   }
@@ -150,18 +192,36 @@ export class LimitSet {
    */
   checkCap(key: LimitGroup, m: Moment, lastSec: number, cap: LimitGroup, cm: Moment, capLastSec: number, cost: number): boolean {
     const r = this.result;
-    const keyPart = Object.assign(this.#keyPart, r);
-    this.check(cap, cm, capLastSec, cost);
-    if (!r.allowed) {
-      const capRemaining = r.remaining;
-      this.probe(key, m, lastSec);
-      r.remaining = Math.min(r.remaining, capRemaining);
-      r.refusedBy = 'global';
-      return false;
+    let keyPart = Object.assign(this.#keyPart, r);
+    for (let pass = 0; ; pass++) {
+      // A reservation: the cap counts it no sooner than the key's wait.
+      this.check(cap, cm, capLastSec, cost, this.reserving === null ? 0 : keyPart.retryAfterMs);
+      if (!r.allowed) {
+        const capRemaining = r.remaining;
+        this.probe(key, m, lastSec);
+        r.remaining = Math.min(r.remaining, capRemaining);
+        r.refusedBy = 'global';
+        return false;
+      }
+      if (this.reserving === null || r.retryAfterMs <= keyPart.latestMs) break;
+      // The cap makes the reservation act after a window of the key ends: decide the key again
+      // from the cap's wait (its snapshot has not changed), then the cap from the key's.
+      if (pass === 3) {
+        r.allowed = false;
+        r.refusedBy = 'global';
+        return false;
+      }
+      this.check(key, m, lastSec, cost, r.retryAfterMs);
+      if (!r.allowed) {
+        r.refusedBy = 'key';
+        return false;
+      }
+      keyPart = Object.assign(this.#keyPart, r);
     }
     r.remaining = Math.min(r.remaining, keyPart.remaining);
     r.resetAfterMs = keyPart.resetAfterMs;
     r.retryAfterMs = Math.max(r.retryAfterMs, keyPart.retryAfterMs); // a reservation's wait: the longer
+    r.latestMs = Math.min(r.latestMs, keyPart.latestMs);
     return true;
   }
 
@@ -192,14 +252,14 @@ export class LimitSet {
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
       const at = area.state + (g.offsets[i] as number);
-      while (!a.commit(w, at, m)) {
+      while (!(a instanceof NarrowGcra ? a.commit(w, at) : a instanceof FixedWindow32 ? a.commit(w, at) : a.commit(w, at, m))) {
         this.retries++;
         a.load(w, at);
         // The new state was written by a recent spend, so it is not stale; it may be newer than
         // `m`, which every algorithm reads as at least as much spent as it is. That decodes
         // while it is less than RECHECK_MS newer: past that, start the decision over.
         const late = this.#clock() - m.ms > RECHECK_MS;
-        if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v);
+        if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v, this.result.retryAfterMs);
         else if (!late) a.check(m, false, cost, v);
         if (late || !v.allowed) {
           // Take back only while the spends are still on our key (the slot may have been
@@ -215,7 +275,16 @@ export class LimitSet {
           r.remaining = Math.min(r.remaining, v.remaining);
           r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
         }
-        if (this.reserving !== null) r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
+        if (this.reserving !== null) {
+          r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
+          r.latestMs = Math.min(r.latestMs, v.latestMs);
+          // It would now act later than another limit still counts it: take back the commits
+          // before this one (this one is not made) and decide again.
+          if (r.retryAfterMs > r.latestMs) {
+            if (stillOurs === null || stillOurs()) this.undo(g, area, i);
+            return false;
+          }
+        }
       }
     }
     return true;

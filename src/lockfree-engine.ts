@@ -177,7 +177,7 @@ export class LockFreeEngine {
     }
   }
 
-  /** Whether every limit (and the cap) can hold a reservation: GCRA only. */
+  /** Whether every limit (and the cap) can hold a reservation (every lock-free algorithm can). */
   get canReserve(): boolean {
     return this.#key.algorithms.every((a) => a.reserve !== undefined) && (this.#global?.algorithms.every((a) => a.reserve !== undefined) ?? true);
   }

@@ -34,8 +34,8 @@ import type {
 const SECONDS_PER_MS = 0.001 * ULP_GUARD;
 
 
-/** A reservation on the lock-free path: cancel() refunds its intervals if its time has not come. */
-class GcraReservation implements Reservation {
+/** A reservation on the lock-free paths: cancel() gives back what it counted if its time has not come. */
+class HeldReservation implements Reservation {
   #done = false;
   constructor(
     readonly key: string,
@@ -255,15 +255,17 @@ export class RateLimiter {
    * Counts `cost` for `key` now and returns when it may act, even beyond the burst, in the
    * spirit of Go's `Reserve`: callers served this way are in arrival order. Throws
    * `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` (nothing is counted) or
-   * `cost` > burst. For GCRA limits (one or several, with or without a global cap); windows and logs
-   * cannot hold a place in a later period and throw `TypeError` (use `acquire`).
+   * `cost` > burst (or a window's permits). GCRA limits hold a place any time ahead; a fixed or
+   * sliding window counts the request in the reading's window or the next, so its waits end
+   * within the next window. The sliding log cannot hold a place and throws `TypeError` (use
+   * `acquire`).
    */
   reserve(key: string, cost = 1, options: { maxWaitMs?: number } = {}): Reservation {
     checkRequest(key, cost);
     const maxWaitMs = checkMaxWait(options.maxWaitMs);
     if (this.#engine) {
       if (!this.#canReserve) {
-        throw new TypeError(`reserve() needs GCRA limits (a window or log cannot hold a place in a later period); this limiter runs ${this.algorithm}: use acquire(), which retries at the reported time`);
+        throw new TypeError(`reserve() cannot hold a place in a sliding log (its entries are the admissions themselves); this limiter runs ${this.algorithm}: use acquire(), which retries at the reported time`);
       }
       return this.#reserveLimits(key, cost, maxWaitMs);
     }
@@ -290,7 +292,7 @@ export class RateLimiter {
       if (delay > maxWaitTicks || next > MAX_AHEAD_TICKS) {
         throw new RateLimitTimeoutError(key, ticksToMs(delay, p), maxWaitMs);
       }
-      const reservation = new GcraReservation(key, cost, ticksToMs(delay, p), nowMs + ticksToMs(delay, p), this, entry);
+      const reservation = new HeldReservation(key, cost, ticksToMs(delay, p), nowMs + ticksToMs(delay, p), this, entry);
       if (cost === 0) return reservation;
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0;
@@ -306,12 +308,12 @@ export class RateLimiter {
     }
   }
 
-  /** Whether `reserve` (and FIFO waiting) is available: GCRA limits, lock-free. */
+  /** Whether `reserve` (and FIFO waiting) is available: every lock-free configuration. */
   get #canReserve(): boolean {
     return this.#engine === null || (this.#engine instanceof LockFreeEngine && this.#engine.canReserve);
   }
 
-  /** The reservation over several GCRA limits and a global cap: the same contract as `reserve`. */
+  /** The reservation over several limits, windows, or a global cap: the same contract as `reserve`. */
   #reserveLimits(key: string, cost: number, maxWaitMs: number): Reservation {
     const engine = this.#engine as LockFreeEngine;
     const stateOffset = this.#table.stateOffset;
@@ -327,7 +329,7 @@ export class RateLimiter {
     const delayMs = ceilPs(r.retryAfterMs);
     const found = entry as SlotRef;
     const refund = (): boolean => engine.refund(found.base, found.ctrl, found.base + stateOffset, cost, slots);
-    return new GcraReservation(key, cost, delayMs, engine.nowMs + delayMs, this, found, refund);
+    return new HeldReservation(key, cost, delayMs, engine.nowMs + delayMs, this, found, refund);
   }
 
   /** The lock-free reservation at width 64: the same contract as `reserve`. */
@@ -343,11 +345,11 @@ export class RateLimiter {
         throw new RateLimitTimeoutError(key, wide.waitTicks === Infinity ? Infinity : ceilPs(ticksToMs(wide.waitTicks, p)), maxWaitMs);
       }
       const delayMs = ceilPs(ticksToMs(wide.waitTicks, p));
-      return new GcraReservation(key, cost, delayMs, wide.nowMs + delayMs, this, entry);
+      return new HeldReservation(key, cost, delayMs, wide.nowMs + delayMs, this, entry);
     }
   }
 
-  /** Gives back `cost` intervals of a reservation (never below now). For GcraReservation. */
+  /** Gives back `cost` intervals of a reservation (never below now). For HeldReservation. */
   refund(entry: SlotRef, cost: number): boolean {
     if (this.#wide) return this.#wide.refund(entry.base, entry.ctrl, cost);
     const w = this.#words;
@@ -368,9 +370,9 @@ export class RateLimiter {
   /**
    * Resolves once the request is admitted, waiting its turn. Rejects at once with
    * `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` or `cost` > burst, and with
-   * the signal's reason on abort; an aborted wait gives back what it had reserved. With GCRA
-   * limits, waiters are served in arrival order (each reserves its place); other configurations
-   * wait for the reported retry time and try again.
+   * the signal's reason on abort; an aborted wait gives back what it had reserved. Waiters are
+   * served in arrival order (each reserves its place), except on a sliding log, where they wait
+   * for the reported retry time and try again.
    */
   async acquire(key: string, options: AcquireOptions = {}): Promise<void> {
     const cost = options.cost ?? 1;

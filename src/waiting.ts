@@ -24,7 +24,11 @@ export class RateLimitTimeoutError extends Error {
   constructor(key: string, retryAfterMs: number, maxWaitMs: number) {
     super(retryAfterMs === Infinity
       ? `rate limit: a request for ${describe(key)} can never pass (its cost exceeds the burst)`
-      : `rate limit: a request for ${describe(key)} would wait ${retryAfterMs} ms, more than maxWaitMs (${maxWaitMs})`);
+      : retryAfterMs > maxWaitMs
+        ? `rate limit: a request for ${describe(key)} would wait ${retryAfterMs} ms, more than maxWaitMs (${maxWaitMs})`
+        // Within maxWaitMs, but beyond what the limits can count ahead (a window reaches the
+        // next window; a GCRA state its horizon): the caller may try again later.
+        : `rate limit: a request for ${describe(key)} would wait ${retryAfterMs} ms, further ahead than its limits can hold a reservation; try again later`);
     this.key = key;
     this.retryAfterMs = retryAfterMs;
   }

@@ -190,7 +190,7 @@ describe('a clock reading older than the stored window', () => {
   ] as const)('%s counts it in the stored window instead of moving the window back', (_name, make) => {
     const a = make(perSecond(3), 'limit');
     const w = new Int32Array(new SharedArrayBuffer(64));
-    const v = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0, detail: true };
+    const v = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0, latestMs: Infinity, detail: true };
     a.init(w, 0, { ms: 1000, sec: 1 });
     a.load(w, 0);
     a.check({ ms: 1000, sec: 1 }, false, 3, v);

@@ -24,6 +24,7 @@ export class FixedWindow32 implements LimitAlgorithm {
   #win = 0;
   #count = 0;
   #base = 0; // the decided window's first word value (count 0), modulo 2^32
+  #ahead = false; // the decided window is later than the reading's
   #next = 0;
   #written = 0;
 
@@ -42,12 +43,21 @@ export class FixedWindow32 implements LimitAlgorithm {
       this.#win = now;
       this.#count = 0;
       this.#base = base;
+      this.#ahead = false;
     } else {
       const ahead = Math.floor(d / this.#span); // 0: this window
       this.#win = now + ahead;
       this.#count = d - ahead * this.#span;
       this.#base = (base + ahead * this.#span) | 0;
+      this.#ahead = ahead > 0;
     }
+  }
+
+  /** Moves the decided window to the next one (empty). */
+  #nextWindow(): void {
+    this.#win += 1;
+    this.#count = 0;
+    this.#base = (this.#base + this.#span) | 0;
   }
 
   init(w: Int32Array, at: number, m: Moment): void {
@@ -62,7 +72,8 @@ export class FixedWindow32 implements LimitAlgorithm {
     this.#decode(m.ms, stale);
     const permits = this.#permits;
     const count = this.#count;
-    v.allowed = count + cost <= permits;
+    // A later window's count is for requests that act in it: none may act now on it.
+    v.allowed = count + cost <= permits && !this.#ahead;
     const after = v.allowed ? count + cost : count;
     this.#next = (this.#base + after) | 0;
     if (!v.detail) {
@@ -70,9 +81,34 @@ export class FixedWindow32 implements LimitAlgorithm {
       return;
     }
     const untilEnd = ceilNs((this.#win + 1) * this.#periodMs - m.ms);
-    v.remaining = permits - after;
-    v.waitMs = v.allowed ? 0 : cost > permits ? Infinity : untilEnd;
+    v.remaining = this.#ahead ? 0 : permits - after;
+    v.waitMs = v.allowed ? 0 : cost > permits ? Infinity : count + cost <= permits ? ceilNs(this.#win * this.#periodMs - m.ms) : untilEnd;
     v.resetMs = after > 0 ? untilEnd : 0;
+  }
+
+  reserve(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict, notBeforeMs = 0): void {
+    this.#decode(m.ms, stale);
+    const permits = this.#permits;
+    const periodMs = this.#periodMs;
+    const reading = floorDiv(m.ms, periodMs);
+    // The decided window, or the one the earliest act falls in if later; the next one if that
+    // has no room; at most the reading's next window (an idle key's counts are kept for two
+    // windows: see fitsFixedWindow32 and windowLimit).
+    const first = notBeforeMs > 0 ? floorDiv(m.ms + notBeforeMs, periodMs) : 0;
+    if (first > this.#win) {
+      this.#win = first;
+      this.#count = 0;
+      this.#base = Math.imul(first | 0, this.#span) | 0;
+    }
+    if (this.#count + cost > permits) this.#nextWindow();
+    const delay = Math.max(0, ceilNs(this.#win * periodMs - m.ms));
+    v.allowed = cost <= permits && this.#win <= reading + 1 && delay <= maxWaitMs;
+    const after = v.allowed ? this.#count + cost : this.#count;
+    this.#next = (this.#base + after) | 0;
+    v.waitMs = cost > permits ? Infinity : delay;
+    v.latestMs = latestIn(this.#win, periodMs, m.ms);
+    v.remaining = this.#win > reading ? 0 : permits - after;
+    v.resetMs = ceilNs((this.#win + 1) * periodMs - m.ms);
   }
 
   commit(w: Int32Array, at: number): boolean {
@@ -93,11 +129,36 @@ export class FixedWindow32 implements LimitAlgorithm {
     }
   }
 
+  slotStart(out: Int32Array): void {
+    out[0] = this.#base; // the reserved window's first word value
+    out[1] = this.#win | 0;
+  }
+
+  refund(w: Int32Array, at: number, _m: Moment, base: number, _win: number, cost: number): boolean {
+    for (;;) {
+      const cur = Atomics.load(w, at);
+      const d = (cur - base) | 0;
+      // Only while the word still holds the reserved window (within a few windows of it, no
+      // other window reads as it: see fitsFixedWindow32), and its count includes ours.
+      if (d < cost || d > this.#permits) return false;
+      // compareExchange from the value just read: counts add up, so subtracting ours is exact.
+      if (swap(w, at, cur, (cur - cost) | 0)) return true;
+    }
+  }
+
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean {
     this.load(w, at);
     this.#decode(m.ms, stale);
     return this.#count === 0;
   }
+}
+
+/**
+ * How late (ms after `ms`) a request counted in window `win` may act: before the window ends,
+ * by more than a reading's slack (a reading within it of a boundary counts as on it).
+ */
+export function latestIn(win: number, periodMs: number, ms: number): number {
+  return (win + 1) * periodMs - ms - 2e-6;
 }
 
 /**

@@ -1,8 +1,8 @@
 import { cas64 } from '../gcra-wide.js';
 import type { Limit } from '../limit.js';
-import { ceilNs, floorDiv, type LimitAlgorithm, type Verdict } from './types.js';
+import { ceilNs, floorDiv, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';
-import { FixedWindow32, fitsFixedWindow32 } from './fixed-window-32.js';
+import { FixedWindow32, fitsFixedWindow32, latestIn } from './fixed-window-32.js';
 
 /**
  * Fixed window: a count per window, windows aligned to multiples of `periodMs` on the limiter's
@@ -21,16 +21,24 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
   let win = 0;
   let count = 0;
   let nextCount = 0;
+  let later = false; // the decided window is later than the reading's
 
   /**
-   * The window a decision counts in (the clock's, or the stored one if that is later: a reading
-   * from before a newer admission must not move a window back) and the count in it.
+   * The window a decision counts in (the clock's, or the stored one if that is later: a
+   * reservation's, or a newer admission's for a reading older than the state; never moved back)
+   * and the count in it.
    */
   function decode(ms: number, stale: boolean): void {
     const now = floorDiv(ms, periodMs);
     const ahead = stale ? 0 : (hi - (now | 0)) | 0;
     win = ahead > 0 ? now + ahead : now;
+    later = ahead > 0;
     count = !stale && hi === (win | 0) ? lo : 0;
+  }
+
+  /** Where a request of `cost` can still be counted: a window's start, or its end if it is full. */
+  function waitFor(cost: number, m: Moment): number {
+    return cost > permits ? Infinity : ceilNs((count + cost <= permits ? win : win + 1) * periodMs - m.ms);
   }
 
   return {
@@ -48,19 +56,33 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
     },
     check(m, stale, cost, v: Verdict) {
       decode(m.ms, stale);
+      // A later window's count is for requests that act in it: none may act now on it.
+      v.allowed = count + cost <= permits && !later;
+      nextCount = v.allowed ? count + cost : count;
       if (!v.detail) {
-        v.allowed = count + cost <= permits;
-        nextCount = v.allowed ? count + cost : count;
         v.waitMs = cost > permits ? Infinity : 0;
         return;
       }
-      const untilEnd = ceilNs((win + 1) * periodMs - m.ms);
-      v.allowed = count + cost <= permits;
-      const after = v.allowed ? count + cost : count;
-      v.remaining = permits - after;
-      v.waitMs = v.allowed ? 0 : cost > permits ? Infinity : untilEnd;
-      v.resetMs = after > 0 ? untilEnd : 0;
-      nextCount = after;
+      v.remaining = later ? 0 : permits - nextCount;
+      v.waitMs = v.allowed ? 0 : waitFor(cost, m);
+      v.resetMs = nextCount > 0 ? ceilNs((win + 1) * periodMs - m.ms) : 0;
+    },
+    reserve(m, stale, cost, maxWaitMs, v: Verdict, notBeforeMs = 0) {
+      decode(m.ms, stale);
+      const reading = floorDiv(m.ms, periodMs);
+      // The decided window, or the one the earliest act falls in if later; the next one if that
+      // has no room; at most the reading's next window (an idle key's counts are kept for two
+      // windows: see windowLimit).
+      const first = notBeforeMs > 0 ? floorDiv(m.ms + notBeforeMs, periodMs) : 0;
+      if (first > win) { win = first; count = 0; }
+      if (count + cost > permits) { win += 1; count = 0; }
+      const delay = Math.max(0, ceilNs(win * periodMs - m.ms));
+      v.allowed = cost <= permits && win <= reading + 1 && delay <= maxWaitMs;
+      nextCount = v.allowed ? count + cost : count;
+      v.waitMs = cost > permits ? Infinity : delay;
+      v.latestMs = latestIn(win, periodMs, m.ms);
+      v.remaining = win > reading ? 0 : permits - nextCount;
+      v.resetMs = ceilNs((win + 1) * periodMs - m.ms);
     },
     commit(w, at) {
       // One 64-bit compareExchange from the snapshot: a torn read of the halves, or any spend since
@@ -77,6 +99,21 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
         const h = Atomics.load(w, at + 1);
         if (h !== (win | 0) || c < cost) return false;
         // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
+        if (cas64(w, at, h, c, h, c - cost)) return true;
+      }
+    },
+    slotStart(out) {
+      out[0] = 0;
+      out[1] = win | 0;
+    },
+    refund(w, at, _m, _lo, reserved, cost) {
+      for (;;) {
+        const c = Atomics.load(w, at);
+        const h = Atomics.load(w, at + 1);
+        // Only while the state still holds the reserved window and its count includes ours.
+        if (h !== reserved || c < cost) return false;
+        // 64-bit compareExchange from the halves just read: counts add up, so subtracting ours
+        // is exact; a torn read or a spend since retries.
         if (cas64(w, at, h, c, h, c - cost)) return true;
       }
     },

@@ -76,7 +76,7 @@ export class NarrowGcra implements LimitAlgorithm {
     v.resetMs = ticksToMs(v.allowed ? n : d, p);
   }
 
-  reserve(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict): void {
+  reserve(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict, _notBeforeMs = 0): void {
     const p = this.#p;
     const d = this.#debt(m, stale);
     const n = d + cost * p.intervalTicks;
@@ -85,6 +85,7 @@ export class NarrowGcra implements LimitAlgorithm {
     v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
     v.remaining = remainingAt(v.allowed ? n : d, p);
     v.resetMs = ticksToMs(v.allowed ? n : d, p);
+    v.latestMs = Infinity; // a GCRA slot holds for any later act
     this.#next = n;
     this.#spentCost = cost;
   }
@@ -205,6 +206,7 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
       v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
       v.remaining = v.allowed ? Math.max(0, p.burst - Math.ceil(ahead / t)) : Math.max(0, p.burst - qr.q - (qr.r > 0 ? 1 : 0));
       v.resetMs = ticksToMs(v.allowed ? ahead : qr.q * t + qr.r, p);
+      v.latestMs = Infinity; // a GCRA slot holds for any later act
       spent = cost;
     },
     commit(w, at, m) {

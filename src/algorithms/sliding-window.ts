@@ -2,6 +2,7 @@ import type { Limit } from '../limit.js';
 import { cas64 } from '../gcra-wide.js';
 import { MAX_CLOCK_MS } from '../gcra.js';
 import { ceilNs, floorDiv, type LimitAlgorithm, type Verdict } from './types.js';
+import { latestIn } from './fixed-window-32.js';
 import { windowLimit } from './window-limit.js';
 
 /** Bits of the packed state: 22 per count, 20 for the window index. */
@@ -40,6 +41,7 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
   let curr = 0;
   let prev = 0;
   let nextCurr = 0;
+  let later = false; // the decided window is later than the reading's
 
   function decode(ms: number, stale: boolean): void {
     const now = floorDiv(ms, periodMs);
@@ -48,7 +50,10 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
     const p = (lo >>> 22) | ((hi & 0xfff) << 10);
     // Signed 20-bit difference of the stored window from the clock's (exact modulo 2^20).
     const diff = stale ? -2 : ((stored - now) << 12) >> 12;
-    win = diff > 0 ? now + diff : now; // a later stored window: a newer admission's, keep it
+    // A later stored window (a reservation's, or a newer admission's for a reading older than
+    // the state): keep it, never move it back.
+    win = diff > 0 ? now + diff : now;
+    later = diff > 0;
     if (diff >= 0) { curr = c; prev = p; }
     else if (diff === -1) { curr = 0; prev = c; }
     else { curr = 0; prev = 0; }
@@ -69,14 +74,44 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
     },
     check(m, stale, cost, v: Verdict) {
       decode(m.ms, stale);
-      const into = Math.max(0, m.ms - win * periodMs); // ms into the current window
+      const into = Math.max(0, m.ms - win * periodMs); // ms into the decided window (0 if later)
       const estimate = prev * (1 - into / periodMs) + curr;
-      v.allowed = cost <= permits && estimate + cost <= permits;
-      v.remaining = Math.max(0, Math.floor(permits - estimate - (v.allowed ? cost : 0)));
-      v.waitMs = v.allowed ? 0 : ceilNs(wait(curr, prev, into, cost));
+      // A later window's count is for requests that act in it: none may act now on it.
+      v.allowed = cost <= permits && estimate + cost <= permits && !later;
+      v.remaining = later ? 0 : Math.max(0, Math.floor(permits - estimate - (v.allowed ? cost : 0)));
+      v.waitMs = v.allowed ? 0 : ceilNs((later ? win * periodMs - m.ms : 0) + wait(curr, prev, into, cost));
       const after = v.allowed ? curr + cost : curr;
-      v.resetMs = ceilNs(after > 0 ? 2 * periodMs - into : prev > 0 ? periodMs - into : 0);
+      v.resetMs = ceilNs(after > 0 ? (win + 2) * periodMs - m.ms : prev > 0 ? (win + 1) * periodMs - m.ms : 0);
       nextCurr = after;
+    },
+    reserve(m, stale, cost, maxWaitMs, v: Verdict, notBeforeMs = 0) {
+      decode(m.ms, stale);
+      const reading = floorDiv(m.ms, periodMs);
+      // From the earliest act: the decided window, or the one that act falls in if later.
+      const first = notBeforeMs > 0 ? floorDiv(m.ms + notBeforeMs, periodMs) : 0;
+      if (first > win) {
+        prev = first === win + 1 ? curr : 0;
+        curr = 0;
+        win = first;
+      }
+      const start = win * periodMs; // the window's start
+      const into = Math.max(0, m.ms + notBeforeMs - start);
+      // The first moment the estimate has room: in this window, or in the next one, where this
+      // window's count becomes the previous one; counted in the window it falls in, at most the
+      // reading's next window (an idle key's counts are kept for two windows: windowLimit).
+      const fits = prev * (1 - into / periodMs) + curr + cost <= permits;
+      const delay = cost > permits ? Infinity : ceilNs(start - m.ms + into + (fits ? 0 : wait(curr, prev, into, cost)));
+      if (delay > latestIn(win, periodMs, m.ms)) {
+        win += 1;
+        prev = curr;
+        curr = 0;
+      }
+      v.latestMs = latestIn(win, periodMs, m.ms);
+      v.allowed = delay <= maxWaitMs && delay <= v.latestMs && win <= reading + 1;
+      nextCurr = v.allowed ? curr + cost : curr;
+      v.waitMs = delay;
+      v.remaining = v.allowed && delay === 0 ? Math.max(0, Math.floor(permits - prev * (1 - into / periodMs) - nextCurr)) : 0;
+      v.resetMs = ceilNs((win + 2) * periodMs - m.ms);
     },
     commit(w, at) {
       // One 64-bit compareExchange from the snapshot: a torn read or any spend since fails it.
@@ -98,6 +133,28 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
         else if (diff === 1 && p >= cost) next = packLo(c, p - cost);
         else return false;
         const nextHi = diff === 0 ? h : packHi(win + 1, p - cost);
+        // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
+        if (cas64(w, at, h, l, nextHi, next)) return true;
+      }
+    },
+    slotStart(out) {
+      out[0] = 0;
+      out[1] = win & 0xfffff;
+    },
+    refund(w, at, _m, _lo, reserved, cost) {
+      for (;;) {
+        const l = Atomics.load(w, at);
+        const h = Atomics.load(w, at + 1);
+        const c = l & COUNT_MASK;
+        const p = (l >>> 22) | ((h & 0xfff) << 10);
+        const diff = (((h >>> 12) - reserved) << 12) >> 12;
+        // Counts add up, so taking ours back is exact: from the current count while the state
+        // holds the reserved window, from the previous one once a later reservation moved it on.
+        let next: number;
+        if (diff === 0 && c >= cost) next = packLo(c - cost, p);
+        else if (diff === 1 && p >= cost) next = packLo(c, p - cost);
+        else return false;
+        const nextHi = diff === 0 ? h : packHi(reserved + 1, p - cost);
         // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
         if (cas64(w, at, h, l, nextHi, next)) return true;
       }

@@ -35,6 +35,12 @@ export interface Verdict {
   /** How long until this limit's state equals a fresh key's. */
   resetMs: number;
   /**
+   * Set by `reserve`: the longest wait at which what this limit counted still holds (a window
+   * counts a reservation in one window, so the request must act before that window ends);
+   * Infinity for GCRA, whose slots hold for any later act.
+   */
+  latestMs: number;
+  /**
    * Set by the caller: whether `remaining`, `waitMs` and `resetMs` are wanted. When false (an
    * `allow()`), an algorithm may set only `allowed` (and `waitMs` Infinity for a cost it can never pass).
    */
@@ -77,15 +83,23 @@ export interface LimitAlgorithm {
   /** Takes back the last commit if the state still holds exactly what it wrote; false otherwise. */
   undo(w: Int32Array, at: number): boolean;
   /**
-   * GCRA only: like `check`, but a request that must wait passes when the wait is at most
-   * `maxWaitMs` (a reservation, as Go's `Reserve`); `v.waitMs` is then the wait.
+   * Like `check`, but a request that must wait passes when the wait is at most `maxWaitMs` (a
+   * reservation, as Go's `Reserve`); `v.waitMs` is then the wait and `v.latestMs` how late the
+   * request may act and still be counted where this limit counted it. `notBeforeMs`: the
+   * request acts no sooner than this after `m` (another limit's wait), so a window counts it in
+   * the window that time falls in, or a later one. Every lock-free algorithm has it (not the
+   * sliding log).
    */
-  reserve?(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict): void;
-  /** GCRA only: where the slot of the last commit starts, in ticks modulo 2^64, as [low, high]. */
+  reserve?(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict, notBeforeMs: number): void;
+  /**
+   * Where the last commit counted, for `refund`, as two int32 words: a GCRA slot's start in ticks
+   * modulo 2^64 ([low, high]); a window's first word value and index.
+   */
   slotStart?(out: Int32Array): void;
   /**
-   * GCRA only: gives back the part of a reserved slot (starting at [startLo, startHi], `cost`
-   * long) that is still ahead of `m`; false if none is. See docs/design.md, "Reservations".
+   * Gives back a reservation that has not acted (`cost`, counted where `slotStart` said): a GCRA
+   * slot's part still ahead of `m`, a window's count while the state still holds that window;
+   * false if nothing could be. See docs/design.md, "Reservations".
    */
   refund?(w: Int32Array, at: number, m: Moment, startLo: number, startHi: number, cost: number, exact?: boolean): boolean;
   /** Whether the state equals a fresh key's (so the key may be reclaimed). Loads its own snapshot. */
