@@ -1,5 +1,5 @@
 import type { Clock } from './clock.js';
-import { coarseTicks, isStale, raiseStamp, MAX_WIDE_AHEAD_TICKS, readingSlackMs, snapFloor, STALE_UNIT_MS, ULP_GUARD, type GcraParams } from './gcra.js';
+import { ceilPs, coarseTicks, isStale, raiseStamp, MAX_WIDE_AHEAD_TICKS, readingSlackMs, snapFloor, STALE_UNIT_MS, ticksToMs, ULP_GUARD, type GcraParams } from './gcra.js';
 import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type Pair, type QuotRem } from './int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from './table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
@@ -296,35 +296,7 @@ export class WideGcra {
    * describe the outcome.
    */
   decide(base: number, ctrl: number, cost: number): number {
-    const p = this.#p;
-    const at = base + this.#tatOffset;
-    for (;;) {
-      if (!this.#snapshot(base, ctrl, at)) return RELOCATE;
-      const { q, r } = this.#qr;
-      // debt + cost * t <= burst * t, with debt = q * t + r (0 <= r < t): exact in whole intervals.
-      const fits = cost <= p.burst && (q + cost < p.burst || (q + cost === p.burst && r === 0));
-      if (!fits) {
-        // A refusal writes nothing. Re-read the halves: unchanged, the TAT held the snapshot at the
-        // second read (it only grows between reclaims), so the refusal is a real one.
-        if ((Atomics.load(this.#w, at) >>> 0) !== this.#lo || Atomics.load(this.#w, at + 1) !== this.#hi) continue;
-        this.debt.hi = this.#d.hi;
-        this.debt.lo = this.#d.lo;
-        this.waitTicks = cost > p.burst ? Infinity : (q + cost - p.burst) * p.intervalTicks + r;
-        return REFUSED;
-      }
-      this.waitTicks = 0;
-      if (cost === 0) {
-        this.debt.hi = this.#d.hi;
-        this.debt.lo = this.#d.lo;
-        return ALLOWED;
-      }
-      const outcome = this.#commit(base, ctrl, at, cost);
-      if (outcome === MOVED) return RELOCATE;
-      if (outcome === LANDED) {
-        sub(this.#n.hi, this.#n.lo, this.#now.hi, this.#now.lo, this.debt);
-        return ALLOWED;
-      }
-    }
+    return this.#spend(base, ctrl, cost, -1);
   }
 
   /**
@@ -333,20 +305,49 @@ export class WideGcra {
    * `maxWaitTicks`, or would leave the TAT past the horizon; nothing is counted).
    */
   reserve(base: number, ctrl: number, cost: number, maxWaitTicks: number): number {
+    return this.#spend(base, ctrl, cost, maxWaitTicks);
+  }
+
+  /**
+   * The one loop of both: snapshot, decide on it (an admission when `maxWaitTicks` < 0, else a
+   * reservation), commit by one compare-and-swap from the snapshot; decide again on a lost race.
+   */
+  #spend(base: number, ctrl: number, cost: number, maxWaitTicks: number): number {
     const p = this.#p;
     const at = base + this.#tatOffset;
     for (;;) {
       if (!this.#snapshot(base, ctrl, at)) return RELOCATE;
-      if (cost > p.burst) { this.waitTicks = Infinity; return REFUSED; }
       const { q, r } = this.#qr;
-      const wait = q + cost >= p.burst ? (q + cost - p.burst) * p.intervalTicks + r : 0;
-      this.waitTicks = wait;
-      // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
-      if (wait > maxWaitTicks || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) return TOO_LONG;
-      if (cost === 0) return ALLOWED;
-      const outcome = this.#commit(base, ctrl, at, cost);
-      if (outcome === MOVED) return RELOCATE;
-      if (outcome === LANDED) return ALLOWED;
+      // The decision, pure, in whole intervals: debt = q * t + r (0 <= r < t).
+      let outcome = ALLOWED;
+      if (cost > p.burst) {
+        this.waitTicks = Infinity;
+        outcome = REFUSED;
+      } else if (maxWaitTicks < 0) {
+        // debt + cost * t <= burst * t
+        const fits = q + cost < p.burst || (q + cost === p.burst && r === 0);
+        this.waitTicks = fits ? 0 : (q + cost - p.burst) * p.intervalTicks + r;
+        if (!fits) outcome = REFUSED;
+      } else {
+        const wait = q + cost >= p.burst ? (q + cost - p.burst) * p.intervalTicks + r : 0;
+        this.waitTicks = wait;
+        // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
+        if (wait > maxWaitTicks || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
+      }
+      if (outcome !== ALLOWED || cost === 0) {
+        // A refusal writes nothing. Re-read the halves: unchanged, the TAT held the snapshot at
+        // the second read (it only grows between reclaims), so the snapshot was not torn.
+        if (outcome !== ALLOWED && ((Atomics.load(this.#w, at) >>> 0) !== this.#lo || Atomics.load(this.#w, at + 1) !== this.#hi)) continue;
+        this.debt.hi = this.#d.hi;
+        this.debt.lo = this.#d.lo;
+        return outcome;
+      }
+      const landed = this.#commit(base, ctrl, at, cost);
+      if (landed === MOVED) return RELOCATE;
+      if (landed === LANDED) {
+        sub(this.#n.hi, this.#n.lo, this.#now.hi, this.#now.lo, this.debt);
+        return ALLOWED;
+      }
     }
   }
 
@@ -368,6 +369,22 @@ export class WideGcra {
       // compareExchange: a refund that raced with another request simply recomputes.
       if (this.#cas(at, hi, lo, next)) return true;
     }
+  }
+
+  /** Cost-1 requests that would pass right after the last decision. */
+  remaining(): number {
+    const { q, r } = divmod(this.debt.hi, this.debt.lo, this.#p.intervalTicks, this.#qr);
+    return Math.max(0, this.#p.burst - q - (r > 0 ? 1 : 0));
+  }
+
+  /** The last refusal's wait, or a reservation's, in ms rounded up to picoseconds (Infinity: never). */
+  waitMs(): number {
+    return this.waitTicks === Infinity ? Infinity : ceilPs(ticksToMs(this.waitTicks, this.#p));
+  }
+
+  /** How long after the last decision the key's state equals a fresh key's, in ms. */
+  resetMs(): number {
+    return ticksToMs(toNumber(this.debt.hi, this.debt.lo), this.#p);
   }
 
   /** The table hooks for 64-bit GCRA slots. */

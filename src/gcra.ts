@@ -307,3 +307,8 @@ export function waitTicks(debt: number, cost: number, p: GcraParams): number {
 export function ticksToMs(ticks: number, p: { tickPs: number }): number {
   return (ticks * p.tickPs) / 1e9;
 }
+
+/** Rounds a wait in ms up to whole picoseconds (the finest tick), dropping float noise. */
+export function ceilPs(ms: number): number {
+  return ms === Infinity ? ms : Math.max(0, Math.ceil(ms * 1e9 - 1e-3) / 1e9);
+}

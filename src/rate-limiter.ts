@@ -2,22 +2,20 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { AttachRequest } from './attach-request.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
-import { admit, debtOf, MAX_AHEAD_TICKS, raiseStamp, snapFloor, remainingAt, secondsAt, ticksAt, ticksToMs, ULP_GUARD, waitTicks, type GcraParams } from './gcra.js';
-import { ALLOWED, RELOCATE as WIDE_RELOCATE, WideGcra } from './gcra-wide.js';
-import { divmod, toNumber, type QuotRem } from './int64.js';
+import { ceilPs, snapFloor, secondsAt, ticksToMs, type GcraParams } from './gcra.js';
+import { ALLOWED, RELOCATE as ONE_RELOCATE, WideGcra } from './gcra-wide.js';
+import { Gcra32 } from './gcra-32.js';
 import {
   assertWorkerThread, checkMaxWait, RateLimitTimeoutError, retryAt, sleepUntil, sleepUntilSync,
   type AcquireOptions, type AcquireSyncOptions, type Reservation,
 } from './waiting.js';
-import { gcraSlotState } from './gcra-slot.js';
 import { type Limit } from './limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
 import { LockFreeEngine } from './lockfree-engine.js';
 import { engineChoice } from './engine-choice.js';
 import {
-  DEAD, GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_FORCE_LOCKED, H_GLOBAL_BASE, H_ON_FULL, H_OWNER_SEQ, S_CTRL,
-  S_LAST_SEC, S_TAT,
+  GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_FORCE_LOCKED, H_GLOBAL_BASE, H_ON_FULL, H_OWNER_SEQ,
 } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
 import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from './table/table.js';
@@ -29,9 +27,6 @@ export type {
 import type {
   AttachOptions, Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
 } from './limiter-types.js';
-
-/** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see gcra.ts). */
-const SECONDS_PER_MS = 0.001 * ULP_GUARD;
 
 
 /** A reservation on the lock-free paths: cancel() gives back what it counted if its time has not come. */
@@ -53,11 +48,6 @@ class HeldReservation implements Reservation {
     if (this.cost === 0 || this.limiter.now() >= this.actAtMs) return false;
     return this.giveBack !== null ? this.giveBack() : this.limiter.refund(this.entry, this.cost);
   }
-}
-
-/** Rounds a wait in ms up to whole picoseconds (the finest tick), dropping float noise. */
-function ceilPs(ms: number): number {
-  return ms === Infinity ? ms : Math.max(0, Math.ceil(ms * 1e9 - 1e-3) / 1e9);
 }
 
 /** Throws `TypeError`/`RangeError` for a bad key or cost, naming it. */
@@ -94,16 +84,13 @@ export class RateLimiter {
   #clockBuffer!: SharedArrayBuffer | null;
   #p!: GcraParams;
   #engine: LockedEngine | LockFreeEngine | null = null;
-  #wide: WideGcra | null = null;
-  readonly #qr: QuotRem = { q: 0, r: 0 };
+  /** The one-limit GCRA path (one limit, no cap), at width 32 or 64. */
+  #one: Gcra32 | WideGcra | null = null;
   #moment: Moment = { ms: 0, sec: 0 };
   #allowWhenFull!: boolean;
   #index!: SlotIndex;
-  #casRetries = 0;
-  // Results of the last #decide call, read by tryAcquire/allow (avoids allocating on `allow`).
+  // The reason of the last #decide call, read by tryAcquire (avoids allocating on `allow`).
   #reason: DecisionReason = 'allowed';
-  #debt = 0;
-  #waitTicks = 0;
 
   constructor(options: RateLimiterOptions) {
     if (options instanceof AttachRequest) {
@@ -149,12 +136,9 @@ export class RateLimiter {
     this.#allowWhenFull = w[H_ON_FULL] === 1;
     if (compiled.fast) {
       this.#p = compiled.fast;
-      if (compiled.fast.width === 64) {
-        this.#wide = new WideGcra(w, compiled.fast, this.#clock, stateOffsetOf(w));
-        this.#table = new SlotTable(buffer, this.#wide.slotState());
-      } else {
-        this.#table = new SlotTable(buffer, gcraSlotState(this.#p, this.#clock));
-      }
+      const one = compiled.fast.width === 64 ? new WideGcra(w, compiled.fast, this.#clock, stateOffsetOf(w)) : new Gcra32(w, compiled.fast, this.#clock);
+      this.#one = one;
+      this.#table = new SlotTable(buffer, one.slotState());
     } else {
       // Atomics.add: each instance gets its own owner id for its lock tokens.
       const owner = Atomics.add(w, H_OWNER_SEQ, 1);
@@ -224,25 +208,8 @@ export class RateLimiter {
       const r = this.#engine.result;
       return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
     }
-    const p = this.#p;
-    if (this.#wide) {
-      const wide = this.#wide;
-      const { q, r } = divmod(wide.debt.hi, wide.debt.lo, p.intervalTicks, this.#qr);
-      return {
-        allowed,
-        remaining: Math.max(0, p.burst - q - (r > 0 ? 1 : 0)),
-        retryAfterMs: allowed ? 0 : ceilPs(ticksToMs(wide.waitTicks, p)),
-        resetAfterMs: ticksToMs(toNumber(wide.debt.hi, wide.debt.lo), p),
-        reason,
-      };
-    }
-    return {
-      allowed,
-      remaining: remainingAt(this.#debt, p),
-      retryAfterMs: allowed ? 0 : this.#waitTicks === Infinity ? Infinity : ticksToMs(this.#waitTicks, p),
-      resetAfterMs: ticksToMs(this.#debt, p),
-      reason,
-    };
+    const one = this.#one as Gcra32 | WideGcra;
+    return { allowed, remaining: one.remaining(), retryAfterMs: allowed ? 0 : one.waitMs(), resetAfterMs: one.resetMs(), reason };
   }
 
   /** Like `tryAcquire`, but answers only `allowed` and allocates nothing. */
@@ -272,39 +239,19 @@ export class RateLimiter {
     const p = this.#p;
     // Snapped within 4 ulps: a wait of exactly maxWaitMs must not lose a tick to float noise.
     const maxWaitTicks = maxWaitMs === Infinity ? Infinity : snapFloor((maxWaitMs * 1e9) / p.tickPs, (maxWaitMs * 1e9 * 2 ** -50) / p.tickPs);
-    if (this.#wide) return this.#reserveWide(key, cost, maxWaitMs, maxWaitTicks);
+    const one = this.#one as Gcra32 | WideGcra;
     for (;;) {
       const entry = this.#index.cached(key) ?? this.#index.locate(key);
       if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
-      const base = entry.base;
-      const w = this.#words;
-      // Same order and argument as #decide: tat, lastSec, clock, ctrl.
-      const tat = Atomics.load(w, base + S_TAT);
-      const lastSec = Atomics.load(w, base + S_LAST_SEC);
-      const nowMs = this.#clock.now();
-      if (Atomics.load(w, base + S_CTRL) !== entry.ctrl || tat === DEAD) { this.#index.forget(key); continue; }
-      const now32 = ticksAt(nowMs, p);
-      const nowSec = Math.floor(nowMs * SECONDS_PER_MS);
-      const debt = debtOf(tat, now32, lastSec, nowSec, p);
-      if (cost > p.burst) throw new RateLimitTimeoutError(key, Infinity, maxWaitMs);
-      const next = debt + cost * p.intervalTicks;
-      const delay = Math.max(0, next - p.toleranceTicks);
-      if (delay > maxWaitTicks || next > MAX_AHEAD_TICKS) {
-        throw new RateLimitTimeoutError(key, ticksToMs(delay, p), maxWaitMs);
-      }
-      const reservation = new HeldReservation(key, cost, ticksToMs(delay, p), nowMs + ticksToMs(delay, p), this, entry);
-      if (cost === 0) return reservation;
-      let newTat = (now32 + next) | 0;
-      if (newTat === DEAD) newTat = (newTat + 1) | 0;
-      raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec);
-      // compareExchange on the key's word: the reservation is counted atomically with its check;
-      // ctrl after it: unchanged, it landed on our key (see #decide).
-      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) {
-        if (Atomics.load(w, base + S_CTRL) === entry.ctrl) return reservation;
+      const outcome = one.reserve(entry.base, entry.ctrl, cost, maxWaitTicks);
+      if (outcome === ONE_RELOCATE) {
         this.#index.forget(key);
         continue;
       }
-      this.#casRetries++;
+      // TOO_LONG, or REFUSED when cost > burst: nothing was counted.
+      if (outcome !== ALLOWED) throw new RateLimitTimeoutError(key, one.waitMs(), maxWaitMs);
+      const delayMs = one.waitMs();
+      return new HeldReservation(key, cost, delayMs, one.nowMs + delayMs, this, entry);
     }
   }
 
@@ -332,39 +279,9 @@ export class RateLimiter {
     return new HeldReservation(key, cost, delayMs, engine.nowMs + delayMs, this, found, refund);
   }
 
-  /** The lock-free reservation at width 64: the same contract as `reserve`. */
-  #reserveWide(key: string, cost: number, maxWaitMs: number, maxWaitTicks: number): Reservation {
-    const wide = this.#wide as WideGcra;
-    const p = this.#p;
-    for (;;) {
-      const entry = this.#index.cached(key) ?? this.#index.locate(key);
-      if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
-      const outcome = wide.reserve(entry.base, entry.ctrl, cost, maxWaitTicks);
-      if (outcome === WIDE_RELOCATE) { this.#index.forget(key); continue; }
-      if (outcome !== ALLOWED) { // TOO_LONG, or REFUSED when cost > burst
-        throw new RateLimitTimeoutError(key, wide.waitTicks === Infinity ? Infinity : ceilPs(ticksToMs(wide.waitTicks, p)), maxWaitMs);
-      }
-      const delayMs = ceilPs(ticksToMs(wide.waitTicks, p));
-      return new HeldReservation(key, cost, delayMs, wide.nowMs + delayMs, this, entry);
-    }
-  }
-
   /** Gives back `cost` intervals of a reservation (never below now). For HeldReservation. */
   refund(entry: SlotRef, cost: number): boolean {
-    if (this.#wide) return this.#wide.refund(entry.base, entry.ctrl, cost);
-    const w = this.#words;
-    const p = this.#p;
-    for (;;) {
-      const tat = Atomics.load(w, entry.base + S_TAT);
-      const now32 = ticksAt(this.#clock.now(), p);
-      // ctrl after tat: the key still owns this slot, so the refund lands on its own state.
-      if (Atomics.load(w, entry.base + S_CTRL) !== entry.ctrl || tat === DEAD) return false;
-      const ahead = (tat - now32) | 0;
-      if (ahead <= 0) return false;
-      const back = Math.min(ahead, cost * p.intervalTicks);
-      // compareExchange: a refund that raced with another request simply recomputes.
-      if (Atomics.compareExchange(w, entry.base + S_TAT, tat, (tat - back) | 0) === tat) return true;
-    }
+    return (this.#one as Gcra32 | WideGcra).refund(entry.base, entry.ctrl, cost);
   }
 
   /**
@@ -428,7 +345,7 @@ export class RateLimiter {
 
   /** Counts live keys and capacity. O(capacity): for monitoring, not for every request. */
   stats(): RateLimiterStats {
-    const retries = this.#casRetries + (this.#engine?.retries ?? 0) + (this.#wide?.retries ?? 0);
+    const retries = (this.#engine?.retries ?? 0) + (this.#one?.retries ?? 0);
     return { ...this.#table.report(retries), width: this.width };
   }
 
@@ -438,57 +355,16 @@ export class RateLimiter {
    * cap, and the window and log algorithms, whose GCRA limits each take the width they need.
    */
   get width(): 32 | 64 | null {
-    return this.#engine ? null : this.#p.width;
+    return this.#one === null ? null : this.#p.width;
   }
 
   #decide(key: string, cost: number): boolean {
     checkRequest(key, cost);
     const index = this.#index;
-    let entry = index.cached(key) ?? index.locate(key);
+    const entry = index.cached(key) ?? index.locate(key);
     if (entry === undefined) return this.#full();
-    if (this.#engine) return this.#decideLocked(key, cost, entry);
-    if (this.#wide) return this.#decideWide(key, cost, entry);
-    const w = this.#words;
-    const p = this.#p;
-    for (;;) {
-      const base = entry.base;
-      // Atomics.load of tat first, then lastSec, then the clock, then ctrl:
-      // - the clock read after tat guarantees tat <= now + tau, so the 32-bit difference decodes;
-      // - lastSec read after tat: if it is older than staleSec, every admission that could have
-      //   written this tat was made before then, so the key is certainly fresh; read before the
-      //   clock, it is never later than now, so the difference is the true idle time;
-      // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
-      const tat = Atomics.load(w, base + S_TAT);
-      const lastSec = Atomics.load(w, base + S_LAST_SEC);
-      const nowMs = this.#clock.now();
-      if (Atomics.load(w, base + S_CTRL) !== entry.ctrl || tat === DEAD) {
-        entry = this.#relocate(key);
-        if (entry === undefined) return this.#full();
-        continue;
-      }
-      const now32 = ticksAt(nowMs, p);
-      const nowSec = Math.floor(nowMs * SECONDS_PER_MS);
-      const debt = debtOf(tat, now32, lastSec, nowSec, p);
-      if (cost > p.burst) return this.#refuse('exceeds-burst', debt, Infinity);
-      const next = admit(debt, cost, p);
-      if (next < 0) return this.#refuse('limited', debt, waitTicks(debt, cost, p));
-      if (cost === 0) return this.#grant(debt);
-      let newTat = (now32 + next) | 0;
-      if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
-      raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
-      // compareExchange on the key's own tat word: the only write of an admission. If another
-      // thread changed tat since our load, nothing was written and we decide again.
-      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) {
-        // ctrl after the compare-and-swap: unchanged, it landed on our key (a key just charged is
-        // not idle, so it is not reclaimed after). Changed, the slot was reused by a key whose
-        // tat came back to our snapshot: that key is overcharged (conservative); find ours again.
-        if (Atomics.load(w, base + S_CTRL) === entry.ctrl) return this.#grant(next);
-        entry = this.#relocate(key);
-        if (entry === undefined) return this.#full();
-        continue;
-      }
-      this.#casRetries++;
-    }
+    if (this.#engine) return this.#decideLimits(key, cost, entry);
+    return this.#decideOne(key, cost, entry);
   }
 
   /** Drops `key`'s cached slot and finds it again (undefined: the table is full). */
@@ -497,14 +373,14 @@ export class RateLimiter {
     return this.#index.locate(key);
   }
 
-  /** The lock-free path at width 64 (src/gcra-wide.ts). */
-  #decideWide(key: string, cost: number, found: SlotRef): boolean {
-    const wide = this.#wide as WideGcra;
+  /** The one-limit GCRA path, at either width (src/gcra-32.ts, src/gcra-wide.ts). */
+  #decideOne(key: string, cost: number, found: SlotRef): boolean {
+    const one = this.#one as Gcra32 | WideGcra;
     let entry = found;
     for (;;) {
-      const outcome = wide.decide(entry.base, entry.ctrl, cost);
-      if (outcome !== WIDE_RELOCATE) {
-        this.#reason = outcome === ALLOWED ? 'allowed' : wide.waitTicks === Infinity ? 'exceeds-burst' : 'limited';
+      const outcome = one.decide(entry.base, entry.ctrl, cost);
+      if (outcome !== ONE_RELOCATE) {
+        this.#reason = outcome === ALLOWED ? 'allowed' : one.waitTicks === Infinity ? 'exceeds-burst' : 'limited';
         return outcome === ALLOWED;
       }
       const again = this.#relocate(key);
@@ -513,8 +389,8 @@ export class RateLimiter {
     }
   }
 
-  /** The locked path: several limits, window and log algorithms, or a global cap. */
-  #decideLocked(key: string, cost: number, found: SlotRef): boolean {
+  /** Several limits, the window and log algorithms, or a global cap (src/lockfree-engine.ts, src/locked-engine.ts). */
+  #decideLimits(key: string, cost: number, found: SlotRef): boolean {
     const engine = this.#engine as LockedEngine | LockFreeEngine;
     const stateOffset = this.#table.stateOffset;
     let entry = found;
@@ -528,24 +404,8 @@ export class RateLimiter {
     return r.allowed;
   }
 
-  #grant(debt: number): boolean {
-    this.#reason = 'allowed';
-    this.#debt = debt;
-    this.#waitTicks = 0;
-    return true;
-  }
-
-  #refuse(reason: DecisionReason, debt: number, waitTicks: number): boolean {
-    this.#reason = reason;
-    this.#debt = debt;
-    this.#waitTicks = waitTicks;
-    return false;
-  }
-
   #full(): boolean {
     this.#reason = 'table-full';
-    this.#debt = 0;
-    this.#waitTicks = 0;
     return this.#allowWhenFull;
   }
 
