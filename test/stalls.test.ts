@@ -75,6 +75,58 @@ describe('a decision stalled past claimTimeoutMs', () => {
   });
 });
 
+describe('a reservation stalled between its snapshot and its commit', () => {
+  const MAX_WAIT_MS = 7_200_000; // two hours: GCRA places up to then; a window's reach is the next window
+
+  /** Places one thread gets alone on a frozen clock. */
+  function placesAlone(options: Partial<RateLimiterOptions>): number {
+    const limiter = new RateLimiter({ maxKeys: 16, clock: { now: () => FROZEN_MS }, ...options } as RateLimiterOptions);
+    let n = 0;
+    for (;;) {
+      try {
+        limiter.reserve('k', 1, { maxWaitMs: MAX_WAIT_MS });
+        n++;
+      } catch {
+        return n;
+      }
+    }
+  }
+
+  it.each(configs.filter(([name]) => !name.includes('sliding log')))('%s: every place is given once', async (_name, options) => {
+    const expected = placesAlone(options);
+    expect(expected).toBeGreaterThan(10); // later periods took places too
+    const limiter = new RateLimiter({ maxKeys: 16, clock: { now: () => FROZEN_MS }, ...options } as RateLimiterOptions);
+    expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
+    const flags = new Int32Array(new SharedArrayBuffer(12));
+    const worker = new Worker(stallWorker, {
+      workerData: { handle: limiter.handle, key: 'k', cost: 1, parkAt: 1, flags: flags.buffer, frozenMs: FROZEN_MS, reserveMaxWaitMs: MAX_WAIT_MS },
+    });
+    const done = { finished: false };
+    const reply = new Promise<{ allowed: boolean; retries: number }>((resolve, reject) => {
+      worker.once('message', (m) => { done.finished = true; resolve(m); });
+      worker.once('error', reject);
+    });
+    expect(await parked(flags, done)).toBe(true);
+    // The worker holds a snapshot of the key with every place free: take them all meanwhile.
+    let mine = 0;
+    for (;;) {
+      try {
+        limiter.reserve('k', 1, { maxWaitMs: MAX_WAIT_MS });
+        mine++;
+      } catch {
+        break;
+      }
+    }
+    Atomics.store(flags, 1, 1);
+    Atomics.notify(flags, 1);
+    const late = await reply;
+    await worker.terminate();
+    expect(mine).toBe(expected);
+    expect(late.allowed).toBe(false); // its snapshot was stale: its commit lost, and nothing is left
+    expect(late.retries).toBeGreaterThan(0);
+  });
+});
+
 describe('a key lock held while another thread holds the global cap', () => {
   // Thread C stops while holding the global cap's lock (on a locked path); thread A holds key k's
   // lock, has checked k, and waits for the cap; this thread takes both locks over after the
