@@ -14,12 +14,12 @@ import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState, type SlotTable } from 
  *
  * ```
  * one slot, as laid out by table/layout.ts, with maxInFlight state words:
- * +------+-----------+-----------+------+----------+-----+---------+---------+-----+-------------+
- * | ctrl | tat: the  | lastSec:  | hash | keyBytes | key | place 0 | place 1 | ... | place N-1   |
- * |      | key lock  | 2nd of    |      |          |     | FREE_PLACE (0), or the expiry of the |
- * |      | (slot-    | the last  |      |          |     | lease holding it, in ticks mod 2^32  |
- * |      | lock.ts)  | acquire   |      |          |     |                                      |
- * +------+-----------+-----------+------+----------+-----+---------+---------+-----+-------------+
+ * +------+-----------+-----------+------+----------+---------+---------+-----+-------------+-----+
+ * | ctrl | tat: the  | lastSec:  | hash | keyBytes | place 0 | place 1 | ... | place N-1   | key |
+ * |      | key lock  | 2nd of    |      |          | FREE_PLACE (0), or the expiry of the  |     |
+ * |      | (slot-    | the last  |      |          | lease holding it, in ticks mod 2^32   |     |
+ * |      | lock.ts)  | acquire   |      |          |                                       |     |
+ * +------+-----------+-----------+------+----------+---------+---------+-----+-------------+-----+
  * ```
  *
  * A lease of cost c holds c places, each stamped with its expiry. A place is free when it holds

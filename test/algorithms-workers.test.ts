@@ -60,13 +60,15 @@ describe('a worker terminated while holding a key lock (sliding log: the one alg
     const limiter = new RateLimiter({ limit: [perSecond(10), perMinute(100)], algorithm: 'sliding-log', maxKeys: 8, clock: new ManualClock(), claimTimeoutMs: 30 });
     expect(limiter.tryAcquire('victim', 4).allowed).toBe(true);
     expect(limiter.allow('bystander')).toBe(true);
-    const { HEADER_WORDS, H_SLOT_WORDS, S_CTRL, LIVE, S_KEY } = await import('../src/table/layout.js');
+    const { HEADER_WORDS, H_SLOT_WORDS, S_CTRL, LIVE } = await import('../src/table/layout.js');
+    const { keyOffsetOf } = await import('../src/table/table.js');
     const w = new Int32Array(limiter.handle.table);
+    const keyAt = keyOffsetOf(w);
     const slotWords = w[H_SLOT_WORDS] as number;
     // Find the victim's slot: its key bytes start with "vict".
     let base = -1;
     for (let b = HEADER_WORDS; b + slotWords <= w.length; b += slotWords) {
-      if (((w[b + S_CTRL] as number) & 3) === LIVE && w[b + S_KEY] === new Int32Array(new TextEncoder().encode('vict').buffer)[0]) base = b;
+      if (((w[b + S_CTRL] as number) & 3) === LIVE && w[b + keyAt] === new Int32Array(new TextEncoder().encode('vict').buffer)[0]) base = b;
     }
     expect(base).toBeGreaterThan(0);
     const gate = new SharedArrayBuffer(4);

@@ -1,7 +1,8 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../src/index.js';
-import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY, S_KEY_BYTES, S_TAT } from '../src/table/layout.js';
+import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT } from '../src/table/layout.js';
+import { keyOffsetOf } from '../src/table/table.js';
 
 // For every configuration of RateLimiter: 20 rounds of four workers that hammer three hot keys,
 // insert keys (probes of a shared pool) and sweep, each worker terminated at a random moment of
@@ -96,7 +97,7 @@ function liveCopies(limiter: RateLimiter): Map<string, number> {
   for (let slot = 0; slot < capacity; slot++) {
     const base = HEADER_WORDS + slot * slotWords;
     if (((w[base + S_CTRL] as number) & 3) !== LIVE || w[base + S_TAT] === DEAD) continue;
-    const start = (base + S_KEY) * 4;
+    const start = (base + keyOffsetOf(w)) * 4;
     const key = new TextDecoder().decode(bytes.slice(start, start + (w[base + S_KEY_BYTES] as number)));
     copies.set(key, (copies.get(key) ?? 0) + 1);
   }

@@ -3,7 +3,8 @@
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perSecond, PolicyLimiter, type PolicyRule } from '../src/index.js';
-import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY, S_KEY_BYTES, S_TAT, TOMB } from '../src/table/layout.js';
+import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT, TOMB } from '../src/table/layout.js';
+import { keyOffsetOf } from '../src/table/table.js';
 
 const workerUrl = new URL('./fixtures/policy-worker.mjs', import.meta.url);
 
@@ -114,7 +115,7 @@ function slotOf(policy: PolicyLimiter, key: string): number {
   const want = new TextEncoder().encode(key);
   for (let base = HEADER_WORDS; base + slotWords <= w.length; base += slotWords) {
     if (((w[base + S_CTRL] as number) & 3) !== LIVE || w[base + S_KEY_BYTES] !== want.length) continue;
-    const bytes = new Uint8Array(w.buffer, (base + S_KEY) * 4, want.length);
+    const bytes = new Uint8Array(w.buffer, (base + keyOffsetOf(w)) * 4, want.length);
     if (bytes.every((b, i) => b === want[i])) return base;
   }
   return -1;

@@ -19,12 +19,16 @@
  * +--------------------------------------------------------------------------------------------+
  *
  * one slot (slotWords int32 words):
- * +-----------+-----------+-----------+-----------+-----------+------------------+-------------+
- * | ctrl      | tat       | lastSec   | hash      | keyBytes  | key: UTF-8,      | state words |
- * | state|gen | ticks mod | second of | 32-bit    | byte len  | zero-padded,     | (locked     |
- * | or stamp  | 2^32, or  | last      | hash of   | of the    | ceil(maxKeyBytes | algorithms  |
- * |           | the lock  | admission | the key   | key       | / 4) words       | only)       |
- * +-----------+-----------+-----------+-----------+-----------+------------------+-------------+
+ * +-----------+-----------+-----------+-----------+-----------+-------------+------------------+
+ * | ctrl      | tat       | lastSec   | hash      | keyBytes  | state words | key: UTF-8,      |
+ * | state|gen | ticks mod | second of | 32-bit    | byte len  | (a pad word | zero-padded,     |
+ * | or stamp  | 2^32, or  | last      | hash of   | of the    | first when  | ceil(maxKeyBytes |
+ * |           | the guard | admission | the key   | key       | 8-aligned)  | / 4) words       |
+ * +-----------+-----------+-----------+-----------+-----------+-------------+------------------+
+ *
+ * The state sits next to the words every decision touches, the key after it (read only by
+ * lookups that miss the thread's cache): a decision's reads and writes share a cache line in
+ * most slots.
  *
  * `tat` is the GCRA state itself on the one-limit path (one GCRA limit, no global cap). For every
  * other configuration the state words hold the state and `tat` is the key's guard: the reclaim
@@ -46,7 +50,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 4;
+export const LAYOUT_VERSION = 5;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -95,8 +99,7 @@ export const S_TAT = 1;
 export const S_LAST_SEC = 2;
 export const S_HASH = 3;
 export const S_KEY_BYTES = 4;
-export const S_KEY = 5;
-/** Words in a slot before the key. */
+/** Words in a slot before its state (and its key, after the state: `keyOffsetOf` in table.ts). */
 export const SLOT_HEADER_WORDS = 5;
 
 /** Slot states, the low two bits of ctrl. */
