@@ -26,3 +26,5 @@ export { ManualClock, monotonicClock } from './clock.js';
 export type { Clock } from './clock.js';
 export { perDay, perHour, perMinute, perSecond } from './limit.js';
 export type { Limit, LimitOptions } from './limit.js';
+export { RedisRateLimiter } from './redis/redis-rate-limiter.js';
+export type { RedisRateLimiterOptions } from './redis/redis-rate-limiter.js';

@@ -43,7 +43,7 @@ export interface Lease extends Disposable {
  */
 export interface LeaseDecision extends Decision {
   /** Why: 'exceeds-burst' when cost > maxInFlight (it can never pass). */
-  reason: Exclude<DecisionReason, 'global-limit'>;
+  reason: Exclude<DecisionReason, 'global-limit' | 'unavailable'>;
   /** The lease when a request of cost >= 1 passed; null when refused and for a cost-0 probe. */
   lease: Lease | null;
 }

@@ -15,7 +15,8 @@ export type DecisionReason =
   | 'limited' //         refused: the key is over its rate; retry after `retryAfterMs`
   | 'exceeds-burst' //   refused: cost > burst, it can never pass (`retryAfterMs` is Infinity)
   | 'table-full' //      no slot was free or reclaimable: refused, or allowed untracked (onFull)
-  | 'global-limit'; //   refused by the global cap; the key's own quota was not spent
+  | 'global-limit' //    refused by the global cap; the key's own quota was not spent
+  | 'unavailable'; //    RedisRateLimiter: Redis did not answer in time (or failed); `allowed` is onError's
 
 /** The answer to one `tryAcquire`. A plain object, safe to send between threads. */
 export interface Decision {

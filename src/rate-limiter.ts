@@ -51,7 +51,7 @@ class HeldReservation implements Reservation {
 }
 
 /** Throws `TypeError`/`RangeError` for a bad key or cost, naming it. */
-function checkRequest(key: unknown, cost: unknown): void {
+export function checkRequest(key: unknown, cost: unknown): void {
   if (typeof key !== 'string' || key.length === 0) {
     throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
   }

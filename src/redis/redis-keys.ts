@@ -1,0 +1,25 @@
+import { createHash } from 'node:crypto';
+
+/** User keys longer than this (in UTF-16 units) are stored by their SHA-256. */
+export const MAX_PLAIN_KEY = 200;
+
+/**
+ * The Redis key of limit `index` of user key `key`: `prefix{key}:index`. The braces are a Cluster
+ * hash tag, so every limit of one key lives in one slot and one script can spend them all.
+ * Braces and `%` in the user key are escaped (a `}` inside would end the tag early, and two user
+ * keys must never map to one Redis key); a long key is replaced by its hash.
+ */
+export function limitKey(prefix: string, key: string, index: number): string {
+  return `${prefix}{${tagOf(key)}}:${index}`;
+}
+
+/** The Redis key of limit `index` of the global cap. */
+export function globalKey(prefix: string, index: number): string {
+  return `${prefix}global:${index}`;
+}
+
+function tagOf(key: string): string {
+  if (key.length > MAX_PLAIN_KEY) return `#${createHash('sha256').update(key).digest('hex')}`;
+  // '#' starts only hashed tags: escaped too, so no plain key reads as one.
+  return key.replace(/[%{}#]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}

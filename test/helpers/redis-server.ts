@@ -1,0 +1,83 @@
+// A private redis-server for the tests: its own unix socket in a temporary folder, no persistence,
+// stopped after. Outside CI, a machine without redis-server skips the Redis tests and says so
+// loudly; under CI (CI=true) that is a failure.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** Whether a redis-server is on PATH. Under CI its absence throws. */
+export function redisAvailable(): boolean {
+  const found = spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).status === 0;
+  if (!found) {
+    if (process.env.CI) throw new Error('redis-server is not on PATH: CI must install it (.ci/run does)');
+    console.warn('\n*** redis-server is not on PATH: the Redis tests are SKIPPED. Install it (apt-get install redis-server) to run them. ***\n');
+  }
+  return found;
+}
+
+export interface TestRedis {
+  /** The unix socket it listens on. */
+  socket: string;
+  /** The server process (for SIGSTOP/SIGCONT). */
+  process: ChildProcess;
+  /** Kills it with SIGKILL. */
+  kill(): Promise<void>;
+  /** Starts a fresh one on the same socket (empty: no persistence). */
+  relaunch(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function launch(socket: string): Promise<ChildProcess> {
+  const child = spawn('redis-server', [
+    '--port', '0', '--unixsocket', socket, '--unixsocketperm', '700',
+    '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--loglevel', 'warning',
+  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const ready = setInterval(() => {
+      // Ready once the socket accepts a PING.
+      const r = spawnSync('redis-cli', ['-s', socket, 'PING'], { encoding: 'utf8' });
+      if (r.stdout?.trim() === 'PONG') {
+        clearInterval(ready);
+        resolve(child);
+      }
+    }, 20);
+    child.stdout?.on('data', (d) => { out += String(d); });
+    child.stderr?.on('data', (d) => { out += String(d); });
+    child.once('exit', (code) => {
+      clearInterval(ready);
+      reject(new Error(`redis-server exited (${code}) before it was ready: ${out}`));
+    });
+  });
+}
+
+/** Starts a private server. */
+export async function startRedis(): Promise<TestRedis> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-redis-'));
+  const socket = join(dir, 'redis.sock');
+  const server: TestRedis = {
+    socket,
+    process: await launch(socket),
+    async kill() {
+      const old = server.process;
+      const gone = new Promise((r) => old.once('exit', r));
+      old.kill('SIGKILL');
+      await gone;
+    },
+    async relaunch() {
+      server.process = await launch(socket);
+    },
+    async stop() {
+      const p = server.process;
+      if (p.exitCode === null && p.signalCode === null) {
+        const gone = new Promise((r) => p.once('exit', r));
+        p.kill('SIGCONT');
+        p.kill('SIGKILL');
+        await gone;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return server;
+}

@@ -1,0 +1,217 @@
+// RedisRateLimiter against a real redis-server (started by the test, on its own socket), through
+// both clients: the same decisions as the shared-memory limiter, exact under processes racing,
+// and never a hang or a late spend when the server freezes or dies.
+import { fork } from 'node:child_process';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { perDay, perHour, perSecond, RateLimiter, RedisRateLimiter, type RedisRateLimiterOptions } from '../src/index.js';
+import { GCRA_SHA } from '../src/redis/gcra-script.js';
+import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
+
+const available = redisAvailable();
+
+type Client = { name: string; make(socket: string): Promise<unknown>; close(c: unknown): Promise<void> };
+const clients: Client[] = [
+  {
+    name: 'ioredis',
+    async make(socket) {
+      const c = new Redis({ path: socket, maxRetriesPerRequest: null, lazyConnect: false });
+      await new Promise((r) => c.once('ready', r));
+      return c;
+    },
+    async close(c) {
+      (c as Redis).disconnect();
+    },
+  },
+  {
+    name: 'node-redis',
+    async make(socket) {
+      const c = createClient({ socket: { path: socket, reconnectStrategy: () => 50 } });
+      c.on('error', () => {}); // reconnects are expected in the fault tests
+      await c.connect();
+      return c;
+    },
+    async close(c) {
+      await (c as ReturnType<typeof createClient>).disconnect().catch(() => {});
+    },
+  },
+];
+
+describe.skipIf(!available).each(clients)('RedisRateLimiter over $name', (client) => {
+  let server: TestRedis;
+  let redis: unknown;
+  let n = 0;
+  /** A limiter with its own prefix, so tests never share keys. */
+  const limiter = (options: Omit<RedisRateLimiterOptions, 'redis'>): RedisRateLimiter =>
+    new RedisRateLimiter({ redis, prefix: `t${n++}:`, ...options });
+
+  beforeAll(async () => {
+    server = await startRedis();
+    redis = await client.make(server.socket);
+  });
+  afterAll(async () => {
+    await client.close(redis);
+    await server.stop();
+  });
+
+  it('answers as the shared-memory limiter does: burst, then refusals with the wait', async () => {
+    const r = limiter({ limit: perHour(5) });
+    const m = new RateLimiter({ limit: perHour(5), maxKeys: 4 });
+    for (let i = 0; i < 7; i++) {
+      const [a, b] = [await r.tryAcquire('k'), m.tryAcquire('k')];
+      expect(a.allowed).toBe(b.allowed);
+      expect(a.reason).toBe(b.reason);
+      expect(a.remaining).toBe(b.remaining);
+      // The waits are in whole µs on Redis; the clocks moved a little between the two.
+      expect(Math.abs(a.retryAfterMs - b.retryAfterMs)).toBeLessThan(50);
+      expect(Math.abs(a.resetAfterMs - b.resetAfterMs)).toBeLessThan(50);
+    }
+  });
+
+  it('spends several limits together or not at all, and reports a cost over the burst', async () => {
+    const r = limiter({ limit: [perSecond(10), perHour(3)] });
+    expect(await r.tryAcquire('k', 2)).toMatchObject({ allowed: true, remaining: 1 });
+    expect(await r.tryAcquire('k', 2)).toMatchObject({ allowed: false, reason: 'limited', remaining: 1 });
+    expect(await r.tryAcquire('k', 1)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await r.tryAcquire('k', 11)).toMatchObject({ allowed: false, reason: 'exceeds-burst', retryAfterMs: Infinity });
+    expect(await r.tryAcquire('k', 0)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('a global cap is shared by every key and refuses without spending the key', async () => {
+    const r = limiter({ limit: perHour(10), globalLimit: perHour(3), prefix: 'cap:' });
+    const got = [];
+    for (const k of ['a', 'b', 'c', 'd']) got.push((await r.tryAcquire(k)).reason);
+    expect(got).toEqual(['allowed', 'allowed', 'allowed', 'global-limit']);
+    expect((await r.tryAcquire('d', 0)).remaining).toBe(0); // the cap's remaining
+    const io = new Redis({ path: server.socket });
+    expect(await io.exists('cap:{a}:0')).toBe(1);
+    expect(await io.exists('cap:{d}:0')).toBe(0); // d's own quota was not spent
+    io.disconnect();
+  });
+
+  it('writes nothing for a refusal or a probe, and lets a key expire when its debt is paid', async () => {
+    const r = limiter({ limit: perSecond(10, { burst: 2 }), prefix: 'exp:' });
+    const io = new Redis({ path: server.socket });
+    expect(await r.allow('k')).toBe(true);
+    const pttl = await io.pttl('exp:{k}:0');
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(100); // 100 ms of debt
+    expect(await r.allow('k')).toBe(true);
+    const full = await io.get('exp:{k}:0');
+    expect(await r.allow('k')).toBe(false);
+    expect(await r.tryAcquire('k', 0)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await io.get('exp:{k}:0')).toBe(full); // neither the refusal nor the probe wrote
+    await new Promise((res) => setTimeout(res, 250));
+    expect(await io.exists('exp:{k}:0')).toBe(0); // paid off: gone, as a fresh key
+    await r.tryAcquire('k', 0);
+    expect(await io.exists('exp:{k}:0')).toBe(0);
+    io.disconnect();
+  });
+
+  it('keeps user keys apart: braces escaped, long keys hashed', async () => {
+    const r = limiter({ limit: perHour(1) });
+    const keys = ['a}b', 'a%7Db', '{a}', 'x'.repeat(300), 'x'.repeat(301)];
+    for (const k of keys) expect(await r.allow(k)).toBe(true);
+    for (const k of keys) expect(await r.allow(k)).toBe(false);
+  });
+
+  it('refuses bad input at once, naming it, and spends nothing', async () => {
+    const r = limiter({ limit: perHour(1) });
+    expect(() => r.tryAcquire('', 1)).toThrow(TypeError);
+    expect(() => r.tryAcquire('k', -1)).toThrow(/cost must be an integer >= 0, got -1/);
+    expect(() => new RedisRateLimiter({ redis, limit: perHour(1), timeout: 5 } as never)).toThrow(/options\.timeout is not a RedisRateLimiter option/);
+    expect(() => new RedisRateLimiter({ redis: {}, limit: perHour(1) })).toThrow(/options\.redis must be an ioredis or node-redis client/);
+    expect(() => new RedisRateLimiter({ redis, limit: { permits: 1, periodMs: 0.0001 } })).toThrow(/whole number of microseconds/);
+    expect(await r.allow('k')).toBe(true);
+  });
+
+  it('decisions in flight together share script calls and are each exact', async () => {
+    const r = limiter({ limit: perDay(100) });
+    const all = await Promise.all(Array.from({ length: 250 }, () => r.allow('hot')));
+    expect(all.filter(Boolean).length).toBe(100);
+  });
+});
+
+describe.skipIf(!available)('RedisRateLimiter under faults (ioredis)', () => {
+  let server: TestRedis;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it('a frozen server: every call answers by its deadline, and the late calls spend nothing', async () => {
+    const io = new Redis({ path: server.socket, maxRetriesPerRequest: null });
+    const deny = new RedisRateLimiter({ redis: io, limit: perDay(1000), prefix: 'frozen:', timeoutMs: 100 });
+    const allow = new RedisRateLimiter({ redis: io, limit: perDay(1000), prefix: 'frozen:', timeoutMs: 100, onError: 'allow' });
+    expect(await deny.allow('k', 10)).toBe(true); // 990 left
+    server.process.kill('SIGSTOP');
+    try {
+      const t0 = performance.now();
+      const answers = await Promise.all([
+        ...Array.from({ length: 20 }, () => deny.tryAcquire('k', 10)),
+        ...Array.from({ length: 20 }, () => allow.tryAcquire('k', 10)),
+      ]);
+      const took = performance.now() - t0;
+      expect(took).toBeLessThan(400); // 100 ms deadlines; no call hangs
+      expect(answers.every((d) => d.reason === 'unavailable')).toBe(true);
+      expect(answers.filter((d) => d.allowed).length).toBe(20); // onError: 'allow' answered yes
+    } finally {
+      server.process.kill('SIGCONT');
+    }
+    // The 40 calls reach Redis now, past their deadlines: none spends.
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await deny.tryAcquire('k', 0)).remaining).toBe(990);
+    io.disconnect();
+  });
+
+  it('a killed server: calls answer by their deadline; restarted, decisions resume (the script is loaded anew)', async () => {
+    const io = new Redis({ path: server.socket, maxRetriesPerRequest: null, retryStrategy: () => 20 });
+    io.on('error', () => {});
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(5), prefix: 'killed:', timeoutMs: 100 });
+    expect(await r.allow('k')).toBe(true);
+    await server.kill();
+    const t0 = performance.now();
+    const during = await Promise.all(Array.from({ length: 10 }, () => r.tryAcquire('k')));
+    expect(performance.now() - t0).toBeLessThan(400); // 100 ms deadlines: none hangs
+    expect(during.every((d) => d.reason === 'unavailable' && !d.allowed)).toBe(true);
+    await server.relaunch();
+    await new Promise((res) => setTimeout(res, 150)); // the client reconnects
+    // The fresh server had no script: the calls the client queued while it was down reached it
+    // (EVALSHA failed, EVAL loaded it), past their deadlines: none spent. No state survived (no
+    // persistence): the next call is a fresh key's first.
+    expect(await r.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 4 });
+    expect(await io.script('EXISTS', GCRA_SHA)).toEqual([1]);
+    io.disconnect();
+  });
+});
+
+describe.skipIf(!available)('RedisRateLimiter from racing processes', () => {
+  let server: TestRedis;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it.each([
+    ['one limit', { limit: perDay(1000) }, 1000],
+    ['two limits', { limit: [perHour(2000), perDay(700)] }, 700],
+    ['a global cap', { limit: perDay(5000), globalLimit: perDay(600) }, 600],
+  ])('4 processes x 64 calls in flight on one key admit exactly the limit: %s', async (_name, options, expected) => {
+    const prefix = `race${expected}:`;
+    const children = Array.from({ length: 4 }, () => fork(new URL('./fixtures/redis-hammer.mjs', import.meta.url), [], {
+      env: { ...process.env, SOCKET: server.socket, PREFIX: prefix, OPTIONS: JSON.stringify(options), CALLS: '2000', IN_FLIGHT: '64' },
+    }));
+    const results = await Promise.all(children.map((c) => new Promise<{ admitted: number; unavailable: number }>((resolve, reject) => {
+      c.once('message', (m) => resolve(m as { admitted: number; unavailable: number }));
+      c.once('error', reject);
+      c.once('exit', (code) => { if (code !== 0) reject(new Error(`child exited ${code}`)); });
+    })));
+    expect(results.reduce((a, r) => a + r.unavailable, 0)).toBe(0);
+    expect(results.reduce((a, r) => a + r.admitted, 0)).toBe(expected);
+  });
+});
