@@ -30,6 +30,11 @@ export interface Decision {
   resetAfterMs: number;
   /** Why. */
   reason: DecisionReason;
+  /**
+   * RedisRateLimiter only: true when Redis did not decide (it failed, was late, or its breaker
+   * was open) and `onError` answered instead; absent otherwise.
+   */
+  degraded?: true;
 }
 
 /** Options for `new RateLimiter`. */

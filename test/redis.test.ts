@@ -5,7 +5,7 @@ import { fork } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { perDay, perHour, perSecond, RateLimiter, RedisRateLimiter, type RedisRateLimiterOptions } from '../src/index.js';
+import { perDay, perHour, perSecond, RateLimiter, RateLimitTimeoutError, RedisRateLimiter, type RedisRateLimiterOptions } from '../src/index.js';
 import { GCRA_SHA } from '../src/redis/gcra-script.js';
 import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
 
@@ -185,6 +185,66 @@ describe.skipIf(!available)('RedisRateLimiter under faults (ioredis)', () => {
     expect(await r.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 4 });
     expect(await io.script('EXISTS', GCRA_SHA)).toEqual([1]);
     io.disconnect();
+  });
+});
+
+describe.skipIf(!available)('RedisRateLimiter: breaker, local fallback, acquire (ioredis)', () => {
+  let server: TestRedis;
+  let io: Redis;
+  beforeAll(async () => {
+    server = await startRedis();
+    io = new Redis({ path: server.socket, maxRetriesPerRequest: null });
+  });
+  afterAll(async () => {
+    io.disconnect();
+    await server.stop();
+  });
+
+  it('opens after 3 calls Redis did not answer, answers at once while open, closes on a success', async () => {
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(1000), prefix: 'breaker:', timeoutMs: 50 });
+    expect(await r.allow('k')).toBe(true);
+    server.process.kill('SIGSTOP');
+    try {
+      const first = await Promise.all([r.tryAcquire('k'), r.tryAcquire('k'), r.tryAcquire('k')]);
+      expect(first.every((d) => d.degraded === true && d.reason === 'unavailable')).toBe(true);
+      expect(r.breakerOpen).toBe(true);
+      const t0 = performance.now();
+      const fast = await r.tryAcquire('k');
+      expect(performance.now() - t0).toBeLessThan(20); // no 50 ms wait: Redis is not asked
+      expect(fast).toMatchObject({ allowed: false, reason: 'unavailable', degraded: true });
+    } finally {
+      server.process.kill('SIGCONT');
+    }
+    await new Promise((res) => setTimeout(res, 150)); // past the first cooldown (100 ms)
+    expect(r.breakerOpen).toBe(false);
+    const back = await r.tryAcquire('k');
+    expect(back.reason).toBe('allowed');
+    expect(back.degraded).toBeUndefined();
+  });
+
+  it("onError 'local': the shared-memory limiter enforces the same limits while Redis is away", async () => {
+    const local = new RateLimiter({ limit: perDay(3), maxKeys: 16 });
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(3), prefix: 'local:', timeoutMs: 50, onError: 'local', local });
+    server.process.kill('SIGSTOP');
+    let answers;
+    try {
+      answers = await Promise.all(Array.from({ length: 5 }, () => r.tryAcquire('k')));
+    } finally {
+      server.process.kill('SIGCONT');
+    }
+    expect(answers.map((d) => d.allowed)).toEqual([true, true, true, false, false]);
+    expect(answers.every((d) => d.degraded === true)).toBe(true);
+    expect(answers[4]?.reason).toBe('limited');
+    expect(() => new RedisRateLimiter({ redis: io, limit: perDay(3), local })).toThrow(/options\.local is used only with onError: 'local'/);
+  });
+
+  it('acquire() waits for the reported time, refuses a wait over maxWaitMs, and a cost that never passes', async () => {
+    const r = new RedisRateLimiter({ redis: io, limit: perSecond(20, { burst: 1 }), prefix: 'acquire:' });
+    const t0 = performance.now();
+    for (let i = 0; i < 3; i++) await r.acquire('k');
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(95); // 50 ms apart after the first
+    await expect(r.acquire('k', { maxWaitMs: 10 })).rejects.toThrow(RateLimitTimeoutError);
+    await expect(r.acquire('k', { cost: 2 })).rejects.toThrow(/can never pass/);
   });
 });
 

@@ -2,7 +2,10 @@ import { describe, positiveFinite } from '../errors.js';
 import { MAX_LIMITS } from '../table/layout.js';
 import type { Limit } from '../limit.js';
 import type { Decision } from '../limiter-types.js';
-import { checkRequest } from '../rate-limiter.js';
+import { checkRequest, RateLimiter } from '../rate-limiter.js';
+import { monotonicClock } from '../clock.js';
+import { checkMaxWait, RateLimitTimeoutError, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
+import { Breaker } from './breaker.js';
 import { redisCommands, type RedisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GCRA_SCRIPT, GCRA_SHA, GLOBAL_LIMIT, LATE, LIMITED } from './gcra-script.js';
 import { globalKey, limitKey } from './redis-keys.js';
@@ -25,13 +28,26 @@ export interface RedisRateLimiterOptions {
    * `onError` says, and Redis, should the call still arrive, spends nothing for it.
    */
   timeoutMs?: number;
-  /** The answer while Redis fails or is late: refuse (default) or allow, with reason 'unavailable'. */
-  onError?: 'deny' | 'allow';
+  /**
+   * The answer while Redis fails, is late or its breaker is open (every such decision has
+   * `degraded: true`): 'deny' (default) and 'allow' answer so with reason 'unavailable';
+   * 'local' asks a shared-memory `RateLimiter` with the same limits (`local`, or one of its own).
+   */
+  onError?: 'deny' | 'allow' | 'local';
+  /**
+   * With onError 'local': the shared-memory limiter to ask, e.g. `RateLimiter.attach(handle)` of
+   * one shared by every worker thread of the process. Default: one of this instance's own
+   * (10,000 keys).
+   */
+  local?: RateLimiter;
   /** Decisions waiting together share one script call, up to this many (default 64). */
   maxBatch?: number;
 }
 
-const OPTION_NAMES = new Set(['redis', 'limit', 'globalLimit', 'algorithm', 'prefix', 'timeoutMs', 'onError', 'maxBatch']);
+const OPTION_NAMES = new Set(['redis', 'limit', 'globalLimit', 'algorithm', 'prefix', 'timeoutMs', 'onError', 'local', 'maxBatch']);
+
+/** How soon `acquire` asks again after Redis was unavailable and onError refused. */
+const UNAVAILABLE_RETRY_MS = 50;
 
 /** Script calls in flight at once; decisions that arrive meanwhile wait and go out together. */
 const MAX_IN_FLIGHT = 2;
@@ -44,6 +60,8 @@ interface Pending {
   timer: ReturnType<typeof setTimeout>;
   resolve: (d: Decision) => void;
   settled: boolean;
+  /** Handed to Redis: a timeout then counts against it (the breaker). */
+  sent: boolean;
 }
 
 /**
@@ -64,7 +82,9 @@ export class RedisRateLimiter {
   readonly #redis: RedisCommands;
   readonly #prefix: string;
   readonly #timeoutMs: number;
-  readonly #allowOnError: boolean;
+  readonly #onError: 'deny' | 'allow' | 'local';
+  readonly #local: RateLimiter | null;
+  readonly #breaker = new Breaker();
   readonly #maxBatch: number;
   /** The script's limit arguments, computed once. */
   readonly #limitArgs: number[];
@@ -100,7 +120,9 @@ export class RedisRateLimiter {
     const timeoutMs = options.timeoutMs ?? 500;
     positiveFinite('options.timeoutMs', timeoutMs);
     const onError = options.onError ?? 'deny';
-    if (onError !== 'deny' && onError !== 'allow') throw new RangeError(`options.onError must be 'deny' or 'allow', got ${describe(onError)}`);
+    if (onError !== 'deny' && onError !== 'allow' && onError !== 'local') throw new RangeError(`options.onError must be 'deny', 'allow' or 'local', got ${describe(onError)}`);
+    if (options.local !== undefined && !(options.local instanceof RateLimiter)) throw new TypeError(`options.local must be a RateLimiter, got ${describe(options.local)}`);
+    if (options.local !== undefined && onError !== 'local') throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(onError)}`);
     const maxBatch = options.maxBatch ?? 64;
     if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > 1000) throw new RangeError(`options.maxBatch must be an integer from 1 to 1000, got ${describe(maxBatch)}`);
     // The client last: every other option was valid.
@@ -109,7 +131,10 @@ export class RedisRateLimiter {
     this.globalLimit = global === null ? null : Object.freeze({ ...(options.globalLimit as Limit), burst: global.burst } as Required<Limit>);
     this.#prefix = prefix;
     this.#timeoutMs = timeoutMs;
-    this.#allowOnError = onError === 'allow';
+    this.#onError = onError;
+    this.#local = onError !== 'local' ? null : options.local ?? new RateLimiter({
+      limit: this.limits as Limit[], ...(this.globalLimit === null ? {} : { globalLimit: this.globalLimit }), maxKeys: 10_000,
+    });
     this.#maxBatch = maxBatch;
     const all = global === null ? compiled : [...compiled, global];
     this.#keyLimits = compiled.length;
@@ -126,8 +151,10 @@ export class RedisRateLimiter {
    */
   tryAcquire(key: string, cost = 1): Promise<Decision> {
     checkRequest(key, cost);
+    // An open breaker: Redis failed repeatedly; answer at once until its cooldown ends.
+    if (!this.#breaker.admits(performance.now())) return Promise.resolve(this.#fallback(key, cost));
     return new Promise<Decision>((resolve) => {
-      const p: Pending = { key, cost, deadline: performance.now() + this.#timeoutMs, timer: undefined as never, resolve, settled: false };
+      const p: Pending = { key, cost, deadline: performance.now() + this.#timeoutMs, timer: undefined as never, resolve, settled: false, sent: false };
       p.timer = setTimeout(() => this.#giveUp(p), this.#timeoutMs);
       this.#queue.push(p);
       this.#schedule();
@@ -137,6 +164,26 @@ export class RedisRateLimiter {
   /** Like `tryAcquire`, answering only whether the request passes. */
   async allow(key: string, cost = 1): Promise<boolean> {
     return (await this.tryAcquire(key, cost)).allowed;
+  }
+
+  /**
+   * Resolves once the request is admitted, trying again at each reported retry time. Rejects at
+   * once with `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` or the cost can
+   * never pass, and with the signal's reason on abort. While Redis is unavailable and onError
+   * refuses, it tries again every 50 ms within `maxWaitMs`.
+   */
+  async acquire(key: string, options: AcquireOptions = {}): Promise<void> {
+    const cost = options.cost ?? 1;
+    const maxWaitMs = checkMaxWait(options.maxWaitMs);
+    const signal = options.signal;
+    checkRequest(key, cost);
+    signal?.throwIfAborted();
+    const clock = monotonicClock;
+    const deadline = clock.now() + maxWaitMs;
+    for (let d = await this.tryAcquire(key, cost); !d.allowed; d = await this.tryAcquire(key, cost)) {
+      const wait = d.reason === 'unavailable' ? UNAVAILABLE_RETRY_MS : d.retryAfterMs;
+      await sleepUntil(clock, retryAt(key, wait, clock.now(), deadline, maxWaitMs), signal);
+    }
   }
 
   /** Sends what waits once the current tick is over, so that decisions made together share a call. */
@@ -174,12 +221,15 @@ export class RedisRateLimiter {
         args.push(p.cost, Math.floor((p.deadline + offset) * 1000));
       }
       keys.push(...this.#globalKeys);
+      for (const p of batch) p.sent = true;
       const reply = (await this.#redis.evalScript(GCRA_SHA, GCRA_SCRIPT, keys, args)) as (number | string)[];
       const received = performance.now();
       this.#offset = Number(reply[reply.length - 1]) / 1000 - received;
+      this.#breaker.succeeded();
       batch.forEach((p, j) => this.#answer(p, reply, j * 4));
     } catch {
-      for (const p of batch) this.#settle(p, this.#unavailable());
+      this.#breaker.failed(performance.now());
+      for (const p of batch) this.#settle(p, this.#fallback(p.key, p.cost));
     }
   }
 
@@ -196,7 +246,7 @@ export class RedisRateLimiter {
   #answer(p: Pending, reply: (number | string)[], at: number): void {
     const status = Number(reply[at]);
     if (status === LATE) {
-      this.#settle(p, this.#unavailable());
+      this.#settle(p, this.#fallback(p.key, p.cost));
       return;
     }
     const remaining = Number(reply[at + 1]);
@@ -208,7 +258,10 @@ export class RedisRateLimiter {
   }
 
   #giveUp(p: Pending): void {
-    this.#settle(p, this.#unavailable());
+    if (p.settled) return;
+    // A call Redis had and did not answer in time counts against it.
+    if (p.sent) this.#breaker.failed(performance.now());
+    this.#settle(p, this.#fallback(p.key, p.cost));
   }
 
   #settle(p: Pending, d: Decision): void {
@@ -218,7 +271,14 @@ export class RedisRateLimiter {
     p.resolve(d);
   }
 
-  #unavailable(): Decision {
-    return { allowed: this.#allowOnError, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'unavailable' };
+  /** onError's answer, for a decision Redis did not make. */
+  #fallback(key: string, cost: number): Decision {
+    if (this.#local !== null) return { ...this.#local.tryAcquire(key, cost), degraded: true };
+    return { allowed: this.#onError === 'allow', remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'unavailable', degraded: true };
+  }
+
+  /** Whether the breaker currently keeps calls from Redis (for monitoring). */
+  get breakerOpen(): boolean {
+    return !this.#breaker.admits(performance.now());
   }
 }
