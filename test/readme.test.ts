@@ -11,7 +11,7 @@ describe('README', () => {
     expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
   });
 
-  it.each(['http-server', 'piscina/worker', 'piscina/main'])('shows examples/%s.js verbatim', (name) => {
+  it.each(['http-server', 'piscina/worker', 'piscina/main', 'cluster-redis'])('shows examples/%s.js verbatim', (name) => {
     const readme = readFileSync(new URL('README.md', root), 'utf8');
     const example = readFileSync(new URL(`examples/${name}.js`, root), 'utf8');
     expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);

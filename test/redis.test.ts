@@ -1,7 +1,7 @@
 // RedisRateLimiter against a real redis-server (started by the test, on its own socket), through
 // both clients: the same decisions as the shared-memory limiter, exact under processes racing,
 // and never a hang or a late spend when the server freezes or dies.
-import { fork } from 'node:child_process';
+import { execFile, fork } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -255,6 +255,15 @@ describe.skipIf(!available)('RedisRateLimiter from racing processes', () => {
   });
   afterAll(async () => {
     await server.stop();
+  });
+
+  it('examples/cluster-redis.js: 4 processes x 2 threads share one limit of 100', async () => {
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile(process.execPath, ['examples/cluster-redis.js'], {
+        cwd: new URL('../', import.meta.url), env: { ...process.env, REDIS_SOCKET: server.socket }, timeout: 30_000,
+      }, (e, stdout) => (e ? reject(e) : resolve(stdout)));
+    });
+    expect(out).toBe('admitted 100 of 400 (limit 100 per minute)\n');
   });
 
   it.each([
