@@ -11,6 +11,7 @@ import { runCore } from './core.js';
 import { machine } from './lib/measure.js';
 import { runPeers } from './peers.js';
 import { runRace } from './race.js';
+import { runRedis } from './redis.js';
 import { runScaling } from './scaling.js';
 import { runWidth } from './width.js';
 
@@ -22,6 +23,7 @@ const SUITES = {
   race: runRace,
   scaling: runScaling,
   width: runWidth,
+  redis: runRedis,
 };
 
 const args = process.argv.slice(2);

@@ -18,8 +18,13 @@ export function globalKey(prefix: string, index: number): string {
   return `${prefix}global:${index}`;
 }
 
+const SPECIAL = /[%{}#]/;
+const SPECIALS = /[%{}#]/g;
+
 function tagOf(key: string): string {
   if (key.length > MAX_PLAIN_KEY) return `#${createHash('sha256').update(key).digest('hex')}`;
-  // '#' starts only hashed tags: escaped too, so no plain key reads as one.
-  return key.replace(/[%{}#]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  // '#' starts only hashed tags: escaped too, so no plain key reads as one. Most keys have none
+  // of the four characters: they are used as they are.
+  if (!SPECIAL.test(key)) return key;
+  return key.replace(SPECIALS, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }

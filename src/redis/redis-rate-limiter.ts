@@ -57,7 +57,6 @@ interface Pending {
   cost: number;
   /** performance.now() past which the caller gets onError's answer. */
   deadline: number;
-  timer: ReturnType<typeof setTimeout>;
   resolve: (d: Decision) => void;
   settled: boolean;
   /** Handed to Redis: a timeout then counts against it (the breaker). */
@@ -91,6 +90,13 @@ export class RedisRateLimiter {
   readonly #keyLimits: number;
   readonly #globalKeys: string[];
   readonly #queue: Pending[] = [];
+  /**
+   * Every unanswered decision in arrival order, which is deadline order (each gets timeoutMs):
+   * one timer, for the first of them, gives up on each in turn. No timer per decision.
+   */
+  readonly #waiting: Pending[] = [];
+  #waitingHead = 0;
+  #timer: ReturnType<typeof setTimeout> | null = null;
   #inFlight = 0;
   #flushScheduled = false;
   /**
@@ -154,8 +160,8 @@ export class RedisRateLimiter {
     // An open breaker: Redis failed repeatedly; answer at once until its cooldown ends.
     if (!this.#breaker.admits(performance.now())) return Promise.resolve(this.#fallback(key, cost));
     return new Promise<Decision>((resolve) => {
-      const p: Pending = { key, cost, deadline: performance.now() + this.#timeoutMs, timer: undefined as never, resolve, settled: false, sent: false };
-      p.timer = setTimeout(() => this.#giveUp(p), this.#timeoutMs);
+      const p: Pending = { key, cost, deadline: performance.now() + this.#timeoutMs, resolve, settled: false, sent: false };
+      this.#watch(p);
       this.#queue.push(p);
       this.#schedule();
     });
@@ -257,6 +263,43 @@ export class RedisRateLimiter {
     this.#settle(p, { allowed: status === ALLOWED, remaining, retryAfterMs, resetAfterMs: resetUs / 1000, reason });
   }
 
+  /** Gives `p` its deadline. */
+  #watch(p: Pending): void {
+    this.#waiting.push(p);
+    if (this.#timer === null) this.#arm(this.#timeoutMs);
+  }
+
+  #arm(ms: number): void {
+    this.#timer = setTimeout(() => this.#expire(), Math.max(0, ms));
+    this.#timer.unref(); // answered decisions need not keep the process alive
+  }
+
+  /** Gives up on every decision past its deadline; arms the timer for the next one. */
+  #expire(): void {
+    this.#timer = null;
+    const w = this.#waiting;
+    const now = performance.now();
+    let i = this.#waitingHead;
+    for (; i < w.length; i++) {
+      const p = w[i] as Pending;
+      if (p.settled) continue;
+      if (p.deadline > now) break;
+      this.#giveUp(p);
+    }
+    // Drop what is done; compact now and then so the array does not grow for ever.
+    if (i === w.length) {
+      w.length = 0;
+      this.#waitingHead = 0;
+      return;
+    }
+    this.#waitingHead = i;
+    if (i > 1024 && i * 2 > w.length) {
+      w.splice(0, i);
+      this.#waitingHead = 0;
+    }
+    this.#arm((w[this.#waitingHead] as Pending).deadline - now);
+  }
+
   #giveUp(p: Pending): void {
     if (p.settled) return;
     // A call Redis had and did not answer in time counts against it.
@@ -267,7 +310,6 @@ export class RedisRateLimiter {
   #settle(p: Pending, d: Decision): void {
     if (p.settled) return;
     p.settled = true;
-    clearTimeout(p.timer);
     p.resolve(d);
   }
 
