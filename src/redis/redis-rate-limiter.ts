@@ -40,7 +40,10 @@ export interface RedisRateLimiterOptions {
    * (10,000 keys).
    */
   local?: RateLimiter;
-  /** Decisions waiting together share one script call, up to this many (default 64). */
+  /**
+   * Decisions waiting together share one script call, up to this many (default 32: smaller
+   * batches let Redis run one while the client reads another).
+   */
   maxBatch?: number;
 }
 
@@ -50,7 +53,7 @@ const OPTION_NAMES = new Set(['redis', 'limit', 'globalLimit', 'algorithm', 'pre
 const UNAVAILABLE_RETRY_MS = 50;
 
 /** Script calls in flight at once; decisions that arrive meanwhile wait and go out together. */
-const MAX_IN_FLIGHT = 2;
+const MAX_IN_FLIGHT = 4;
 
 interface Pending {
   key: string;
@@ -129,7 +132,7 @@ export class RedisRateLimiter {
     if (onError !== 'deny' && onError !== 'allow' && onError !== 'local') throw new RangeError(`options.onError must be 'deny', 'allow' or 'local', got ${describe(onError)}`);
     if (options.local !== undefined && !(options.local instanceof RateLimiter)) throw new TypeError(`options.local must be a RateLimiter, got ${describe(options.local)}`);
     if (options.local !== undefined && onError !== 'local') throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(onError)}`);
-    const maxBatch = options.maxBatch ?? 64;
+    const maxBatch = options.maxBatch ?? 32;
     if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > 1000) throw new RangeError(`options.maxBatch must be an integer from 1 to 1000, got ${describe(maxBatch)}`);
     // The client last: every other option was valid.
     this.#redis = redisCommands(options.redis);
