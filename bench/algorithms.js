@@ -269,7 +269,7 @@ export async function runAlgorithms({ quick = false } = {}) {
     const c = byName(name);
     const lockedRow = configs.find((x) => x.forceLocked && x.name.startsWith(name));
     const share = (x) => median(x) / median(base.perSec);
-    lines.push(`| ${name}: at least ${fmt(target, 1)}x | ${fmt(share(c.perSec), 2)}x | ${lockedRow ? `${fmt(share(lockedRow.perSec), 2)}x` : '-'} | ${fmt(share(c.mutexPerSec), 2)}x | ${share(c.perSec) >= target ? 'yes' : 'missed'} |`);
+    lines.push(`| ${name}: at least ${fmt(target, 1)}x | ${fmt(share(c.perSec), 3)}x | ${lockedRow ? `${fmt(share(lockedRow.perSec), 2)}x` : '-'} | ${fmt(share(c.mutexPerSec), 2)}x | ${share(c.perSec) >= target ? 'yes' : 'missed'} |`);
   }
   const log = configs.find((c) => c.options.algorithm === 'sliding-log');
   lines.push('', 'Every configuration but the sliding log decides without a lock: it snapshots each limit, decides on the snapshot, and commits each by ' +
