@@ -2,8 +2,8 @@
 // both clients: the same decisions as the shared-memory limiter, exact under processes racing,
 // and never a hang or a late spend when the server freezes or dies.
 import { execFile, fork } from 'node:child_process';
-import { Redis } from 'ioredis';
-import { createClient } from 'redis';
+import { Cluster, Redis } from 'ioredis';
+import { createClient, createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { perDay, perHour, perSecond, RateLimiter, RateLimitTimeoutError, RedisRateLimiter, type RedisRateLimiterOptions } from '../src/index.js';
 import { GCRA_SHA } from '../src/redis/gcra-script.js';
@@ -122,6 +122,11 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter over $name', (client
     expect(() => r.tryAcquire('k', -1)).toThrow(/cost must be an integer >= 0, got -1/);
     expect(() => new RedisRateLimiter({ redis, limit: perHour(1), timeout: 5 } as never)).toThrow(/options\.timeout is not a RedisRateLimiter option/);
     expect(() => new RedisRateLimiter({ redis: {}, limit: perHour(1) })).toThrow(/options\.redis must be an ioredis or node-redis client/);
+    const ioCluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
+    expect(() => new RedisRateLimiter({ redis: ioCluster, limit: perHour(1) })).toThrow(/Redis Cluster client: RedisRateLimiter supports standalone Redis/);
+    ioCluster.disconnect();
+    const nodeCluster = createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] });
+    expect(() => new RedisRateLimiter({ redis: nodeCluster, limit: perHour(1) })).toThrow(/Redis Cluster client/);
     expect(() => new RedisRateLimiter({ redis, limit: { permits: 1, periodMs: 0.0001 } })).toThrow(/whole number of microseconds/);
     expect(await r.allow('k')).toBe(true);
   });

@@ -24,6 +24,12 @@ interface NodeRedisLike {
 /** Wraps a client; throws `TypeError` for anything that is neither kind. */
 export function redisCommands(client: unknown): RedisCommands {
   if (client !== null && typeof client === 'object') {
+    // A batch holds many users' keys, which a Cluster spreads over its slots (CROSSSLOT): refuse
+    // it plainly until batches are grouped by slot. ioredis says isCluster; node-redis's cluster
+    // has getSlotRandomNode.
+    if ((client as { isCluster?: unknown }).isCluster === true || typeof (client as { getSlotRandomNode?: unknown }).getSlotRandomNode === 'function') {
+      throw new TypeError('options.redis is a Redis Cluster client: RedisRateLimiter supports standalone Redis (or a single primary) for now');
+    }
     // ioredis has both; its sendCommand takes its own Command objects, so `call` decides.
     if (typeof (client as IoredisLike).call === 'function') {
       const c = client as IoredisLike;
