@@ -31,11 +31,6 @@ export class Gcra32 {
   nowMs = 0;
   /** Compare-and-swap attempts lost to other threads. */
   retries = 0;
-  // The snapshot a decision is made on, set by #snapshot.
-  #tat = 0;
-  #lastSec = 0;
-  #now32 = 0;
-  #nowSec = 0;
 
   constructor(words: Int32Array, p: GcraParams, clock: Clock) {
     this.#w = words;

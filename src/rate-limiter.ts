@@ -1,4 +1,4 @@
-import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
+import { clockKind, ManualClock, resolveClock, type Clock } from './clock.js';
 import { AttachRequest } from './attach-request.js';
 import { describe, integerInRange } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';

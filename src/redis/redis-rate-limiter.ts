@@ -4,7 +4,7 @@ import type { Limit } from '../limit.js';
 import type { Decision } from '../limiter-types.js';
 import { checkRequest, RateLimiter } from '../rate-limiter.js';
 import { monotonicClock } from '../clock.js';
-import { checkMaxWait, RateLimitTimeoutError, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
+import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
 import { Breaker } from './breaker.js';
 import { redisCommands, type RedisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GCRA_SCRIPT, GCRA_SHA, GLOBAL_LIMIT, LATE, LIMITED } from './gcra-script.js';
