@@ -118,11 +118,19 @@ export class FixedWindow32 implements LimitAlgorithm {
   }
 
   undo(w: Int32Array, at: number): boolean {
-    // Counts add up: take ours back while the window is still ours (a later one no longer counts it).
-    const cost = ((this.#written - this.#base) | 0) - this.#count;
+    return this.#takeBack(w, at, this.#base, ((this.#written - this.#base) | 0) - this.#count);
+  }
+
+  /**
+   * Subtracts `cost` from the count of the window whose first word value is `base`, while the
+   * word still holds that window (within a few windows of it, no other window reads as it: see
+   * fitsFixedWindow32) and its count includes `cost`. Counts add up, so this is exact even after
+   * other spends built on ours; a later window no longer counts it (false).
+   */
+  #takeBack(w: Int32Array, at: number, base: number, cost: number): boolean {
     for (;;) {
       const cur = Atomics.load(w, at);
-      const d = (cur - this.#base) | 0;
+      const d = (cur - base) | 0;
       if (d < cost || d > this.#permits) return false;
       // compareExchange from the value just read: a spend since retries.
       if (swap(w, at, cur, (cur - cost) | 0)) return true;
@@ -135,15 +143,7 @@ export class FixedWindow32 implements LimitAlgorithm {
   }
 
   refund(w: Int32Array, at: number, _m: Moment, base: number, _win: number, cost: number): boolean {
-    for (;;) {
-      const cur = Atomics.load(w, at);
-      const d = (cur - base) | 0;
-      // Only while the word still holds the reserved window (within a few windows of it, no
-      // other window reads as it: see fitsFixedWindow32), and its count includes ours.
-      if (d < cost || d > this.#permits) return false;
-      // compareExchange from the value just read: counts add up, so subtracting ours is exact.
-      if (swap(w, at, cur, (cur - cost) | 0)) return true;
-    }
+    return this.#takeBack(w, at, base, cost);
   }
 
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean {

@@ -36,6 +36,21 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
     count = !stale && hi === (win | 0) ? lo : 0;
   }
 
+  /**
+   * Subtracts `cost` from window `window`'s count (modulo 2^32) while the state still holds that
+   * window and its count includes `cost`. Counts add up, so this is exact even after other
+   * spends built on ours; a later window no longer counts it (false).
+   */
+  function takeBack(w: Int32Array, at: number, window: number, cost: number): boolean {
+    for (;;) {
+      const c = Atomics.load(w, at);
+      const h = Atomics.load(w, at + 1);
+      if (h !== window || c < cost) return false;
+      // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
+      if (cas64(w, at, h, c, h, c - cost)) return true;
+    }
+  }
+
   /** Where a request of `cost` can still be counted: a window's start, or its end if it is full. */
   function waitFor(cost: number, m: Moment): number {
     return cost > permits ? Infinity : ceilNs((count + cost <= permits ? win : win + 1) * periodMs - m.ms);
@@ -91,31 +106,14 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       return cas64(w, at, hi, lo, win | 0, nextCount);
     },
     undo(w, at) {
-      // Counts add up, so taking ours back is exact even after other spends built on it: subtract
-      // it while the window is still ours (a later window no longer counts it).
-      const cost = nextCount - count;
-      for (;;) {
-        const c = Atomics.load(w, at);
-        const h = Atomics.load(w, at + 1);
-        if (h !== (win | 0) || c < cost) return false;
-        // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
-        if (cas64(w, at, h, c, h, c - cost)) return true;
-      }
+      return takeBack(w, at, win | 0, nextCount - count);
     },
     slotStart(out) {
       out[0] = 0;
       out[1] = win | 0;
     },
     refund(w, at, _m, _lo, reserved, cost) {
-      for (;;) {
-        const c = Atomics.load(w, at);
-        const h = Atomics.load(w, at + 1);
-        // Only while the state still holds the reserved window and its count includes ours.
-        if (h !== reserved || c < cost) return false;
-        // 64-bit compareExchange from the halves just read: counts add up, so subtracting ours
-        // is exact; a torn read or a spend since retries.
-        if (cas64(w, at, h, c, h, c - cost)) return true;
-      }
+      return takeBack(w, at, reserved, cost);
     },
     idle(w, at, m, stale) {
       this.load(w, at);

@@ -119,45 +119,14 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       return cas64(w, at, hi, lo, packHi(win, prev), packLo(nextCurr, prev));
     },
     undo(w, at) {
-      // Counts add up, so taking ours back is exact even after other spends built on it: from the
-      // current count while the window is ours, from the previous one once the next window began.
-      const cost = nextCurr - curr;
-      for (;;) {
-        const l = Atomics.load(w, at);
-        const h = Atomics.load(w, at + 1);
-        const c = l & COUNT_MASK;
-        const p = (l >>> 22) | ((h & 0xfff) << 10);
-        const diff = (((h >>> 12) - win) << 12) >> 12;
-        let next: number;
-        if (diff === 0 && c >= cost) next = packLo(c - cost, p);
-        else if (diff === 1 && p >= cost) next = packLo(c, p - cost);
-        else return false;
-        const nextHi = diff === 0 ? h : packHi(win + 1, p - cost);
-        // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
-        if (cas64(w, at, h, l, nextHi, next)) return true;
-      }
+      return takeBack(w, at, win, nextCurr - curr);
     },
     slotStart(out) {
       out[0] = 0;
       out[1] = win & 0xfffff;
     },
     refund(w, at, _m, _lo, reserved, cost) {
-      for (;;) {
-        const l = Atomics.load(w, at);
-        const h = Atomics.load(w, at + 1);
-        const c = l & COUNT_MASK;
-        const p = (l >>> 22) | ((h & 0xfff) << 10);
-        const diff = (((h >>> 12) - reserved) << 12) >> 12;
-        // Counts add up, so taking ours back is exact: from the current count while the state
-        // holds the reserved window, from the previous one once a later reservation moved it on.
-        let next: number;
-        if (diff === 0 && c >= cost) next = packLo(c - cost, p);
-        else if (diff === 1 && p >= cost) next = packLo(c, p - cost);
-        else return false;
-        const nextHi = diff === 0 ? h : packHi(reserved + 1, p - cost);
-        // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
-        if (cas64(w, at, h, l, nextHi, next)) return true;
-      }
+      return takeBack(w, at, reserved, cost);
     },
     idle(w, at, m, stale) {
       this.load(w, at);
@@ -165,6 +134,28 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       return curr === 0 && prev === 0;
     },
   };
+
+  /**
+   * Takes `cost` back from window `window` (modulo 2^20): from the current count while the state
+   * holds it, from the previous one once a later window began. Counts add up, so this is exact
+   * even after other spends built on ours; false when neither count holds it.
+   */
+  function takeBack(w: Int32Array, at: number, window: number, cost: number): boolean {
+    for (;;) {
+      const l = Atomics.load(w, at);
+      const h = Atomics.load(w, at + 1);
+      const c = l & COUNT_MASK;
+      const p = (l >>> 22) | ((h & 0xfff) << 10);
+      const diff = (((h >>> 12) - window) << 12) >> 12;
+      let next: number;
+      if (diff === 0 && c >= cost) next = packLo(c - cost, p);
+      else if (diff === 1 && p >= cost) next = packLo(c, p - cost);
+      else return false;
+      const nextHi = diff === 0 ? h : packHi(window + 1, p - cost);
+      // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
+      if (cas64(w, at, h, l, nextHi, next)) return true;
+    }
+  }
 
   /** The least wait after which prev * weight + curr + cost <= permits. */
   function wait(curr: number, prev: number, into: number, cost: number): number {
