@@ -1,8 +1,8 @@
 // Reservations on fixed and sliding windows: a window counts a reservation in the window it acts
 // in (the reading's, or the next), nothing acts now on a later window's count, several windows
 // and a global cap agree on one act time, and cancel() gives the count back.
-import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
+import { reserveFromWorkers } from './helpers/reserve-race.js';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, RateLimitTimeoutError, type Limit, type Reservation } from '../src/index.js';
 
@@ -249,20 +249,9 @@ describe('reserve() on windows from racing workers', () => {
     const expected = delays(alone, 1000).filter((d): d is number => typeof d === 'number');
     const clock = new ManualClock(1000);
     const limiter = new RateLimiter({ limit, algorithm, maxKeys: 4, clock });
-    const gate = new SharedArrayBuffer(8);
-    const workers = Array.from({ length: 4 }, (_, id) => new Worker(new URL('./fixtures/worker.mjs', import.meta.url), {
-      workerData: { mode: 'reserve-many', handle: limiter.handle, id, key: 'k', attempts: 250, maxWaitMs: Infinity, gate },
-    }));
-    const replies = workers.map((w) => new Promise<{ delays: number[]; casRetries: number }>((resolve, reject) => { w.once('message', resolve); w.once('error', reject); }));
-    const g = new Int32Array(gate);
-    while (Atomics.load(g, 0) < 4) await settle();
-    Atomics.store(g, 1, 1);
-    Atomics.notify(g, 1);
-    const results = await Promise.all(replies);
-    await Promise.all(workers.map((w) => w.terminate()));
-    const got = results.flatMap((r) => r.delays).sort((a, b) => a - b);
+    const { delays: got, casRetries } = await reserveFromWorkers(limiter, 250, Infinity);
     expect(expected.length).toBeGreaterThan(200); // the next window took reservations too
     expect(got).toEqual([...expected].sort((a, b) => a - b));
-    expect(results.reduce((a, r) => a + r.casRetries, 0)).toBeGreaterThan(0); // the workers raced
+    expect(casRetries).toBeGreaterThan(0); // the workers raced
   });
 });
