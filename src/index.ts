@@ -28,3 +28,6 @@ export { perDay, perHour, perMinute, perSecond } from './limit.js';
 export type { Limit, LimitOptions } from './limit.js';
 export { RedisRateLimiter } from './redis/redis-rate-limiter.js';
 export type { RedisRateLimiterOptions } from './redis/redis-rate-limiter.js';
+export { RedisPolicyLimiter } from './redis/redis-policy-limiter.js';
+export type { RedisPolicyLimiterOptions } from './redis/redis-policy-limiter.js';
+export type { RedisCommonOptions } from './redis/redis-core.js';

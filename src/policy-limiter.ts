@@ -7,7 +7,7 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { describe, integerInRange } from './errors.js';
 import { DEFAULT_MAX_LOG_SIZE } from './limiter-config.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
-import { compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './policy/rules.js';
+import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './policy/rules.js';
 import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './policy/rules-store.js';
 import type { Decision, RateLimiterStats } from './rate-limiter.js';
 import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from './waiting.js';
@@ -220,28 +220,13 @@ export class PolicyLimiter {
 
   /** Checks (user, api) against its most specific rule and, if it passes, counts it. */
   tryAcquire(request: PolicyRequest, cost = 1): Decision {
-    if (request === null || typeof request !== 'object') throw new TypeError(`request must be an object like { user, api }, got ${describe(request)}`);
+    const key = checkPolicyRequest(request, cost);
     const { user, api } = request;
-    if (typeof user !== 'string' || user.length === 0) throw new TypeError(`request.user must be a non-empty string, got ${describe(user)}`);
-    if (typeof api !== 'string' || api.length === 0) throw new TypeError(`request.api must be a non-empty string, got ${describe(api)}`);
-    // Each part on its own: a user ending in a lone high surrogate and an api starting with a lone
-    // low one would join into a well-formed key. `isWellFormed` is Node 20's; the ES2022 lib lacks it.
-    if (!(user as string & { isWellFormed(): boolean }).isWellFormed()) {
-      throw new TypeError(`request.user must be a well-formed string (no lone surrogates), got ${describe(user)}`);
-    }
-    if (!(api as string & { isWellFormed(): boolean }).isWellFormed()) {
-      throw new TypeError(`request.api must be a well-formed string (no lone surrogates), got ${describe(api)}`);
-    }
-    if (cost !== 1 && !(Number.isSafeInteger(cost) && cost >= 0)) {
-      if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-      throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-    }
     this.#refreshRules();
     this.#user = user;
     this.#api = api;
     this.#unreadable = false;
     this.#use(match(this.#compiled, user, api));
-    const key = `${user.length}:${user}${api}`; // length prefix: ("ab", "c") and ("a", "bc") differ
     let entry = this.#index.cached(key) ?? this.#index.locate(key);
     for (;;) {
       if (entry === undefined) {

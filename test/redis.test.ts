@@ -2,14 +2,15 @@
 // both clients: the same decisions as the shared-memory limiter, exact under processes racing,
 // and never a hang or a late spend when the server freezes or dies.
 import { execFile, fork } from 'node:child_process';
-import { Cluster, Redis } from 'ioredis';
-import { createClient, createCluster } from 'redis';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { perDay, perHour, perSecond, RateLimiter, RateLimitTimeoutError, RedisRateLimiter, type RedisRateLimiterOptions } from '../src/index.js';
-import { GCRA_SHA } from '../src/redis/gcra-script.js';
+import { limitsScript } from '../src/redis/limits-script.js';
 import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
 
 const available = redisAvailable();
+const YEAR_MS = 365 * 24 * 3_600_000;
 
 type Client = { name: string; make(socket: string): Promise<unknown>; close(c: unknown): Promise<void> };
 const clients: Client[] = [
@@ -122,11 +123,9 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter over $name', (client
     expect(() => r.tryAcquire('k', -1)).toThrow(/cost must be an integer >= 0, got -1/);
     expect(() => new RedisRateLimiter({ redis, limit: perHour(1), timeout: 5 } as never)).toThrow(/options\.timeout is not a RedisRateLimiter option/);
     expect(() => new RedisRateLimiter({ redis: {}, limit: perHour(1) })).toThrow(/options\.redis must be an ioredis or node-redis client/);
-    const ioCluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
-    expect(() => new RedisRateLimiter({ redis: ioCluster, limit: perHour(1) })).toThrow(/Redis Cluster client: RedisRateLimiter supports standalone Redis/);
-    ioCluster.disconnect();
-    const nodeCluster = createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] });
-    expect(() => new RedisRateLimiter({ redis: nodeCluster, limit: perHour(1) })).toThrow(/Redis Cluster client/);
+    expect(() => new RedisRateLimiter({ redis, limit: perHour(1), algorithm: 'leaky' as never })).toThrow(/options\.algorithm must be one of/);
+    expect(() => new RedisRateLimiter({ redis, limit: perHour(1.5), algorithm: 'fixed-window' })).toThrow(/options\.limit\.permits/);
+    expect(() => new RedisRateLimiter({ redis, limit: perHour(2000), algorithm: 'sliding-log' })).toThrow(/options\.limit\.permits/);
     expect(() => new RedisRateLimiter({ redis, limit: { permits: 1, periodMs: 0.0001 } })).toThrow(/whole number of microseconds/);
     expect(await r.allow('k')).toBe(true);
   });
@@ -188,7 +187,7 @@ describe.skipIf(!available)('RedisRateLimiter under faults (ioredis)', () => {
     // (EVALSHA failed, EVAL loaded it), past their deadlines: none spent. No state survived (no
     // persistence): the next call is a fresh key's first.
     expect(await r.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 4 });
-    expect(await io.script('EXISTS', GCRA_SHA)).toEqual([1]);
+    expect(await io.script('EXISTS', limitsScript([0]).sha)).toEqual([1]);
     io.disconnect();
   });
 });
@@ -275,8 +274,14 @@ describe.skipIf(!available)('RedisRateLimiter from racing processes', () => {
     ['one limit', { limit: perDay(1000) }, 1000],
     ['two limits', { limit: [perHour(2000), perDay(700)] }, 700],
     ['a global cap', { limit: perDay(5000), globalLimit: perDay(600) }, 600],
+    // Windows of 50 years: the race never straddles a window's edge.
+    ['fixed window', { algorithm: 'fixed-window', limit: { permits: 500, periodMs: 50 * YEAR_MS } }, 500],
+    ['sliding window', { algorithm: 'sliding-window', limit: { permits: 400, periodMs: 50 * YEAR_MS } }, 400],
+    ['sliding log', { algorithm: 'sliding-log', limit: perHour(300) }, 300],
+    ['rules', { rules: [{ limit: perDay(10) }, { user: 'u1', limit: perDay(20) }, { user: 'u1', api: 'search', algorithm: 'sliding-log', limit: perHour(250) }] }, 250],
+    ['fixed windows, two limits and a cap', { algorithm: 'fixed-window', limit: [{ permits: 900, periodMs: 50 * YEAR_MS }, { permits: 450, periodMs: 40 * YEAR_MS }], globalLimit: { permits: 350, periodMs: 50 * YEAR_MS } }, 350],
   ])('4 processes x 64 calls in flight on one key admit exactly the limit: %s', async (_name, options, expected) => {
-    const prefix = `race${expected}:`;
+    const prefix = `race${expected}${_name.length}:`;
     const children = Array.from({ length: 4 }, () => fork(new URL('./fixtures/redis-hammer.mjs', import.meta.url), [], {
       env: { ...process.env, SOCKET: server.socket, PREFIX: prefix, OPTIONS: JSON.stringify(options), CALLS: '2000', IN_FLIGHT: '64' },
     }));

@@ -48,7 +48,8 @@ export interface CompiledRules {
   readonly byShape: Map<number, CompiledRule[]>;
 }
 
-function label(rule: unknown, i: number): string {
+/** How error messages name rule `i`: `rules[i] (user "x", api "y")`. */
+export function label(rule: unknown, i: number): string {
   const r = (rule ?? {}) as Partial<PolicyRule>;
   const parts = [];
   if (typeof r.user === 'string') parts.push(`user ${JSON.stringify(r.user)}`);
@@ -128,4 +129,28 @@ export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?:
 /** The most specific rule for (user, api). */
 export function match(rules: CompiledRules, user: string, api: string): CompiledRule {
   return rules.byPair.get(user)?.get(api) ?? rules.byApi.get(api) ?? rules.byUser.get(user) ?? rules.fallback;
+}
+
+/**
+ * Checks a request and its cost (TypeError/RangeError naming the field); returns the pair's key,
+ * `user.length:user + api` (the length prefix keeps ("ab", "c") and ("a", "bc") apart).
+ */
+export function checkPolicyRequest(request: unknown, cost: unknown): string {
+  if (request === null || typeof request !== 'object') throw new TypeError(`request must be an object like { user, api }, got ${describe(request)}`);
+  const { user, api } = request as { user?: unknown; api?: unknown };
+  if (typeof user !== 'string' || user.length === 0) throw new TypeError(`request.user must be a non-empty string, got ${describe(user)}`);
+  if (typeof api !== 'string' || api.length === 0) throw new TypeError(`request.api must be a non-empty string, got ${describe(api)}`);
+  // Each part on its own: a user ending in a lone high surrogate and an api starting with a lone
+  // low one would join into a well-formed key. `isWellFormed` is Node 20's; the ES2022 lib lacks it.
+  if (!(user as string & { isWellFormed(): boolean }).isWellFormed()) {
+    throw new TypeError(`request.user must be a well-formed string (no lone surrogates), got ${describe(user)}`);
+  }
+  if (!(api as string & { isWellFormed(): boolean }).isWellFormed()) {
+    throw new TypeError(`request.api must be a well-formed string (no lone surrogates), got ${describe(api)}`);
+  }
+  if (cost !== 1 && !(Number.isSafeInteger(cost) && (cost as number) >= 0)) {
+    if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
+    throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
+  }
+  return `${user.length}:${user}${api}`;
 }

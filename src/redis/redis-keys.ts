@@ -4,18 +4,19 @@ import { createHash } from 'node:crypto';
 export const MAX_PLAIN_KEY = 200;
 
 /**
- * The Redis key of limit `index` of user key `key`: `prefix{key}:index`. The braces are a Cluster
+ * What every Redis key of user key `key` starts with: `prefix{key}:`; a limit's key adds its
+ * algorithm's tag and its index (`prefix{key}:0`, `prefix{key}:fw:1`). The braces are a Cluster
  * hash tag, so every limit of one key lives in one slot and one script can spend them all.
  * Braces and `%` in the user key are escaped (a `}` inside would end the tag early, and two user
  * keys must never map to one Redis key); a long key is replaced by its hash.
  */
-export function limitKey(prefix: string, key: string, index: number): string {
-  return `${prefix}{${tagOf(key)}}:${index}`;
+export function keyBase(prefix: string, key: string): string {
+  return `${prefix}{${tagOf(key)}}:`;
 }
 
-/** The Redis key of limit `index` of the global cap. */
-export function globalKey(prefix: string, index: number): string {
-  return `${prefix}global:${index}`;
+/** The Redis key of limit `index` of the global cap (`suffix`: its algorithm's tag and index). */
+export function globalKey(prefix: string, suffix: string): string {
+  return `${prefix}global:${suffix}`;
 }
 
 const SPECIAL = /[%{}#]/;

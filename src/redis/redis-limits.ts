@@ -1,14 +1,50 @@
+import type { AlgorithmName } from '../algorithms/index.js';
+import { windowLimit } from '../algorithms/window-limit.js';
 import { validateLimit, type Limit } from '../limit.js';
+import { limitsScript } from './limits-script.js';
+import { globalKey } from './redis-keys.js';
+import type { ScriptPlan } from './script-batcher.js';
 
-/** One GCRA limit in the integer units the Redis script counts in (see gcra-script.ts). */
-export interface RedisGcraLimit {
-  /** Units per microsecond: the emission interval is a whole number of units. */
-  k: number;
-  /** The emission interval, in units. */
-  T: number;
-  /** The tolerance, burst * T, in units. */
-  tau: number;
-  burst: number;
+/**
+ * One limit as the Redis script counts it (see limits-script.ts and lua-algorithms.ts): its
+ * algorithm's id and four integer parameters.
+ * - gcra: [k, T, tau, burst]: k units per microsecond, so that the emission interval T is a
+ *   whole number of units; tau = burst * T.
+ * - fixed window, sliding window, sliding log: [period in µs, permits, 0, 0].
+ */
+export interface RedisLimit {
+  kind: number;
+  args: readonly [number, number, number, number];
+  /** The limit as the user gave it, with its burst filled in (permits for the windows). */
+  limit: Readonly<Required<Limit>>;
+}
+
+/** The script's algorithm ids, in the order of `ALGORITHMS` (algorithms/index.ts). */
+const KIND: Record<AlgorithmName, number> = { 'gcra': 0, 'fixed-window': 1, 'sliding-window': 2, 'sliding-log': 3 };
+
+/**
+ * The key suffix of each algorithm's state, after the key's base: a rule that changes algorithm
+ * starts a fresh state. A GCRA state carries over any change of rate (the script converts it);
+ * a window's key holds its period too (a window index means nothing under another period).
+ */
+function suffix(l: RedisLimit, i: number): string {
+  switch (l.kind) {
+    case 0: return `${i}`;
+    case 1: return `fw${l.args[0]}:${i}`;
+    case 2: return `sw${l.args[0]}:${i}`;
+    default: return `sl:${i}`;
+  }
+}
+
+/** The plan of a set of limits: their keys' suffixes and the script's arguments. */
+export function scriptPlan(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[], prefix: string): ScriptPlan {
+  return {
+    keyLimits,
+    suffixes: keyLimits.map(suffix),
+    globalKeys: global.map((l, i) => globalKey(prefix, suffix(l, i))),
+    args: limitArgs(keyLimits, global, 0),
+    script: limitsScript([...keyLimits, ...global].map((l) => l.kind)),
+  };
 }
 
 /** Every sum the script makes stays an exact integer below this (Lua numbers are doubles). */
@@ -19,33 +55,51 @@ function gcd(a: number, b: number): number {
   return a;
 }
 
-/**
- * Compiles `limit` for the Redis script: its period in whole microseconds (Redis's clock counts
- * them), its interval in units of 1/k microsecond chosen so that it is whole. Throws
- * `TypeError`/`RangeError` naming `name` for a limit the script cannot count exactly.
- */
-export function redisGcraLimit(limit: Limit, name: string): RedisGcraLimit {
-  const { permits, periodMs, burst } = validateLimit(limit, name);
-  const periodUs = Math.round(periodMs * 1000);
-  if (Math.abs(periodUs - periodMs * 1000) > 1e-6 * Math.max(1, periodUs) || periodUs < 1) {
-    throw new RangeError(`${name}.periodMs must be a whole number of microseconds for a RedisRateLimiter (Redis's clock counts them), got ${periodMs}`);
+/** The period in whole microseconds (Redis's clock counts them); RangeError naming `name` otherwise. */
+function periodUs(periodMs: number, name: string): number {
+  const us = Math.round(periodMs * 1000);
+  if (Math.abs(us - periodMs * 1000) > 1e-6 * Math.max(1, us) || us < 1) {
+    throw new RangeError(`${name}.periodMs must be a whole number of microseconds for a Redis limiter (Redis's clock counts them), got ${periodMs}`);
   }
+  return us;
+}
+
+/**
+ * Compiles `limit` for the Redis script under `algorithm`. Throws `TypeError`/`RangeError` naming
+ * `name` for a limit the script cannot count exactly. `maxLogSize` bounds a sliding log's permits
+ * (a list of that many stamps per key on Redis).
+ */
+export function redisLimit(algorithm: AlgorithmName, limit: Limit, name: string, maxLogSize: number): RedisLimit {
+  if (algorithm !== 'gcra') {
+    const { permits, periodMs } = windowLimit(limit, name, algorithm === 'sliding-log' ? maxLogSize : 2 ** 30);
+    const p = periodUs(periodMs, name);
+    return { kind: KIND[algorithm], args: [p, permits, 0, 0], limit: Object.freeze({ permits, periodMs, burst: permits }) };
+  }
+  const { permits, periodMs, burst } = validateLimit(limit, name);
+  const us = periodUs(periodMs, name);
   let k: number;
   let T: number;
   if (Number.isInteger(permits)) {
-    const g = gcd(periodUs, permits);
+    const g = gcd(us, permits);
     k = permits / g;
-    T = periodUs / g;
-  } else if (Number.isInteger(periodUs / permits)) {
+    T = us / g;
+  } else if (Number.isInteger(us / permits)) {
     k = 1;
-    T = periodUs / permits;
+    T = us / permits;
   } else {
-    throw new RangeError(`${name}.permits must be a whole number, or divide ${name}.periodMs into whole microseconds, for a RedisRateLimiter; got ${permits} per ${periodMs} ms`);
+    throw new RangeError(`${name}.permits must be a whole number, or divide ${name}.periodMs into whole microseconds, for a Redis limiter; got ${permits} per ${periodMs} ms`);
   }
   const tau = burst * T;
   // The debt and the TAT's fraction are counted in units: they must stay exact.
   if (!Number.isSafeInteger(tau) || tau > MAX_UNITS) {
-    throw new RangeError(`${name} is too fine for a RedisRateLimiter: burst ${burst} of ${permits} per ${periodMs} ms needs ${tau} units of 1/${k} µs, over 2^52`);
+    throw new RangeError(`${name} is too fine for a Redis limiter: burst ${burst} of ${permits} per ${periodMs} ms needs ${tau} units of 1/${k} µs, over 2^52`);
   }
-  return { k, T, tau, burst };
+  return { kind: KIND.gcra, args: [k, T, tau, burst], limit: Object.freeze({ permits, periodMs, burst }) };
+}
+
+/** The script's ARGV for a set of limits: counts, then each limit's kind and parameters. */
+export function limitArgs(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[], fixedNowUs: number): number[] {
+  const out = [keyLimits.length, global.length, fixedNowUs];
+  for (const l of [...keyLimits, ...global]) out.push(l.kind, ...l.args);
+  return out;
 }

@@ -1,0 +1,192 @@
+import { createHash } from 'node:crypto';
+import { luaAlgorithms } from './lua-algorithms.js';
+
+/**
+ * Every decision on Redis, as one Lua script (made for the algorithms a plan uses): a batch of decisions, each over every limit of one
+ * key (and the global cap's, when it lives on the same server), each atomic (Redis runs a script
+ * alone). The algorithms are in lua-algorithms.ts.
+ *
+ * Time is Redis's own (`TIME`, microseconds), so no client clock can mint quota. A GCRA limit's
+ * state is its theoretical arrival time (TAT) in whole microseconds plus a fraction in units of
+ * 1/k microsecond, where k is chosen per limit so that its emission interval T is a whole number
+ * of units (redis-limits.ts): every sum is an exact integer below 2^53, so the script admits
+ * exactly what the shared-memory GCRA admits. Windows count in whole microseconds.
+ *
+ * A refusal and a probe (cost 0) write nothing; an admission writes every limit with an expiry at
+ * the moment its state equals a fresh key's. A decision that reaches Redis after its deadline (on
+ * Redis's clock, see redis-rate-limiter.ts) writes nothing and answers LATE. A negative cost is a
+ * refund of -cost spent at the time its deadline field holds (the global cap on Cluster).
+ *
+ * ARGV: nKeyLimits, nGlobalLimits, fixedNow (µs; 0: Redis's TIME; tests only), then per limit
+ * (key limits, then global): kind (0 gcra, 1 fixed window, 2 sliding window, 3 sliding log) and
+ * four parameters; then nDecisions, then per decision: cost, deadline (µs on Redis's clock,
+ * 0: none), want (>= cost: a lease asks for up to `want` and is granted what every limit still
+ * holds, if that is at least `cost`; a plain decision wants its cost). KEYS: per decision its
+ * nKeyLimits keys, then the global limits' keys.
+ *
+ * Reply: per decision [status, remaining, retryAfterUs (-1: never), resetAfterUs, blockedUs,
+ * granted], then capBlockedUs, then Redis's time in µs. `blockedUs` is how long no request of cost >= 1 on
+ * the key can pass after this decision (0: one could now), `capBlockedUs` the same for the
+ * global cap after the whole batch: the refusal cache holds them.
+ */
+function scriptText(kinds: readonly number[]): string {
+  return `
+local now = tonumber(ARGV[3])
+if now <= 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+${luaAlgorithms(kinds)}
+local nl = tonumber(ARGV[1])
+local ng = tonumber(ARGV[2])
+local lim = {}
+local a = 4
+for i = 1, nl + ng do
+  lim[i] = { tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]) }
+  a = a + 5
+end
+local nd = tonumber(ARGV[a])
+a = a + 1
+local out = {}
+local states = {}
+local keys = {}
+local function keyOf(j, i)
+  if i <= nl then return KEYS[j * nl + i] end
+  return KEYS[nd * nl + i - nl]
+end
+local function push(status, remaining, wait, reset, blocked, granted)
+  out[#out + 1] = status
+  out[#out + 1] = remaining
+  out[#out + 1] = wait
+  out[#out + 1] = reset
+  out[#out + 1] = blocked
+  out[#out + 1] = granted
+end
+for j = 0, nd - 1 do
+  local cost = tonumber(ARGV[a])
+  local deadline = tonumber(ARGV[a + 1])
+  local want = tonumber(ARGV[a + 2])
+  a = a + 3
+  if cost < 0 then
+    for i = 1, nl + ng do
+      local L = lim[i]
+      local A = ALGORITHMS[L[1]]
+      local key = keyOf(j, i)
+      A.refund(key, L, A.load(key, L), -cost, deadline)
+    end
+    push(0, 0, 0, 0, 0, 0)
+  elseif deadline > 0 and now > deadline then
+    push(4, 0, 0, 0, 0, 0)
+  else
+    local keyRefused, keyNever, keyWait = false, false, 0
+    local capRefused, capNever, capWait = false, false, 0
+    for i = 1, nl + ng do
+      local key = keyOf(j, i)
+      keys[i] = key
+      local L = lim[i]
+      local s = ALGORITHMS[L[1]].load(key, L)
+      states[i] = s
+      local ok, w = ALGORITHMS[L[1]].check(L, s, cost, 0)
+      if not ok then
+        if i <= nl then
+          keyRefused = true
+          if w < 0 then keyNever = true else keyWait = math.max(keyWait, w) end
+        else
+          capRefused = true
+          if w < 0 then capNever = true else capWait = math.max(capWait, w) end
+        end
+      end
+    end
+    -- As the shared-memory limiter answers: the key's limits first; the cap only when they allow.
+    -- A probe (cost 0) passes: it asks what is left and counts nothing.
+    local status, wait, upto = 0, 0, nl + ng
+    if cost == 0 then
+      status = 0
+    elseif keyRefused then
+      status = keyNever and 2 or 1
+      wait = keyNever and -1 or keyWait
+      upto = nl
+    elseif capRefused then
+      status = 3
+      wait = capNever and -1 or capWait
+    end
+    local spent = 0
+    if status == 0 then spent = cost end
+    -- A lease: as much of want as every limit still holds (at least the cost, which passed).
+    if status == 0 and want > cost then
+      local room = want
+      for i = 1, nl + ng do
+        local L = lim[i]
+        room = math.min(room, ALGORITHMS[L[1]].remaining(L, states[i], 0))
+      end
+      spent = math.max(cost, room)
+    end
+    -- Remaining from what each limit holds after this decision (unspent if refused); reset and
+    -- the refusal cache's block from the key's limits.
+    local remaining, reset, blocked = -1, 0, 0
+    for i = 1, upto do
+      local L = lim[i]
+      local A = ALGORITHMS[L[1]]
+      local s = states[i]
+      local r = A.remaining(L, s, spent)
+      if remaining < 0 or r < remaining then remaining = r end
+      if i <= nl then
+        reset = math.max(reset, A.reset(L, s, spent))
+        local ok, w = A.check(L, s, 1, spent)
+        if not ok and w > 0 then blocked = math.max(blocked, w) end
+      end
+    end
+    if spent > 0 then
+      for i = 1, nl + ng do ALGORITHMS[lim[i][1]].write(keys[i], lim[i], states[i], spent) end
+    end
+    push(status, remaining, wait, reset, blocked, spent)
+  end
+end
+-- The cap after the whole batch: how long it refuses every request.
+local capBlocked = 0
+for i = nl + 1, nl + ng do
+  local L = lim[i]
+  local A = ALGORITHMS[L[1]]
+  local key = keyOf(0, i)
+  local ok, w = A.check(L, A.load(key, L), 1, 0)
+  if not ok and w > 0 then capBlocked = math.max(capBlocked, w) end
+end
+out[#out + 1] = capBlocked
+out[#out + 1] = now
+return out
+`;
+}
+
+/** A script's text and its SHA1, for EVALSHA. */
+export interface LimitsScript {
+  readonly text: string;
+  readonly sha: string;
+}
+
+const scripts = new Map<string, LimitsScript>();
+
+/**
+ * The script for limits of the algorithms `kinds` (ids, see redis-limits.ts): it defines only
+ * those, since every function a script defines costs Redis time on each call. One per set of
+ * algorithms, made once.
+ */
+export function limitsScript(kinds: readonly number[]): LimitsScript {
+  const id = [...new Set(kinds)].sort().join(',');
+  let s = scripts.get(id);
+  if (s === undefined) {
+    const text = scriptText(kinds);
+    s = { text, sha: createHash('sha1').update(text).digest('hex') };
+    scripts.set(id, s);
+  }
+  return s;
+}
+
+/** Values per decision in the script's reply. */
+export const REPLY_FIELDS = 6;
+
+/** Decision statuses in the script's reply. */
+export const ALLOWED = 0;
+export const LIMITED = 1;
+export const EXCEEDS_BURST = 2;
+export const GLOBAL_LIMIT = 3;
+export const LATE = 4;

@@ -1,0 +1,267 @@
+/**
+ * The four algorithms of the Redis script, in Lua, as fragments: a script holds only those its
+ * limits use (each function defined costs Redis time on every call), each the same decision as its shared-memory
+ * twin in src/algorithms/ (the decision vectors are compared in test/redis-vectors.test.ts).
+ * Every algorithm is a table of functions over a limit `L` (its ARGV: kind and four parameters)
+ * and a state `s` read once per decision by `load`:
+ *
+ * - `load(key, L)`: the key's state at `now` (a missing key is a fresh one).
+ * - `check(L, s, c, spent)`: whether `c` more would pass once `spent` is counted, and the wait
+ *   in µs before it would (-1: never, the cost exceeds what the limit can hold).
+ * - `remaining(L, s, spent)`, `reset(L, s, spent)`: what the decision reports.
+ * - `write(key, L, s, cost)`: counts an admission, with an expiry at the moment the state equals
+ *   a fresh key's (no sweeper).
+ * - `refund(key, L, s, cost, at)`: takes back `cost` spent at `at` (µs on this server's clock)
+ *   while the state still holds it.
+ *
+ * Every number is an integer below 2^53 except the sliding window's weighted estimate; stored
+ * integers are written with %.0f (Lua would print 1.7e+15).
+ *
+ * States:
+ * - gcra: "tat" or "tat:frac:k" (see limits-script.ts); L = kind, k, T, tau, burst.
+ * - fixed window: "window:count"; L = kind, period (µs), permits.
+ * - sliding window: "window:current:previous"; L = kind, period (µs), permits.
+ * - sliding log: a list of admission stamps (µs), oldest first; L = kind, period, permits.
+ */
+
+/** What every fragment uses. */
+const COMMON = `
+local function int(x) return string.format('%.0f', x) end
+local function ms(us) return math.max(1, math.ceil(us / 1000)) end
+`;
+
+/** Parses a window's state, "a:b[:c]", into numbers. */
+const FIELDS = `
+local function fields(v)
+  local out = {}
+  for x in string.gmatch(v, '[^:]+') do out[#out + 1] = tonumber(x) end
+  return out
+end
+`;
+
+/** Each algorithm's Lua, by its id (redis-limits.ts): gcra, fixed window, sliding window, sliding log. */
+const FRAGMENTS: readonly string[] = [
+  `local GCRA = {}
+function GCRA.load(key, L)
+  local k = L[2]
+  local v = redis.call('GET', key)
+  if not v then return { d = 0 } end
+  local i = string.find(v, ':', 1, true)
+  local tat, frac = 0, 0
+  if i then
+    local j = string.find(v, ':', i + 1, true)
+    tat = tonumber(string.sub(v, 1, i - 1))
+    frac = tonumber(string.sub(v, i + 1, j - 1))
+    local stored = tonumber(string.sub(v, j + 1))
+    -- Written under another rule: the fraction in our units, rounded up (never less debt).
+    if stored ~= k then frac = math.ceil(frac * k / stored) end
+  else
+    tat = tonumber(v)
+  end
+  local d = (tat - now) * k + frac
+  if d < 0 then d = 0 end
+  return { d = d }
+end
+function GCRA.check(L, s, c, spent)
+  local k, T, tau, burst = L[2], L[3], L[4], L[5]
+  local after = s.d + (spent + c) * T
+  if c > burst then return false, -1 end
+  if after <= tau then return true, 0 end
+  return false, math.ceil((after - tau) / k)
+end
+function GCRA.remaining(L, s, spent)
+  local r = math.floor((L[4] - s.d - spent * L[3]) / L[3])
+  if r < 0 then return 0 end
+  return r
+end
+function GCRA.reset(L, s, spent)
+  return math.ceil((s.d + spent * L[3]) / L[2])
+end
+local function gcraStore(key, k, d)
+  if d <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local whole = math.floor(d / k)
+  local frac = d - whole * k
+  local v = int(now + whole)
+  if frac > 0 then v = v .. ':' .. int(frac) .. ':' .. int(k) end
+  redis.call('SET', key, v, 'PX', ms(d / k))
+end
+function GCRA.write(key, L, s, cost)
+  gcraStore(key, L[2], s.d + cost * L[3])
+end
+function GCRA.refund(key, L, s, cost, at)
+  gcraStore(key, L[2], s.d - cost * L[3])
+end
+ALGORITHMS[0] = GCRA
+`,
+  `local FIXED = {}
+function FIXED.load(key, L)
+  local w = math.floor(now / L[2])
+  local s = { w = w, n = 0, ahead = false }
+  local v = redis.call('GET', key)
+  if v then
+    local f = fields(v)
+    -- A later stored window (this server's clock went back): counted there, never moved back.
+    if f[1] == w then s.n = f[2] elseif f[1] > w then s.w = f[1]; s.n = f[2]; s.ahead = true end
+  end
+  return s
+end
+function FIXED.check(L, s, c, spent)
+  local p, P = L[2], L[3]
+  if c > P then return false, -1 end
+  local n = s.n + spent
+  if n + c <= P then
+    if s.ahead then return false, s.w * p - now end
+    return true, 0
+  end
+  return false, (s.w + 1) * p - now
+end
+function FIXED.remaining(L, s, spent)
+  if s.ahead then return 0 end
+  return L[3] - s.n - spent
+end
+function FIXED.reset(L, s, spent)
+  if s.n + spent > 0 then return (s.w + 1) * L[2] - now end
+  return 0
+end
+function FIXED.write(key, L, s, cost)
+  redis.call('SET', key, int(s.w) .. ':' .. int(s.n + cost), 'PX', ms((s.w + 1) * L[2] - now))
+end
+function FIXED.refund(key, L, s, cost, at)
+  local v = redis.call('GET', key)
+  if not v then return end
+  local f = fields(v)
+  if f[1] == math.floor(at / L[2]) and f[2] >= cost then
+    redis.call('SET', key, int(f[1]) .. ':' .. int(f[2] - cost), 'KEEPTTL')
+  end
+end
+ALGORITHMS[1] = FIXED
+`,
+  `local SLIDING = {}
+function SLIDING.load(key, L)
+  local p = L[2]
+  local w = math.floor(now / p)
+  local s = { w = w, curr = 0, prev = 0, later = false }
+  local v = redis.call('GET', key)
+  if v then
+    local f = fields(v)
+    local diff = f[1] - w
+    if diff > 0 then s.w = f[1]; s.later = true end
+    if diff >= 0 then s.curr = f[2]; s.prev = f[3] elseif diff == -1 then s.prev = f[2] end
+  end
+  s.into = math.max(0, now - s.w * p)
+  s.estimate = s.prev * (1 - s.into / p) + s.curr
+  return s
+end
+-- The least wait after which prev * weight + curr + c <= permits.
+local function slidingWait(p, P, curr, prev, into, c)
+  local room = P - curr - c
+  if room >= 0 and prev > 0 then
+    local t = p * (1 - room / prev) - into
+    if t < p - into then return math.max(0, t) end
+  end
+  local s = 0
+  if curr > 0 then s = p * (1 - (P - c) / curr) end
+  return p - into + math.max(0, s)
+end
+function SLIDING.check(L, s, c, spent)
+  local p, P = L[2], L[3]
+  if c > P then return false, -1 end
+  if s.estimate + spent + c <= P and not s.later then return true, 0 end
+  local w = slidingWait(p, P, s.curr + spent, s.prev, s.into, c)
+  if s.later then w = w + s.w * p - now end
+  return false, math.ceil(w)
+end
+function SLIDING.remaining(L, s, spent)
+  if s.later then return 0 end
+  return math.max(0, math.floor(L[3] - s.estimate - spent))
+end
+function SLIDING.reset(L, s, spent)
+  if s.curr + spent > 0 then return (s.w + 2) * L[2] - now end
+  if s.prev > 0 then return (s.w + 1) * L[2] - now end
+  return 0
+end
+function SLIDING.write(key, L, s, cost)
+  local v = int(s.w) .. ':' .. int(s.curr + cost) .. ':' .. int(s.prev)
+  redis.call('SET', key, v, 'PX', ms((s.w + 2) * L[2] - now))
+end
+function SLIDING.refund(key, L, s, cost, at)
+  local v = redis.call('GET', key)
+  if not v then return end
+  local f = fields(v)
+  local w = math.floor(at / L[2])
+  if f[1] == w and f[2] >= cost then f[2] = f[2] - cost
+  elseif f[1] == w + 1 and f[3] >= cost then f[3] = f[3] - cost
+  else return end
+  redis.call('SET', key, int(f[1]) .. ':' .. int(f[2]) .. ':' .. int(f[3]), 'KEEPTTL')
+end
+ALGORITHMS[2] = SLIDING
+`,
+  `local LOG = {}
+local function stampAt(key, i) return tonumber(redis.call('LINDEX', key, i)) end
+local function age(ts)
+  local a = now - ts
+  if a < 0 then return 0 end
+  return a
+end
+function LOG.load(key, L)
+  local p = L[2]
+  local len = redis.call('LLEN', key)
+  -- The leading stamps that no longer count (the list is in time order): binary search.
+  local lo, hi = 0, len
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if now - stampAt(key, mid) >= p then lo = mid + 1 else hi = mid end
+  end
+  return { key = key, len = len, expired = lo }
+end
+function LOG.check(L, s, c, spent)
+  local p, P = L[2], L[3]
+  if c > P then return false, -1 end
+  local live = s.len - s.expired + spent
+  if live + c <= P then return true, 0 end
+  -- The oldest stamp that must expire first; one of this decision's own counts as now.
+  local i = s.expired + live + c - P - 1
+  if i >= s.len then return false, p end
+  return false, p - age(stampAt(s.key, i))
+end
+function LOG.remaining(L, s, spent)
+  -- Below 0 only after a rule lowered the permits: the log then holds more than they allow.
+  return math.max(0, L[3] - (s.len - s.expired) - spent)
+end
+function LOG.reset(L, s, spent)
+  if spent > 0 then return L[2] end
+  if s.len > s.expired then return L[2] - age(stampAt(s.key, s.len - 1)) end
+  return 0
+end
+function LOG.write(key, L, s, cost)
+  local stamp = now
+  if s.len > s.expired then stamp = math.max(now, stampAt(key, s.len - 1)) end
+  if s.expired > 0 then redis.call('LTRIM', key, s.expired, -1) end
+  -- In chunks: unpack has a limit on how many values it returns.
+  local v = int(stamp)
+  local left = cost
+  while left > 0 do
+    local args = {}
+    for i = 1, math.min(left, 1000) do args[i] = v end
+    redis.call('RPUSH', key, unpack(args))
+    left = left - #args
+  end
+  redis.call('PEXPIRE', key, ms(stamp + L[2] - now))
+end
+function LOG.refund(key, L, s, cost, at)
+  redis.call('LREM', key, cost, int(at))
+end
+ALGORITHMS[3] = LOG
+`,
+];
+
+/** The Lua of the algorithms `kinds` (ids), defining `ALGORITHMS[id]` for each. */
+export function luaAlgorithms(kinds: readonly number[]): string {
+  const parts = [COMMON, 'local ALGORITHMS = {}'];
+  if (kinds.includes(1) || kinds.includes(2)) parts.push(FIELDS);
+  for (const k of [...new Set(kinds)].sort()) parts.push(FRAGMENTS[k] as string);
+  return parts.join('\n');
+}

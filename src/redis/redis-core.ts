@@ -1,0 +1,194 @@
+import { describe, positiveFinite } from '../errors.js';
+import type { Decision, DecisionReason } from '../limiter-types.js';
+import { redisCommands } from './client.js';
+import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
+import { ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
+
+/**
+ * What a Redis limiter keeps in the process's shared memory in front of Redis: refusals it may
+ * answer without asking (src/redis/local-tier.ts implements it for every thread of a process).
+ */
+export interface RefusalCache {
+  /** Ms for which no request of cost >= 1 on `key` can pass, as far as known; 0: not known. */
+  refusedFor(key: string, nowMs: number): number;
+  /** Records that no request of cost >= 1 on `key` passes before `untilMs`. */
+  refuseUntil(key: string, untilMs: number): void;
+  /** `refusedFor` of the global cap. */
+  allRefusedFor(nowMs: number): number;
+  /** `refuseUntil` of the global cap. */
+  refuseAllUntil(untilMs: number): void;
+  /** Forgets every refusal (the limits changed). */
+  clear(): void;
+}
+
+/** The options every Redis limiter has. */
+export interface RedisCommonOptions {
+  /** The client: an ioredis `Redis` or `Cluster`, or a connected node-redis client or cluster. */
+  redis: unknown;
+  /** Prepended to every Redis key. Default 'sluice:'. */
+  prefix?: string;
+  /**
+   * The longest a decision waits for Redis, in ms (default 500). Past it the decision answers as
+   * `onError` says, and Redis, should the call still arrive, spends nothing for it.
+   */
+  timeoutMs?: number;
+  /**
+   * The answer while Redis fails, is late or its breaker is open (every such decision has
+   * `degraded: true`): 'deny' (default) and 'allow' answer so with reason 'unavailable';
+   * 'local' asks a shared-memory limiter with the same limits (`local`, or one of its own).
+   */
+  onError?: 'deny' | 'allow' | 'local';
+  /**
+   * Decisions waiting together share one script call, up to this many (default 32: smaller
+   * batches let Redis run one while the client reads another).
+   */
+  maxBatch?: number;
+}
+
+export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', 'maxBatch'];
+
+/** Refuses option names outside `known`, naming the closest. */
+export function checkOptionNames(options: object, known: readonly string[], cls: string): void {
+  for (const name of Object.keys(options)) {
+    if (!known.includes(name)) throw new TypeError(`options.${name} is not a ${cls} option (known: ${known.join(', ')})`);
+  }
+}
+
+const REASONS: Record<number, DecisionReason> = { [ALLOWED]: 'allowed', [LIMITED]: 'limited', [EXCEEDS_BURST]: 'exceeds-burst', [GLOBAL_LIMIT]: 'global-limit' };
+
+/** The decision Redis's reply says. */
+export function decisionOf(r: Reply): Decision {
+  const allowed = r.status === ALLOWED;
+  return {
+    allowed,
+    remaining: r.remaining,
+    retryAfterMs: allowed ? 0 : r.waitUs < 0 ? Infinity : r.waitUs / 1000,
+    resetAfterMs: r.resetUs / 1000,
+    reason: REASONS[r.status] ?? 'limited',
+  };
+}
+
+/**
+ * What both Redis limiters share: the options above, the batcher, the refusal cache and the
+ * answers when Redis does not decide. `fallback` asks the shared-memory limiter (onError 'local').
+ *
+ * Thread-safety: one instance per limiter instance (per thread).
+ */
+export class RedisCore<R> {
+  readonly batcher: ScriptBatcher;
+  readonly prefix: string;
+  readonly onError: 'deny' | 'allow' | 'local';
+  readonly cache: RefusalCache | null;
+  #fallback: ((request: R, cost: number) => Decision) | null = null;
+
+  constructor(options: RedisCommonOptions, cache: RefusalCache | null) {
+    const prefix = options.prefix ?? 'sluice:';
+    if (typeof prefix !== 'string') throw new TypeError(`options.prefix must be a string, got ${describe(prefix)}`);
+    const timeoutMs = options.timeoutMs ?? 500;
+    positiveFinite('options.timeoutMs', timeoutMs);
+    const onError = options.onError ?? 'deny';
+    if (onError !== 'deny' && onError !== 'allow' && onError !== 'local') throw new RangeError(`options.onError must be 'deny', 'allow' or 'local', got ${describe(onError)}`);
+    const maxBatch = options.maxBatch ?? 32;
+    if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > 1000) throw new RangeError(`options.maxBatch must be an integer from 1 to 1000, got ${describe(maxBatch)}`);
+    this.prefix = prefix;
+    this.onError = onError;
+    this.cache = cache;
+    // The client last: every other option was valid.
+    this.batcher = new ScriptBatcher(redisCommands(options.redis), timeoutMs, maxBatch);
+  }
+
+  /** Sets the shared-memory limiter's answer, for onError 'local'. */
+  setFallback(f: (request: R, cost: number) => Decision): void {
+    this.#fallback = f;
+  }
+
+  /**
+   * Decides `cost` for `request`, whose Redis keys start with `base`, under `plan`; `cap` is the
+   * global cap's plan when it lives on another Cluster node (spent first, refunded when the key
+   * refuses or spent nothing). `cacheKey` names the key in the refusal cache.
+   */
+  decide(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan | null): Promise<Decision> {
+    const cache = this.cache;
+    if (cache !== null && cost > 0) {
+      // A refusal Redis gave in the last moments: every thread of the process answers it alone.
+      const now = performance.now();
+      const capLeft = plan.globalKeys.length > 0 || cap !== null ? cache.allRefusedFor(now) : 0;
+      if (capLeft > 0) return Promise.resolve(cachedRefusal(capLeft, 'global-limit'));
+      const left = cache.refusedFor(cacheKey, now);
+      if (left > 0) return Promise.resolve(cachedRefusal(left, 'limited'));
+    }
+    // An open breaker: Redis failed repeatedly; answer at once until its cooldown ends.
+    if (!this.batcher.breaker.admits(performance.now())) return Promise.resolve(this.fallback(request, cost));
+    if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap);
+    return this.batcher.decide(plan, base, cost).then((o) => this.#answer(o, request, cacheKey, cost));
+  }
+
+  #answer(o: Outcome, request: R, cacheKey: string, cost: number): Decision {
+    if (typeof o === 'string') return this.fallback(request, cost);
+    this.#remember(o, cacheKey);
+    return decisionOf(o);
+  }
+
+  /** Keeps what Redis said about the key's and the cap's next requests in the refusal cache. */
+  #remember(r: Reply, cacheKey: string | null): void {
+    const cache = this.cache;
+    if (cache === null) return;
+    // From when the call was sent, which is before Redis decided: the cache never refuses a
+    // request after the moment Redis would admit it.
+    if (cacheKey !== null && r.blockedUs > 0) cache.refuseUntil(cacheKey, r.sentAt + r.blockedUs / 1000);
+    if (r.capBlockedUs > 0) cache.refuseAllUntil(r.sentAt + r.capBlockedUs / 1000);
+  }
+
+  /**
+   * The global cap on another Cluster node: spent first; then the key. The key refused, or late
+   * (it spent nothing), the cap gets its spend back; the key's call failed (Redis may have spent),
+   * the cap keeps it: the cap may count a request that was not admitted, never the reverse.
+   */
+  async #capFirst(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan): Promise<Decision> {
+    // One deadline for both steps.
+    const deadline = performance.now() + this.batcher.timeoutMs;
+    const c = await this.batcher.decide(cap, '', cost, cost, 0, deadline);
+    if (typeof c === 'string') return this.fallback(request, cost);
+    this.#remember(c, null);
+    if (c.status !== ALLOWED) return decisionOf(c);
+    const k = await this.batcher.decide(plan, base, cost, cost, 0, deadline);
+    if (k === 'failed') return this.fallback(request, cost);
+    if (k === 'late' || k.status !== ALLOWED) {
+      if (cost > 0) void this.batcher.decide(cap, '', -cost, -cost, c.nowUs);
+      if (k === 'late') return this.fallback(request, cost);
+    }
+    this.#remember(k, cacheKey);
+    const d = decisionOf(k);
+    d.remaining = Math.min(d.remaining, c.remaining);
+    return d;
+  }
+
+  /** onError's answer, for a decision Redis did not make. */
+  fallback(request: R, cost: number): Decision {
+    if (this.#fallback !== null) return { ...this.#fallback(request, cost), degraded: true };
+    return { allowed: this.onError === 'allow', remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'unavailable', degraded: true };
+  }
+}
+
+/** Each limiter's batcher, for the test-only time override below. */
+const batchers = new WeakMap<object, ScriptBatcher>();
+
+/** Registers `batcher` as `limiter`'s. */
+export function registerBatcher(limiter: object, batcher: ScriptBatcher): void {
+  batchers.set(limiter, batcher);
+}
+
+/**
+ * Tests only (not exported from the package): every script call of `limiter` decides at the time
+ * `nowUs()` returns, in µs, instead of Redis's TIME, without deadlines. null restores TIME.
+ */
+export function setScriptTime(limiter: object, nowUs: (() => number) | null): void {
+  const batcher = batchers.get(limiter);
+  if (batcher === undefined) throw new TypeError('setScriptTime needs a Redis limiter');
+  batcher.fixedNowUs = nowUs;
+}
+
+/** A refusal answered from the refusal cache: the reset is not known; the retry time is its floor. */
+function cachedRefusal(leftMs: number, reason: DecisionReason): Decision {
+  return { allowed: false, remaining: 0, retryAfterMs: leftMs, resetAfterMs: leftMs, reason };
+}

@@ -1,0 +1,145 @@
+import { describe, integerInRange } from '../errors.js';
+import type { Limit } from '../limit.js';
+import { DEFAULT_MAX_LOG_SIZE } from '../limiter-config.js';
+import type { Decision } from '../limiter-types.js';
+import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
+import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type CompiledRules, type PolicyRule } from '../policy/rules.js';
+import { monotonicClock } from '../clock.js';
+import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
+import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions, type RefusalCache } from './redis-core.js';
+import { keyBase } from './redis-keys.js';
+import { redisLimit, scriptPlan } from './redis-limits.js';
+import type { ScriptPlan } from './script-batcher.js';
+
+/** Options for `new RedisPolicyLimiter`. */
+export interface RedisPolicyLimiterOptions extends RedisCommonOptions {
+  /** The rules, as for PolicyLimiter; exactly one has neither `user` nor `api` (the default). */
+  rules: readonly PolicyRule[];
+  /** Largest sliding-log `permits`. Default 1,000. */
+  maxLogSize?: number;
+  /**
+   * With onError 'local': the shared-memory PolicyLimiter to ask (its rules are replaced by
+   * `setRules` too). Default: one of this instance's own (10,000 pairs).
+   */
+  local?: PolicyLimiter;
+}
+
+const OPTION_NAMES = [...COMMON_OPTION_NAMES, 'rules', 'maxLogSize', 'local'];
+
+/** How soon `acquire` asks again after Redis was unavailable and onError refused. */
+const UNAVAILABLE_RETRY_MS = 50;
+
+/**
+ * `PolicyLimiter`'s rules on Redis: each (user, api) pair gets the limits of its most specific
+ * rule, decided by the same script as `RedisRateLimiter` and shared by every process and host.
+ * The rules are this instance's (give every process the same ones, or call `setRules` on each):
+ * a pair keeps its state on Redis across a change of rules: a GCRA debt is carried into the new
+ * rates; a window keeps its count while its period is unchanged and starts afresh under another
+ * period or algorithm.
+ *
+ * Thread-safety: one instance per thread (it holds its queue); the state is Redis's.
+ */
+export class RedisPolicyLimiter {
+  readonly #core: RedisCore<PolicyRequest>;
+  readonly #maxLogSize: number;
+  readonly #local: PolicyLimiter | null;
+  #rules!: readonly PolicyRule[];
+  #compiled!: CompiledRules;
+  #plans!: Map<CompiledRule, ScriptPlan>;
+
+  constructor(options: RedisPolicyLimiterOptions, cache: RefusalCache | null = null) {
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError(`options must be an object like { redis, rules }, got ${describe(options)}`);
+    }
+    checkOptionNames(options, OPTION_NAMES, 'RedisPolicyLimiter');
+    this.#maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
+    if (options.local !== undefined && !(options.local instanceof PolicyLimiter)) throw new TypeError(`options.local must be a PolicyLimiter, got ${describe(options.local)}`);
+    if (options.local !== undefined && options.onError !== 'local') throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
+    this.#core = new RedisCore<PolicyRequest>(options, cache);
+    this.#install(options.rules);
+    registerBatcher(this, this.#core.batcher);
+    if (this.#core.onError === 'local') {
+      const local = options.local ?? new PolicyLimiter({ rules: this.#rules, maxKeys: 10_000, maxLogSize: this.#maxLogSize });
+      this.#local = local;
+      this.#core.setFallback((request, cost) => local.tryAcquire(request, cost));
+    } else {
+      this.#local = null;
+    }
+  }
+
+  /** The rules in force for this instance (a copy). */
+  get rules(): PolicyRule[] {
+    return JSON.parse(JSON.stringify(this.#rules)) as PolicyRule[];
+  }
+
+  /**
+   * Replaces this instance's rules (and the shared-memory fallback's). Throws, naming the rule,
+   * for anything PolicyLimiter refuses or a limit Redis cannot count exactly; then nothing
+   * changes. The refusal cache forgets what the old rules refused.
+   */
+  setRules(rules: readonly PolicyRule[]): void {
+    this.#install(rules);
+    this.#core.cache?.clear();
+    this.#local?.setRules(rules);
+  }
+
+  /** The rule that applies to (user, api) now. */
+  ruleFor(request: PolicyRequest): Readonly<PolicyRule> {
+    checkPolicyRequest(request, 1);
+    return match(this.#compiled, request.user, request.api).rule;
+  }
+
+  /**
+   * Checks (user, api) against its most specific rule and, if it passes, counts it, in one atomic
+   * step on Redis. Resolves as `RedisRateLimiter.tryAcquire` does; throws `TypeError`/`RangeError`
+   * at once for a bad request or cost.
+   */
+  tryAcquire(request: PolicyRequest, cost = 1): Promise<Decision> {
+    const key = checkPolicyRequest(request, cost);
+    const plan = this.#plans.get(match(this.#compiled, request.user, request.api)) as ScriptPlan;
+    return this.#core.decide(request, key, keyBase(this.#core.prefix, key), cost, plan, null);
+  }
+
+  /** Like `tryAcquire`, answering only whether the request passes. */
+  async allow(request: PolicyRequest, cost = 1): Promise<boolean> {
+    return (await this.tryAcquire(request, cost)).allowed;
+  }
+
+  /** As `RedisRateLimiter.acquire`, for (user, api). */
+  async acquire(request: PolicyRequest, options: AcquireOptions = {}): Promise<void> {
+    const cost = options.cost ?? 1;
+    const maxWaitMs = checkMaxWait(options.maxWaitMs);
+    const signal = options.signal;
+    const key = checkPolicyRequest(request, cost);
+    signal?.throwIfAborted();
+    const clock = monotonicClock;
+    const deadline = clock.now() + maxWaitMs;
+    for (let d = await this.tryAcquire(request, cost); !d.allowed; d = await this.tryAcquire(request, cost)) {
+      const wait = d.reason === 'unavailable' ? UNAVAILABLE_RETRY_MS : d.retryAfterMs;
+      await sleepUntil(clock, retryAt(key, wait, clock.now(), deadline, maxWaitMs), signal);
+    }
+  }
+
+  /** Whether the breaker currently keeps calls from Redis (for monitoring). */
+  get breakerOpen(): boolean {
+    return !this.#core.batcher.breaker.admits(performance.now());
+  }
+
+  /** Checks and compiles `rules` (for memory and for Redis) before anything changes. */
+  #install(rules: readonly PolicyRule[]): void {
+    const compiled = compileRules(rules, this.#maxLogSize);
+    const plans = new Map<CompiledRule, ScriptPlan>();
+    const all = [compiled.fallback, ...compiled.byUser.values(), ...compiled.byApi.values(), ...[...compiled.byPair.values()].flatMap((m) => [...m.values()])];
+    for (const entry of all) {
+      const i = rules.indexOf(rules.find((r) => r.user === entry.rule.user && r.api === entry.rule.api) as PolicyRule);
+      const name = `${label(rules[i], i)}.limit`;
+      const list = (Array.isArray(entry.rule.limit) ? entry.rule.limit : [entry.rule.limit]) as Limit[];
+      const algorithm = entry.rule.algorithm ?? 'gcra';
+      const limits = list.map((l, j) => redisLimit(algorithm, l, list.length === 1 && !Array.isArray(entry.rule.limit) ? name : `${name}[${j}]`, this.#maxLogSize));
+      plans.set(entry, scriptPlan(limits, [], this.#core.prefix));
+    }
+    this.#rules = JSON.parse(JSON.stringify(rules)) as PolicyRule[];
+    this.#compiled = compiled;
+    this.#plans = plans;
+  }
+}

@@ -1,0 +1,290 @@
+import { Breaker } from './breaker.js';
+import type { RedisCommands } from './client.js';
+import { LATE, REPLY_FIELDS, type LimitsScript } from './limits-script.js';
+import type { RedisLimit } from './redis-limits.js';
+
+/**
+ * What one script call decides over: the limits of a key (and of the global cap, when it lives
+ * on the same server), compiled once per rule.
+ */
+export interface ScriptPlan {
+  readonly keyLimits: readonly RedisLimit[];
+  /** Each key limit's Redis key, after the key's base (`prefix{tag}:`). */
+  readonly suffixes: readonly string[];
+  readonly globalKeys: readonly string[];
+  /** The ARGV head (limitArgs); index 2 is the test-only time override. */
+  readonly args: readonly number[];
+  /** The script for these limits' algorithms. */
+  readonly script: LimitsScript;
+}
+
+/** Redis's answer to one decision. */
+export interface Reply {
+  status: number;
+  remaining: number;
+  /** -1: never. */
+  waitUs: number;
+  resetUs: number;
+  /** How long no request of cost >= 1 on the key can pass (0: one could now). */
+  blockedUs: number;
+  /** What Redis counted: the cost, or a lease's grant. */
+  granted: number;
+  /** The same for the global cap, after the call's whole batch. */
+  capBlockedUs: number;
+  /** Redis's clock when it decided. */
+  nowUs: number;
+  /** performance.now() just before the call was sent: no later than Redis's decision. */
+  sentAt: number;
+}
+
+/**
+ * A decision Redis did not make: 'late' (it arrived after its deadline and spent nothing) or
+ * 'failed' (an error, or no answer by the deadline: whether Redis spent is unknown).
+ */
+export type Outcome = Reply | 'late' | 'failed';
+
+interface Pending {
+  plan: ScriptPlan;
+  /** The key's Redis key base; each limit's key is base + suffix. */
+  base: string;
+  slot: number;
+  cost: number;
+  /** A lease: up to this much (>= cost). */
+  want: number;
+  /** For a refund (cost < 0): when it was spent, µs on Redis's clock. */
+  spentAt: number;
+  /** performance.now() past which the caller gets 'failed'. */
+  deadline: number;
+  resolve: (o: Outcome) => void;
+  settled: boolean;
+  /** Handed to Redis: a timeout then counts against it (the breaker). */
+  sent: boolean;
+}
+
+/** Script calls in flight at once (per limiter): decisions that arrive meanwhile go out together. */
+const MAX_IN_FLIGHT = 4;
+/** On a Cluster, batches are per slot, so more of them may be in flight. */
+const MAX_IN_FLIGHT_CLUSTER = 64;
+const SLOTS = 16_384;
+
+/**
+ * Sends decisions to Redis: decisions waiting together share one script call (per plan and, on a
+ * Cluster, per slot), every decision has its own deadline (one timer for all, in arrival order),
+ * and the script is told the same deadline on Redis's clock, never later than the moment the
+ * batcher gives up: the reading of Redis's clock is a lower bound from the last reply (TIME is
+ * read before the reply arrives). A Cluster keeps that bound per slot: each node has its own
+ * clock.
+ *
+ * Thread-safety: one instance per thread (it holds its queue); the state is Redis's.
+ */
+export class ScriptBatcher {
+  readonly breaker = new Breaker();
+  readonly #redis: RedisCommands;
+  readonly timeoutMs: number;
+  readonly #maxBatch: number;
+  readonly #maxInFlight: number;
+  #queue: Pending[] = [];
+  /**
+   * Every unanswered decision in arrival order, which is deadline order (each gets timeoutMs):
+   * one timer, for the first of them, gives up on each in turn.
+   */
+  readonly #waiting: Pending[] = [];
+  #waitingHead = 0;
+  #timer: ReturnType<typeof setTimeout> | null = null;
+  #inFlight = 0;
+  #flushScheduled = false;
+  /** Redis's clock minus performance.now(), in ms, a lower bound per slot (NaN: not known yet). */
+  readonly #offsets: Float64Array;
+  readonly #learning = new Map<number, Promise<void>>();
+  /** Tests only: the time every script call decides at, in µs on Redis's clock. */
+  fixedNowUs: (() => number) | null = null;
+
+  constructor(redis: RedisCommands, timeoutMs: number, maxBatch: number) {
+    this.#redis = redis;
+    this.timeoutMs = timeoutMs;
+    this.#maxBatch = maxBatch;
+    this.#maxInFlight = redis.cluster ? MAX_IN_FLIGHT_CLUSTER : MAX_IN_FLIGHT;
+    this.#offsets = new Float64Array(redis.cluster ? SLOTS : 1).fill(NaN);
+  }
+
+  get cluster(): boolean {
+    return this.#redis.cluster;
+  }
+
+  /**
+   * Decides `cost` for the key whose Redis keys start with `base` under `plan`: up to `want` for a
+   * lease (a negative cost refunds -cost spent at `spentAt`). Resolves with Redis's reply, 'late' or 'failed'; never
+   * rejects. `deadline` (performance.now() basis) defaults to now + timeoutMs, and is never later.
+   */
+  decide(plan: ScriptPlan, base: string, cost: number, want = cost, spentAt = 0, deadline = performance.now() + this.timeoutMs): Promise<Outcome> {
+    const first = plan.suffixes.length > 0 ? base + (plan.suffixes[0] as string) : (plan.globalKeys[0] as string);
+    const slot = this.#redis.cluster ? this.#redis.slotOf(first) : 0;
+    return new Promise<Outcome>((resolve) => {
+      const p: Pending = { plan, base, slot, cost, want, spentAt, deadline, resolve, settled: false, sent: false };
+      this.#watch(p);
+      this.#queue.push(p);
+      this.#schedule();
+    });
+  }
+
+  /** Sends what waits once the current tick is over, so that decisions made together share a call. */
+  #schedule(): void {
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    queueMicrotask(() => {
+      this.#flushScheduled = false;
+      this.#flush();
+    });
+  }
+
+  #flush(): void {
+    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
+      const batch = this.#take();
+      if (batch.length === 0) continue;
+      this.#inFlight++;
+      void this.#send(batch).finally(() => {
+        this.#inFlight--;
+        this.#flush();
+      });
+    }
+  }
+
+  /** The next batch: up to maxBatch waiting decisions of the first one's plan and slot, in order. */
+  #take(): Pending[] {
+    const q = this.#queue;
+    let i = 0;
+    while (i < q.length && (q[i] as Pending).settled) i++;
+    if (i === q.length) {
+      this.#queue = [];
+      return [];
+    }
+    const head = q[i] as Pending;
+    const batch: Pending[] = [];
+    const rest: Pending[] = [];
+    for (; i < q.length; i++) {
+      const p = q[i] as Pending;
+      if (p.settled) continue;
+      if (batch.length < this.#maxBatch && p.plan === head.plan && p.slot === head.slot) batch.push(p);
+      else rest.push(p);
+    }
+    this.#queue = rest;
+    return batch;
+  }
+
+  async #send(batch: Pending[]): Promise<void> {
+    const head = batch[0] as Pending;
+    const plan = head.plan;
+    const fixed = this.fixedNowUs;
+    try {
+      if (Number.isNaN(this.#offsets[head.slot] as number) && fixed === null) await this.#learnOffset(head);
+      const offset = this.#offsets[head.slot] as number;
+      const keys: string[] = [];
+      const args: number[] = plan.args.slice();
+      if (fixed !== null) args[2] = fixed();
+      args.push(batch.length);
+      for (const p of batch) {
+        for (const s of plan.suffixes) keys.push(p.base + s);
+        // The deadline on Redis's clock: ours plus a lower bound of the clocks' offset, in whole
+        // µs rounded down, so never later than the moment we give up. None under a fixed time.
+        args.push(p.cost, p.cost < 0 ? p.spentAt : fixed !== null ? 0 : Math.floor((p.deadline + offset) * 1000), p.want);
+        p.sent = true;
+      }
+      for (const k of plan.globalKeys) keys.push(k);
+      const sentAt = performance.now();
+      const reply = (await this.#redis.evalScript(plan.script.sha, plan.script.text, keys, args)) as (number | string)[];
+      const received = performance.now();
+      const nowUs = Number(reply[reply.length - 1]);
+      const capBlockedUs = Number(reply[reply.length - 2]);
+      if (fixed === null) this.#offsets[head.slot] = nowUs / 1000 - received;
+      this.breaker.succeeded();
+      for (let j = 0; j < batch.length; j++) {
+        const at = j * REPLY_FIELDS;
+        const status = Number(reply[at]);
+        this.#settle(batch[j] as Pending, status === LATE ? 'late' : {
+          status,
+          remaining: Number(reply[at + 1]),
+          waitUs: Number(reply[at + 2]),
+          resetUs: Number(reply[at + 3]),
+          blockedUs: Number(reply[at + 4]),
+          granted: Number(reply[at + 5]),
+          capBlockedUs,
+          nowUs,
+          sentAt,
+        });
+      }
+    } catch {
+      this.breaker.failed(performance.now());
+      for (const p of batch) this.#settle(p, 'failed');
+    }
+  }
+
+  /** Reads Redis's clock (the node's, on a Cluster) before the first decision sent there. */
+  #learnOffset(head: Pending): Promise<void> {
+    let pending = this.#learning.get(head.slot);
+    if (pending === undefined) {
+      const routing = head.plan.suffixes.length > 0 ? head.base + (head.plan.suffixes[0] as string) : (head.plan.globalKeys[0] as string);
+      pending = this.#redis.time(routing).then((us) => {
+        this.#offsets[head.slot] = us / 1000 - performance.now();
+      }).finally(() => {
+        this.#learning.delete(head.slot);
+      });
+      this.#learning.set(head.slot, pending);
+    }
+    return pending;
+  }
+
+  /**
+   * Gives `p` its deadline. Decisions arrive in deadline order, as each gets timeoutMs; one with
+   * an earlier deadline (the second step of a decision) is put in its place.
+   */
+  #watch(p: Pending): void {
+    const w = this.#waiting;
+    let i = w.length;
+    while (i > this.#waitingHead && (w[i - 1] as Pending).deadline > p.deadline) i--;
+    if (i === w.length) w.push(p);
+    else w.splice(i, 0, p);
+    if (i === this.#waitingHead) {
+      if (this.#timer !== null) clearTimeout(this.#timer);
+      this.#arm(p.deadline - performance.now());
+    }
+  }
+
+  #arm(ms: number): void {
+    this.#timer = setTimeout(() => this.#expire(), Math.max(0, ms));
+    this.#timer.unref(); // answered decisions need not keep the process alive
+  }
+
+  /** Gives up on every decision past its deadline; arms the timer for the next one. */
+  #expire(): void {
+    this.#timer = null;
+    const w = this.#waiting;
+    const now = performance.now();
+    let i = this.#waitingHead;
+    for (; i < w.length; i++) {
+      const p = w[i] as Pending;
+      if (p.settled) continue;
+      if (p.deadline > now) break;
+      // A call Redis had and did not answer in time counts against it.
+      if (p.sent) this.breaker.failed(now);
+      this.#settle(p, 'failed');
+    }
+    // Drop what is done; compact now and then so the array does not grow for ever.
+    if (i === w.length) {
+      w.length = 0;
+      this.#waitingHead = 0;
+      return;
+    }
+    this.#waitingHead = i;
+    if (i > 1024 && i * 2 > w.length) {
+      w.splice(0, i);
+      this.#waitingHead = 0;
+    }
+    this.#arm((w[this.#waitingHead] as Pending).deadline - now);
+  }
+
+  #settle(p: Pending, o: Outcome): void {
+    if (p.settled) return;
+    p.settled = true;
+    p.resolve(o);
+  }
+}
