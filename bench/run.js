@@ -12,6 +12,7 @@ import { machine } from './lib/measure.js';
 import { runPeers } from './peers.js';
 import { runRace } from './race.js';
 import { runRedis } from './redis.js';
+import { runRedisOutage } from './redis-outage.js';
 import { runScaling } from './scaling.js';
 import { runWidth } from './width.js';
 
@@ -24,6 +25,7 @@ const SUITES = {
   scaling: runScaling,
   width: runWidth,
   redis: runRedis,
+  'redis-outage': runRedisOutage,
 };
 
 const args = process.argv.slice(2);

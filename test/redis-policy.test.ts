@@ -31,7 +31,7 @@ describe.skipIf(!available)('RedisPolicyLimiter', () => {
   let server: TestRedis;
   let redis: Redis;
   let n = 0;
-  const make = (rules: PolicyRule[], more: object = {}): RedisPolicyLimiter => new RedisPolicyLimiter({ redis, rules, prefix: `p${n++}:`, ...more });
+  const make = (rules: PolicyRule[], more: object = {}): RedisPolicyLimiter => new RedisPolicyLimiter({ redis, rules, prefix: `p${n++}:`, localTier: false, ...more });
 
   beforeAll(async () => {
     server = await startRedis();

@@ -77,7 +77,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
         const clock = new ManualClock(startMs);
         const options = { algorithm: config.algorithm, limit: config.limit, ...(config.globalLimit ? { globalLimit: config.globalLimit } : {}) };
         const memory = new RateLimiter({ ...options, maxKeys: 16, clock });
-        const onRedis = new RedisRateLimiter({ ...options, redis, prefix: `v${n++}:` });
+        const onRedis = new RedisRateLimiter({ ...options, redis, prefix: `v${n++}:`, localTier: false });
         let now = startMs;
         setScriptTime(onRedis, () => now * 1000);
         for (const [i, { advanceMs, key, cost }] of steps.entries()) {

@@ -43,9 +43,12 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter over $name', (client
   let server: TestRedis;
   let redis: unknown;
   let n = 0;
-  /** A limiter with its own prefix, so tests never share keys. */
+  /**
+   * A limiter with its own prefix, so tests never share keys, and no local tier: these tests
+   * read Redis's own answers (test/redis-tier.test.ts tests the tier's).
+   */
   const limiter = (options: Omit<RedisRateLimiterOptions, 'redis'>): RedisRateLimiter =>
-    new RedisRateLimiter({ redis, prefix: `t${n++}:`, ...options });
+    new RedisRateLimiter({ redis, prefix: `t${n++}:`, localTier: false, ...options });
 
   beforeAll(async () => {
     server = await startRedis();

@@ -8,7 +8,8 @@
  */
 export class Breaker {
   #failures = 0;
-  #openUntil = 0;
+  /** Closed from the start, whatever the clock's origin (performance.now() may be negative). */
+  #openUntil = -Infinity;
   #cooldownMs: number;
 
   constructor(

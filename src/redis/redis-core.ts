@@ -2,24 +2,8 @@ import { describe, positiveFinite } from '../errors.js';
 import type { Decision, DecisionReason } from '../limiter-types.js';
 import { redisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
+import { LocalTier } from './local-tier.js';
 import { ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
-
-/**
- * What a Redis limiter keeps in the process's shared memory in front of Redis: refusals it may
- * answer without asking (src/redis/local-tier.ts implements it for every thread of a process).
- */
-export interface RefusalCache {
-  /** Ms for which no request of cost >= 1 on `key` can pass, as far as known; 0: not known. */
-  refusedFor(key: string, nowMs: number): number;
-  /** Records that no request of cost >= 1 on `key` passes before `untilMs`. */
-  refuseUntil(key: string, untilMs: number): void;
-  /** `refusedFor` of the global cap. */
-  allRefusedFor(nowMs: number): number;
-  /** `refuseUntil` of the global cap. */
-  refuseAllUntil(untilMs: number): void;
-  /** Forgets every refusal (the limits changed). */
-  clear(): void;
-}
 
 /** The options every Redis limiter has. */
 export interface RedisCommonOptions {
@@ -43,9 +27,24 @@ export interface RedisCommonOptions {
    * batches let Redis run one while the client reads another).
    */
   maxBatch?: number;
+  /**
+   * The process's shared memory in front of Redis (src/redis/local-tier.ts): a refusal Redis gave
+   * is answered there, by every thread, until the moment Redis said; and leases live there. Pass
+   * `LocalTier.attach(handle)` of one tier created for this limiter's limits and shared by the
+   * process's threads. Default: a tier of this instance's own; `false`: none.
+   */
+  localTier?: LocalTier | false;
+  /**
+   * Opt-in leases: a thread asks Redis for up to this many permits at once (Redis grants what the
+   * limits still hold, so leases shrink near the limit) and every thread of the process spends
+   * them from the local tier, for the tier's `leaseMs` from when they were asked. Each permit was
+   * counted by Redis at most leaseMs before its admission; in any window the admissions exceed
+   * the limit by at most (processes x lease). Default: none.
+   */
+  lease?: number;
 }
 
-export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', 'maxBatch'];
+export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', 'maxBatch', 'localTier', 'lease'];
 
 /** Refuses option names outside `known`, naming the closest. */
 export function checkOptionNames(options: object, known: readonly string[], cls: string): void {
@@ -78,10 +77,12 @@ export class RedisCore<R> {
   readonly batcher: ScriptBatcher;
   readonly prefix: string;
   readonly onError: 'deny' | 'allow' | 'local';
-  readonly cache: RefusalCache | null;
+  readonly cache: LocalTier | null;
+  /** Permits a lease asks for; 0: no leases. */
+  readonly lease: number;
   #fallback: ((request: R, cost: number) => Decision) | null = null;
 
-  constructor(options: RedisCommonOptions, cache: RefusalCache | null) {
+  constructor(options: RedisCommonOptions) {
     const prefix = options.prefix ?? 'sluice:';
     if (typeof prefix !== 'string') throw new TypeError(`options.prefix must be a string, got ${describe(prefix)}`);
     const timeoutMs = options.timeoutMs ?? 500;
@@ -90,9 +91,17 @@ export class RedisCore<R> {
     if (onError !== 'deny' && onError !== 'allow' && onError !== 'local') throw new RangeError(`options.onError must be 'deny', 'allow' or 'local', got ${describe(onError)}`);
     const maxBatch = options.maxBatch ?? 32;
     if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > 1000) throw new RangeError(`options.maxBatch must be an integer from 1 to 1000, got ${describe(maxBatch)}`);
+    const tier = options.localTier;
+    if (tier !== undefined && tier !== false && !(tier instanceof LocalTier)) throw new TypeError(`options.localTier must be a LocalTier or false, got ${describe(tier)}`);
+    const lease = options.lease ?? 0;
+    if (lease !== 0 && !(Number.isSafeInteger(lease) && lease >= 2 && lease <= 1_000_000)) {
+      throw new RangeError(`options.lease must be an integer from 2 to 1,000,000 (permits per lease), got ${describe(lease)}`);
+    }
+    if (lease !== 0 && tier === false) throw new TypeError('options.lease needs a local tier: the leases live there (got localTier: false)');
     this.prefix = prefix;
     this.onError = onError;
-    this.cache = cache;
+    this.lease = lease;
+    this.cache = tier === false ? null : tier ?? LocalTier.create({ maxKeys: 10_000 });
     // The client last: every other option was valid.
     this.batcher = new ScriptBatcher(redisCommands(options.redis), timeoutMs, maxBatch);
   }
@@ -109,34 +118,60 @@ export class RedisCore<R> {
    */
   decide(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan | null): Promise<Decision> {
     const cache = this.cache;
-    if (cache !== null && cost > 0) {
-      // A refusal Redis gave in the last moments: every thread of the process answers it alone.
-      const now = performance.now();
-      const capLeft = plan.globalKeys.length > 0 || cap !== null ? cache.allRefusedFor(now) : 0;
-      if (capLeft > 0) return Promise.resolve(cachedRefusal(capLeft, 'global-limit'));
-      const left = cache.refusedFor(cacheKey, now);
-      if (left > 0) return Promise.resolve(cachedRefusal(left, 'limited'));
+    let refill = false;
+    // The tier's reading before Redis is asked: what Redis answers holds from no earlier.
+    let asked = 0;
+    if (cache !== null) {
+      asked = cache.now();
+      if (cost > 0) {
+        // A refusal Redis gave in the last moments: every thread of the process answers it alone.
+        const capLeft = plan.globalKeys.length > 0 || cap !== null ? cache.allRefusedFor(asked) : 0;
+        if (capLeft > 0) return Promise.resolve(cachedRefusal(capLeft, 'global-limit'));
+        const left = cache.refusedFor(cacheKey, asked);
+        if (left > 0) return Promise.resolve(cachedRefusal(left, 'limited'));
+        if (this.lease > 0) {
+          // Permits Redis already counted for this process: spent here, by compare-and-swap.
+          if (cache.take(cacheKey, cost)) return Promise.resolve(leased());
+          // None left: one thread asks Redis for a lease; the others ask for their own request.
+          refill = cost < this.lease && cache.beginRefill(cacheKey, asked);
+        }
+      }
     }
     // An open breaker: Redis failed repeatedly; answer at once until its cooldown ends.
-    if (!this.batcher.breaker.admits(performance.now())) return Promise.resolve(this.fallback(request, cost));
-    if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap);
-    return this.batcher.decide(plan, base, cost).then((o) => this.#answer(o, request, cacheKey, cost));
+    if (!this.batcher.breaker.admits(performance.now())) {
+      if (refill) cache?.endRefill(cacheKey);
+      return Promise.resolve(this.fallback(request, cost));
+    }
+    if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap, asked);
+    if (refill) return this.batcher.decide(plan, base, cost, this.lease).then((o) => this.#refilled(o, request, cacheKey, cost, asked));
+    return this.batcher.decide(plan, base, cost).then((o) => this.#answer(o, request, cacheKey, cost, asked));
   }
 
-  #answer(o: Outcome, request: R, cacheKey: string, cost: number): Decision {
+  #answer(o: Outcome, request: R, cacheKey: string, cost: number, asked: number): Decision {
     if (typeof o === 'string') return this.fallback(request, cost);
-    this.#remember(o, cacheKey);
+    this.#remember(o, cacheKey, asked);
     return decisionOf(o);
   }
 
-  /** Keeps what Redis said about the key's and the cap's next requests in the refusal cache. */
-  #remember(r: Reply, cacheKey: string | null): void {
+  /** A lease's answer: this request takes its cost; the rest of the grant goes to the tier. */
+  #refilled(o: Outcome, request: R, cacheKey: string, cost: number, asked: number): Decision {
+    const cache = this.cache as LocalTier;
+    if (typeof o !== 'string' && o.status === ALLOWED && o.granted > cost) cache.offer(cacheKey, o.granted - cost, asked);
+    cache.endRefill(cacheKey);
+    return this.#answer(o, request, cacheKey, cost, asked);
+  }
+
+  /**
+   * Keeps what Redis said about the key's and the cap's next requests in the refusal cache, from
+   * `asked`, the tier's reading before the call: the cache never refuses a request after the
+   * moment Redis would admit it, and an answer under limits the tier has since forgotten
+   * (`clear`) is ignored.
+   */
+  #remember(r: Reply, cacheKey: string | null, asked: number): void {
     const cache = this.cache;
     if (cache === null) return;
-    // From when the call was sent, which is before Redis decided: the cache never refuses a
-    // request after the moment Redis would admit it.
-    if (cacheKey !== null && r.blockedUs > 0) cache.refuseUntil(cacheKey, r.sentAt + r.blockedUs / 1000);
-    if (r.capBlockedUs > 0) cache.refuseAllUntil(r.sentAt + r.capBlockedUs / 1000);
+    if (cacheKey !== null && r.blockedUs > 0) cache.refuseUntil(cacheKey, asked + r.blockedUs / 1000, asked);
+    if (r.capBlockedUs > 0) cache.refuseAllUntil(asked + r.capBlockedUs / 1000, asked);
   }
 
   /**
@@ -144,12 +179,12 @@ export class RedisCore<R> {
    * (it spent nothing), the cap gets its spend back; the key's call failed (Redis may have spent),
    * the cap keeps it: the cap may count a request that was not admitted, never the reverse.
    */
-  async #capFirst(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan): Promise<Decision> {
+  async #capFirst(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan, asked: number): Promise<Decision> {
     // One deadline for both steps.
     const deadline = performance.now() + this.batcher.timeoutMs;
     const c = await this.batcher.decide(cap, '', cost, cost, 0, deadline);
     if (typeof c === 'string') return this.fallback(request, cost);
-    this.#remember(c, null);
+    this.#remember(c, null, asked);
     if (c.status !== ALLOWED) return decisionOf(c);
     const k = await this.batcher.decide(plan, base, cost, cost, 0, deadline);
     if (k === 'failed') return this.fallback(request, cost);
@@ -157,7 +192,7 @@ export class RedisCore<R> {
       if (cost > 0) void this.batcher.decide(cap, '', -cost, -cost, c.nowUs);
       if (k === 'late') return this.fallback(request, cost);
     }
-    this.#remember(k, cacheKey);
+    this.#remember(k, cacheKey, asked);
     const d = decisionOf(k);
     d.remaining = Math.min(d.remaining, c.remaining);
     return d;
@@ -186,6 +221,11 @@ export function setScriptTime(limiter: object, nowUs: (() => number) | null): vo
   const batcher = batchers.get(limiter);
   if (batcher === undefined) throw new TypeError('setScriptTime needs a Redis limiter');
   batcher.fixedNowUs = nowUs;
+}
+
+/** An admission from a lease: what the key holds beyond it is not known here. */
+function leased(): Decision {
+  return { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'allowed' };
 }
 
 /** A refusal answered from the refusal cache: the reset is not known; the retry time is its floor. */

@@ -6,7 +6,7 @@ import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
 import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type CompiledRules, type PolicyRule } from '../policy/rules.js';
 import { monotonicClock } from '../clock.js';
 import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
-import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions, type RefusalCache } from './redis-core.js';
+import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { keyBase } from './redis-keys.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
@@ -47,7 +47,7 @@ export class RedisPolicyLimiter {
   #compiled!: CompiledRules;
   #plans!: Map<CompiledRule, ScriptPlan>;
 
-  constructor(options: RedisPolicyLimiterOptions, cache: RefusalCache | null = null) {
+  constructor(options: RedisPolicyLimiterOptions) {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`options must be an object like { redis, rules }, got ${describe(options)}`);
     }
@@ -55,7 +55,7 @@ export class RedisPolicyLimiter {
     this.#maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
     if (options.local !== undefined && !(options.local instanceof PolicyLimiter)) throw new TypeError(`options.local must be a PolicyLimiter, got ${describe(options.local)}`);
     if (options.local !== undefined && options.onError !== 'local') throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
-    this.#core = new RedisCore<PolicyRequest>(options, cache);
+    this.#core = new RedisCore<PolicyRequest>(options);
     this.#install(options.rules);
     registerBatcher(this, this.#core.batcher);
     if (this.#core.onError === 'local') {

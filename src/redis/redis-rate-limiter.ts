@@ -8,7 +8,7 @@ import { MAX_LIMITS } from '../table/layout.js';
 import { checkRequest, RateLimiter } from '../rate-limiter.js';
 import { monotonicClock } from '../clock.js';
 import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
-import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions, type RefusalCache } from './redis-core.js';
+import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { keyBase } from './redis-keys.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
@@ -60,7 +60,7 @@ export class RedisRateLimiter {
   /** The cap's own plan on a Cluster (its key lives in another slot); null otherwise. */
   readonly #capPlan: ScriptPlan | null;
 
-  constructor(options: RedisRateLimiterOptions, cache: RefusalCache | null = null) {
+  constructor(options: RedisRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`options must be an object like { redis, limit }, got ${describe(options)}`);
     }
@@ -74,7 +74,7 @@ export class RedisRateLimiter {
     const global = options.globalLimit === undefined ? null : redisLimit(algorithm, options.globalLimit, 'options.globalLimit', maxLogSize);
     if (options.local !== undefined && !(options.local instanceof RateLimiter)) throw new TypeError(`options.local must be a RateLimiter, got ${describe(options.local)}`);
     if (options.local !== undefined && options.onError !== 'local') throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
-    const core = new RedisCore<string>(options, cache);
+    const core = new RedisCore<string>(options);
     this.#core = core;
     registerBatcher(this, core.batcher);
     this.algorithm = algorithm;
@@ -89,6 +89,7 @@ export class RedisRateLimiter {
     const caps = global === null ? [] : [global];
     // On a Cluster the cap's key is in another slot than the user's keys: a script of its own.
     const split = core.batcher.cluster && global !== null;
+    if (split && core.lease > 0) throw new TypeError('options.lease cannot be combined with a globalLimit on a Redis Cluster (the cap lives on another node)');
     this.#plan = scriptPlan(compiled, split ? [] : caps, core.prefix);
     this.#capPlan = split ? scriptPlan([], caps, core.prefix) : null;
   }

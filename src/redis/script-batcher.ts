@@ -33,8 +33,6 @@ export interface Reply {
   capBlockedUs: number;
   /** Redis's clock when it decided. */
   nowUs: number;
-  /** performance.now() just before the call was sent: no later than Redis's decision. */
-  sentAt: number;
 }
 
 /**
@@ -57,8 +55,6 @@ interface Pending {
   deadline: number;
   resolve: (o: Outcome) => void;
   settled: boolean;
-  /** Handed to Redis: a timeout then counts against it (the breaker). */
-  sent: boolean;
 }
 
 /** Script calls in flight at once (per limiter): decisions that arrive meanwhile go out together. */
@@ -66,6 +62,8 @@ const MAX_IN_FLIGHT = 4;
 /** On a Cluster, batches are per slot, so more of them may be in flight. */
 const MAX_IN_FLIGHT_CLUSTER = 64;
 const SLOTS = 16_384;
+/** How far two clocks may drift apart, per ms: 100 ppm. */
+const DRIFT = 1e-4;
 
 /**
  * Sends decisions to Redis: decisions waiting together share one script call (per plan and, on a
@@ -93,8 +91,12 @@ export class ScriptBatcher {
   #timer: ReturnType<typeof setTimeout> | null = null;
   #inFlight = 0;
   #flushScheduled = false;
-  /** Redis's clock minus performance.now(), in ms, a lower bound per slot (NaN: not known yet). */
+  /**
+   * Redis's clock minus performance.now(), in ms, a lower bound per slot (NaN: not known yet),
+   * and when it was last raised (see #learn).
+   */
   readonly #offsets: Float64Array;
+  readonly #learntAt: Float64Array;
   readonly #learning = new Map<number, Promise<void>>();
   /** Tests only: the time every script call decides at, in µs on Redis's clock. */
   fixedNowUs: (() => number) | null = null;
@@ -105,6 +107,7 @@ export class ScriptBatcher {
     this.#maxBatch = maxBatch;
     this.#maxInFlight = redis.cluster ? MAX_IN_FLIGHT_CLUSTER : MAX_IN_FLIGHT;
     this.#offsets = new Float64Array(redis.cluster ? SLOTS : 1).fill(NaN);
+    this.#learntAt = new Float64Array(redis.cluster ? SLOTS : 1);
   }
 
   get cluster(): boolean {
@@ -120,7 +123,7 @@ export class ScriptBatcher {
     const first = plan.suffixes.length > 0 ? base + (plan.suffixes[0] as string) : (plan.globalKeys[0] as string);
     const slot = this.#redis.cluster ? this.#redis.slotOf(first) : 0;
     return new Promise<Outcome>((resolve) => {
-      const p: Pending = { plan, base, slot, cost, want, spentAt, deadline, resolve, settled: false, sent: false };
+      const p: Pending = { plan, base, slot, cost, want, spentAt, deadline, resolve, settled: false };
       this.#watch(p);
       this.#queue.push(p);
       this.#schedule();
@@ -187,7 +190,6 @@ export class ScriptBatcher {
         // The deadline on Redis's clock: ours plus a lower bound of the clocks' offset, in whole
         // µs rounded down, so never later than the moment we give up. None under a fixed time.
         args.push(p.cost, p.cost < 0 ? p.spentAt : fixed !== null ? 0 : Math.floor((p.deadline + offset) * 1000), p.want);
-        p.sent = true;
       }
       for (const k of plan.globalKeys) keys.push(k);
       const sentAt = performance.now();
@@ -195,7 +197,7 @@ export class ScriptBatcher {
       const received = performance.now();
       const nowUs = Number(reply[reply.length - 1]);
       const capBlockedUs = Number(reply[reply.length - 2]);
-      if (fixed === null) this.#offsets[head.slot] = nowUs / 1000 - received;
+      if (fixed === null) this.#learn(head.slot, nowUs, sentAt, received);
       this.breaker.succeeded();
       for (let j = 0; j < batch.length; j++) {
         const at = j * REPLY_FIELDS;
@@ -209,7 +211,6 @@ export class ScriptBatcher {
           granted: Number(reply[at + 5]),
           capBlockedUs,
           nowUs,
-          sentAt,
         });
       }
     } catch {
@@ -223,8 +224,9 @@ export class ScriptBatcher {
     let pending = this.#learning.get(head.slot);
     if (pending === undefined) {
       const routing = head.plan.suffixes.length > 0 ? head.base + (head.plan.suffixes[0] as string) : (head.plan.globalKeys[0] as string);
+      const sent = performance.now();
       pending = this.#redis.time(routing).then((us) => {
-        this.#offsets[head.slot] = us / 1000 - performance.now();
+        this.#learn(head.slot, us, sent, performance.now());
       }).finally(() => {
         this.#learning.delete(head.slot);
       });
@@ -249,6 +251,23 @@ export class ScriptBatcher {
     }
   }
 
+  /**
+   * Learns from Redis's clock reading `us`, taken between the local readings `sent` and
+   * `received`: the true offset lies in [us/1000 - received, us/1000 - sent]. The bound kept is
+   * the largest lower bound seen, so one slow reply does not make later deadlines early (and
+   * LATE); it is relaxed by 100 ppm of the time since it was last raised (the clocks may drift
+   * apart), and replaced when a reply's upper bound is below it (Redis's clock went back).
+   */
+  #learn(slot: number, us: number, sent: number, received: number): void {
+    const lo = us / 1000 - received;
+    const hi = us / 1000 - sent;
+    const old = (this.#offsets[slot] as number) - (received - (this.#learntAt[slot] as number)) * DRIFT;
+    if (Number.isNaN(old) || hi < old || lo >= old) {
+      this.#offsets[slot] = lo;
+      this.#learntAt[slot] = received;
+    }
+  }
+
   #arm(ms: number): void {
     this.#timer = setTimeout(() => this.#expire(), Math.max(0, ms));
     this.#timer.unref(); // answered decisions need not keep the process alive
@@ -264,8 +283,9 @@ export class ScriptBatcher {
       const p = w[i] as Pending;
       if (p.settled) continue;
       if (p.deadline > now) break;
-      // A call Redis had and did not answer in time counts against it.
-      if (p.sent) this.breaker.failed(now);
+      // A call Redis did not answer in time counts against it, sent or not: an unsent one waited
+      // behind calls Redis had not answered (a frozen server holds every call in flight).
+      this.breaker.failed(now);
       this.#settle(p, 'failed');
     }
     // Drop what is done; compact now and then so the array does not grow for ever.

@@ -131,6 +131,14 @@ export class SlotTable {
     }
   }
 
+  /**
+   * Finds the slot of the key held in `encoder` without inserting it: the slot (and sets
+   * `foundCtrl`), or -1 when the key is not in the table. For caches that only read.
+   */
+  find(bytes: number, hash: number): number {
+    return this.#find(bytes, hash);
+  }
+
   /** The slot's first word index. */
   base(slot: number): number {
     return HEADER_WORDS + slot * this.slotWords;

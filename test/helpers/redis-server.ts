@@ -1,7 +1,7 @@
 // A private redis-server for the tests: its own unix socket in a temporary folder, no persistence,
 // stopped after. Outside CI, a machine without redis-server skips the Redis tests and says so
 // loudly; under CI (CI=true) that is a failure.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,13 +35,19 @@ function launch(socket: string): Promise<ChildProcess> {
   ], { stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let out = '';
+    // Ready once the socket accepts a PING. Asked without blocking: a relaunch happens while the
+    // fault tests' calls are in flight, and their deadlines' timers must keep running.
+    let asking = false;
     const ready = setInterval(() => {
-      // Ready once the socket accepts a PING.
-      const r = spawnSync('redis-cli', ['-s', socket, 'PING'], { encoding: 'utf8' });
-      if (r.stdout?.trim() === 'PONG') {
-        clearInterval(ready);
-        resolve(child);
-      }
+      if (asking) return;
+      asking = true;
+      execFile('redis-cli', ['-s', socket, 'PING'], { encoding: 'utf8' }, (_e, stdout) => {
+        asking = false;
+        if (stdout?.trim() === 'PONG' && child.exitCode === null) {
+          clearInterval(ready);
+          resolve(child);
+        }
+      });
     }, 20);
     child.stdout?.on('data', (d) => { out += String(d); });
     child.stderr?.on('data', (d) => { out += String(d); });

@@ -1,0 +1,106 @@
+import { resolveClock, type Clock } from '../clock.js';
+import { describe, integerInRange } from '../errors.js';
+import { H_ALGORITHM, H_CLOCK_KIND } from '../table/layout.js';
+import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
+import { checkTableBuffer } from '../table/table.js';
+import { parseTableOptions, type TableOptions } from '../table-options.js';
+import { LOCAL_TIER_TABLE } from './local-tier-slot.js';
+
+/**
+ * The local tier's options, handle and stats, and the checks of its arguments: each throws
+ * before anything changes, naming the argument and the value it was given.
+ *
+ * Thread-safety: types and pure functions.
+ */
+
+/** Options for `LocalTier.create`. */
+export interface LocalTierOptions {
+  /** Keys the table is sized for (default 10,000). */
+  maxKeys?: number;
+  /** Longest key in UTF-8 bytes (default 64); a longer key is simply not cached. */
+  maxKeyBytes?: number;
+  /** How long a lease's permits may be spent, counted from when they were asked for (default 1000). */
+  leaseMs?: number;
+  /** After this long another thread may take over a key's refill (default 1000). */
+  refillTimeoutMs?: number;
+  /** The tier's clock (default performance.now()): the timeline of every `...Ms` argument. */
+  clock?: Clock;
+  /** As for RateLimiter: the table's insert-claim timeout, hash seed, per-thread cache size. */
+  claimTimeoutMs?: number;
+  hashSeed?: number;
+  cacheSize?: number;
+  /** Tests only: every key hashes to this value (they all collide). */
+  forceHash?: number;
+}
+
+/** What `attach` needs: two SharedArrayBuffers and a tag, so it survives structured cloning. */
+export interface LocalTierHandle {
+  readonly kind: 'sluice.LocalTier';
+  readonly table: SharedArrayBuffer;
+  /** The ManualClock's buffer when the tier runs on one, else null. */
+  readonly clock: SharedArrayBuffer | null;
+}
+
+/** `stats()`: the table (a snapshot) and this instance's counters. */
+export interface LocalTierStats {
+  liveKeys: number;
+  maxKeys: number;
+  capacity: number;
+  tombstones: number;
+  claimed: number;
+  tableBytes: number;
+  /** Compare-and-swaps this instance lost to other threads. */
+  casLosses: number;
+  /**
+   * Takes of this instance that spent permits but found, after their compare-and-swap, that the
+   * lease had expired or been cleared: not admitted.
+   */
+  lateSpends: number;
+}
+
+/** `String.prototype.isWellFormed` (Node 20+), which the ES2022 lib we compile against lacks. */
+export type WellFormedString = string & { isWellFormed(): boolean };
+
+/** A refill an instance holds: where its word is and the token it wrote there. */
+export interface RefillToken { at: number; hi: number; lo: number }
+
+export const KIND = 'sluice.LocalTier';
+const OPTION_NAMES = new Set(['maxKeys', 'maxKeyBytes', 'leaseMs', 'refillTimeoutMs', 'clock', 'claimTimeoutMs', 'hashSeed', 'cacheSize', 'forceHash']);
+
+export function badNumber(name: string, value: unknown): Error {
+  if (typeof value !== 'number') return new TypeError(`${name} must be a number, got ${describe(value)}`);
+  return new RangeError(`${name} must be a finite number, got ${describe(value)}`);
+}
+
+export function checkFinite(name: string, value: unknown): void {
+  // x - x is 0 for every finite number and NaN for NaN and the infinities.
+  if (typeof value !== 'number' || value - value !== 0) throw badNumber(name, value);
+}
+
+
+/** `create`'s options, checked: the table's, the lease and the refill timeout. */
+export function parseTierOptions(options: LocalTierOptions): TableOptions & { leaseMs: number; refillTimeoutMs: number } {
+  if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
+  for (const name of Object.keys(options)) {
+    if (!OPTION_NAMES.has(name)) throw new TypeError(`options.${name} is not a LocalTier option (known: ${[...OPTION_NAMES].join(', ')})`);
+  }
+  const table = parseTableOptions({ ...options, maxKeys: options.maxKeys ?? 10_000 });
+  const leaseMs = integerInRange('options.leaseMs', options.leaseMs ?? 1000, 1, 2 ** 30);
+  const refillTimeoutMs = integerInRange('options.refillTimeoutMs', options.refillTimeoutMs ?? 1000, 1, 2 ** 30);
+  return { ...table, leaseMs, refillTimeoutMs };
+}
+
+/** `attach`'s arguments, checked: the clock to use and the per-thread cache size. */
+export function parseAttach(handle: LocalTierHandle, options: { clock?: Clock; cacheSize?: number }): { clock: Clock; cacheSize: number } {
+  if (handle === null || typeof handle !== 'object' || handle.kind !== KIND || !(handle.table instanceof SharedArrayBuffer)) {
+    throw new TypeError(`handle must be a LocalTier handle ({ kind: '${KIND}', table, clock }), got ${describe(handle)}`);
+  }
+  const w = checkTableBuffer(handle.table);
+  if (w[H_ALGORITHM] !== LOCAL_TIER_TABLE) throw new TypeError('handle.table is not a LocalTier table');
+  const given = options.clock;
+  if (given !== undefined && (given === null || typeof given !== 'object' || typeof given.now !== 'function')) {
+    throw new TypeError(`options.clock must be an object with a now() method, got ${describe(given)}`);
+  }
+  const clock = resolveClock(w[H_CLOCK_KIND], given, handle.clock, 'LocalTier');
+  return { clock, cacheSize: integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24) };
+}

@@ -1,0 +1,408 @@
+import { clockKind, ManualClock, type Clock } from '../clock.js';
+import { describe, integerInRange } from '../errors.js';
+import { cas64 } from '../gcra-wide.js';
+import { H_ALGORITHM, H_CLOCK_KIND, H_MAX_KEYS, H_OWNER_SEQ, S_CTRL } from '../table/layout.js';
+import { SlotRef } from '../table/slot-index.js';
+import { allocateTable, NOT_IDLE, SlotTable, stateOffsetOf } from '../table/table.js';
+import {
+  badNumber, checkFinite, KIND, parseAttach, parseTierOptions, type LocalTierHandle, type LocalTierOptions, type LocalTierStats,
+  type RefillToken, type WellFormedString,
+} from './local-tier-options.js';
+import {
+  DEAD_HI, FIELD_MASK, hiOf, HELD, LEASE, loadClearAt, LIMIT_MS, LOCAL_TIER_TABLE, loOf, MAX_PERMITS, NONE, REFILL,
+  REFUSAL, refusalWrite, retireSlot, stampAt, stampOf, STATE_WORDS, T_ALL, T_CLEAR, T_LEASE_MS, T_REFILL_TIMEOUT_MS,
+  tierSlotState, WRITE,
+} from './local-tier-slot.js';
+
+export type { LocalTierHandle, LocalTierOptions, LocalTierStats } from './local-tier-options.js';
+
+const CONSTRUCT = Symbol('LocalTier');
+
+/**
+ * One shared-memory structure per process in front of Redis: created once, its `handle` posted
+ * to every worker thread, `attach`ed there. Every `...Ms` argument is on the tier's clock
+ * (performance.now(), which every worker shares through performance.timeOrigin).
+ *
+ * Refusal cache: when Redis says no request of cost 1 on a key can pass before U, every thread
+ * refuses it locally until U (`refuseUntil`, `refusedFor`; `refuseAllUntil`, `allRefusedFor` for
+ * the global cap). Never reported refused at or after U, however long the entry sat untouched;
+ * two keys are never confused (keys are stored in full). A full table, an oversized key or one
+ * with a lone surrogate is simply not cached: 0, false, never an error.
+ *
+ * Leases: a thread takes N permits for a key from Redis and publishes them (`offer`); every thread
+ * spends them by compare-and-swap (`take`) until askedAt + leaseMs. `beginRefill`/`endRefill`
+ * let one thread at a time refill a key; one that stops is taken over after refillTimeoutMs.
+ * Over-admission. Redis counts a lease's permits when they are asked for; they are admitted here
+ * later, so a window can admit permits counted before it began. Whichever thread stops where:
+ * - every permit is admitted less than leaseMs after it was asked for (a take counts only if its
+ *   reading after its compare-and-swap is before askedAt + leaseMs of the lease it spent from):
+ *   the admissions of any P ms are at most what Redis counted in the P + leaseMs ms ending there;
+ * - a key has one published lease per process at a time (an offer discards what is left of the
+ *   one it replaces, and a replaced lease can no longer be spent), so the permits counted before
+ *   an instant and admitted after it are the rest of the lease published then, plus the leases
+ *   whose Redis calls were in flight then: one with refills under beginRefill, one more for each
+ *   refiller that stalled past refillTimeoutMs and was taken over. With leases of at most N
+ *   permits, the excess over the limit in any window is at most processes x 2N (processes x
+ *   (N + cost) when a refill begins only once the lease cannot serve the request at hand).
+ *
+ * `clear()` forgets every refusal and lease at once (the limits changed). An answer counts only if
+ * asked after the last clear: pass `askedAtMs`, the reading taken before asking Redis, so that an
+ * answer under the old limits that arrives after the clear is ignored.
+ *
+ * The words, their order and the argument that no stalled thread causes a wrong answer:
+ * local-tier-slot.ts.
+ *
+ * Thread-safety: every method may run on any number of threads at once over one handle; none
+ * takes a lock or waits. An instance belongs to the thread that made it (a per-thread key cache).
+ */
+export class LocalTier {
+  readonly #table: SlotTable;
+  readonly #w: Int32Array;
+  readonly #clock: Clock;
+  readonly #clockBuffer: SharedArrayBuffer | null;
+  /** Offset of a slot's state words (refusal, lease, refill) from its base. */
+  readonly #so: number;
+  readonly #leaseMs: number;
+  readonly #refillTimeoutMs: number;
+  readonly #owner: number;
+  readonly #cacheSize: number;
+  readonly #cache = new Map<string, SlotRef>();
+  readonly #refills = new Map<string, RefillToken>();
+  /** A refusal word being built: [lo, hi]. */
+  readonly #out = new Int32Array(2);
+  #casLosses = 0;
+  #lateSpends = 0;
+
+  private constructor(token: symbol, buffer: SharedArrayBuffer, clock: Clock, clockBuffer: SharedArrayBuffer | null, cacheSize: number) {
+    if (token !== CONSTRUCT) throw new TypeError('use LocalTier.create(options) or LocalTier.attach(handle)');
+    const w = new Int32Array(buffer);
+    this.#w = w;
+    this.#clock = clock;
+    this.#clockBuffer = clockBuffer;
+    this.#so = stateOffsetOf(w);
+    this.#leaseMs = w[T_LEASE_MS] as number;
+    this.#refillTimeoutMs = w[T_REFILL_TIMEOUT_MS] as number;
+    this.#cacheSize = cacheSize;
+    this.#table = new SlotTable(buffer, tierSlotState(this.#so, this.#leaseMs, clock));
+    // Atomics.add: each instance gets its own owner id for its refill stamps (1 to 2^20 - 1).
+    this.#owner = (Atomics.add(w, H_OWNER_SEQ, 1) % FIELD_MASK) + 1;
+  }
+
+  /** Makes a tier. Throws `TypeError`/`RangeError` naming a bad option. */
+  static create(options: LocalTierOptions = {}): LocalTier {
+    const o = parseTierOptions(options);
+    const buffer = allocateTable({
+      maxKeys: o.maxKeys, maxKeyBytes: o.maxKeyBytes, hashSeed: o.hashSeed, forcedHash: o.forcedHash,
+      claimTimeoutMs: o.claimTimeoutMs, stateWords: STATE_WORDS, globalWords: 0, align8: true,
+    });
+    const w = new Int32Array(buffer);
+    // Not shared yet: plain writes. clearAt and the all-keys refusal start at zero (nothing
+    // cleared, nothing refused).
+    w[H_ALGORITHM] = LOCAL_TIER_TABLE;
+    w[H_CLOCK_KIND] = clockKind(o.clock);
+    w[T_LEASE_MS] = o.leaseMs;
+    w[T_REFILL_TIMEOUT_MS] = o.refillTimeoutMs;
+    return new LocalTier(CONSTRUCT, buffer, o.clock, o.clock instanceof ManualClock ? o.clock.buffer : null, o.cacheSize);
+  }
+
+  /** The same tier, for this thread. Throws `TypeError` for anything but a LocalTier handle. */
+  static attach(handle: LocalTierHandle, options: { clock?: Clock; cacheSize?: number } = {}): LocalTier {
+    const { clock, cacheSize } = parseAttach(handle, options);
+    return new LocalTier(CONSTRUCT, handle.table, clock, handle.clock, cacheSize);
+  }
+
+  /** The structured-cloneable handle (workerData, postMessage). */
+  get handle(): LocalTierHandle {
+    return { kind: KIND, table: this.#w.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+  }
+
+  /** The tier's lease duration, in ms. */
+  get leaseMs(): number {
+    return this.#leaseMs;
+  }
+
+  /** The cached location of `key`, found (or, when `insert`, inserted) on a miss; undefined: not cached. */
+  #lookup(key: string, insert: boolean): SlotRef | undefined {
+    const cached = this.#cache.get(key);
+    if (cached !== undefined) return cached;
+    if (typeof key !== 'string') throw new TypeError(`key must be a string, got ${describe(key)}`);
+    // UTF-8 would store a lone surrogate as U+FFFD, merging such keys: not cached.
+    if (!(key as WellFormedString).isWellFormed()) return undefined;
+    const table = this.#table;
+    const bytes = table.encoder.encode(key);
+    if (bytes < 0) return undefined; // longer than maxKeyBytes: not cached
+    const hash = table.hashEncoded(bytes);
+    const slot = insert ? table.locate(bytes, hash) : table.find(bytes, hash);
+    if (slot < 0) return undefined; // absent, or its stripe is full
+    const ref = new SlotRef(table.base(slot), table.foundCtrl);
+    if (this.#cacheSize > 0) {
+      if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
+      this.#cache.set(key, ref);
+    }
+    return ref;
+  }
+
+  /** The tier's clock: the timeline of every `...Ms` argument. */
+  now(): number {
+    return this.#clock.now();
+  }
+
+  /** Ms until `key` may pass, as far as the cache knows; 0 when not known refused. */
+  refusedFor(key: string, nowMs: number = this.#clock.now()): number {
+    if (typeof nowMs !== 'number' || nowMs - nowMs !== 0) throw badNumber('nowMs', nowMs);
+    const w = this.#w;
+    let ref = this.#cache.get(key);
+    for (;;) {
+      if (ref === undefined) {
+        ref = this.#lookup(key, false);
+        if (ref === undefined) return 0;
+      }
+      const at = ref.base + this.#so + REFUSAL;
+      // Atomics.load of hi, then lo: the word only increases, so the pair never says more than a
+      // value it really held ("Torn reads", local-tier-slot.ts). clearAt after it.
+      const hi = Atomics.load(w, at + 1);
+      const lo = Atomics.load(w, at);
+      const clearAt = loadClearAt(w);
+      // Atomics.load of ctrl after the word: unchanged, the pair was our key's (a reclaim makes the
+      // word DEAD before it changes ctrl, and a next occupant starts only after that).
+      if (Atomics.load(w, ref.base + S_CTRL) === ref.ctrl && hi !== DEAD_HI) {
+        const stamp = (hi >>> 0) * 4096 + (lo >>> 20);
+        // No refusal recorded (a fresh slot's word), or one from before the last clear.
+        if ((lo & FIELD_MASK) === 0 || stamp < clearAt) return 0;
+        const left = stamp + (lo & FIELD_MASK) - nowMs;
+        return left > 0 ? left : 0;
+      }
+      this.#cache.delete(key);
+      ref = undefined;
+    }
+  }
+
+  /**
+   * Records that no request of cost >= 1 on `key` can pass before `untilMs`, by an answer asked
+   * for at `askedAtMs` (default: now). Raises, never lowers; an answer asked before the last
+   * clear, or before the recorded one, is ignored; at most 17.5 minutes from askedAt are kept.
+   * True when the cache now refuses the key at least that long; false when nothing was recorded.
+   */
+  refuseUntil(key: string, untilMs: number, askedAtMs?: number): boolean {
+    checkFinite('untilMs', untilMs);
+    if (askedAtMs !== undefined) checkFinite('askedAtMs', askedAtMs);
+    const w = this.#w;
+    for (;;) {
+      const ref = this.#lookup(key, true);
+      if (ref === undefined) return false;
+      const at = ref.base + this.#so + REFUSAL;
+      // Atomics.load of each half: the 64-bit compareExchange below is from exactly this pair.
+      const hi = Atomics.load(w, at + 1);
+      const lo = Atomics.load(w, at);
+      // Atomics.load of ctrl after the word: unchanged, the pair was our key's.
+      if (Atomics.load(w, ref.base + S_CTRL) !== ref.ctrl || hi === DEAD_HI) {
+        this.#cache.delete(key);
+        continue;
+      }
+      const done = this.#writeRefusal(at, hi, lo, untilMs, askedAtMs);
+      if (done !== undefined) return done;
+    }
+  }
+
+  /** The process-wide refusal (the global cap): as `refusedFor`, for every key. */
+  allRefusedFor(nowMs: number = this.#clock.now()): number {
+    if (typeof nowMs !== 'number' || nowMs - nowMs !== 0) throw badNumber('nowMs', nowMs);
+    const w = this.#w;
+    // Atomics.load of hi, then lo, then clearAt: as in refusedFor.
+    const hi = Atomics.load(w, T_ALL + 1);
+    const lo = Atomics.load(w, T_ALL);
+    const stamp = stampOf(hi, lo);
+    if ((lo & FIELD_MASK) === 0 || stamp < loadClearAt(w)) return 0;
+    const left = stamp + (lo & FIELD_MASK) - nowMs;
+    return left > 0 ? left : 0;
+  }
+
+  /** As `refuseUntil`, for every key (the global cap). */
+  refuseAllUntil(untilMs: number, askedAtMs?: number): boolean {
+    checkFinite('untilMs', untilMs);
+    if (askedAtMs !== undefined) checkFinite('askedAtMs', askedAtMs);
+    for (;;) {
+      // Atomics.load of each half: the compareExchange is from exactly this pair.
+      const hi = Atomics.load(this.#w, T_ALL + 1);
+      const lo = Atomics.load(this.#w, T_ALL);
+      const done = this.#writeRefusal(T_ALL, hi, lo, untilMs, askedAtMs);
+      if (done !== undefined) return done;
+    }
+  }
+
+  /** One attempt to write a refusal word read as (hi, lo): decided, or undefined after a lost race. */
+  #writeRefusal(at: number, hi: number, lo: number, untilMs: number, askedAtMs: number | undefined): boolean | undefined {
+    // The reading after the loads; clearAt after it (a clear in between only voids our answer).
+    const now = this.#clock.now();
+    const outcome = refusalWrite(hi, lo, untilMs, askedAtMs ?? now, now, loadClearAt(this.#w), this.#out);
+    if (outcome !== WRITE) return outcome === HELD;
+    // 64-bit compareExchange from the pair read to a larger value. A thread stopped before it
+    // writes nothing; one that resumes later lands only if the word still holds that pair, in this
+    // occupant (no later occupant ever holds it: "Reuse", local-tier-slot.ts).
+    if (cas64(this.#w, at, hi, lo, this.#out[1] as number, this.#out[0] as number)) return true;
+    this.#casLosses++;
+    return undefined;
+  }
+
+  /** Forgets every refusal and lease at once: answers asked up to now (this ms included) no longer count. */
+  clear(): void {
+    const next = Math.min(Math.max(Math.floor(this.#clock.now()) + 1, 0), LIMIT_MS - 1);
+    const w = this.#w;
+    for (;;) {
+      // Atomics.load of each half: the compareExchange is from exactly this pair; raise only.
+      const lo = Atomics.load(w, T_CLEAR);
+      const hi = Atomics.load(w, T_CLEAR + 1);
+      if (stampOf(hi, lo) >= next) return;
+      // 64-bit compareExchange from the pair read: clearAt only ever rises; lost, look again.
+      if (cas64(w, T_CLEAR, hi, lo, hiOf(next), loOf(next, 0))) return;
+      this.#casLosses++;
+    }
+  }
+
+  /**
+   * Spends `cost` permits of `key`'s lease, if it holds that many and has not expired at `nowMs`
+   * (default: a reading taken after the lease is loaded). True: admitted. A spend whose clock
+   * reading after its compare-and-swap is past the lease's expiry (or after a clear) is lost,
+   * not admitted.
+   */
+  take(key: string, cost = 1, nowMs?: number): boolean {
+    if (cost !== 1) integerInRange('cost', cost, 1, MAX_PERMITS);
+    if (nowMs !== undefined && (typeof nowMs !== 'number' || nowMs - nowMs !== 0)) throw badNumber('nowMs', nowMs);
+    const w = this.#w;
+    for (;;) {
+      const ref = this.#lookup(key, false);
+      if (ref === undefined) return false;
+      const at = ref.base + this.#so + LEASE;
+      // Atomics.load of lo, then hi. Our compareExchange on lo lands on a value Z at or after the
+      // one hi came from; lease stamps never decrease, so Z's stamp is at least the pair's: the
+      // expiry judged below is never later than that of the lease we spend from.
+      const lo = Atomics.load(w, at);
+      const hi = Atomics.load(w, at + 1);
+      // Atomics.load of ctrl after the word: unchanged, the pair was our key's.
+      if (Atomics.load(w, ref.base + S_CTRL) !== ref.ctrl) {
+        this.#cache.delete(key);
+        continue;
+      }
+      const count = lo & FIELD_MASK;
+      if (hi === DEAD_HI || count === NONE || count < cost) return false;
+      const stamp = stampOf(hi, lo);
+      const expiry = stamp + this.#leaseMs;
+      const now = nowMs ?? this.#clock.now();
+      if (now >= expiry || stamp < loadClearAt(w)) return false;
+      // compareExchange on lo: takes cost permits from whatever lease holds this exact count and
+      // stamp low bits now. Lost to another thread: count it and decide again.
+      if (Atomics.compareExchange(w, at, lo, (lo - cost) | 0) !== lo) {
+        this.#casLosses++;
+        continue;
+      }
+      // After the compare-and-swap: a reading before the expiry, no clear since, and ctrl still
+      // ours (the spend landed on our key's lease). A thread stopped anywhere before this point
+      // reads the clock only now, so a spend made late is not admitted.
+      if (this.#clock.now() < expiry && stamp >= loadClearAt(w) && Atomics.load(w, ref.base + S_CTRL) === ref.ctrl) return true;
+      this.#lateSpends++;
+      return false;
+    }
+  }
+
+  /**
+   * Claims `key`'s refill for this instance: true unless another refill began less than
+   * refillTimeoutMs before `nowMs` (default: now). False also when the key cannot be cached.
+   */
+  beginRefill(key: string, nowMs?: number): boolean {
+    if (nowMs !== undefined) checkFinite('nowMs', nowMs);
+    const w = this.#w;
+    for (;;) {
+      const ref = this.#lookup(key, true);
+      if (ref === undefined) return false;
+      const at = ref.base + this.#so + REFILL;
+      // Atomics.load of each half: the compareExchange is from exactly this pair.
+      const lo = Atomics.load(w, at);
+      const hi = Atomics.load(w, at + 1);
+      // Atomics.load of ctrl after the word: unchanged, the pair was our key's.
+      if (Atomics.load(w, ref.base + S_CTRL) !== ref.ctrl) {
+        this.#cache.delete(key);
+        continue;
+      }
+      const now = nowMs ?? this.#clock.now();
+      const t = stampAt(now);
+      if (t < 0) return false;
+      if ((hi | lo) !== 0 && now - stampOf(hi, lo) < this.#refillTimeoutMs) return false;
+      const token: RefillToken = { at, hi: hiOf(t), lo: loOf(t, this.#owner) };
+      // 64-bit compareExchange from the free word or an expired stamp (a refiller that stopped):
+      // only one thread takes it. The stamp only saves Redis calls: safety never depends on it.
+      if (cas64(w, at, hi, lo, token.hi, token.lo)) {
+        this.#refills.set(key, token);
+        return true;
+      }
+      this.#casLosses++;
+    }
+  }
+
+  /** Ends this instance's refill of `key`; false if it held none or was taken over. */
+  endRefill(key: string): boolean {
+    if (typeof key !== 'string') throw new TypeError(`key must be a string, got ${describe(key)}`);
+    const token = this.#refills.get(key);
+    if (token === undefined) return false;
+    this.#refills.delete(key);
+    // 64-bit compareExchange from our own token: a refill taken over is left to its new owner.
+    return cas64(this.#w, token.at, token.hi, token.lo, 0, 0);
+  }
+
+  /**
+   * Publishes a lease of `permits` for `key`, asked for from Redis at `askedAtMs` (before the
+   * request was sent): spendable until askedAtMs + leaseMs. It replaces the key's lease, whatever
+   * is left of it, unless that one was asked for later (then this one is refused). False when not
+   * published: already expired, asked before the last clear, a later lease there, or not cached.
+   */
+  offer(key: string, permits: number, askedAtMs: number): boolean {
+    integerInRange('permits', permits, 1, MAX_PERMITS);
+    checkFinite('askedAtMs', askedAtMs);
+    const w = this.#w;
+    for (;;) {
+      const ref = this.#lookup(key, true);
+      if (ref === undefined) return false;
+      const at = ref.base + this.#so + LEASE;
+      // Atomics.load of each half: the 64-bit compareExchange below is from exactly this pair.
+      const lo = Atomics.load(w, at);
+      const hi = Atomics.load(w, at + 1);
+      // Atomics.load of ctrl after the word: unchanged, the pair was our key's.
+      if (Atomics.load(w, ref.base + S_CTRL) !== ref.ctrl) {
+        this.#cache.delete(key);
+        continue;
+      }
+      // The reading after the loads.
+      const now = this.#clock.now();
+      if (hi === DEAD_HI) {
+        // A reclaim closed the lease word. Complete it if the refusal is idle (the same
+        // compareExchange the reclaimer makes) and insert the key again; else not cached now.
+        if (retireSlot(w, ref.base + this.#so, this.#leaseMs, this.#clock) === NOT_IDLE) return false;
+        this.#table.finishReclaim(ref.base, ref.ctrl);
+        this.#cache.delete(key);
+        continue;
+      }
+      const asked = stampAt(Math.min(askedAtMs, now));
+      if (asked < 0 || stampAt(now) < 0 || asked + this.#leaseMs <= now || asked < loadClearAt(w)) return false;
+      if ((lo & FIELD_MASK) !== NONE && asked < stampOf(hi, lo)) return false;
+      // 64-bit compareExchange from the pair read: a thread stopped before it publishes nothing;
+      // resumed, it lands only on that same value of this occupant (never a later occupant's).
+      if (cas64(w, at, hi, lo, hiOf(asked), loOf(asked, permits))) return true;
+      this.#casLosses++;
+    }
+  }
+
+  /** Reclaims every idle key (refusal over, no live lease); returns how many. O(capacity). */
+  sweep(): number {
+    const n = this.#table.sweep();
+    this.#cache.clear();
+    return n;
+  }
+
+  /** The table's counts (O(capacity), a snapshot) and this instance's counters. */
+  stats(): LocalTierStats {
+    const c = this.#table.scan();
+    return {
+      liveKeys: c.live, maxKeys: this.#w[H_MAX_KEYS] as number, capacity: this.#table.capacity, tombstones: c.tombstones,
+      claimed: c.claimed, tableBytes: this.#w.byteLength, casLosses: this.#casLosses, lateSpends: this.#lateSpends,
+    };
+  }
+}
