@@ -124,17 +124,16 @@ export class RedisCore<R> {
     if (cache !== null) {
       asked = cache.now();
       if (cost > 0) {
+        // Permits Redis already counted for this process (a lease): spent here, by compare-and-
+        // swap, even when Redis has since said the key is spent (the lease took the rest).
+        if (this.lease > 0 && cache.take(cacheKey, cost)) return Promise.resolve(leased());
         // A refusal Redis gave in the last moments: every thread of the process answers it alone.
         const capLeft = plan.globalKeys.length > 0 || cap !== null ? cache.allRefusedFor(asked) : 0;
         if (capLeft > 0) return Promise.resolve(cachedRefusal(capLeft, 'global-limit'));
         const left = cache.refusedFor(cacheKey, asked);
         if (left > 0) return Promise.resolve(cachedRefusal(left, 'limited'));
-        if (this.lease > 0) {
-          // Permits Redis already counted for this process: spent here, by compare-and-swap.
-          if (cache.take(cacheKey, cost)) return Promise.resolve(leased());
-          // None left: one thread asks Redis for a lease; the others ask for their own request.
-          refill = cost < this.lease && cache.beginRefill(cacheKey, asked);
-        }
+        // No lease to spend: one thread asks Redis for one; the others ask for their own request.
+        refill = this.lease > 0 && cost < this.lease && cache.beginRefill(cacheKey, asked);
       }
     }
     // An open breaker: Redis failed repeatedly; answer at once until its cooldown ends.
