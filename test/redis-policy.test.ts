@@ -18,7 +18,7 @@ const rulesA: PolicyRule[] = [
 ];
 // GCRA rates change (debts carry over in both); the window rules stay (their counts too).
 const rulesB: PolicyRule[] = [
-  { limit: { permits: 3, periodMs: 700 } },
+  { limit: { permits: 4, periodMs: 700 } },
   { user: 'gold', limit: [{ permits: 4, periodMs: 1_000 }, { permits: 50, periodMs: 60_000, burst: 9 }] },
   { api: 'export', algorithm: 'fixed-window', limit: { permits: 3, periodMs: 2_000 } },
   { user: 'gold', api: 'export', algorithm: 'sliding-log', limit: { permits: 4, periodMs: 1_500 } },

@@ -7,6 +7,7 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { perDay, perHour, perSecond, RateLimiter, RateLimitTimeoutError, RedisRateLimiter, type RedisRateLimiterOptions } from '../src/index.js';
 import { limitsScript } from '../src/redis/limits-script.js';
+import { redisLimit } from '../src/redis/redis-limits.js';
 import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
 
 const available = redisAvailable();
@@ -190,7 +191,7 @@ describe.skipIf(!available)('RedisRateLimiter under faults (ioredis)', () => {
     // (EVALSHA failed, EVAL loaded it), past their deadlines: none spent. No state survived (no
     // persistence): the next call is a fresh key's first.
     expect(await r.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 4 });
-    expect(await io.script('EXISTS', limitsScript([0]).sha)).toEqual([1]);
+    expect(await io.script('EXISTS', limitsScript([redisLimit('gcra', perDay(5), 'limit', 1)], []).sha)).toEqual([1]);
     io.disconnect();
   });
 });

@@ -42,8 +42,7 @@ export function scriptPlan(keyLimits: readonly RedisLimit[], global: readonly Re
     keyLimits,
     suffixes: keyLimits.map(suffix),
     globalKeys: global.map((l, i) => globalKey(prefix, suffix(l, i))),
-    args: limitArgs(keyLimits, global, 0),
-    script: limitsScript([...keyLimits, ...global].map((l) => l.kind)),
+    script: limitsScript(keyLimits, global),
   };
 }
 
@@ -95,11 +94,4 @@ export function redisLimit(algorithm: AlgorithmName, limit: Limit, name: string,
     throw new RangeError(`${name} is too fine for a Redis limiter: burst ${burst} of ${permits} per ${periodMs} ms needs ${tau} units of 1/${k} µs, over 2^52`);
   }
   return { kind: KIND.gcra, args: [k, T, tau, burst], limit: Object.freeze({ permits, periodMs, burst }) };
-}
-
-/** The script's ARGV for a set of limits: counts, then each limit's kind and parameters. */
-export function limitArgs(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[], fixedNowUs: number): number[] {
-  const out = [keyLimits.length, global.length, fixedNowUs];
-  for (const l of [...keyLimits, ...global]) out.push(l.kind, ...l.args);
-  return out;
 }

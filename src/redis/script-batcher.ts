@@ -12,8 +12,6 @@ export interface ScriptPlan {
   /** Each key limit's Redis key, after the key's base (`prefix{tag}:`). */
   readonly suffixes: readonly string[];
   readonly globalKeys: readonly string[];
-  /** The ARGV head (limitArgs); index 2 is the test-only time override. */
-  readonly args: readonly number[];
   /** The script for these limits' algorithms. */
   readonly script: LimitsScript;
 }
@@ -182,9 +180,7 @@ export class ScriptBatcher {
       if (Number.isNaN(this.#offsets[head.slot] as number) && fixed === null) await this.#learnOffset(head);
       const offset = this.#offsets[head.slot] as number;
       const keys: string[] = [];
-      const args: number[] = plan.args.slice();
-      if (fixed !== null) args[2] = fixed();
-      args.push(batch.length);
+      const args: number[] = [fixed !== null ? fixed() : 0, batch.length];
       for (const p of batch) {
         for (const s of plan.suffixes) keys.push(p.base + s);
         // The deadline on Redis's clock: ours plus a lower bound of the clocks' offset, in whole
