@@ -1,11 +1,12 @@
 // Four processes (node:cluster), each with two worker threads, share one limit through Redis:
-// 100 requests per minute for user:42, however many processes and threads ask.
+// 100 requests per hour for user:42, however many processes and threads ask (an hour: a run on
+// a busy machine ends long before the next request's turn, so the count is exactly 100).
 // Run with a Redis at hand: REDIS_URL=redis://127.0.0.1:6379 node examples/cluster-redis.js
 // (or REDIS_SOCKET=/path/to/redis.sock).
 import cluster from 'node:cluster';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { Redis } from 'ioredis';
-import { perMinute, RedisRateLimiter } from 'sluice';
+import { perHour, RedisRateLimiter } from 'sluice';
 
 const PROCESSES = 4;
 const THREADS = 2;
@@ -18,7 +19,7 @@ function connect() {
 
 if (!isMainThread) {
   const redis = connect();
-  const limiter = new RedisRateLimiter({ redis, limit: perMinute(100), prefix: workerData });
+  const limiter = new RedisRateLimiter({ redis, limit: perHour(100), prefix: workerData });
   let admitted = 0;
   for (let i = 0; i < TRIES; i++) if (await limiter.allow('user:42')) admitted++;
   redis.disconnect();
@@ -30,7 +31,7 @@ if (!isMainThread) {
   for (let i = 0; i < PROCESSES; i++) {
     cluster.fork({ PREFIX: prefix }).on('message', (n) => {
       admitted += n;
-      if (++reports === PROCESSES) console.log(`admitted ${admitted} of ${PROCESSES * THREADS * TRIES} (limit 100 per minute)`);
+      if (++reports === PROCESSES) console.log(`admitted ${admitted} of ${PROCESSES * THREADS * TRIES} (limit 100 per hour)`);
     });
   }
 } else {

@@ -271,7 +271,7 @@ describe.skipIf(!available)('RedisRateLimiter from racing processes', () => {
         cwd: new URL('../', import.meta.url), env: { ...process.env, REDIS_SOCKET: server.socket }, timeout: 30_000,
       }, (e, stdout) => (e ? reject(e) : resolve(stdout)));
     });
-    expect(out).toBe('admitted 100 of 400 (limit 100 per minute)\n');
+    expect(out).toBe('admitted 100 of 400 (limit 100 per hour)\n');
   });
 
   it.each([
