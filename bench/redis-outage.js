@@ -1,45 +1,16 @@
 // The Redis outage suite: RedisRateLimiter while its private redis-server is frozen (SIGSTOP, then
 // SIGCONT), for each onError and both clients: decision latency before and during the outage, how
 // soon the first answer without Redis and the open breaker come, and how soon Redis answers again.
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setImmediate as yieldLoop, setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { perSecond, RedisRateLimiter } from 'sluice';
 import { fmt, median, percentile } from './lib/measure.js';
+import { keys, KEYS, redisServerFound, startRedisServer } from './lib/redis-server.js';
 
-const KEYS = 1000;
-const keys = Array.from({ length: KEYS }, (_, i) => `user:${String(i).padStart(19, '0')}`); // 24 characters
 /** Calls made per second, whatever the answers. */
 const RATE = 20_000;
 const TIMEOUT_MS = 100;
-
-async function startServer() {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-outage-'));
-  const socket = join(dir, 'redis.sock');
-  const child = spawn('redis-server', ['--port', '0', '--unixsocket', socket, '--save', '', '--appendonly', 'no', '--loglevel', 'warning'], { stdio: 'ignore' });
-  for (let i = 0; i < 250; i++) {
-    if (spawnSync('redis-cli', ['-s', socket, 'PING'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') break;
-    await sleep(20);
-  }
-  const version = spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout.match(/v=(\S+)/)?.[1] ?? '?';
-  return {
-    socket,
-    version,
-    freeze: () => child.kill('SIGSTOP'),
-    thaw: () => child.kill('SIGCONT'),
-    async stop() {
-      const gone = new Promise((r) => child.once('exit', r));
-      child.kill('SIGCONT');
-      child.kill('SIGKILL');
-      await gone;
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 // As the test suite builds them: ioredis retries every command until it is answered, node-redis
 // reconnects after 50 ms; both keep their offline queue. The limiter's deadlines bound the waits.
@@ -164,14 +135,12 @@ function minOf(values, keep) {
 const ms = (x) => (Number.isFinite(x) ? fmt(x, x < 1 ? 3 : 1) : String(x));
 
 export async function runRedisOutage({ quick = false } = {}) {
-  const found = spawnSync('redis-server', ['--version']).status === 0;
-  if (!found) {
-    if (process.env.CI) throw new Error('redis-server is not on PATH: the Redis outage suite needs it');
+  if (!redisServerFound('Redis outage')) {
     return { markdown: '## Redis outage\n\nSkipped: no redis-server on PATH.' };
   }
   const phases = quick ? { normalMs: 250, outageMs: 300, afterMs: 100 } : { normalMs: 1_000, outageMs: 1_000, afterMs: 300 };
   const rounds = quick ? 1 : 3;
-  const server = await startServer();
+  const server = await startRedisServer();
   const rows = [];
   try {
     for (const clientName of Object.keys(clients)) {

@@ -1,81 +1,16 @@
 // The Redis suite: RedisRateLimiter against rate-limiter-flexible's RateLimiterRedis, both clients,
 // one call at a time and 64 in flight, on a private redis-server (unix socket, no persistence).
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { perSecond, RedisRateLimiter } from 'sluice';
 import { fmt, median } from './lib/measure.js';
+import { callRate, clients, KEYS, redisServerFound, startRedisServer } from './lib/redis-server.js';
 
-const KEYS = 1000;
-const keys = Array.from({ length: KEYS }, (_, i) => `user:${String(i).padStart(19, '0')}`); // 24 characters
-
-async function startServer() {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-redis-'));
-  const socket = join(dir, 'redis.sock');
-  const child = spawn('redis-server', ['--port', '0', '--unixsocket', socket, '--save', '', '--appendonly', 'no', '--loglevel', 'warning'], { stdio: 'ignore' });
-  for (let i = 0; i < 250; i++) {
-    if (spawnSync('redis-cli', ['-s', socket, 'PING'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') break;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  const version = spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout.match(/v=(\S+)/)?.[1] ?? '?';
-  return {
-    socket,
-    version,
-    async stop() {
-      const gone = new Promise((r) => child.once('exit', r));
-      child.kill('SIGKILL');
-      await gone;
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-const clients = {
-  ioredis: {
-    async open(socket) {
-      const c = new Redis({ path: socket });
-      await new Promise((r) => c.once('ready', r));
-      return c;
-    },
-    close: (c) => c.disconnect(),
-  },
-  'node-redis': {
-    async open(socket) {
-      const c = createClient({ socket: { path: socket } });
-      await c.connect();
-      return c;
-    },
-    close: (c) => c.disconnect(),
-  },
-};
-
-/** Calls/s of `decide` over `ms`, with `inFlight` calls outstanding at a time. */
-async function rate(decide, inFlight, ms) {
-  let calls = 0;
-  let allowed = 0;
-  const until = performance.now() + ms;
-  const t0 = performance.now();
-  async function lane(offset) {
-    for (let i = offset; performance.now() < until; i += inFlight) {
-      if (await decide(keys[i % KEYS])) allowed++;
-      calls++;
-    }
-  }
-  await Promise.all(Array.from({ length: inFlight }, (_, i) => lane(i)));
-  return { perSec: calls / ((performance.now() - t0) / 1000), allowed: allowed / calls };
-}
 
 export async function runRedis({ quick = false } = {}) {
-  const found = spawnSync('redis-server', ['--version']).status === 0;
-  if (!found) {
-    if (process.env.CI) throw new Error('redis-server is not on PATH: the Redis suite needs it');
+  if (!redisServerFound('Redis')) {
     return { markdown: '## Redis\n\nSkipped: no redis-server on PATH.' };
   }
-  const server = await startServer();
+  const server = await startRedisServer();
   const ms = quick ? 200 : 2000;
   const rounds = quick ? 1 : 3;
   const rows = [];
@@ -95,7 +30,8 @@ export async function runRedis({ quick = false } = {}) {
         const res = {};
         for (let r = 0; r < rounds; r++) {
           for (const [name, decide] of Object.entries(contestants)) {
-            const got = await rate(decide, inFlight, ms);
+            const r = await callRate(decide, inFlight, ms);
+            const got = { perSec: r.perSec, allowed: r.allowed / r.calls };
             (res[name] ??= []).push(got);
           }
         }

@@ -13,6 +13,7 @@ import { runPeers } from './peers.js';
 import { runRace } from './race.js';
 import { runRedis } from './redis.js';
 import { runRedisOutage } from './redis-outage.js';
+import { runRedisTier } from './redis-tier.js';
 import { runScaling } from './scaling.js';
 import { runWidth } from './width.js';
 
@@ -26,6 +27,7 @@ const SUITES = {
   width: runWidth,
   redis: runRedis,
   'redis-outage': runRedisOutage,
+  'redis-tier': runRedisTier,
 };
 
 const args = process.argv.slice(2);
