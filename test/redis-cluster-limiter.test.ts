@@ -36,7 +36,7 @@ describe.skipIf(!available)('Redis limiters on a Cluster', () => {
     const r = make(redis, { limit: perDay(3) });
     const keys = Array.from({ length: 60 }, (_, i) => `user:${i}`);
     // Every node serves some of them.
-    const nodes = new Set(keys.map((k) => cluster.nodeOfSlot(keySlot(`c${n - 1}:{${k}}:0`)).port));
+    const nodes = new Set(keys.map((k) => cluster.nodeOfSlot(keySlot(`c${n - 1}:{${k}}:0/1`)).port));
     expect(nodes.size).toBe(3);
     const answers = await Promise.all(keys.flatMap((k) => Array.from({ length: 5 }, () => r.tryAcquire(k))));
     for (let i = 0; i < keys.length; i++) {

@@ -362,7 +362,7 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
 
     // 4. Spends. Redis holds exactly one unit for every call it admitted, and nothing for a call
     // that reached it after the limiter had given up on it.
-    const stored = await readAll(inspector, calls.map((c) => `${keyBase(prefix, c.key)}0`));
+    const stored = await readAll(inspector, calls.map((c) => `${keyBase(prefix, c.key)}0/1`));
     let answered = 0;
     let countedUnanswered = 0;
     let storedKeys = 0;
@@ -399,9 +399,9 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     // 5. SIGSTOP: calls that reached the frozen server arrived when it resumed, after their
     // deadlines, and spent nothing (the script answered LATE); MONITOR shows when each ran.
     if (fault === 'SIGSTOP') {
-      const redisKeyOf = new Map<string, { c: Call; v: string | null }>(calls.map((c, i) => [`${keyBase(prefix, c.key)}0`, { c, v: stored[i] ?? null }]));
+      const redisKeyOf = new Map<string, { c: Call; v: string | null }>(calls.map((c, i) => [`${keyBase(prefix, c.key)}0/1`, { c, v: stored[i] ?? null }]));
       // A probe key's last call: the latest deadline of its 11.
-      for (const c of probeCalls) redisKeyOf.set(`${keyBase(`${prefix}p:`, c.key)}0`, { c, v: null });
+      for (const c of probeCalls) redisKeyOf.set(`${keyBase(`${prefix}p:`, c.key)}0/1`, { c, v: null });
       const ran = scriptRuns(monitored, new Set(redisKeyOf.keys()));
       let lateArrivals = 0;
       const promptLate: string[] = [];

@@ -90,8 +90,8 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter over $name', (client
     expect(got).toEqual(['allowed', 'allowed', 'allowed', 'global-limit']);
     expect((await r.tryAcquire('d', 0)).remaining).toBe(0); // the cap's remaining
     const io = new Redis({ path: server.socket });
-    expect(await io.exists('cap:{a}:0')).toBe(1);
-    expect(await io.exists('cap:{d}:0')).toBe(0); // d's own quota was not spent
+    expect(await io.exists('cap:{a}:0/1')).toBe(1);
+    expect(await io.exists('cap:{d}:0/1')).toBe(0); // d's own quota was not spent
     io.disconnect();
   });
 
@@ -99,18 +99,18 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter over $name', (client
     const r = limiter({ limit: perSecond(10, { burst: 2 }), prefix: 'exp:' });
     const io = new Redis({ path: server.socket });
     expect(await r.allow('k')).toBe(true);
-    const pttl = await io.pttl('exp:{k}:0');
+    const pttl = await io.pttl('exp:{k}:0/1');
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(100); // 100 ms of debt
     expect(await r.allow('k')).toBe(true);
-    const full = await io.get('exp:{k}:0');
+    const full = await io.get('exp:{k}:0/1');
     expect(await r.allow('k')).toBe(false);
     expect(await r.tryAcquire('k', 0)).toMatchObject({ allowed: true, remaining: 0 });
-    expect(await io.get('exp:{k}:0')).toBe(full); // neither the refusal nor the probe wrote
+    expect(await io.get('exp:{k}:0/1')).toBe(full); // neither the refusal nor the probe wrote
     await new Promise((res) => setTimeout(res, 250));
-    expect(await io.exists('exp:{k}:0')).toBe(0); // paid off: gone, as a fresh key
+    expect(await io.exists('exp:{k}:0/1')).toBe(0); // paid off: gone, as a fresh key
     await r.tryAcquire('k', 0);
-    expect(await io.exists('exp:{k}:0')).toBe(0);
+    expect(await io.exists('exp:{k}:0/1')).toBe(0);
     io.disconnect();
   });
 

@@ -162,6 +162,7 @@ export interface LimitsScript {
 }
 
 const scripts = new Map<string, LimitsScript>();
+const MAX_SCRIPTS = 512;
 
 /**
  * The script for `keyLimits` and the cap's `global` limits, made once per distinct set (each is
@@ -171,6 +172,8 @@ export function limitsScript(keyLimits: readonly RedisLimit[], global: readonly 
   const text = scriptText(keyLimits, global);
   let s = scripts.get(text);
   if (s === undefined) {
+    // Rules that keep changing would make new scripts for ever: keep the last few hundred.
+    if (scripts.size >= MAX_SCRIPTS) scripts.clear();
     s = { text, sha: createHash('sha1').update(text).digest('hex') };
     scripts.set(text, s);
   }

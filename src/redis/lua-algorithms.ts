@@ -91,8 +91,11 @@ end
 function GCRA.write(key, L, s, cost)
   gcraStore(key, L[2], s.d + cost * L[3])
 end
+-- A spend at 'at' is given back, less what has drained since: with it gone, the debt could have
+-- hit 0 meanwhile (an idle stretch absorbs that much of it), so only the rest is certain.
 function GCRA.refund(key, L, s, cost, at)
-  gcraStore(key, L[2], s.d - cost * L[3])
+  local back = cost * L[3] - math.max(0, now - at) * L[2]
+  if back > 0 then gcraStore(key, L[2], s.d - back) end
 end
 ALGORITHMS[0] = GCRA
 `,
@@ -120,7 +123,8 @@ function FIXED.check(L, s, c, spent)
 end
 function FIXED.remaining(L, s, spent)
   if s.ahead then return 0 end
-  return L[3] - s.n - spent
+  -- Below 0 only after a rule lowered the permits under this window's count.
+  return math.max(0, L[3] - s.n - spent)
 end
 function FIXED.reset(L, s, spent)
   if s.n + spent > 0 then return (s.w + 1) * L[2] - now end

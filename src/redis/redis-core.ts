@@ -44,6 +44,8 @@ export interface RedisCommonOptions {
   lease?: number;
 }
 
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
 export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', 'maxBatch', 'localTier', 'lease'];
 
 /** Refuses option names outside `known`, naming the closest. */
@@ -87,6 +89,8 @@ export class RedisCore<R> {
     if (typeof prefix !== 'string') throw new TypeError(`options.prefix must be a string, got ${describe(prefix)}`);
     const timeoutMs = options.timeoutMs ?? 500;
     positiveFinite('options.timeoutMs', timeoutMs);
+    // A timer holds at most 2^31 - 1 ms (about 24.8 days).
+    if (timeoutMs > MAX_TIMEOUT_MS) throw new RangeError(`options.timeoutMs must be at most ${MAX_TIMEOUT_MS} (a timer's longest), got ${timeoutMs}`);
     const onError = options.onError ?? 'deny';
     if (onError !== 'deny' && onError !== 'allow' && onError !== 'local') throw new RangeError(`options.onError must be 'deny', 'allow' or 'local', got ${describe(onError)}`);
     const maxBatch = options.maxBatch ?? 32;
@@ -126,7 +130,7 @@ export class RedisCore<R> {
       if (cost > 0) {
         // Permits Redis already counted for this process (a lease): spent here, by compare-and-
         // swap, even when Redis has since said the key is spent (the lease took the rest).
-        if (this.lease > 0 && cache.take(cacheKey, cost)) return Promise.resolve(leased());
+        if (this.lease > 0 && cost <= this.lease && cache.take(cacheKey, cost)) return Promise.resolve(leased());
         // A refusal Redis gave in the last moments: every thread of the process answers it alone.
         const capLeft = plan.globalKeys.length > 0 || cap !== null ? cache.allRefusedFor(asked) : 0;
         if (capLeft > 0) return Promise.resolve(cachedRefusal(capLeft, 'global-limit'));
@@ -183,7 +187,7 @@ export class RedisCore<R> {
     const deadline = performance.now() + this.batcher.timeoutMs;
     const c = await this.batcher.decide(cap, '', cost, cost, 0, deadline);
     if (typeof c === 'string') return this.fallback(request, cost);
-    this.#remember(c, null, asked);
+    // The cap's reply is not cached: it counts spends of the batch that may yet be given back.
     if (c.status !== ALLOWED) return decisionOf(c);
     const k = await this.batcher.decide(plan, base, cost, cost, 0, deadline);
     if (k === 'failed') return this.fallback(request, cost);

@@ -23,16 +23,17 @@ export interface RedisLimit {
 const KIND: Record<AlgorithmName, number> = { 'gcra': 0, 'fixed-window': 1, 'sliding-window': 2, 'sliding-log': 3 };
 
 /**
- * The key suffix of each algorithm's state, after the key's base: a rule that changes algorithm
- * starts a fresh state. A GCRA state carries over any change of rate (the script converts it);
- * a window's key holds its period too (a window index means nothing under another period).
+ * The key suffix of limit `i` of `count`, after the key's base: a rule that changes algorithm
+ * starts a fresh state. A GCRA state carries over any change of rate (the script converts it)
+ * while the rule has as many limits (as PolicyLimiter does); a window's or a log's key holds its
+ * period (a window index means nothing under another period).
  */
-function suffix(l: RedisLimit, i: number): string {
+function suffix(l: RedisLimit, i: number, count: number): string {
   switch (l.kind) {
-    case 0: return `${i}`;
+    case 0: return `${i}/${count}`;
     case 1: return `fw${l.args[0]}:${i}`;
     case 2: return `sw${l.args[0]}:${i}`;
-    default: return `sl:${i}`;
+    default: return `sl${l.args[0]}:${i}`;
   }
 }
 
@@ -40,8 +41,8 @@ function suffix(l: RedisLimit, i: number): string {
 export function scriptPlan(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[], prefix: string): ScriptPlan {
   return {
     keyLimits,
-    suffixes: keyLimits.map(suffix),
-    globalKeys: global.map((l, i) => globalKey(prefix, suffix(l, i))),
+    suffixes: keyLimits.map((l, i) => suffix(l, i, keyLimits.length)),
+    globalKeys: global.map((l, i) => globalKey(prefix, suffix(l, i, global.length))),
     script: limitsScript(keyLimits, global),
   };
 }

@@ -42,7 +42,9 @@ const UNAVAILABLE_RETRY_MS = 50;
 export class RedisPolicyLimiter {
   readonly #core: RedisCore<PolicyRequest>;
   readonly #maxLogSize: number;
-  readonly #local: PolicyLimiter | null;
+  #local: PolicyLimiter | null;
+  /** Whether `#local` is ours (made here), not the caller's. */
+  readonly #ownLocal: boolean;
   #rules!: readonly PolicyRule[];
   #compiled!: CompiledRules;
   #plans!: Map<CompiledRule, ScriptPlan>;
@@ -56,15 +58,15 @@ export class RedisPolicyLimiter {
     if (options.local !== undefined && !(options.local instanceof PolicyLimiter)) throw new TypeError(`options.local must be a PolicyLimiter, got ${describe(options.local)}`);
     if (options.local !== undefined && options.onError !== 'local') throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
     this.#core = new RedisCore<PolicyRequest>(options);
-    this.#install(options.rules);
+    const { compiled, plans } = this.#compile(options.rules);
+    this.#rules = JSON.parse(JSON.stringify(options.rules)) as PolicyRule[];
+    this.#compiled = compiled;
+    this.#plans = plans;
     registerBatcher(this, this.#core.batcher);
-    if (this.#core.onError === 'local') {
-      const local = options.local ?? new PolicyLimiter({ rules: this.#rules, maxKeys: 10_000, maxLogSize: this.#maxLogSize });
-      this.#local = local;
-      this.#core.setFallback((request, cost) => local.tryAcquire(request, cost));
-    } else {
-      this.#local = null;
-    }
+    this.#ownLocal = this.#core.onError === 'local' && options.local === undefined;
+    this.#local = this.#core.onError !== 'local' ? null : options.local ?? this.#newLocal(options.rules);
+    // Through the field: setRules may replace a fallback of our own.
+    if (this.#local !== null) this.#core.setFallback((request, cost) => (this.#local as PolicyLimiter).tryAcquire(request, cost));
   }
 
   /** The rules in force for this instance (a copy). */
@@ -78,9 +80,21 @@ export class RedisPolicyLimiter {
    * changes. The refusal cache forgets what the old rules refused.
    */
   setRules(rules: readonly PolicyRule[]): void {
-    this.#install(rules);
+    const { compiled, plans } = this.#compile(rules);
+    // The fallback first: if it refuses the rules, nothing has changed. One of our own that has no
+    // room for them is replaced (its state is only the degraded path's).
+    if (this.#local !== null) {
+      try {
+        this.#local.setRules(rules);
+      } catch (e) {
+        if (!this.#ownLocal) throw e;
+        this.#local = this.#newLocal(rules);
+      }
+    }
+    this.#rules = JSON.parse(JSON.stringify(rules)) as PolicyRule[];
+    this.#compiled = compiled;
+    this.#plans = plans;
     this.#core.cache?.clear();
-    this.#local?.setRules(rules);
   }
 
   /** The rule that applies to (user, api) now. */
@@ -125,8 +139,14 @@ export class RedisPolicyLimiter {
     return !this.#core.batcher.breaker.admits(performance.now());
   }
 
-  /** Checks and compiles `rules` (for memory and for Redis) before anything changes. */
-  #install(rules: readonly PolicyRule[]): void {
+  /** A shared-memory PolicyLimiter of our own for onError 'local', with room for `rules`. */
+  #newLocal(rules: readonly PolicyRule[]): PolicyLimiter {
+    const json = JSON.stringify(rules).length * 3; // UTF-8 bytes at most
+    return new PolicyLimiter({ rules, maxKeys: 10_000, maxLogSize: this.#maxLogSize, maxRulesBytes: Math.max(65_536, 2 * json), maxStateWords: Math.max(16, 2 * compileRules(rules, this.#maxLogSize).stateWords) });
+  }
+
+  /** Checks and compiles `rules` (for memory and for Redis); changes nothing. */
+  #compile(rules: readonly PolicyRule[]): { compiled: CompiledRules; plans: Map<CompiledRule, ScriptPlan> } {
     const compiled = compileRules(rules, this.#maxLogSize);
     const plans = new Map<CompiledRule, ScriptPlan>();
     const all = [compiled.fallback, ...compiled.byUser.values(), ...compiled.byApi.values(), ...[...compiled.byPair.values()].flatMap((m) => [...m.values()])];
@@ -138,8 +158,6 @@ export class RedisPolicyLimiter {
       const limits = list.map((l, j) => redisLimit(algorithm, l, list.length === 1 && !Array.isArray(entry.rule.limit) ? name : `${name}[${j}]`, this.#maxLogSize));
       plans.set(entry, scriptPlan(limits, [], this.#core.prefix));
     }
-    this.#rules = JSON.parse(JSON.stringify(rules)) as PolicyRule[];
-    this.#compiled = compiled;
-    this.#plans = plans;
+    return { compiled, plans };
   }
 }

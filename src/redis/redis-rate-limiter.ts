@@ -39,6 +39,18 @@ const OPTION_NAMES = [...COMMON_OPTION_NAMES, 'limit', 'algorithm', 'globalLimit
 /** How soon `acquire` asks again after Redis was unavailable and onError refused. */
 const UNAVAILABLE_RETRY_MS = 50;
 
+/** `String.prototype.isWellFormed` (Node 20+), which the ES2022 lib we compile against lacks. */
+type WellFormedString = string & { isWellFormed(): boolean };
+
+/**
+ * Checks a key and cost as RateLimiter does: a key with a lone surrogate would reach Redis as
+ * U+FFFD (UTF-8), sharing state with another key, so it is refused with a `TypeError`.
+ */
+function checkKey(key: string, cost: number): void {
+  checkRequest(key, cost);
+  if (!(key as WellFormedString).isWellFormed()) throw new TypeError(`key must be a well-formed string (no lone surrogates), got ${describe(key)}`);
+}
+
 /**
  * The same limits as `RateLimiter`, kept in Redis so that every process and host shares them.
  * Each decision is one atomic step of a Lua script on Redis's own clock (src/redis/
@@ -102,7 +114,7 @@ export class RedisRateLimiter {
    * `RangeError` at once for a bad key or cost.
    */
   tryAcquire(key: string, cost = 1): Promise<Decision> {
-    checkRequest(key, cost);
+    checkKey(key, cost);
     return this.#core.decide(key, key, keyBase(this.#core.prefix, key), cost, this.#plan, this.#capPlan);
   }
 
@@ -121,7 +133,7 @@ export class RedisRateLimiter {
     const cost = options.cost ?? 1;
     const maxWaitMs = checkMaxWait(options.maxWaitMs);
     const signal = options.signal;
-    checkRequest(key, cost);
+    checkKey(key, cost);
     signal?.throwIfAborted();
     const clock = monotonicClock;
     const deadline = clock.now() + maxWaitMs;

@@ -178,13 +178,16 @@ export class ScriptBatcher {
     const fixed = this.fixedNowUs;
     try {
       if (Number.isNaN(this.#offsets[head.slot] as number) && fixed === null) await this.#learnOffset(head);
-      const offset = this.#offsets[head.slot] as number;
+      // Each deadline gets the bound relaxed for drift up to that deadline (see #learn).
+      const stored = this.#offsets[head.slot] as number;
+      const learnt = this.#learntAt[head.slot] as number;
       const keys: string[] = [];
       const args: number[] = [fixed !== null ? fixed() : 0, batch.length];
       for (const p of batch) {
         for (const s of plan.suffixes) keys.push(p.base + s);
         // The deadline on Redis's clock: ours plus a lower bound of the clocks' offset, in whole
         // µs rounded down, so never later than the moment we give up. None under a fixed time.
+        const offset = stored - Math.max(0, p.deadline - learnt) * DRIFT;
         args.push(p.cost, p.cost < 0 ? p.spentAt : fixed !== null ? 0 : Math.floor((p.deadline + offset) * 1000), p.want);
       }
       for (const k of plan.globalKeys) keys.push(k);
@@ -252,7 +255,8 @@ export class ScriptBatcher {
    * `received`: the true offset lies in [us/1000 - received, us/1000 - sent]. The bound kept is
    * the largest lower bound seen, so one slow reply does not make later deadlines early (and
    * LATE); it is relaxed by 100 ppm of the time since it was last raised (the clocks may drift
-   * apart), and replaced when a reply's upper bound is below it (Redis's clock went back).
+   * apart): here, and when a deadline is computed from it, up to that deadline. A reply whose
+   * upper bound is below it replaces it (Redis's clock went back).
    */
   #learn(slot: number, us: number, sent: number, received: number): void {
     const lo = us / 1000 - received;
