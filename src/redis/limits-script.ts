@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { luaAlgorithms } from './lua-algorithms.js';
+import { gcraScript } from './lua-gcra.js';
 import type { RedisLimit } from './redis-limits.js';
 
 /**
@@ -32,14 +33,16 @@ import type { RedisLimit } from './redis-limits.js';
  */
 function scriptText(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[]): string {
   const all = [...keyLimits, ...global];
-  const lim = all.map((l) => `{ ${[l.kind, ...l.args].map(String).join(', ')} }`).join(', ');
-  return `
-local now = tonumber(ARGV[1])
+  const head = `local now = tonumber(ARGV[1])
 if now <= 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-${luaAlgorithms(all.map((l) => l.kind))}
+`;
+  // A plan has one algorithm: GCRA's script is its own, straight-line (lua-gcra.ts).
+  if (all.every((l) => l.kind === 0)) return head + gcraScript(keyLimits, global);
+  const lim = all.map((l) => `{ ${[l.kind, ...l.args].map(String).join(', ')} }`).join(', ');
+  return `${head}${luaAlgorithms(all.map((l) => l.kind))}
 local nl = ${keyLimits.length}
 local ng = ${global.length}
 local lim = { ${lim} }

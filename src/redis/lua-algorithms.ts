@@ -1,8 +1,9 @@
 /**
- * The four algorithms of the Redis script, in Lua, as fragments: a script holds only those its
- * limits use (each function defined costs Redis time on every call), each the same decision as its shared-memory
- * twin in src/algorithms/ (the decision vectors are compared in test/redis-vectors.test.ts).
- * Every algorithm is a table of functions over a limit `L` (its ARGV: kind and four parameters)
+ * The window and log algorithms of the Redis script, in Lua, as fragments: a script holds only
+ * those its limits use (each function defined costs Redis time on every call). GCRA has a script
+ * of its own (lua-gcra.ts). Each is the same decision as its shared-memory twin in
+ * src/algorithms/ (the decision vectors are compared in test/redis-vectors.test.ts). Every
+ * algorithm is a table of functions over a limit `L` (its kind and parameters, constants in the script)
  * and a state `s` read once per decision by `load`:
  *
  * - `load(key, L)`: the key's state at `now` (a missing key is a fresh one).
@@ -18,7 +19,6 @@
  * integers are written with %.0f (Lua would print 1.7e+15).
  *
  * States:
- * - gcra: "tat" or "tat:frac:k" (see limits-script.ts); L = kind, k, T, tau, burst.
  * - fixed window: "window:count"; L = kind, period (µs), permits.
  * - sliding window: "window:current:previous"; L = kind, period (µs), permits.
  * - sliding log: a list of admission stamps (µs), oldest first; L = kind, period, permits.
@@ -39,67 +39,9 @@ local function fields(v)
 end
 `;
 
-/** Each algorithm's Lua, by its id (redis-limits.ts): gcra, fixed window, sliding window, sliding log. */
-const FRAGMENTS: readonly string[] = [
-  `local GCRA = {}
-function GCRA.load(key, L)
-  local k = L[2]
-  local v = redis.call('GET', key)
-  if not v then return { d = 0 } end
-  local i = string.find(v, ':', 1, true)
-  local tat, frac = 0, 0
-  if i then
-    local j = string.find(v, ':', i + 1, true)
-    tat = tonumber(string.sub(v, 1, i - 1))
-    frac = tonumber(string.sub(v, i + 1, j - 1))
-    local stored = tonumber(string.sub(v, j + 1))
-    -- Written under another rule: the fraction in our units, rounded up (never less debt).
-    if stored ~= k then frac = math.ceil(frac * k / stored) end
-  else
-    tat = tonumber(v)
-  end
-  local d = (tat - now) * k + frac
-  if d < 0 then d = 0 end
-  return { d = d }
-end
-function GCRA.check(L, s, c, spent)
-  local k, T, tau, burst = L[2], L[3], L[4], L[5]
-  local after = s.d + (spent + c) * T
-  if c > burst then return false, -1 end
-  if after <= tau then return true, 0 end
-  return false, math.ceil((after - tau) / k)
-end
-function GCRA.remaining(L, s, spent)
-  local r = math.floor((L[4] - s.d - spent * L[3]) / L[3])
-  if r < 0 then return 0 end
-  return r
-end
-function GCRA.reset(L, s, spent)
-  return math.ceil((s.d + spent * L[3]) / L[2])
-end
-local function gcraStore(key, k, d)
-  if d <= 0 then
-    redis.call('DEL', key)
-    return
-  end
-  local whole = math.floor(d / k)
-  local frac = d - whole * k
-  local v = int(now + whole)
-  if frac > 0 then v = v .. ':' .. int(frac) .. ':' .. int(k) end
-  redis.call('SET', key, v, 'PX', ms(d / k))
-end
-function GCRA.write(key, L, s, cost)
-  gcraStore(key, L[2], s.d + cost * L[3])
-end
--- A spend at 'at' is given back, less what has drained since: with it gone, the debt could have
--- hit 0 meanwhile (an idle stretch absorbs that much of it), so only the rest is certain.
-function GCRA.refund(key, L, s, cost, at)
-  local back = cost * L[3] - math.max(0, now - at) * L[2]
-  if back > 0 then gcraStore(key, L[2], s.d - back) end
-end
-ALGORITHMS[0] = GCRA
-`,
-  `local FIXED = {}
+/** Each window algorithm's Lua, by its id (redis-limits.ts): fixed window, sliding window, sliding log. */
+const FRAGMENTS: Readonly<Record<number, string>> = {
+  1: `local FIXED = {}
 function FIXED.load(key, L)
   local w = math.floor(now / L[2])
   local s = { w = w, n = 0, ahead = false }
@@ -143,7 +85,7 @@ function FIXED.refund(key, L, s, cost, at)
 end
 ALGORITHMS[1] = FIXED
 `,
-  `local SLIDING = {}
+  2: `local SLIDING = {}
 function SLIDING.load(key, L)
   local p = L[2]
   local w = math.floor(now / p)
@@ -203,7 +145,7 @@ function SLIDING.refund(key, L, s, cost, at)
 end
 ALGORITHMS[2] = SLIDING
 `,
-  `local LOG = {}
+  3: `local LOG = {}
 local function stampAt(key, i) return tonumber(redis.call('LINDEX', key, i)) end
 local function age(ts)
   local a = now - ts
@@ -260,9 +202,9 @@ function LOG.refund(key, L, s, cost, at)
 end
 ALGORITHMS[3] = LOG
 `,
-];
+};
 
-/** The Lua of the algorithms `kinds` (ids), defining `ALGORITHMS[id]` for each. */
+/** The Lua of the window algorithms `kinds` (ids 1 to 3), defining `ALGORITHMS[id]` for each. */
 export function luaAlgorithms(kinds: readonly number[]): string {
   const parts = [COMMON, 'local ALGORITHMS = {}'];
   if (kinds.includes(1) || kinds.includes(2)) parts.push(FIELDS);

@@ -3,6 +3,7 @@ import type { Decision, DecisionReason } from '../limiter-types.js';
 import { redisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
 import { LocalTier } from './local-tier.js';
+import { keyBase } from './redis-keys.js';
 import { ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
 
 /** The options every Redis limiter has. */
@@ -116,11 +117,11 @@ export class RedisCore<R> {
   }
 
   /**
-   * Decides `cost` for `request`, whose Redis keys start with `base`, under `plan`; `cap` is the
-   * global cap's plan when it lives on another Cluster node (spent first, refunded when the key
-   * refuses or spent nothing). `cacheKey` names the key in the refusal cache.
+   * Decides `cost` for `request` under `plan`. `cacheKey` names the key in the local tier and
+   * gives its Redis keys (made only when Redis is asked). `cap` is the global cap's plan when it
+   * lives on another Cluster node (spent first, refunded when the key refuses or spent nothing).
    */
-  decide(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan | null): Promise<Decision> {
+  decide(request: R, cacheKey: string, cost: number, plan: ScriptPlan, cap: ScriptPlan | null): Promise<Decision> {
     const cache = this.cache;
     let refill = false;
     // The tier's reading before Redis is asked: what Redis answers holds from no earlier.
@@ -145,6 +146,7 @@ export class RedisCore<R> {
       if (refill) cache?.endRefill(cacheKey);
       return Promise.resolve(this.fallback(request, cost));
     }
+    const base = keyBase(this.prefix, cacheKey);
     if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap, asked);
     if (refill) return this.batcher.decide(plan, base, cost, this.lease).then((o) => this.#refilled(o, request, cacheKey, cost, asked));
     return this.batcher.decide(plan, base, cost).then((o) => this.#answer(o, request, cacheKey, cost, asked));

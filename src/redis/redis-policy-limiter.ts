@@ -7,7 +7,6 @@ import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type
 import { monotonicClock } from '../clock.js';
 import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
 import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
-import { keyBase } from './redis-keys.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 
@@ -111,7 +110,7 @@ export class RedisPolicyLimiter {
   tryAcquire(request: PolicyRequest, cost = 1): Promise<Decision> {
     const key = checkPolicyRequest(request, cost);
     const plan = this.#plans.get(match(this.#compiled, request.user, request.api)) as ScriptPlan;
-    return this.#core.decide(request, key, keyBase(this.#core.prefix, key), cost, plan, null);
+    return this.#core.decide(request, key, cost, plan, null);
   }
 
   /** Like `tryAcquire`, answering only whether the request passes. */

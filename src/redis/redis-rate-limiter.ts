@@ -9,7 +9,6 @@ import { checkRequest, RateLimiter } from '../rate-limiter.js';
 import { monotonicClock } from '../clock.js';
 import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
 import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
-import { keyBase } from './redis-keys.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 
@@ -115,7 +114,7 @@ export class RedisRateLimiter {
    */
   tryAcquire(key: string, cost = 1): Promise<Decision> {
     checkKey(key, cost);
-    return this.#core.decide(key, key, keyBase(this.#core.prefix, key), cost, this.#plan, this.#capPlan);
+    return this.#core.decide(key, key, cost, this.#plan, this.#capPlan);
   }
 
   /** Like `tryAcquire`, answering only whether the request passes. */
