@@ -115,4 +115,16 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
     now = t0 + 200_000;
     expect(await r.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
   });
+
+  it('numbers past 14 digits come back whole: a wait of years, in µs', async () => {
+    const periodMs = 10 * 365 * 86_400_000; // ten years: a wait of up to 3.2e14 µs
+    const r = new RedisRateLimiter({ redis, algorithm: 'fixed-window', limit: { permits: 1, periodMs }, prefix: `y${n++}:`, localTier: false });
+    const nowUs = 1_764_000_000_123_457; // December 2025, to the µs
+    setScriptTime(r, () => nowUs);
+    expect((await r.tryAcquire('k')).allowed).toBe(true);
+    const periodUs = periodMs * 1000;
+    const waitUs = (Math.floor(nowUs / periodUs) + 1) * periodUs - nowUs;
+    expect(waitUs).toBeGreaterThan(1e14);
+    expect(await r.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: waitUs / 1000, resetAfterMs: waitUs / 1000 });
+  });
 });
