@@ -51,7 +51,7 @@ export async function runRedis({ quick = false } = {}) {
   lines.push(`A private redis-server ${server.version} on a unix socket (no persistence), ${fmt(KEYS)} keys of 24 characters walked in turn, ` +
     `limits nobody reaches (sluice \`perSecond(1,000,000)\`, GCRA in a Lua script on Redis's clock; RateLimiterRedis \`{ points: 1,000,000, duration: 1 }\`, ` +
     'a fixed-window counter). Calls/s over ' + `${ms / 1000} s, median of ${rounds} alternating rounds; "in flight": calls outstanding at once from one thread. ` +
-    'sluice sends the decisions waiting together in one script call (up to 32, four calls in flight).', '');
+    'sluice sends the decisions waiting together in script calls of up to 32, spread over up to four calls in flight.', '');
   lines.push('| client | in flight | contestant | calls/s (median) | all rounds | allowed | vs RateLimiterRedis |', '|---|---:|---|---:|---|---:|---:|');
   for (const r of rows) {
     lines.push(`| ${r.clientName} | ${r.inFlight} | ${r.name} | ${fmt(Math.round(r.perSec))} | ${r.all.map((x) => `${fmt(x / 1000, 1)}k`).join(', ')} | ${fmt(r.allowed * 100, 1)}% | ${fmt(r.vs, 2)}x |`);

@@ -24,8 +24,8 @@ export interface RedisCommonOptions {
    */
   onError?: 'deny' | 'allow' | 'local';
   /**
-   * Decisions waiting together share one script call, up to this many (default 32: smaller
-   * batches let Redis run one while the client reads another).
+   * Decisions waiting together share script calls of up to this many (default 32), spread over
+   * up to four calls in flight: smaller calls let Redis run one while the client reads another.
    */
   maxBatch?: number;
   /**

@@ -140,7 +140,10 @@ export class ScriptBatcher {
 
   #flush(): void {
     while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
-      const batch = this.#take();
+      // What waits, spread over the calls that may still go out: several smaller calls let Redis
+      // run one while this thread reads the answer to another, where one large call would make
+      // them take turns (16 callers: 0.5x RateLimiterRedis in one call a round).
+      const batch = this.#take(Math.min(this.#maxBatch, Math.ceil(this.#queue.length / (this.#maxInFlight - this.#inFlight))));
       if (batch.length === 0) continue;
       this.#inFlight++;
       void this.#send(batch).finally(() => {
@@ -150,8 +153,8 @@ export class ScriptBatcher {
     }
   }
 
-  /** The next batch: up to maxBatch waiting decisions of the first one's plan and slot, in order. */
-  #take(): Pending[] {
+  /** The next batch: up to `size` waiting decisions of the first one's plan and slot, in order. */
+  #take(size: number): Pending[] {
     const q = this.#queue;
     let i = 0;
     while (i < q.length && (q[i] as Pending).settled) i++;
@@ -165,7 +168,7 @@ export class ScriptBatcher {
     for (; i < q.length; i++) {
       const p = q[i] as Pending;
       if (p.settled) continue;
-      if (batch.length < this.#maxBatch && p.plan === head.plan && p.slot === head.slot) batch.push(p);
+      if (batch.length < size && p.plan === head.plan && p.slot === head.slot) batch.push(p);
       else rest.push(p);
     }
     this.#queue = rest;
