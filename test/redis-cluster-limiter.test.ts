@@ -2,7 +2,8 @@
 // clients: decisions batched per slot, keys on every node, the global cap on its own node (spent
 // first, given back when the key refuses), and the same exact counts as on one server.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { perDay, perHour, perMinute, RedisPolicyLimiter, RedisRateLimiter, type RedisRateLimiterOptions } from '../src/index.js';
+import { LocalTier, ManualClock, perDay, perHour, perMinute, RedisPolicyLimiter, RedisRateLimiter, type RedisRateLimiterOptions } from '../src/index.js';
+import { setScriptTime } from '../src/redis/redis-core.js';
 import { keySlot } from '../src/redis/key-slot.js';
 import { redisAvailable, startCluster, type TestCluster } from './helpers/redis-cluster.js';
 
@@ -74,6 +75,26 @@ describe.skipIf(!available)('Redis limiters on a Cluster', () => {
     const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => r.tryAcquire(`k${i % 40}`)));
     expect(answers.filter((d) => d.allowed)).toHaveLength(50);
     expect(answers.filter((d) => d.degraded)).toHaveLength(0);
+  });
+
+  each('leases with the cap on its own node: the cap gets back what the key did not grant', async (redis) => {
+    const clock = new ManualClock(1_000_000);
+    const prefix = `cl${n++}:`;
+    const options = { limit: perDay(5), globalLimit: perDay(100) };
+    const r = new RedisRateLimiter({ redis, prefix, localTier: LocalTier.create({ clock }), lease: 10, ...options });
+    // Its probes read the cap: its key's own limit is larger than anything left on the cap.
+    const plain = new RedisRateLimiter({ redis, prefix, localTier: false, limit: perDay(1_000), globalLimit: options.globalLimit });
+    setScriptTime(r, () => clock.now() * 1000);
+    setScriptTime(plain, () => clock.now() * 1000);
+    const got = [];
+    for (let i = 0; i < 8; i++) got.push((await r.tryAcquire('k')).allowed);
+    // The first call leased 10 from the cap and 5 from the key (all it holds): 5 admitted, the
+    // cap got 5 back.
+    expect(got).toEqual([true, true, true, true, true, false, false, false]);
+    expect((await plain.tryAcquire('other', 0)).remaining).toBe(95);
+    // Another key leases its own 5 the same way.
+    for (let i = 0; i < 5; i++) expect((await r.tryAcquire('k2')).allowed).toBe(true);
+    expect((await plain.tryAcquire('other', 0)).remaining).toBe(90);
   });
 
   each('RedisPolicyLimiter on a Cluster', async (redis) => {

@@ -147,7 +147,7 @@ export class RedisCore<R> {
       return Promise.resolve(this.fallback(request, cost));
     }
     const base = keyBase(this.prefix, cacheKey);
-    if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap, asked);
+    if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap, asked, refill);
     if (refill) return this.batcher.decide(plan, base, cost, this.lease).then((o) => this.#refilled(o, request, cacheKey, cost, asked));
     return this.batcher.decide(plan, base, cost).then((o) => this.#answer(o, request, cacheKey, cost, asked));
   }
@@ -182,25 +182,31 @@ export class RedisCore<R> {
   /**
    * The global cap on another Cluster node: spent first; then the key. The key refused, or late
    * (it spent nothing), the cap gets its spend back; the key's call failed (Redis may have spent),
-   * the cap keeps it: the cap may count a request that was not admitted, never the reverse.
+   * the cap keeps it: the cap may count a request that was not admitted, never the reverse. A
+   * lease (`refill`) asks the cap for up to `lease`, the key for what the cap granted, and gives
+   * the cap back what the key did not grant.
    */
-  async #capFirst(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan, asked: number): Promise<Decision> {
-    // One deadline for both steps.
-    const deadline = performance.now() + this.batcher.timeoutMs;
-    const c = await this.batcher.decide(cap, '', cost, cost, 0, deadline);
-    if (typeof c === 'string') return this.fallback(request, cost);
-    // The cap's reply is not cached: it counts spends of the batch that may yet be given back.
-    if (c.status !== ALLOWED) return decisionOf(c);
-    const k = await this.batcher.decide(plan, base, cost, cost, 0, deadline);
-    if (k === 'failed') return this.fallback(request, cost);
-    if (k === 'late' || k.status !== ALLOWED) {
-      if (cost > 0) void this.batcher.decide(cap, '', -cost, -cost, c.nowUs);
+  async #capFirst(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan, asked: number, refill: boolean): Promise<Decision> {
+    try {
+      // One deadline for both steps.
+      const deadline = performance.now() + this.batcher.timeoutMs;
+      const c = await this.batcher.decide(cap, '', cost, refill ? this.lease : cost, 0, deadline);
+      if (typeof c === 'string') return this.fallback(request, cost);
+      // The cap's reply is not cached: it counts spends of the batch that may yet be given back.
+      if (c.status !== ALLOWED) return decisionOf(c);
+      const k = await this.batcher.decide(plan, base, cost, c.granted, 0, deadline);
+      if (k === 'failed') return this.fallback(request, cost);
+      const kept = k === 'late' || k.status !== ALLOWED ? 0 : k.granted;
+      if (c.granted > kept) void this.batcher.decide(cap, '', -(c.granted - kept), -(c.granted - kept), c.nowUs);
       if (k === 'late') return this.fallback(request, cost);
+      this.#remember(k, cacheKey, asked);
+      if (refill && kept > cost) (this.cache as LocalTier).offer(cacheKey, kept - cost, asked);
+      const d = decisionOf(k);
+      d.remaining = Math.min(d.remaining, c.remaining);
+      return d;
+    } finally {
+      if (refill) this.cache?.endRefill(cacheKey);
     }
-    this.#remember(k, cacheKey, asked);
-    const d = decisionOf(k);
-    d.remaining = Math.min(d.remaining, c.remaining);
-    return d;
   }
 
   /** onError's answer, for a decision Redis did not make. */

@@ -100,7 +100,6 @@ export class RedisRateLimiter {
     const caps = global === null ? [] : [global];
     // On a Cluster the cap's key is in another slot than the user's keys: a script of its own.
     const split = core.batcher.cluster && global !== null;
-    if (split && core.lease > 0) throw new TypeError('options.lease cannot be combined with a globalLimit on a Redis Cluster (the cap lives on another node)');
     this.#plan = scriptPlan(compiled, split ? [] : caps, core.prefix);
     this.#capPlan = split ? scriptPlan([], caps, core.prefix) : null;
   }
