@@ -64,7 +64,7 @@ const SLOTS = 16_384;
 const DRIFT = 1e-4;
 
 /**
- * Sends decisions to Redis: decisions waiting together share one script call (per plan and, on a
+ * Sends decisions to Redis: decisions waiting together share script calls (per plan and, on a
  * Cluster, per slot), every decision has its own deadline (one timer for all, in arrival order),
  * and the script is told the same deadline on Redis's clock, never later than the moment the
  * batcher gives up: the reading of Redis's clock is a lower bound from the last reply (TIME is
@@ -113,13 +113,13 @@ export class ScriptBatcher {
   }
 
   /**
-   * Decides `cost` for the key whose Redis keys start with `base` under `plan`: up to `want` for a
-   * lease (a negative cost refunds -cost spent at `spentAt`). Resolves with Redis's reply, 'late' or 'failed'; never
-   * rejects. `deadline` (performance.now() basis) defaults to now + timeoutMs, and is never later.
+   * Decides `cost` for the key whose Redis keys start with `base` under `plan`: up to `want` for
+   * a lease (a negative cost refunds -cost spent at `spentAt`). Resolves with Redis's reply,
+   * 'late' or 'failed'; never rejects. `deadline` (performance.now() basis) defaults to now +
+   * timeoutMs, and is never later.
    */
   decide(plan: ScriptPlan, base: string, cost: number, want = cost, spentAt = 0, deadline = performance.now() + this.timeoutMs): Promise<Outcome> {
-    const first = plan.suffixes.length > 0 ? base + (plan.suffixes[0] as string) : (plan.globalKeys[0] as string);
-    const slot = this.#redis.cluster ? this.#redis.slotOf(first) : 0;
+    const slot = this.#redis.cluster ? this.#redis.slotOf(plan.suffixes.length > 0 ? base + (plan.suffixes[0] as string) : (plan.globalKeys[0] as string)) : 0;
     return new Promise<Outcome>((resolve) => {
       const p: Pending = { plan, base, slot, cost, want, spentAt, deadline, resolve, settled: false };
       this.#watch(p);
