@@ -230,6 +230,49 @@ describe.skipIf(!available)('RedisRateLimiter: breaker, local fallback, acquire 
     expect(back.degraded).toBeUndefined();
   });
 
+  it('a frozen server keeps the breaker open: calls queued behind the stuck ones count against it', async () => {
+    // Four calls in flight hold the frozen server; the decisions after them wait unsent and time
+    // out. Counted as failures, they reopen the breaker after each cooldown (100, 200, 400 ms), so
+    // it stays open for most of the outage; not counted, it closed after 100 ms and every call
+    // waited out its deadline.
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(1_000_000), prefix: 'stuck:', timeoutMs: 50, localTier: false, maxBatch: 1 });
+    expect(await r.allow('k')).toBe(true);
+    server.process.kill('SIGSTOP');
+    let open = 0;
+    let seen = 0;
+    try {
+      const until = performance.now() + 700;
+      while (performance.now() < until) {
+        void r.tryAcquire('k');
+        seen++;
+        if (r.breakerOpen) open++;
+        await new Promise((res) => setTimeout(res, 5));
+      }
+    } finally {
+      server.process.kill('SIGCONT');
+    }
+    expect(open / seen).toBeGreaterThan(0.5);
+    await new Promise((res) => setTimeout(res, 1_000)); // past the longest cooldown so far
+    expect((await r.tryAcquire('k')).degraded).toBeUndefined();
+  });
+
+  it('one late reply does not make the deadlines after it early', async () => {
+    // The reply to a call comes after a 400 ms stall of this thread: read then, it puts Redis's
+    // clock 400 ms behind. Taken as the offset, the next deadline would reach Redis 400 ms in
+    // the past, and a healthy server would answer it LATE.
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(1_000), prefix: 'lateReply:', timeoutMs: 150, localTier: false });
+    await r.tryAcquire('k', 0); // learns the offset
+    const p = r.tryAcquire('k');
+    for (let i = 0; i < 10; i++) await null; // the call is on its way
+    const stallUntil = performance.now() + 400;
+    while (performance.now() < stallUntil) { /* this thread is busy */ }
+    await p;
+    await new Promise((res) => setTimeout(res, 50));
+    const d = await r.tryAcquire('k');
+    expect(d.degraded).toBeUndefined();
+    expect(d.allowed).toBe(true);
+  });
+
   it("onError 'local': the shared-memory limiter enforces the same limits while Redis is away", async () => {
     const local = new RateLimiter({ limit: perDay(3), maxKeys: 16 });
     const r = new RedisRateLimiter({ redis: io, limit: perDay(3), prefix: 'local:', timeoutMs: 50, onError: 'local', local });
