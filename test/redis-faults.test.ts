@@ -16,11 +16,10 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { createConnection, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { perMinute, RateLimiter, RedisRateLimiter, type Decision, type Limit } from '../src/index.js';
 import { keyBase } from '../src/redis/redis-keys.js';
-import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
+import { redisAvailable, startRedis, testClients, type TestRedis } from './helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -44,33 +43,7 @@ const CLOCK_SLACK_US = 2_000;
 const LIMIT: Limit = { permits: 1, periodMs: 3_600_000, burst: 4 };
 const T_US = 3_600_000_000;
 
-type Client = { name: string; make(socket: string): Promise<unknown>; close(c: unknown): Promise<void> };
-const clients: Client[] = [
-  {
-    name: 'ioredis',
-    async make(socket) {
-      const c = new Redis({ path: socket, maxRetriesPerRequest: null, retryStrategy: () => 20 });
-      c.on('error', () => {}); // the faults close the connection; ioredis reconnects
-      await new Promise((r) => c.once('ready', r));
-      return c;
-    },
-    async close(c) {
-      (c as Redis).disconnect();
-    },
-  },
-  {
-    name: 'node-redis',
-    async make(socket) {
-      const c = createClient({ socket: { path: socket, reconnectStrategy: () => 50 } });
-      c.on('error', () => {}); // the faults close the connection; node-redis reconnects
-      await c.connect();
-      return c;
-    },
-    async close(c) {
-      await (c as ReturnType<typeof createClient>).disconnect().catch(() => {});
-    },
-  },
-];
+const clients = testClients;
 
 /** Redis's clock minus performance.now(), in ms: bounds from TIME read between two readings. */
 interface Offset { lo: number; hi: number }

@@ -1,33 +1,23 @@
 // The Redis limiters' input handling: keys two user keys share on Redis, a valid cost
 // that throws with leases on, and a setRules that half-applies. Real redis-server on its own socket.
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perHour, perMinute, RateLimiter, RedisPolicyLimiter, RedisRateLimiter, type PolicyRule } from '../src/index.js';
 import { setScriptTime } from '../src/redis/redis-core.js';
-import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
+import { privateRedis, redisAvailable } from './helpers/redis-server.js';
 
 const available = redisAvailable();
 
 describe.skipIf(!available)('input to the Redis limiters', () => {
-  let server: TestRedis;
-  let io: Redis;
+  const redisServer = privateRedis();
   let n = 0;
 
-  beforeAll(async () => {
-    server = await startRedis();
-    io = new Redis({ path: server.socket });
-    await io.ping();
-  });
-  afterAll(async () => {
-    io.disconnect();
-    await server.stop();
-  });
 
   it('a key with a lone surrogate is refused (as RateLimiter does), never merged with another key', async () => {
     // The shared-memory limiter refuses it: UTF-8 would store it as U+FFFD.
     const memory = new RateLimiter({ limit: perHour(1), maxKeys: 4 });
     expect(() => memory.tryAcquire('user\ud800')).toThrow(TypeError);
-    const r = new RedisRateLimiter({ redis: io, prefix: `ai${n++}:`, localTier: false, limit: perHour(1) });
+    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `ai${n++}:`, localTier: false, limit: perHour(1) });
     let threw = false;
     try {
       await r.tryAcquire('user\ud800');
@@ -45,8 +35,8 @@ describe.skipIf(!available)('input to the Redis limiters', () => {
 
   it('with leases on, a valid cost over the lease word\'s 20 bits answers, as without leases', async () => {
     const prefix = `ai${n++}:`;
-    const plain = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perHour(10) });
-    const leased = new RedisRateLimiter({ redis: io, prefix, lease: 5, limit: perHour(10) });
+    const plain = new RedisRateLimiter({ redis: redisServer.io, prefix, localTier: false, limit: perHour(10) });
+    const leased = new RedisRateLimiter({ redis: redisServer.io, prefix, lease: 5, limit: perHour(10) });
     const cost = 2_000_000; // a safe integer: checkRequest accepts it
     expect(await plain.tryAcquire('k', cost)).toMatchObject({ allowed: false, reason: 'exceeds-burst' });
     let answer: unknown;
@@ -90,7 +80,7 @@ describe.skipIf(!available)('input to the Redis limiters', () => {
     // under another". The sliding log's key has no period in it (sl:0): its stamps carry over.
     const clock = new ManualClock(5_000_000);
     const log = (periodMs: number): PolicyRule[] => [{ algorithm: 'sliding-log', limit: { permits: 2, periodMs } }];
-    const p = new RedisPolicyLimiter({ redis: io, prefix: `ai${n++}:`, localTier: LocalTier.create({ clock }), rules: log(3_600_000) });
+    const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `ai${n++}:`, localTier: LocalTier.create({ clock }), rules: log(3_600_000) });
     setScriptTime(p, () => clock.now() * 1000);
     const u = { user: 'u', api: 'a' };
     expect(await p.allow(u)).toBe(true);

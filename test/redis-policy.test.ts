@@ -3,10 +3,10 @@
 // 'local' falls back to a shared-memory PolicyLimiter with the same rules.
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perMinute, perSecond, PolicyLimiter, RedisPolicyLimiter, type PolicyRule } from '../src/index.js';
 import { setScriptTime } from '../src/redis/redis-core.js';
-import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
+import { privateRedis, redisAvailable } from './helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -28,20 +28,10 @@ const USERS = ['gold', 'lead'];
 const APIS = ['search', 'export'];
 
 describe.skipIf(!available)('RedisPolicyLimiter', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redisServer = privateRedis();
   let n = 0;
-  const make = (rules: PolicyRule[], more: object = {}): RedisPolicyLimiter => new RedisPolicyLimiter({ redis, rules, prefix: `p${n++}:`, localTier: false, ...more });
+  const make = (rules: PolicyRule[], more: object = {}): RedisPolicyLimiter => new RedisPolicyLimiter({ redis: redisServer.io, rules, prefix: `p${n++}:`, localTier: false, ...more });
 
-  beforeAll(async () => {
-    server = await startRedis();
-    redis = new Redis({ path: server.socket });
-    await redis.ping();
-  });
-  afterAll(async () => {
-    redis.disconnect();
-    await server.stop();
-  });
 
   it('decides as PolicyLimiter does, across a change of rules', async () => {
     let checked = 0;
@@ -91,7 +81,7 @@ describe.skipIf(!available)('RedisPolicyLimiter', () => {
     expect(() => make([{ limit: { permits: 1, periodMs: 0.0001 } }])).toThrow(/rules\[0\] \(default\)\.limit\.periodMs must be a whole number of microseconds/);
     expect(() => make([{ limit: perSecond(1) }, { user: 'x', algorithm: 'fixed-window', limit: perSecond(1.5) }])).toThrow(/rules\[1\] \(user "x"\)\.limit\.permits/);
     expect(() => make([{ limit: perSecond(1) }], { maxBatch: 0 })).toThrow(/options\.maxBatch/);
-    expect(() => new RedisPolicyLimiter({ redis, rules: [{ limit: perSecond(1) }], rule: [] } as never)).toThrow(/options\.rule is not a RedisPolicyLimiter option/);
+    expect(() => new RedisPolicyLimiter({ redis: redisServer.io, rules: [{ limit: perSecond(1) }], rule: [] } as never)).toThrow(/options\.rule is not a RedisPolicyLimiter option/);
     const r = make([{ limit: perMinute(2) }]);
     expect(() => r.tryAcquire({ user: '', api: 'a' })).toThrow(/request\.user must be a non-empty string/);
     expect(() => r.tryAcquire(null as never)).toThrow(/request must be an object/);

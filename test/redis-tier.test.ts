@@ -4,32 +4,21 @@
 // the tier and the same milliseconds for the script (setScriptTime).
 import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perHour, perSecond, RedisPolicyLimiter, RedisRateLimiter, type Decision, type RedisRateLimiterOptions } from '../src/index.js';
 import type { AlgorithmName } from '../src/algorithms/index.js';
 import { setScriptTime } from '../src/redis/redis-core.js';
-import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
+import { privateRedis, redisAvailable } from './helpers/redis-server.js';
 
 const available = redisAvailable();
 
 describe.skipIf(!available)('the local tier in front of Redis', () => {
-  let server: TestRedis;
-  let io: Redis;
+  const redisServer = privateRedis();
   let n = 0;
   /** The client, counting script calls (EVALSHA: an EVAL only follows one that found no script). */
   let calls = 0;
-  const counted = { call: (command: string, ...args: (string | number)[]) => { if (command === 'EVALSHA') calls++; return io.call(command, ...args); } };
+  const counted = { call: (command: string, ...args: (string | number)[]) => { if (command === 'EVALSHA') calls++; return redisServer.io.call(command, ...args); } };
 
-  beforeAll(async () => {
-    server = await startRedis();
-    io = new Redis({ path: server.socket });
-    await io.ping();
-  });
-  afterAll(async () => {
-    io.disconnect();
-    await server.stop();
-  });
 
   /** A limiter on a ManualClock tier, its script at the clock's time. */
   function onClock(options: Omit<RedisRateLimiterOptions, 'redis' | 'localTier'>, tierOptions: { leaseMs?: number } = {}) {
@@ -67,7 +56,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
         async (steps) => {
           const options = { algorithm, limit: [{ permits: 4, periodMs: 300 }, { permits: 9, periodMs: 2_000 }], globalLimit: { permits: 12, periodMs: 1_000 } };
           const { clock, r } = onClock(options);
-          const plain = new RedisRateLimiter({ redis: io, prefix: `lp${n++}:`, localTier: false, ...options });
+          const plain = new RedisRateLimiter({ redis: redisServer.io, prefix: `lp${n++}:`, localTier: false, ...options });
           setScriptTime(plain, () => clock.now() * 1000);
           for (const [i, { advanceMs, cost }] of steps.entries()) {
             clock.advance(advanceMs);
@@ -93,11 +82,11 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
   it('one thread learns a refusal; the process\'s other threads answer it without Redis', async () => {
     const tier = LocalTier.create();
     const prefix = `lw${n++}:`;
-    const r = new RedisRateLimiter({ redis: io, prefix, localTier: tier, limit: perHour(1) });
+    const r = new RedisRateLimiter({ redis: redisServer.io, prefix, localTier: tier, limit: perHour(1) });
     expect((await r.tryAcquire('k')).allowed).toBe(true);
     expect((await r.tryAcquire('k')).allowed).toBe(false); // Redis refused: the tier holds it for an hour
     const worker = new Worker(new URL('./fixtures/redis-tier-worker.mjs', import.meta.url), {
-      workerData: { socket: server.socket, prefix, tier: tier.handle, options: { limit: perHour(1) } },
+      workerData: { socket: redisServer.server.socket, prefix, tier: tier.handle, options: { limit: perHour(1) } },
     });
     try {
       const reply = await new Promise<{ decisions: Decision[]; calls: number }>((resolve, reject) => {
@@ -137,15 +126,15 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
     expect(calls - before).toBe(2);
     // Redis counted 20: 10 per lease, 4 of them never used.
     expect((await r.tryAcquire('other', 0)).remaining).toBe(100);
-    const probe = new RedisRateLimiter({ redis: io, prefix: `lt${n - 1}:`, localTier: false, limit: perHour(100) });
+    const probe = new RedisRateLimiter({ redis: redisServer.io, prefix: `lt${n - 1}:`, localTier: false, limit: perHour(100) });
     setScriptTime(probe, () => clock.now() * 1000);
     expect((await probe.tryAcquire('k', 0)).remaining).toBe(80);
   });
 
   it('bad tier options are refused, naming them', () => {
-    expect(() => new RedisRateLimiter({ redis: io, limit: perHour(1), localTier: {} as never })).toThrow(/options\.localTier must be a LocalTier or false/);
-    expect(() => new RedisRateLimiter({ redis: io, limit: perHour(1), lease: 1 })).toThrow(/options\.lease must be an integer from 2/);
-    expect(() => new RedisRateLimiter({ redis: io, limit: perHour(1), lease: 5, localTier: false })).toThrow(/options\.lease needs a local tier/);
+    expect(() => new RedisRateLimiter({ redis: redisServer.io, limit: perHour(1), localTier: {} as never })).toThrow(/options\.localTier must be a LocalTier or false/);
+    expect(() => new RedisRateLimiter({ redis: redisServer.io, limit: perHour(1), lease: 1 })).toThrow(/options\.lease must be an integer from 2/);
+    expect(() => new RedisRateLimiter({ redis: redisServer.io, limit: perHour(1), lease: 5, localTier: false })).toThrow(/options\.lease needs a local tier/);
   });
 
   it('RedisPolicyLimiter: a change of rules clears what the tier refused', async () => {

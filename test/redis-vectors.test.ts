@@ -4,12 +4,11 @@
 // time comes from a test-only override (setScriptTime), the shared-memory limiter's from a
 // ManualClock: both read the same milliseconds.
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock, RateLimiter, RedisRateLimiter, type Decision, type Limit } from '../src/index.js';
 import type { AlgorithmName } from '../src/algorithms/index.js';
 import { setScriptTime } from '../src/redis/redis-core.js';
-import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
+import { privateRedis, redisAvailable } from './helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -58,19 +57,9 @@ function expectSame(redis: Decision, memory: Decision, at: string): void {
 }
 
 describe.skipIf(!available)('the Redis script decides as the shared-memory engine does', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redisServer = privateRedis();
   let n = 0;
 
-  beforeAll(async () => {
-    server = await startRedis();
-    redis = new Redis({ path: server.socket });
-    await redis.ping();
-  });
-  afterAll(async () => {
-    redis.disconnect();
-    await server.stop();
-  });
 
   it.each(configs)('$name', async (config) => {
     let checked = 0;
@@ -80,7 +69,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
         const clock = new ManualClock(startMs);
         const options = { algorithm: config.algorithm, limit: config.limit, ...(config.globalLimit ? { globalLimit: config.globalLimit } : {}) };
         const memory = new RateLimiter({ ...options, maxKeys: 16, clock });
-        const onRedis = new RedisRateLimiter({ ...options, redis, prefix: `v${n++}:`, localTier: false });
+        const onRedis = new RedisRateLimiter({ ...options, redis: redisServer.io, prefix: `v${n++}:`, localTier: false });
         let now = startMs;
         setScriptTime(onRedis, () => now * 1000);
         for (const [i, { advanceMs, key, cost }] of steps.entries()) {
@@ -101,7 +90,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
   });
 
   it('a fractional interval (3 per 200 ms) is exact on Redis to the microsecond', async () => {
-    const r = new RedisRateLimiter({ redis, limit: { permits: 3, periodMs: 200 }, prefix: `f${n++}:`, localTier: false });
+    const r = new RedisRateLimiter({ redis: redisServer.io, limit: { permits: 3, periodMs: 200 }, prefix: `f${n++}:`, localTier: false });
     const t0 = 5_000_000_000; // µs
     let now = t0;
     setScriptTime(r, () => now);
@@ -118,7 +107,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
 
   it('numbers past 14 digits come back whole: a wait of years, in µs', async () => {
     const periodMs = 10 * 365 * 86_400_000; // ten years: a wait of up to 3.2e14 µs
-    const r = new RedisRateLimiter({ redis, algorithm: 'fixed-window', limit: { permits: 1, periodMs }, prefix: `y${n++}:`, localTier: false });
+    const r = new RedisRateLimiter({ redis: redisServer.io, algorithm: 'fixed-window', limit: { permits: 1, periodMs }, prefix: `y${n++}:`, localTier: false });
     const nowUs = 1_764_000_000_123_457; // December 2025, to the µs
     setScriptTime(r, () => nowUs);
     expect((await r.tryAcquire('k')).allowed).toBe(true);

@@ -3,42 +3,16 @@
 // and never a hang or a late spend when the server freezes or dies.
 import { execFile, fork } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { perDay, perHour, perSecond, RateLimiter, RateLimitTimeoutError, RedisRateLimiter, type RedisRateLimiterOptions } from '../src/index.js';
 import { limitsScript } from '../src/redis/limits-script.js';
 import { redisLimit } from '../src/redis/redis-limits.js';
-import { redisAvailable, startRedis, type TestRedis } from './helpers/redis-server.js';
+import { redisAvailable, startRedis, testClients, type TestRedis } from './helpers/redis-server.js';
 
 const available = redisAvailable();
 const YEAR_MS = 365 * 24 * 3_600_000;
 
-type Client = { name: string; make(socket: string): Promise<unknown>; close(c: unknown): Promise<void> };
-const clients: Client[] = [
-  {
-    name: 'ioredis',
-    async make(socket) {
-      const c = new Redis({ path: socket, maxRetriesPerRequest: null, lazyConnect: false });
-      await new Promise((r) => c.once('ready', r));
-      return c;
-    },
-    async close(c) {
-      (c as Redis).disconnect();
-    },
-  },
-  {
-    name: 'node-redis',
-    async make(socket) {
-      const c = createClient({ socket: { path: socket, reconnectStrategy: () => 50 } });
-      c.on('error', () => {}); // reconnects are expected in the fault tests
-      await c.connect();
-      return c;
-    },
-    async close(c) {
-      await (c as ReturnType<typeof createClient>).disconnect().catch(() => {});
-    },
-  },
-];
+const clients = testClients;
 
 describe.skipIf(!available).each(clients)('RedisRateLimiter over $name', (client) => {
   let server: TestRedis;

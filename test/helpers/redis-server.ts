@@ -5,6 +5,9 @@ import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_proces
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll } from 'vitest';
 
 /** Whether a redis-server is on PATH. Under CI its absence throws. */
 export function redisAvailable(): boolean {
@@ -87,3 +90,62 @@ export async function startRedis(): Promise<TestRedis> {
   };
   return server;
 }
+
+/**
+ * A private server and an ioredis client on it for the describe block that calls this: started
+ * before its tests, stopped after. Read `server` and `io` inside the tests.
+ */
+export function privateRedis(): { readonly server: TestRedis; readonly io: Redis } {
+  let server: TestRedis | undefined;
+  let io: Redis | undefined;
+  beforeAll(async () => {
+    server = await startRedis();
+    io = new Redis({ path: server.socket });
+    await io.ping();
+  });
+  afterAll(async () => {
+    io?.disconnect();
+    await server?.stop();
+  });
+  return {
+    get server() {
+      return server as TestRedis;
+    },
+    get io() {
+      return io as Redis;
+    },
+  };
+}
+
+/** Both clients, each made on a server's socket and closed after; they reconnect after faults. */
+export interface TestClient {
+  name: string;
+  make(socket: string): Promise<unknown>;
+  close(c: unknown): Promise<void>;
+}
+export const testClients: TestClient[] = [
+  {
+    name: 'ioredis',
+    async make(socket) {
+      const c = new Redis({ path: socket, maxRetriesPerRequest: null, retryStrategy: () => 20 });
+      c.on('error', () => {}); // a killed or frozen server closes the connection; ioredis reconnects
+      await new Promise((r) => c.once('ready', r));
+      return c;
+    },
+    async close(c) {
+      (c as Redis).disconnect();
+    },
+  },
+  {
+    name: 'node-redis',
+    async make(socket) {
+      const c = createClient({ socket: { path: socket, reconnectStrategy: () => 50 } });
+      c.on('error', () => {}); // the same for node-redis
+      await c.connect();
+      return c;
+    },
+    async close(c) {
+      await (c as ReturnType<typeof createClient>).disconnect().catch(() => {});
+    },
+  },
+];
