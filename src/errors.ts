@@ -16,6 +16,19 @@ export function describe(value: unknown): string {
   return 'an object';
 }
 
+/** `String.prototype.isWellFormed` (Node 20+; the ES2022 lib we compile against lacks it). */
+export function isWellFormed(s: string): boolean {
+  return (s as string & { isWellFormed(): boolean }).isWellFormed();
+}
+
+/**
+ * Throws `TypeError` naming `name` for a string with a lone surrogate: UTF-8 stores it as U+FFFD,
+ * so two such keys would share one state.
+ */
+export function checkWellFormed(name: string, value: string): void {
+  if (!isWellFormed(value)) throw new TypeError(`${name} must be a well-formed string (no lone surrogates), got ${describe(value)}`);
+}
+
 /** Throws unless `value` is a finite number greater than zero. */
 export function positiveFinite(name: string, value: unknown): number {
   if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`);

@@ -1,5 +1,5 @@
 import { checkAlgorithm, type AlgorithmName } from '../algorithms/index.js';
-import { describe } from '../errors.js';
+import { checkWellFormed, describe } from '../errors.js';
 import { gcraParams, WIDE_TICKS_PS } from '../gcra.js';
 import type { Limit } from '../limit.js';
 import { compileConfig } from '../limiter-config.js';
@@ -141,13 +141,9 @@ export function checkPolicyRequest(request: unknown, cost: unknown): string {
   if (typeof user !== 'string' || user.length === 0) throw new TypeError(`request.user must be a non-empty string, got ${describe(user)}`);
   if (typeof api !== 'string' || api.length === 0) throw new TypeError(`request.api must be a non-empty string, got ${describe(api)}`);
   // Each part on its own: a user ending in a lone high surrogate and an api starting with a lone
-  // low one would join into a well-formed key. `isWellFormed` is Node 20's; the ES2022 lib lacks it.
-  if (!(user as string & { isWellFormed(): boolean }).isWellFormed()) {
-    throw new TypeError(`request.user must be a well-formed string (no lone surrogates), got ${describe(user)}`);
-  }
-  if (!(api as string & { isWellFormed(): boolean }).isWellFormed()) {
-    throw new TypeError(`request.api must be a well-formed string (no lone surrogates), got ${describe(api)}`);
-  }
+  // low one would join into a well-formed key.
+  checkWellFormed('request.user', user);
+  checkWellFormed('request.api', api);
   if (cost !== 1 && !(Number.isSafeInteger(cost) && (cost as number) >= 0)) {
     if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
     throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);

@@ -4,6 +4,7 @@ import { H_ALGORITHM, H_CLOCK_KIND } from '../table/layout.js';
 import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
 import { checkTableBuffer } from '../table/table.js';
 import { parseTableOptions, type TableOptions } from '../table-options.js';
+import type { RateLimiterStats } from '../limiter-types.js';
 import { LOCAL_TIER_TABLE } from './local-tier-slot.js';
 
 /**
@@ -41,14 +42,8 @@ export interface LocalTierHandle {
   readonly clock: SharedArrayBuffer | null;
 }
 
-/** `stats()`: the table (a snapshot) and this instance's counters. */
-export interface LocalTierStats {
-  liveKeys: number;
-  maxKeys: number;
-  capacity: number;
-  tombstones: number;
-  claimed: number;
-  tableBytes: number;
+/** `stats()`: the table (a snapshot, as RateLimiter's) and this instance's counters. */
+export interface LocalTierStats extends Omit<RateLimiterStats, 'casRetries'> {
   /** Compare-and-swaps this instance lost to other threads. */
   casLosses: number;
   /**
@@ -58,8 +53,6 @@ export interface LocalTierStats {
   lateSpends: number;
 }
 
-/** `String.prototype.isWellFormed` (Node 20+), which the ES2022 lib we compile against lacks. */
-export type WellFormedString = string & { isWellFormed(): boolean };
 
 /** A refill an instance holds: where its word is and the token it wrote there. */
 export interface RefillToken { at: number; hi: number; lo: number }

@@ -1,12 +1,12 @@
 import { clockKind, ManualClock, type Clock } from '../clock.js';
-import { describe, integerInRange } from '../errors.js';
+import { describe, integerInRange, isWellFormed } from '../errors.js';
 import { cas64 } from '../gcra-wide.js';
 import { H_ALGORITHM, H_CLOCK_KIND, H_MAX_KEYS, H_OWNER_SEQ, S_CTRL } from '../table/layout.js';
 import { SlotRef } from '../table/slot-index.js';
 import { allocateTable, NOT_IDLE, SlotTable, stateOffsetOf } from '../table/table.js';
 import {
   badNumber, checkFinite, KIND, parseAttach, parseTierOptions, type LocalTierHandle, type LocalTierOptions, type LocalTierStats,
-  type RefillToken, type WellFormedString,
+  type RefillToken,
 } from './local-tier-options.js';
 import {
   DEAD_HI, FIELD_MASK, hiOf, HELD, LEASE, loadClearAt, LIMIT_MS, LOCAL_TIER_TABLE, loOf, MAX_PERMITS, NONE, REFILL,
@@ -127,7 +127,7 @@ export class LocalTier {
     if (cached !== undefined) return cached;
     if (typeof key !== 'string') throw new TypeError(`key must be a string, got ${describe(key)}`);
     // UTF-8 would store a lone surrogate as U+FFFD, merging such keys: not cached.
-    if (!(key as WellFormedString).isWellFormed()) return undefined;
+    if (!isWellFormed(key)) return undefined;
     const table = this.#table;
     const bytes = table.encoder.encode(key);
     if (bytes < 0) return undefined; // longer than maxKeyBytes: not cached

@@ -1,6 +1,6 @@
 import type { AlgorithmName } from '../algorithms/index.js';
 import { checkAlgorithm } from '../algorithms/index.js';
-import { describe, integerInRange } from '../errors.js';
+import { checkWellFormed, describe, integerInRange } from '../errors.js';
 import type { Limit } from '../limit.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../limiter-config.js';
 import type { Decision } from '../limiter-types.js';
@@ -38,16 +38,13 @@ const OPTION_NAMES = [...COMMON_OPTION_NAMES, 'limit', 'algorithm', 'globalLimit
 /** How soon `acquire` asks again after Redis was unavailable and onError refused. */
 const UNAVAILABLE_RETRY_MS = 50;
 
-/** `String.prototype.isWellFormed` (Node 20+), which the ES2022 lib we compile against lacks. */
-type WellFormedString = string & { isWellFormed(): boolean };
-
 /**
  * Checks a key and cost as RateLimiter does: a key with a lone surrogate would reach Redis as
  * U+FFFD (UTF-8), sharing state with another key, so it is refused with a `TypeError`.
  */
 function checkKey(key: string, cost: number): void {
   checkRequest(key, cost);
-  if (!(key as WellFormedString).isWellFormed()) throw new TypeError(`key must be a well-formed string (no lone surrogates), got ${describe(key)}`);
+  checkWellFormed('key', key);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { describe } from '../errors.js';
+import { checkWellFormed, describe } from '../errors.js';
 import { TABLE_FULL, type SlotTable } from './table.js';
 
 /** Entries in a thread's key cache unless configured otherwise. */
@@ -12,8 +12,6 @@ export class SlotRef {
   constructor(readonly base: number, readonly ctrl: number) {}
 }
 
-/** `String.prototype.isWellFormed` (Node 20+), which the ES2022 lib we compile against lacks. */
-type WellFormedString = string & { isWellFormed(): boolean };
 
 /**
  * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to `SlotRef`, which
@@ -44,9 +42,7 @@ export class SlotIndex {
    * table's `maxKeyBytes`. Only cache misses come here: a cached key was checked when cached.
    */
   locate(key: string): SlotRef | undefined {
-    if (!(key as WellFormedString).isWellFormed()) {
-      throw new TypeError(`key must be a well-formed string (no lone surrogates), got ${describe(key)}`);
-    }
+    checkWellFormed('key', key);
     const table = this.#table;
     const bytes = table.encoder.encode(key);
     if (bytes < 0) {
