@@ -28,14 +28,15 @@ describe('the clock offset behind every deadline', () => {
         const us = Math.round(redisMs(readAt) * 1000);
         local += rtt;
         if (command === 'TIME') return [String(Math.floor(us / 1e6)), String(us % 1e6)];
-        // EVALSHA sha numkeys ...keys, then ARGV: fixedNow, nDecisions, per decision cost, deadline, want.
+        // EVALSHA sha numkeys ...keys, then ARGV: fixedNow, nDecisions, and per decision cost,
+        // deadline, want in one comma-separated string.
         const numkeys = Number(args[1]);
-        const argv = args.slice(2 + numkeys).map(Number);
-        const nd = argv[1] as number;
+        const nd = Number(args[2 + numkeys + 1]);
+        const per = String(args[2 + numkeys + 2]).split(',').map(Number);
         const out: number[] = [];
         for (let j = 0; j < nd; j++) {
-          sent.push({ deadlineUs: argv[3 + 3 * j] as number, sentAt: readAt });
-          out.push(0, 10, 0, 0, 0, argv[2 + 3 * j] as number);
+          sent.push({ deadlineUs: per[3 * j + 1] as number, sentAt: readAt });
+          out.push(0, 10, 0, 0, 0, per[3 * j] as number);
         }
         out.push(0, us);
         return out;

@@ -56,12 +56,9 @@ local function store(key, k, d)
   if frac > 0 then v = v .. ':' .. string.format('%.0f', frac) .. ':' .. string.format('%.0f', k) end
   redis.call('SET', key, v, 'PX', math.max(1, math.ceil(d / k / 1000)))
 end
-local nd = tonumber(ARGV[2])
 local out = {}
-local a = 3
 for j = 0, nd - 1 do
-  local cost, deadline, want = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  a = a + 3
+  local cost, deadline, want = tonumber(arg()), tonumber(arg()), tonumber(arg())
   local n = #out
   if cost < 0 then`);
   // A refund of a spend at `deadline`: less what has drained since (with the spend gone, the debt
@@ -75,7 +72,7 @@ for j = 0, nd - 1 do
   });
   emit(`    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, 0
   elseif deadline > 0 and now > deadline then
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 4, 0, 0, 0, 0, 0
+    out[n + 1] = 4
   else`);
   all.forEach((_, i) => {
     emit(`    local d${i} = debt(${keyOf(i)}, ${c(i).k})`);
@@ -133,7 +130,11 @@ for j = 0, nd - 1 do
     emit(`      store(${keyOf(i)}, ${k}, d${i} + spent * ${T})`);
   });
   emit(`    end
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = status, remaining, wait, reset, blocked, spent
+    if status == 0 and blocked == 0 and spent == cost then
+      out[n + 1], out[n + 2], out[n + 3] = 5, remaining, reset
+    else
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = status, remaining, wait, reset, blocked, spent
+    end
   end
 end
 -- The cap after the whole batch: how long it refuses every request.
@@ -145,8 +146,5 @@ local capBlocked = 0`);
   if d + ${T} > ${tau} then capBlocked = math.max(capBlocked, math.ceil((d + ${T} - ${tau}) / ${k})) end
 end`);
   }
-  emit(`out[#out + 1] = capBlocked
-out[#out + 1] = now
-return out`);
   return lines.join('\n');
 }

@@ -4,7 +4,7 @@ import { redisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
 import { LocalTier } from './local-tier.js';
 import { keyBase } from './redis-keys.js';
-import { ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
+import { outcome, ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
 
 /** The options every Redis limiter has. */
 export interface RedisCommonOptions {
@@ -142,14 +142,16 @@ export class RedisCore<R> {
       }
     }
     // An open breaker: Redis failed repeatedly; answer at once until its cooldown ends.
-    if (!this.batcher.breaker.admits(performance.now())) {
+    const now = performance.now();
+    if (!this.batcher.breaker.admits(now)) {
       if (refill) cache?.endRefill(cacheKey);
       return Promise.resolve(this.fallback(request, cost));
     }
     const base = keyBase(this.prefix, cacheKey);
-    if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap, asked, refill);
-    if (refill) return this.batcher.decide(plan, base, cost, this.lease).then((o) => this.#refilled(o, request, cacheKey, cost, asked));
-    return this.batcher.decide(plan, base, cost).then((o) => this.#answer(o, request, cacheKey, cost, asked));
+    const deadline = now + this.batcher.timeoutMs;
+    if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap, asked, refill, deadline);
+    if (refill) return this.batcher.decide(plan, base, cost, this.lease, 0, deadline, (o) => this.#refilled(o, request, cacheKey, cost, asked));
+    return this.batcher.decide(plan, base, cost, cost, 0, deadline, (o) => this.#answer(o, request, cacheKey, cost, asked));
   }
 
   #answer(o: Outcome, request: R, cacheKey: string, cost: number, asked: number): Decision {
@@ -186,18 +188,17 @@ export class RedisCore<R> {
    * lease (`refill`) asks the cap for up to `lease`, the key for what the cap granted, and gives
    * the cap back what the key did not grant.
    */
-  async #capFirst(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan, asked: number, refill: boolean): Promise<Decision> {
+  async #capFirst(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan, asked: number, refill: boolean, deadline: number): Promise<Decision> {
     try {
       // One deadline for both steps.
-      const deadline = performance.now() + this.batcher.timeoutMs;
-      const c = await this.batcher.decide(cap, '', cost, refill ? this.lease : cost, 0, deadline);
+      const c = await this.batcher.decide(cap, '', cost, refill ? this.lease : cost, 0, deadline, outcome);
       if (typeof c === 'string') return this.fallback(request, cost);
       // The cap's reply is not cached: it counts spends of the batch that may yet be given back.
       if (c.status !== ALLOWED) return decisionOf(c);
-      const k = await this.batcher.decide(plan, base, cost, c.granted, 0, deadline);
+      const k = await this.batcher.decide(plan, base, cost, c.granted, 0, deadline, outcome);
       if (k === 'failed') return this.fallback(request, cost);
       const kept = k === 'late' || k.status !== ALLOWED ? 0 : k.granted;
-      if (c.granted > kept) void this.batcher.decide(cap, '', -(c.granted - kept), -(c.granted - kept), c.nowUs);
+      if (c.granted > kept) void this.batcher.decide(cap, '', -(c.granted - kept), -(c.granted - kept), c.nowUs, performance.now() + this.batcher.timeoutMs, outcome);
       if (k === 'late') return this.fallback(request, cost);
       this.#remember(k, cacheKey, asked);
       if (refill && kept > cost) (this.cache as LocalTier).offer(cacheKey, kept - cost, asked);

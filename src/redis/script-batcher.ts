@@ -1,6 +1,6 @@
 import { Breaker } from './breaker.js';
 import type { RedisCommands } from './client.js';
-import { LATE, REPLY_FIELDS, type LimitsScript } from './limits-script.js';
+import { ALLOWED, ALLOWED_PLAIN, LATE, type LimitsScript } from './limits-script.js';
 import type { RedisLimit } from './redis-limits.js';
 
 /**
@@ -51,9 +51,15 @@ interface Pending {
   spentAt: number;
   /** performance.now() past which the caller gets 'failed'. */
   deadline: number;
-  resolve: (o: Outcome) => void;
+  /** Turns the outcome into the caller's answer (run once, when the decision settles). */
+  finish: (o: Outcome) => unknown;
+  resolve: (answer: unknown) => void;
+  reject: (e: unknown) => void;
   settled: boolean;
 }
+
+/** `finish` for a caller that wants the outcome itself. */
+export const outcome = (o: Outcome): Outcome => o;
 
 /** Script calls in flight at once (per limiter): decisions that arrive meanwhile go out together. */
 const MAX_IN_FLIGHT = 4;
@@ -84,9 +90,11 @@ export class ScriptBatcher {
    * Every unanswered decision in arrival order, which is deadline order (each gets timeoutMs):
    * one timer, for the first of them, gives up on each in turn.
    */
-  readonly #waiting: Pending[] = [];
+  readonly #waiting: (Pending | null)[] = [];
   #waitingHead = 0;
   #timer: ReturnType<typeof setTimeout> | null = null;
+  /** The deadline the timer is armed for. */
+  #timerAt = 0;
   #inFlight = 0;
   #flushScheduled = false;
   /**
@@ -114,14 +122,15 @@ export class ScriptBatcher {
 
   /**
    * Decides `cost` for the key whose Redis keys start with `base` under `plan`: up to `want` for
-   * a lease (a negative cost refunds -cost spent at `spentAt`). Resolves with Redis's reply,
-   * 'late' or 'failed'; never rejects. `deadline` (performance.now() basis) defaults to now +
-   * timeoutMs, and is never later.
+   * a lease (a negative cost refunds -cost spent at `spentAt`). Resolves with what `finish` makes
+   * of Redis's reply, 'late' or 'failed' (`outcome`: the outcome itself), and rejects only when
+   * `finish` throws. `deadline` (performance.now() basis) is at most now + timeoutMs. `finish`
+   * runs as the decision settles: one promise per decision, not a chain of them.
    */
-  decide(plan: ScriptPlan, base: string, cost: number, want = cost, spentAt = 0, deadline = performance.now() + this.timeoutMs): Promise<Outcome> {
+  decide<T>(plan: ScriptPlan, base: string, cost: number, want: number, spentAt: number, deadline: number, finish: (o: Outcome) => T): Promise<T> {
     const slot = this.#redis.cluster ? this.#redis.slotOf(plan.suffixes.length > 0 ? base + (plan.suffixes[0] as string) : (plan.globalKeys[0] as string)) : 0;
-    return new Promise<Outcome>((resolve) => {
-      const p: Pending = { plan, base, slot, cost, want, spentAt, deadline, resolve, settled: false };
+    return new Promise<T>((resolve, reject) => {
+      const p: Pending = { plan, base, slot, cost, want, spentAt, deadline, finish, resolve: resolve as (answer: unknown) => void, reject, settled: false };
       this.#watch(p);
       this.#queue.push(p);
       this.#schedule();
@@ -185,15 +194,16 @@ export class ScriptBatcher {
       const stored = this.#offsets[head.slot] as number;
       const learnt = this.#learntAt[head.slot] as number;
       const keys: string[] = [];
-      const args: number[] = [fixed !== null ? fixed() : 0, batch.length];
+      const packed: number[] = [];
       for (const p of batch) {
         for (const s of plan.suffixes) keys.push(p.base + s);
         // The deadline on Redis's clock: ours plus a lower bound of the clocks' offset, in whole
         // µs rounded down, so never later than the moment we give up. None under a fixed time.
         const offset = stored - Math.max(0, p.deadline - learnt) * DRIFT;
-        args.push(p.cost, p.cost < 0 ? p.spentAt : fixed !== null ? 0 : Math.floor((p.deadline + offset) * 1000), p.want);
+        packed.push(p.cost, p.cost < 0 ? p.spentAt : fixed !== null ? 0 : Math.floor((p.deadline + offset) * 1000), p.want);
       }
       for (const k of plan.globalKeys) keys.push(k);
+      const args = [fixed !== null ? fixed() : 0, batch.length, packed.join(',')];
       const sentAt = performance.now();
       const reply = (await this.#redis.evalScript(plan.script.sha, plan.script.text, keys, args)) as (number | string)[];
       const received = performance.now();
@@ -201,24 +211,34 @@ export class ScriptBatcher {
       const capBlockedUs = Number(reply[reply.length - 2]);
       if (fixed === null) this.#learn(head.slot, nowUs, sentAt, received);
       this.breaker.succeeded();
-      for (let j = 0; j < batch.length; j++) {
-        const at = j * REPLY_FIELDS;
+      let at = 0;
+      for (const p of batch) {
         const status = Number(reply[at]);
-        this.#settle(batch[j] as Pending, status === LATE ? 'late' : {
-          status,
-          remaining: Number(reply[at + 1]),
-          waitUs: Number(reply[at + 2]),
-          resetUs: Number(reply[at + 3]),
-          blockedUs: Number(reply[at + 4]),
-          granted: Number(reply[at + 5]),
-          capBlockedUs,
-          nowUs,
-        });
+        if (status === LATE) {
+          at += 1;
+          this.#settle(p, 'late');
+        } else if (status === ALLOWED_PLAIN) {
+          this.#settle(p, { status: ALLOWED, remaining: Number(reply[at + 1]), waitUs: 0, resetUs: Number(reply[at + 2]), blockedUs: 0, granted: p.cost, capBlockedUs, nowUs });
+          at += 3;
+        } else {
+          this.#settle(p, {
+            status,
+            remaining: Number(reply[at + 1]),
+            waitUs: Number(reply[at + 2]),
+            resetUs: Number(reply[at + 3]),
+            blockedUs: Number(reply[at + 4]),
+            granted: Number(reply[at + 5]),
+            capBlockedUs,
+            nowUs,
+          });
+          at += 6;
+        }
       }
     } catch {
       this.breaker.failed(performance.now());
       for (const p of batch) this.#settle(p, 'failed');
     }
+    this.#release();
   }
 
   /** Reads Redis's clock (the node's, on a Cluster) before the first decision sent there. */
@@ -247,9 +267,11 @@ export class ScriptBatcher {
     while (i > this.#waitingHead && (w[i - 1] as Pending).deadline > p.deadline) i--;
     if (i === w.length) w.push(p);
     else w.splice(i, 0, p);
-    if (i === this.#waitingHead) {
+    // The timer is for the first deadline; one armed no later than this one is left alone (it
+    // finds the next deadline when it fires), so a decision does not cost a timer of its own.
+    if (i === this.#waitingHead && (this.#timer === null || this.#timerAt > p.deadline)) {
       if (this.#timer !== null) clearTimeout(this.#timer);
-      this.#arm(p.deadline - performance.now());
+      this.#arm(p.deadline);
     }
   }
 
@@ -271,8 +293,10 @@ export class ScriptBatcher {
     }
   }
 
-  #arm(ms: number): void {
-    this.#timer = setTimeout(() => this.#expire(), Math.max(0, ms));
+  /** Arms the timer for `deadline` (performance.now() basis). */
+  #arm(deadline: number): void {
+    this.#timerAt = deadline;
+    this.#timer = setTimeout(() => this.#expire(), Math.max(0, deadline - performance.now()));
     this.#timer.unref(); // answered decisions need not keep the process alive
   }
 
@@ -281,33 +305,48 @@ export class ScriptBatcher {
     this.#timer = null;
     const w = this.#waiting;
     const now = performance.now();
-    let i = this.#waitingHead;
-    for (; i < w.length; i++) {
+    for (let i = this.#waitingHead; i < w.length; i++) {
       const p = w[i] as Pending;
-      if (p.settled) continue;
       if (p.deadline > now) break;
       // A call Redis did not answer in time counts against it, sent or not: an unsent one waited
       // behind calls Redis had not answered (a frozen server holds every call in flight).
-      this.breaker.failed(now);
-      this.#settle(p, 'failed');
+      if (!p.settled) {
+        this.breaker.failed(now);
+        this.#settle(p, 'failed');
+      }
     }
-    // Drop what is done; compact now and then so the array does not grow for ever.
+    this.#release();
+    if (this.#waitingHead < w.length) this.#arm((w[this.#waitingHead] as Pending).deadline);
+  }
+
+  /**
+   * Lets go of the settled decisions at the front of #waiting (most settle in the order they
+   * came), so that an answered decision is not kept alive until its deadline: 500 ms of them
+   * would outlive the young generation and cost the collector far more than they took to make.
+   * The timer stays armed for a deadline that may now be settled; #expire then moves on.
+   */
+  #release(): void {
+    const w = this.#waiting;
+    let i = this.#waitingHead;
+    while (i < w.length && (w[i] as Pending).settled) w[i++] = null;
     if (i === w.length) {
       w.length = 0;
-      this.#waitingHead = 0;
-      return;
+      i = 0;
+    } else if (i > 1024 && i * 2 > w.length) {
+      w.splice(0, i);
+      i = 0;
     }
     this.#waitingHead = i;
-    if (i > 1024 && i * 2 > w.length) {
-      w.splice(0, i);
-      this.#waitingHead = 0;
-    }
-    this.#arm((w[this.#waitingHead] as Pending).deadline - now);
   }
 
   #settle(p: Pending, o: Outcome): void {
     if (p.settled) return;
     p.settled = true;
-    p.resolve(o);
+    try {
+      p.resolve(p.finish(o));
+    } catch (e) {
+      // Only this caller's answer failed (e.g. onError's local limiter threw): the batch goes on.
+      p.reject(e);
+    }
   }
 }
