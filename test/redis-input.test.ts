@@ -91,3 +91,24 @@ describe.skipIf(!available)('input to the Redis limiters', () => {
     expect(await p.allow(u), 'the two-hour log counted the one-hour log\'s stamps').toBe(true);
   });
 });
+
+describe('a caller whose answer throws, in a batch with others', () => {
+  it("only that caller's promise rejects: the rest of the batch is answered", async () => {
+    // A client stand-in whose every call fails, so each decision asks onError's local limiter,
+    // and a local limiter that throws for one key.
+    const failing = { call: () => Promise.reject(new Error('connection lost')) };
+    class Throwing extends RateLimiter {
+      override tryAcquire(key: string, cost?: number) {
+        if (key === 'bad') throw new Error('local limiter failed');
+        return super.tryAcquire(key, cost);
+      }
+    }
+    const local = new Throwing({ limit: perHour(5), maxKeys: 8 });
+    const r = new RedisRateLimiter({ redis: failing, limit: perHour(5), onError: 'local', local, localTier: false });
+    // Asked in one tick: one script call for the three.
+    const answers = await Promise.allSettled([r.tryAcquire('a'), r.tryAcquire('bad'), r.tryAcquire('b')]);
+    expect(answers.map((a) => a.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((answers[1] as PromiseRejectedResult).reason).toEqual(new Error('local limiter failed'));
+    for (const i of [0, 2]) expect((answers[i] as PromiseFulfilledResult<{ allowed: boolean; degraded?: boolean }>).value).toMatchObject({ allowed: true, degraded: true });
+  });
+});
