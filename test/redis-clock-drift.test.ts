@@ -28,17 +28,16 @@ describe('the clock offset behind every deadline', () => {
         const us = Math.round(redisMs(readAt) * 1000);
         local += rtt;
         if (command === 'TIME') return [String(Math.floor(us / 1e6)), String(us % 1e6)];
-        // EVALSHA sha numkeys ...keys, then ARGV: fixedNow, nDecisions, and per decision cost,
-        // deadline, want in one comma-separated string.
+        // EVALSHA sha numkeys ...keys, then ARGV[1]: the number of decisions, then per decision
+        // cost, deadline, want, comma-separated. The reply: six numbers a decision, then TIME.
         const numkeys = Number(args[1]);
-        const nd = Number(args[2 + numkeys + 1]);
-        const per = String(args[2 + numkeys + 2]).split(',').map(Number);
+        const [nd, ...per] = String(args[2 + numkeys]).split(',').map(Number) as [number, ...number[]];
         const out: number[] = [];
         for (let j = 0; j < nd; j++) {
           sent.push({ deadlineUs: per[3 * j + 1] as number, sentAt: readAt });
           out.push(0, 10, 0, 0, 0, per[3 * j] as number);
         }
-        out.push(0, us);
+        out.push(us);
         return out;
       },
     };

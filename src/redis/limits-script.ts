@@ -21,41 +21,43 @@ import type { RedisLimit } from './redis-limits.js';
  * Redis's clock, see script-batcher.ts) writes nothing and answers LATE. A negative cost is a
  * refund of -cost spent at the time its deadline field holds (the global cap on Cluster).
  *
- * ARGV: fixedNow (µs; 0: Redis's TIME; tests only), nDecisions, then one string holding, per
- * decision and comma-separated: cost, deadline (µs on Redis's clock, 0: none), want (>= cost: a
- * lease asks for up to `want` and is granted what every limit still holds, if that is at least
- * `cost`; a plain decision wants its cost). KEYS: per decision its key limits' keys, then the
- * global limits' keys.
+ * ARGV[1]: one string holding, comma-separated, the number of decisions, then per decision
+ * cost, deadline (µs on Redis's clock, 0: none) and want (>= cost: a lease asks for up to `want`
+ * and is granted what every limit still holds, if that is at least `cost`; a plain decision
+ * wants its cost). ARGV[2], tests only: the time to decide at, in µs, instead of Redis's TIME.
+ * KEYS: per decision its key limits' keys, then the global limits' keys.
  *
  * Reply: an array of integers. Per decision, most often [ALLOWED_PLAIN, remaining,
  * resetAfterUs]: admitted, granted its cost, and the key still open (blockedUs 0); [LATE] for a
  * decision that arrived late; otherwise [status, remaining, retryAfterUs (-1: never),
- * resetAfterUs, blockedUs, granted]. Then capBlockedUs, then Redis's time in µs. `blockedUs` is
- * how long no request of cost >= 1 on the key can pass after this decision (0: one could now),
- * `capBlockedUs` the same for the global cap after the whole batch: the refusal cache holds them.
+ * resetAfterUs, blockedUs, granted]. Then, when the script holds a global cap, capBlockedUs;
+ * last, Redis's time in µs. `blockedUs` is how long no request of cost >= 1 on the key can pass
+ * after this decision (0: one could now), `capBlockedUs` the same for the global cap after the
+ * whole batch: the refusal cache holds them.
  * The numbers each way are as few as that allows: a client spends a few tenths of a µs on each
  * argument and each integer of a reply (ioredis, 16 decisions a call: 98 integers cost 23 µs of
  * the client's CPU a call more than one string; a string costs Redis more to format).
  */
-/** The script's last lines: `out` (six numbers per decision), `capBlocked` and Redis's time. */
-const REPLY = `
-out[#out + 1] = capBlocked
-out[#out + 1] = now
+/** The script's last lines: `out`, the cap's `capBlocked` (when it has one) and Redis's time. */
+function reply(capped: boolean): string {
+  return `
+${capped ? 'out[#out + 1] = capBlocked\n' : ''}out[#out + 1] = now
 return out
 `;
+}
 
 function scriptText(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[]): string {
   const all = [...keyLimits, ...global];
-  const head = `local now = tonumber(ARGV[1])
-if now <= 0 then
+  const head = `local now = tonumber(ARGV[2])
+if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local nd = tonumber(ARGV[2])
-local arg = string.gmatch(ARGV[3], '[^,]+')
+local arg = string.gmatch(ARGV[1], '[^,]+')
+local nd = tonumber(arg())
 `;
   // A plan has one algorithm: GCRA's script is its own, straight-line (lua-gcra.ts).
-  if (all.every((l) => l.kind === 0)) return head + gcraScript(keyLimits, global) + REPLY;
+  if (all.every((l) => l.kind === 0)) return head + gcraScript(keyLimits, global) + reply(global.length > 0);
   const lim = all.map((l) => `{ ${[l.kind, ...l.args].map(String).join(', ')} }`).join(', ');
   return `${head}${luaAlgorithms(all.map((l) => l.kind))}
 local nl = ${keyLimits.length}
@@ -162,7 +164,7 @@ for i = nl + 1, nl + ng do
   local ok, w = A.check(L, A.load(key, L), 1, 0)
   if not ok and w > 0 then capBlocked = math.max(capBlocked, w) end
 end
-${REPLY}`;
+${reply(global.length > 0)}`;
 }
 
 /** A script's text and its SHA1, for EVALSHA. */

@@ -137,7 +137,8 @@ for j = 0, nd - 1 do
     end
   end
 end
--- The cap after the whole batch: how long it refuses every request.
+`);
+  if (global.length > 0) emit(`-- The cap after the whole batch: how long it refuses every request.
 local capBlocked = 0`);
   for (let i = nl; i < all.length; i++) {
     const { k, T, tau } = c(i);

@@ -194,7 +194,7 @@ export class ScriptBatcher {
       const stored = this.#offsets[head.slot] as number;
       const learnt = this.#learntAt[head.slot] as number;
       const keys: string[] = [];
-      const packed: number[] = [];
+      const packed: number[] = [batch.length];
       for (const p of batch) {
         for (const s of plan.suffixes) keys.push(p.base + s);
         // The deadline on Redis's clock: ours plus a lower bound of the clocks' offset, in whole
@@ -203,12 +203,12 @@ export class ScriptBatcher {
         packed.push(p.cost, p.cost < 0 ? p.spentAt : fixed !== null ? 0 : Math.floor((p.deadline + offset) * 1000), p.want);
       }
       for (const k of plan.globalKeys) keys.push(k);
-      const args = [fixed !== null ? fixed() : 0, batch.length, packed.join(',')];
+      const args = fixed !== null ? [packed.join(','), fixed()] : [packed.join(',')];
       const sentAt = performance.now();
       const reply = (await this.#redis.evalScript(plan.script.sha, plan.script.text, keys, args)) as (number | string)[];
       const received = performance.now();
       const nowUs = Number(reply[reply.length - 1]);
-      const capBlockedUs = Number(reply[reply.length - 2]);
+      const capBlockedUs = plan.globalKeys.length > 0 ? Number(reply[reply.length - 2]) : 0;
       if (fixed === null) this.#learn(head.slot, nowUs, sentAt, received);
       this.breaker.succeeded();
       let at = 0;
