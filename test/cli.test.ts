@@ -21,6 +21,13 @@ function sluice(...args: string[]): Run {
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+describe('sluice --version', () => {
+  it.each(['--version', '-v'])("%s prints package.json's version and exits 0", (flag) => {
+    const { version } = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { version: string };
+    expect(sluice(flag)).toEqual({ status: 0, stdout: `${version}\n`, stderr: '' });
+  });
+});
+
 describe('sluice --help', () => {
   it('is the first line of the built entry: #!/usr/bin/env node', () => {
     expect(readFileSync(`${root}${main}`, 'utf8').split('\n')[0]).toBe('#!/usr/bin/env node');

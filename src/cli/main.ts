@@ -5,6 +5,7 @@
  *
  * Thread-safety: main thread only.
  */
+import { readFileSync } from 'node:fs';
 import { UsageError } from './args.js';
 import { BENCH_USAGE, runBench } from './bench.js';
 import { DEMO_USAGE, runDemo } from './demo.js';
@@ -23,7 +24,14 @@ Commands:
   simulate   replay one client against the four algorithms on a manual clock
   bench      run the benchmark suites (needs the source repository)
 
-Run sluice <command> --help for the options of a command.`;
+Run sluice <command> --help for the options of a command, sluice --version
+for the version.`;
+
+/** The installed package's version, from its package.json (two folders above dist/cli/). */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+  return String(pkg.version);
+}
 
 /** Each subcommand: how it runs and its usage text. */
 const COMMANDS: Readonly<Record<string, { run: (argv: readonly string[]) => number | Promise<number>; usage: string }>> = {
@@ -38,6 +46,10 @@ async function main(argv: readonly string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === '-h' || name === '--help') {
     print(MAIN_USAGE);
+    return 0;
+  }
+  if (name === '-v' || name === '--version') {
+    print(version());
     return 0;
   }
   const command = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
