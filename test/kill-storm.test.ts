@@ -1,8 +1,9 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { ManualClock, perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../src/index.js';
+import { ManualClock, perMinute, perSecond, RateLimiter, type Limit, type RateLimiterOptions } from '../src/index.js';
 import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT } from '../src/table/layout.js';
 import { keyOffsetOf } from '../src/table/table.js';
+import { replayFixedWindow, replaySlidingWindow, type Admission, type ModelReport } from './helpers/model.js';
 
 // For every configuration of RateLimiter: 20 rounds of four workers that hammer three hot keys,
 // insert keys (probes of a shared pool) and sweep, each worker terminated at a random moment of
@@ -52,6 +53,10 @@ interface Case {
   keyBound: number;
   /** The most all keys together may admit at one instant, with a global cap. */
   globalBound?: number;
+  /** The hot keys also take window reservations, some of them cancelled (see RESERVE_CASES). */
+  reserve?: true;
+  /** Epochs to run (EPOCHS unless set). */
+  epochs?: number;
 }
 
 const win = (permits: number, periodMs = 1_000) => ({ permits, periodMs });
@@ -72,6 +77,91 @@ const CASES: Case[] = [
     globalBound: 250,
   },
 ];
+
+// The same storm with window reservations: on the hot keys, half the attempts reserve (waiting as
+// long as it takes, or not at all), and some reservations that act later are cancelled before
+// they act. On a frozen clock a window counts a reservation in the clock's window while it has
+// room and in the next one after that (never further), and nothing acts now on the next window's
+// count. So every act is logged (an admission at the clock's reading, a reservation at the time
+// it acts, a cancelled one not at all) and each epoch's log is replayed against an exact model of
+// each window (helpers/model.ts): in every window of every limit, the admissions plus the
+// reservations that act in it stay within permits, and for the sliding window its estimate at
+// every act (the clock's window weighing on the next) stays within permits. A cancel before the
+// act time always gives the place back here: the state holds the reserved window until the clock
+// moves. After the storm, every key takes exactly the reservations a fresh limiter gives.
+// Fewer epochs than above: the added cases keep the suite's time modest.
+const RESERVE_CASES: Case[] = [
+  { name: 'fixed window, one limit', options: { algorithm: 'fixed-window', limit: win(200) }, keyBound: 200, reserve: true, epochs: 4 },
+  {
+    name: 'fixed window, two limits',
+    // The minute window holds both second windows the reservations act in: 250 of 2 * 150.
+    options: { algorithm: 'fixed-window', limit: [win(150), win(250, 60_000)] }, keyBound: 150, reserve: true, epochs: 4,
+  },
+  {
+    name: 'fixed window with a global cap',
+    options: { algorithm: 'fixed-window', limit: win(100), globalLimit: win(250) }, keyBound: 100, globalBound: 250, reserve: true, epochs: 4,
+  },
+  { name: 'sliding window', options: { algorithm: 'sliding-window', limit: win(200) }, keyBound: 200, reserve: true, epochs: 4 },
+];
+
+/** Room in the log for every act of one epoch (admissions and reservations, cancelled or not). */
+const LOG_ENTRIES = 1 << 16;
+
+/** One epoch's log of acts (see test/fixtures/storm-worker.mjs). */
+interface ActLog {
+  meta: SharedArrayBuffer;
+  at: SharedArrayBuffer;
+  stats: SharedArrayBuffer;
+}
+
+function newLog(): ActLog {
+  return {
+    meta: new SharedArrayBuffer(4 * (1 + 2 * LOG_ENTRIES)),
+    at: new SharedArrayBuffer(8 * LOG_ENTRIES),
+    stats: new SharedArrayBuffer(4 * 4),
+  };
+}
+
+/** Marks a reservation's key word in the log (the rest is the hot key's index). */
+const RESERVED = 1 << 8;
+
+/** The acts in `log` (cancelled and unfinished entries left out), with the key index of each. */
+function actsOf(log: ActLog): Admission[] {
+  const meta = new Int32Array(log.meta);
+  const at = new Float64Array(log.at);
+  const n = meta[0] as number;
+  expect(n, 'the log overflowed').toBeLessThanOrEqual(LOG_ENTRIES);
+  const acts: Admission[] = [];
+  for (let i = 0; i < n; i++) {
+    const cost = meta[2 + 2 * i] as number;
+    const k = meta[1 + 2 * i] as number;
+    const t = at[i] as number;
+    if (cost > 0) acts.push({ t, first: t, cost, key: k & ~RESERVED, reserved: (k & RESERVED) !== 0 });
+  }
+  return acts;
+}
+
+/** Replays `acts` against one window limit; null when the model finds nothing wrong. */
+function windowViolations(algorithm: string, acts: Admission[], limit: Required<Limit>): ModelReport | null {
+  const r = algorithm === 'fixed-window' ? replayFixedWindow(acts, limit) : replaySlidingWindow(acts, limit);
+  return r.violations > 0 ? r : null;
+}
+
+/** The delays of reservations of cost 1 on `keys` in turn, each until refused (a name for each refusal). */
+function reserveAll(limiter: RateLimiter, keys: string[]): (number | string)[] {
+  const got: (number | string)[] = [];
+  for (const key of keys) {
+    for (;;) {
+      try {
+        got.push(limiter.reserve(key).delayMs);
+      } catch (e) {
+        got.push(`${key}: ${(e as Error).name}`);
+        break;
+      }
+    }
+  }
+  return got;
+}
 
 /** A small seeded generator (mulberry32): the same seed gives the same terminate moments. */
 function generator(seed: number): () => number {
@@ -112,10 +202,10 @@ function drain(limiter: RateLimiter, key: string): number {
 }
 
 /** Starts the round's workers and waits until all of them run their loop. */
-async function startRound(limiter: RateLimiter, counters: SharedArrayBuffer, seed: number, errors: unknown[]): Promise<Worker[]> {
+async function startRound(limiter: RateLimiter, counters: SharedArrayBuffer, seed: number, errors: unknown[], log?: ActLog): Promise<Worker[]> {
   const gate = new SharedArrayBuffer(8);
   const pool = Array.from({ length: WORKERS }, (_, id) => new Worker(workerUrl, {
-    workerData: { handle: limiter.handle, id, hot: HOT, churn: CHURN, gate, counters, seed: (seed + id * 0x9e3779b9) | 0 },
+    workerData: { handle: limiter.handle, id, hot: HOT, churn: CHURN, gate, counters, seed: (seed + id * 0x9e3779b9) | 0, log },
   }));
   const started = pool.map((w) => new Promise<void>((resolve) => {
     w.once('message', () => resolve());
@@ -131,82 +221,132 @@ async function startRound(limiter: RateLimiter, counters: SharedArrayBuffer, see
   return pool;
 }
 
-describe('workers terminated at random moments, 20 rounds, every configuration', () => {
-  it.each(CASES)('$name: stays exact, whole and usable', async (c) => {
-    const clock = new ManualClock(T0);
-    // claimTimeoutMs 1, the least allowed, so that locks and claims left by terminated workers are
-    // taken over during the storm; every key hashes alike, so that all of them share one probe
-    // chain and inserts of different keys meet each other's claims.
-    const limiter = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, claimTimeoutMs: 1, clock, forceHash: 7 });
-    const random = generator([...c.name].reduce((h, ch) => Math.imul(h ^ ch.charCodeAt(0), 0x01000193), 0x811c9dc5));
-    const errors: unknown[] = [];
-    const used = new Set([...HOT, ...Array.from({ length: CHURN }, (_, i) => `churn-${i}`)]);
-    let work = 0;
-    let count: Int32Array = new Int32Array(0);
+/** One storm for `c`, and every check on it (see the top of this file, and RESERVE_CASES). */
+async function storm(c: Case): Promise<void> {
+  const clock = new ManualClock(T0);
+  // claimTimeoutMs 1, the least allowed, so that locks and claims left by terminated workers are
+  // taken over during the storm; every key hashes alike, so that all of them share one probe
+  // chain and inserts of different keys meet each other's claims.
+  const limiter = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, claimTimeoutMs: 1, clock, forceHash: 7 });
+  const seedName = c.reserve ? `${c.name} with reservations` : c.name;
+  const random = generator([...seedName].reduce((h, ch) => Math.imul(h ^ ch.charCodeAt(0), 0x01000193), 0x811c9dc5));
+  const errors: unknown[] = [];
+  const used = new Set([...HOT, ...Array.from({ length: CHURN }, (_, i) => `churn-${i}`)]);
+  let work = 0;
+  let count: Int32Array = new Int32Array(0);
+  // Reservations: made for a later window, cancelled, and races lost, over all epochs.
+  const reserved = { ahead: 0, cancelled: 0, casRetries: 0 };
 
-    for (let epoch = 0; epoch < EPOCHS; epoch++) {
-      if (epoch > 0) clock.advance(FAR_MS); // every key idle: hot keys get reclaimed and inserted again
-      const counters = new SharedArrayBuffer(4 * (HOT.length + WORKERS));
-      count = new Int32Array(counters);
-      for (let round = 0; round < ROUNDS_PER_EPOCH; round++) {
-        const pool = await startRound(limiter, counters, Math.floor(random() * 2 ** 32), errors);
-        await Promise.all(pool.map(async (w) => {
-          await sleep(random() * MAX_LIFE_MS);
-          await w.terminate();
-        }));
-        expect(errors).toEqual([]);
-        expect(limiter.stats().liveKeys).toBeLessThanOrEqual(MAX_KEYS);
-        clock.advance(STEP_MS);
-      }
-      // Never more than the limit while the clock stood still, whatever was terminated where.
-      const admitted = HOT.map((_, k) => count[k] as number);
-      expect(admitted.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
-      for (const n of admitted) expect(n, `epoch ${epoch}: admitted ${admitted.join(', ')}`).toBeLessThanOrEqual(c.keyBound);
-      if (c.globalBound !== undefined) expect(admitted.reduce((a, b) => a + b, 0), `epoch ${epoch}`).toBeLessThanOrEqual(c.globalBound);
-      expect([...liveCopies(limiter)].filter(([, n]) => n > 1), `epoch ${epoch}: keys with two live copies`).toEqual([]);
-      work += Array.from({ length: WORKERS }, (_, id) => count[HOT.length + id] as number).reduce((a, b) => a + b, 0);
+  for (let epoch = 0; epoch < (c.epochs ?? EPOCHS); epoch++) {
+    if (epoch > 0) clock.advance(FAR_MS); // every key idle: hot keys get reclaimed and inserted again
+    const counters = new SharedArrayBuffer(4 * (HOT.length + WORKERS));
+    count = new Int32Array(counters);
+    const log = c.reserve ? newLog() : undefined;
+    for (let round = 0; round < ROUNDS_PER_EPOCH; round++) {
+      const pool = await startRound(limiter, counters, Math.floor(random() * 2 ** 32), errors, log);
+      await Promise.all(pool.map(async (w) => {
+        await sleep(random() * MAX_LIFE_MS);
+        await w.terminate();
+      }));
+      expect(errors).toEqual([]);
+      expect(limiter.stats().liveKeys).toBeLessThanOrEqual(MAX_KEYS);
+      clock.advance(STEP_MS);
     }
-    expect(work).toBeGreaterThan(1_000); // the workers did run between their starts and their ends
+    // Never more than the limit while the clock stood still, whatever was terminated where.
+    const admitted = HOT.map((_, k) => count[k] as number);
+    expect(admitted.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    for (const n of admitted) expect(n, `epoch ${epoch}: admitted ${admitted.join(', ')}`).toBeLessThanOrEqual(c.keyBound);
+    if (c.globalBound !== undefined) expect(admitted.reduce((a, b) => a + b, 0), `epoch ${epoch}`).toBeLessThanOrEqual(c.globalBound);
+    expect([...liveCopies(limiter)].filter(([, n]) => n > 1), `epoch ${epoch}: keys with two live copies`).toEqual([]);
+    work += Array.from({ length: WORKERS }, (_, id) => count[HOT.length + id] as number).reduce((a, b) => a + b, 0);
+    if (log !== undefined) {
+      // Every window of every limit, per key and for the cap over all keys, held no more than
+      // its promise: the admissions and the reservations that act in it (cancelled ones left
+      // out; a sliding window's estimate at every act).
+      const acts = actsOf(log);
+      const found: object[] = [];
+      HOT.forEach((key, k) => {
+        const mine = acts.filter((a) => a.key === k);
+        limiter.limits.forEach((limit, i) => {
+          const r = windowViolations(limiter.algorithm, mine, limit);
+          if (r !== null) found.push({ key, limit: i, ...r });
+        });
+      });
+      const cap = limiter.globalLimit === null ? null : windowViolations(limiter.algorithm, acts, limiter.globalLimit);
+      if (cap !== null) found.push({ key: 'global cap', ...cap });
+      expect(found, `epoch ${epoch}`).toEqual([]);
+      const stats = new Int32Array(log.stats);
+      // The clock stood still: every state still held the window its reservations were
+      // counted in, so every cancel before the act time gave the place back.
+      expect(stats[2], `epoch ${epoch}: cancels refused`).toBe(0);
+      reserved.ahead += stats[0] as number;
+      reserved.cancelled += stats[1] as number;
+      reserved.casRetries += stats[3] as number;
+    }
+  }
+  expect(work).toBeGreaterThan(1_000); // the workers did run between their starts and their ends
+  if (c.reserve) {
+    // Reservations for the next window were made and cancelled, and the workers raced.
+    expect(reserved.ahead, JSON.stringify(reserved)).toBeGreaterThan(0);
+    expect(reserved.cancelled, JSON.stringify(reserved)).toBeGreaterThan(0);
+    expect(reserved.casRetries, JSON.stringify(reserved)).toBeGreaterThan(0);
+  }
 
-    // The main thread, admitting on until refused, cannot go past the last epoch's limit either.
-    const more = HOT.map((key) => drain(limiter, key));
-    const perKey = HOT.map((_, k) => (count[k] as number) + (more[k] as number));
-    for (const total of perKey) expect(total).toBeLessThanOrEqual(c.keyBound);
-    if (c.globalBound !== undefined) expect(perKey.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(c.globalBound);
+  // The main thread, admitting on until refused, cannot go past the last epoch's limit either.
+  const more = HOT.map((key) => drain(limiter, key));
+  const perKey = HOT.map((_, k) => (count[k] as number) + (more[k] as number));
+  for (const total of perKey) expect(total).toBeLessThanOrEqual(c.keyBound);
+  if (c.globalBound !== undefined) expect(perKey.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(c.globalBound);
 
-    // Claims left by inserters that died are reclaimed by sweep() once 30 claim timeouts old.
-    await sleep(CLAIMS_EXPIRE_MS);
-    limiter.sweep();
-    expect(limiter.stats().claimed).toBe(0);
+  // Claims left by inserters that died are reclaimed by sweep() once 30 claim timeouts old.
+  await sleep(CLAIMS_EXPIRE_MS);
+  limiter.sweep();
+  expect(limiter.stats().claimed).toBe(0);
 
-    // No key has two live copies, and every live key is one the workers used.
-    const copies = liveCopies(limiter);
-    expect([...copies].filter(([, n]) => n > 1)).toEqual([]);
-    expect([...copies.keys()].filter((k) => !used.has(k))).toEqual([]);
-    const { liveKeys } = limiter.stats();
-    expect(liveKeys).toBe(copies.size);
-    expect(liveKeys).toBeLessThanOrEqual(MAX_KEYS);
+  // No key has two live copies, and every live key is one the workers used.
+  const copies = liveCopies(limiter);
+  expect([...copies].filter(([, n]) => n > 1)).toEqual([]);
+  expect([...copies.keys()].filter((k) => !used.has(k))).toEqual([]);
+  const { liveKeys } = limiter.stats();
+  expect(liveKeys).toBe(copies.size);
+  expect(liveKeys).toBeLessThanOrEqual(MAX_KEYS);
 
-    // A fresh key still admits exactly its limit on the frozen clock (with a global cap, the cap
-    // may be spent by now: checked below, once time has passed).
-    if (c.globalBound === undefined) expect(drain(limiter, 'fresh-frozen')).toBe(c.keyBound);
+  // A fresh key still admits exactly its limit on the frozen clock (with a global cap, the cap
+  // may be spent by now: checked below, once time has passed).
+  if (c.globalBound === undefined) expect(drain(limiter, 'fresh-frozen')).toBe(c.keyBound);
 
-    // Once every state is idle, sweep() reclaims every key: nothing stays held.
+  // Once every state is idle, sweep() reclaims every key: nothing stays held.
+  clock.advance(FAR_MS);
+  limiter.sweep();
+  expect(limiter.stats(), `still live once idle: ${[...liveCopies(limiter).keys()].join(', ')}`).toMatchObject({ liveKeys: 0, claimed: 0 });
+
+  // And every key, hot ones included, admits exactly its limit again (a global cap: exactly the
+  // cap over all of them, none more than its own limit).
+  const keys = [...HOT, 'fresh-1', 'fresh-2'];
+  const after = keys.map((key) => drain(limiter, key));
+  if (c.globalBound === undefined) {
+    expect(after).toEqual(keys.map(() => c.keyBound));
+  } else {
+    expect(after[0]).toBe(c.keyBound);
+    for (const n of after) expect(n).toBeLessThanOrEqual(c.keyBound);
+    expect(after.reduce((a, b) => a + b, 0)).toBe(c.globalBound);
+  }
+  for (const key of keys) expect(limiter.allow(key)).toBe(false);
+
+  if (c.reserve) {
+    // Reservations too, once idle again: every key takes exactly the places (this window's,
+    // then the next's) that a fresh limiter gives, in the same order, and no more.
     clock.advance(FAR_MS);
     limiter.sweep();
-    expect(limiter.stats(), `still live once idle: ${[...liveCopies(limiter).keys()].join(', ')}`).toMatchObject({ liveKeys: 0, claimed: 0 });
+    const fresh = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, clock: new ManualClock(clock.now()) });
+    expect(reserveAll(limiter, keys)).toEqual(reserveAll(fresh, keys));
+  }
+}
 
-    // And every key, hot ones included, admits exactly its limit again (a global cap: exactly the
-    // cap over all of them, none more than its own limit).
-    const keys = [...HOT, 'fresh-1', 'fresh-2'];
-    const after = keys.map((key) => drain(limiter, key));
-    if (c.globalBound === undefined) {
-      expect(after).toEqual(keys.map(() => c.keyBound));
-    } else {
-      expect(after[0]).toBe(c.keyBound);
-      for (const n of after) expect(n).toBeLessThanOrEqual(c.keyBound);
-      expect(after.reduce((a, b) => a + b, 0)).toBe(c.globalBound);
-    }
-    for (const key of keys) expect(limiter.allow(key)).toBe(false);
-  });
+describe('workers terminated at random moments, 20 rounds, every configuration', () => {
+  it.each(CASES)('$name: stays exact, whole and usable', storm);
+});
+
+describe('workers terminated at random moments while they reserve and cancel, window configurations', () => {
+  it.each(RESERVE_CASES)('$name: every window within its permits, whole and usable', storm);
 });

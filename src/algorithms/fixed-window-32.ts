@@ -149,7 +149,9 @@ export class FixedWindow32 implements LimitAlgorithm {
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean {
     this.load(w, at);
     this.#decode(m.ms, stale);
-    return this.#count === 0;
+    // A later window (a reservation's, even one cancelled since) closes the reading's: the state
+    // is not a fresh key's until the clock reaches it, and a reclaim would open the window again.
+    return this.#count === 0 && !this.#ahead;
   }
 }
 

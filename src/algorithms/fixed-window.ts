@@ -118,7 +118,8 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
     idle(w, at, m, stale) {
       this.load(w, at);
       decode(m.ms, stale);
-      return count === 0;
+      // A later window closes the reading's until the clock reaches it (see FixedWindow32.idle).
+      return count === 0 && !later;
     },
   };
 }

@@ -131,7 +131,9 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
     idle(w, at, m, stale) {
       this.load(w, at);
       decode(m.ms, stale);
-      return curr === 0 && prev === 0;
+      // A later window refuses every check until the clock reaches it (a fresh key would not, and
+      // the estimate may still need the count it replaced): not idle before then.
+      return curr === 0 && prev === 0 && !later;
     },
   };
 

@@ -24,6 +24,21 @@ export interface Admission {
   first: number;
   cost: number;
   key: number;
+  /**
+   * A reservation, at the time it acts (t = first = its actAtMs), not an admission. Its wait is
+   * rounded to whole nanoseconds (ceilNs, which may round down by a picosecond) and added to the
+   * reading as a double, so an act time less than ACT_SNAP_MS below a window boundary is on the
+   * boundary. (A window never lets a reservation act within 2 ns of its end: see latestIn.)
+   */
+  reserved?: boolean;
+}
+
+/** How far below a window boundary a reservation's act time still counts as on it (1 ns). */
+const ACT_SNAP_MS = 1e-6;
+
+/** The time a window model places an admission's or a reservation's act at (see `reserved`). */
+function actMs(ms: number, reserved: boolean | undefined): number {
+  return reserved === true ? ms + ACT_SNAP_MS : ms;
 }
 
 /** What a replay found. */
@@ -136,6 +151,9 @@ export function replayGcra(
  * never later than the clock), so the check is Hall's condition: for every run of consecutive
  * windows, the admissions that must count inside it spend at most `permits` per window. For calls
  * that read the clock once that is exactly "each window holds at most `permits`".
+ * A reservation (`reserved`) counts in the window it acts in, the reading's or the next: no
+ * admission acts on a later window's count, so a window holds exactly the admissions judged in it
+ * and the reservations that act in it.
  */
 export function replayFixedWindow(admissions: readonly Admission[], limit: { permits: number; periodMs: number }): ModelReport {
   const permits = limit.permits;
@@ -143,7 +161,9 @@ export function replayFixedWindow(admissions: readonly Admission[], limit: { per
   const r = report();
   tally(r, admissions);
   // The range of windows each admission may count in, relative to the earliest window seen.
-  const ranges = admissions.map((a) => ({ lo: exactUnits(Math.min(a.first, a.t)) / period, hi: exactUnits(a.t) / period, cost: a.cost }));
+  const ranges = admissions.map((a) => ({
+    lo: exactUnits(actMs(Math.min(a.first, a.t), a.reserved)) / period, hi: exactUnits(actMs(a.t, a.reserved)) / period, cost: a.cost,
+  }));
   if (ranges.length === 0) return r;
   const base = ranges.reduce((m, x) => (x.lo < m ? x.lo : m), (ranges[0] as { lo: bigint }).lo);
   const spans = ranges.map((x) => ({ lo: Number(x.lo - base), hi: Number(x.hi - base), cost: x.cost }));
@@ -157,6 +177,59 @@ export function replayFixedWindow(admissions: readonly Admission[], limit: { per
       if (over > 0) {
         r.violations++;
         if (r.examples.length < 5) r.examples.push(`windows ${base + BigInt(lo)}..${base + BigInt(hi)} of ${limit.periodMs} ms: ${cost} counted, ${permits * (hi - lo + 1)} allowed`);
+      }
+    }
+  }
+  return r;
+}
+
+/**
+ * Sliding window (the two-window counter), exactly: at every moment x of an aligned window w,
+ *
+ *   prev * (1 - (x - w * periodMs) / periodMs) + curr(x) <= permits,
+ *
+ * with `prev` the cost that acted in window w - 1 and `curr(x)` the cost that acted in w up to x
+ * (admissions at the reading they were judged at, reservations at the time they act: see
+ * `reserved`). Why at every moment: each decision's estimate included every cost counted in its
+ * window before it, wherever in the window that acts, and weighed the previous window at the
+ * moment it acts itself; the estimate only falls between acts, so it is checked at each.
+ *
+ * An admission that read the clock more than once counts towards `prev` only if both its
+ * readings lie in w - 1, and towards `curr(x)` only if both lie in w and the last is at most x:
+ * the model then counts less than the limiter did and never blames an admission for the
+ * uncertainty. `slack` (in requests) absorbs float rounding of the estimate and of act times,
+ * far below one request: a violation is an estimate above `permits + slack`.
+ */
+export function replaySlidingWindow(acts: readonly Admission[], limit: { permits: number; periodMs: number }, slack = 1e-6): ModelReport {
+  const period = positiveInteger('periodMs', limit.periodMs) * SCALE;
+  const r = report();
+  tally(r, acts);
+  // Acts whose window is certain, by window.
+  const inWindow = new Map<bigint, { t: number; cost: number }[]>();
+  for (const a of acts) {
+    const t = actMs(a.t, a.reserved);
+    const w = exactUnits(t) / period;
+    if (exactUnits(actMs(Math.min(a.first, a.t), a.reserved)) / period !== w) continue;
+    const list = inWindow.get(w) ?? [];
+    list.push({ t, cost: a.cost });
+    inWindow.set(w, list);
+  }
+  for (const [w, list] of inWindow) {
+    const prev = (inWindow.get(w - 1n) ?? []).reduce((s, a) => s + a.cost, 0);
+    const start = Number(w) * limit.periodMs;
+    list.sort((a, b) => a.t - b.t);
+    let curr = 0;
+    for (let i = 0; i < list.length; i++) {
+      const a = list[i] as { t: number; cost: number };
+      curr += a.cost;
+      // Acts at one instant all count: check once the last of them is in.
+      if (i + 1 < list.length && (list[i + 1] as { t: number }).t === a.t) continue;
+      const estimate = prev * (1 - Math.max(0, a.t - start) / limit.periodMs) + curr;
+      const over = estimate - limit.permits;
+      r.worst = Math.max(r.worst, over);
+      if (over > slack) {
+        r.violations++;
+        if (r.examples.length < 5) r.examples.push(`at ${a.t} ms (window ${w} of ${limit.periodMs} ms): ${prev} in the previous window and ${curr} in this one by then estimate ${estimate}, ${limit.permits} allowed`);
       }
     }
   }
