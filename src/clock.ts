@@ -201,7 +201,17 @@ export function clockKind(clock: Clock): number {
  * handle: then `attach` must be given it, and this throws a `TypeError` saying so.
  */
 export function resolveClock(kind: number | undefined, given: Clock | undefined, buffer: SharedArrayBuffer | null, className: string): Clock {
-  if (given !== undefined) return given;
+  if (given !== undefined) {
+    // Every thread must read one timeline. A clock of its own that wraps the table's (to record or
+    // to pause its readings) cannot be told from one that does not; the clocks sluice knows can.
+    if (kind === CLOCK_MANUAL && ((given instanceof ManualClock && given.buffer !== buffer) || given === monotonicClock)) {
+      throw new TypeError(`this ${className} runs on a ManualClock, which travels with its handle: attach it without options.clock (got ${given === monotonicClock ? 'monotonicClock' : 'another ManualClock'})`);
+    }
+    if (kind === CLOCK_MONOTONIC && given instanceof ManualClock) {
+      throw new TypeError(`this ${className} runs on performance.now(): attach it without options.clock (got a ManualClock)`);
+    }
+    return given;
+  }
   if (kind === CLOCK_MONOTONIC) return monotonicClock;
   if (kind === CLOCK_MANUAL && buffer instanceof SharedArrayBuffer) return new ManualClock(buffer);
   throw new TypeError(`this limiter uses a custom clock: pass it as ${className}.attach(handle, { clock })`);

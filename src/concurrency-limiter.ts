@@ -1,7 +1,7 @@
 import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { AttachRequest } from './attach-request.js';
 import { ceilNs } from './algorithms/types.js';
-import { describe, integerInRange, positiveFinite } from './errors.js';
+import { checkCost, describe, integerInRange, positiveFinite } from './errors.js';
 import { isStale, raiseStamp, secondsAt } from './gcra.js';
 import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
 import {
@@ -13,7 +13,8 @@ import { H_CLOCK_KIND, H_MAX_KEYS, H_ON_FULL, H_OWNER_SEQ, S_CTRL, S_LAST_SEC, S
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
 import { GONE, lock, unlock } from './table/slot-lock.js';
 import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from './table/table.js';
-import { parseTableOptions } from './table-options.js';
+import { checkAttachOptions, parseTableOptions } from './table-options.js';
+import { checkNames, namesOf } from './option-names.js';
 
 export type { Lease, LeaseDecision } from './lease.js';
 
@@ -53,6 +54,10 @@ export interface ConcurrencyLimiterOptions
    */
   claimTimeoutMs?: number;
 }
+
+const OPTION_NAMES = namesOf<ConcurrencyLimiterOptions>()([
+  'maxInFlight', 'leaseMs', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash',
+]);
 
 /** A structured-cloneable reference to a concurrency limiter's shared memory. */
 export interface ConcurrencyLimiterHandle {
@@ -112,13 +117,14 @@ export class ConcurrencyLimiter {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`options must be an object like { maxInFlight, leaseMs, maxKeys }, got ${describe(options)}`);
     }
+    checkNames(options, OPTION_NAMES, 'options', 'ConcurrencyLimiter option');
     const maxInFlight = integerInRange('options.maxInFlight', options.maxInFlight, 1, MAX_IN_FLIGHT);
     const leaseMs = positiveFinite('options.leaseMs', options.leaseMs);
     const p = leaseParams(maxInFlight, leaseMs);
     const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize } = parseTableOptions(options);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
-    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords: maxInFlight, globalWords: 0 });
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords: maxInFlight, globalWords: 0, tableClass: 'ConcurrencyLimiter' });
     const w = new Int32Array(buffer);
     writeLeaseParams(w, p);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
@@ -127,7 +133,7 @@ export class ConcurrencyLimiter {
   }
 
   #setup(buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
-    const w = checkTableBuffer(buffer);
+    const w = checkTableBuffer(buffer, 'ConcurrencyLimiter');
     const p = readLeaseParams(w);
     this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'ConcurrencyLimiter');
     this.#clockBuffer = clockBuffer;
@@ -150,13 +156,12 @@ export class ConcurrencyLimiter {
    * thread. Throws `TypeError` for anything that is not a ConcurrencyLimiter handle.
    * Thread-safety: call it on the thread that will use the result.
    */
-  static attach(handle: ConcurrencyLimiterHandle, options: AttachOptions = {}): ConcurrencyLimiter {
+  static attach(handle: ConcurrencyLimiterHandle, options?: AttachOptions): ConcurrencyLimiter {
     if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
       throw new TypeError(`handle must be a ConcurrencyLimiter handle ({ table: SharedArrayBuffer, ... }), got ${describe(handle)}`);
     }
-    if (options.clock !== undefined) checkClock(options.clock);
-    if (options.cacheSize !== undefined) integerInRange('options.cacheSize', options.cacheSize, 0, 2 ** 24);
-    return new ConcurrencyLimiter(new AttachRequest<ConcurrencyLimiterHandle>(handle, options.clock, options.cacheSize) as unknown as ConcurrencyLimiterOptions);
+    const { clock, cacheSize } = checkAttachOptions(options);
+    return new ConcurrencyLimiter(new AttachRequest<ConcurrencyLimiterHandle>(handle, clock, cacheSize) as unknown as ConcurrencyLimiterOptions);
   }
 
   /** The structured-cloneable handle: pass it in `workerData`, `postMessage` or a piscina task. */
@@ -183,10 +188,7 @@ export class ConcurrencyLimiter {
     if (typeof key !== 'string' || key.length === 0) {
       throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
     }
-    if (cost !== 1 && !(Number.isSafeInteger(cost) && cost >= 0)) {
-      if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-      throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-    }
+    checkCost(cost);
     const index = this.#index;
     let slot = index.cached(key) ?? index.locate(key);
     while (slot !== undefined && this.#decide(slot, cost) === RELOCATE) {
@@ -343,11 +345,5 @@ export class ConcurrencyLimiter {
       ? new HeldLease(key, cost, this.#clock.now() + this.#p.leaseMs, null, null, FREE_PLACE, 0, [])
       : null;
     return { allowed, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full', lease };
-  }
-}
-
-function checkClock(clock: unknown): void {
-  if (clock === null || typeof clock !== 'object' || typeof (clock as Clock).now !== 'function') {
-    throw new TypeError(`options.clock must be an object with a now() method, got ${describe(clock)}`);
   }
 }

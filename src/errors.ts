@@ -29,6 +29,17 @@ export function checkWellFormed(name: string, value: string): void {
   if (!isWellFormed(value)) throw new TypeError(`${name} must be a well-formed string (no lone surrogates), got ${describe(value)}`);
 }
 
+/**
+ * Throws unless `cost` is an integer from 0 to 2^53 - 1 (a larger one is not exact as a number:
+ * 2^53 + 1 reads as 2^53). The common cost, 1, costs one comparison.
+ */
+export function checkCost(cost: unknown, name = 'cost'): void {
+  if (cost !== 1 && !(Number.isSafeInteger(cost) && (cost as number) >= 0)) {
+    const why = `${name} must be an integer from 0 to 2^53 - 1 (Number.MAX_SAFE_INTEGER), got ${describe(cost)}`;
+    throw typeof cost === 'number' ? new RangeError(why) : new TypeError(why);
+  }
+}
+
 /** Throws unless `value` is a finite number greater than zero. */
 export function positiveFinite(name: string, value: unknown): number {
   if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${describe(value)}`);

@@ -20,7 +20,7 @@ export type {
 } from './concurrency-limiter.js';
 export { limitTasks } from './pool.js';
 export type { LimitTasksOptions } from './pool.js';
-export { RateLimitTimeoutError } from './waiting.js';
+export { RateLimitTimeoutError, TableFullError } from './waiting.js';
 export type { AcquireOptions, AcquireSyncOptions, Reservation } from './waiting.js';
 export { ManualClock, monotonicClock } from './clock.js';
 export type { Clock } from './clock.js';

@@ -1,4 +1,5 @@
 import { describe, integerInRange, positiveFinite } from './errors.js';
+import { checkNames, namesOf } from './option-names.js';
 
 /**
  * A rate: `permits` requests per `periodMs`, with room for `burst` at once.
@@ -16,6 +17,8 @@ export interface Limit {
   burst?: number;
 }
 
+const LIMIT_FIELDS = namesOf<Limit>()(['permits', 'periodMs', 'burst']);
+
 /** The largest burst a limit may have: 2^40 (a terabyte, with cost counted in bytes). */
 export const MAX_BURST = 2 ** 40;
 
@@ -26,6 +29,10 @@ export interface LimitOptions {
 }
 
 function build(permits: number, periodMs: number, options: LimitOptions | undefined): Limit {
+  if (options !== undefined) {
+    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object like { burst }, got ${describe(options)}`);
+    checkNames(options, ['burst'], 'options', 'limit option');
+  }
   const limit: Limit = { permits, periodMs };
   if (options?.burst !== undefined) limit.burst = options.burst;
   validateLimit(limit);
@@ -60,9 +67,13 @@ export function validateLimit(limit: unknown, name = 'limit'): Required<Limit> {
   if (limit === null || typeof limit !== 'object' || Array.isArray(limit)) {
     throw new TypeError(`${name} must be an object like { permits, periodMs }, got ${describe(limit)}`);
   }
+  checkNames(limit, LIMIT_FIELDS, name, 'limit field');
   const { permits, periodMs, burst } = limit as Partial<Limit>;
   positiveFinite(`${name}.permits`, permits);
   positiveFinite(`${name}.periodMs`, periodMs);
+  if (burst === undefined && (permits as number) > MAX_BURST) {
+    throw new RangeError(`${name}.permits must be at most ${MAX_BURST} (2^40) when burst is not given (burst defaults to permits), got ${describe(permits)}: give a smaller burst, or fewer permits over a shorter period`);
+  }
   const b = burst === undefined ? Math.max(1, Math.floor(permits as number)) : burst;
   if (typeof b !== 'number') throw new TypeError(`${name}.burst must be a number, got ${describe(b)}`);
   if (!Number.isFinite(b) || b < 1) throw new RangeError(`${name}.burst must be at least 1, got ${describe(b)}`);

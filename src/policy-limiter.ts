@@ -10,12 +10,14 @@ import { LockedEngine, RELOCATE } from './locked-engine.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './policy/rules.js';
 import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './policy/rules-store.js';
 import type { Decision, RateLimiterStats } from './rate-limiter.js';
-import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from './waiting.js';
+import { checkWaitOptions, retryAt, sleepUntil, TableFullError, type AcquireOptions } from './waiting.js';
+import { checkNames, namesOf } from './option-names.js';
+import type { AttachOptions } from './limiter-types.js';
 import { DEAD, H_CLOCK_KIND, H_MAX_KEYS, H_MAX_LOG_SIZE, H_ON_FULL, H_OWNER_SEQ, H_STATE_WORDS, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex } from './table/slot-index.js';
 import { tryLock, unlock } from './table/slot-lock.js';
 import { ALREADY_DEAD, allocateTable, checkTableBuffer, NOT_IDLE, RETIRED, SlotTable, stateOffsetOf, type SlotState } from './table/table.js';
-import { parseTableOptions } from './table-options.js';
+import { checkAttachOptions, parseTableOptions } from './table-options.js';
 
 export type { PolicyRule } from './policy/rules.js';
 
@@ -50,6 +52,10 @@ export interface PolicyLimiterOptions {
   /** Seed for the key hash. */
   hashSeed?: number;
 }
+
+const OPTION_NAMES = namesOf<PolicyLimiterOptions>()([
+  'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize', 'hashSeed',
+]);
 
 /** A structured-cloneable reference to a policy limiter's shared memory. */
 export interface PolicyLimiterHandle {
@@ -134,6 +140,7 @@ export class PolicyLimiter {
       return;
     }
     if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object like { rules, maxKeys }, got ${describe(options)}`);
+    checkNames(options, OPTION_NAMES, 'options', 'PolicyLimiter option');
     const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
     const compiled = compileRules(options.rules, maxLogSize);
     const maxStateWords = integerInRange('options.maxStateWords', options.maxStateWords ?? Math.max(16, compiled.stateWords), compiled.stateWords, 65_537);
@@ -143,7 +150,7 @@ export class PolicyLimiter {
     // align8: the rules' states are laid out for an odd base (after the shape word) in slots whose
     // state offset is even, so their 64-bit words land 8-byte aligned. One word more than reserved
     // for the rules: the rules version the key's state was shaped under.
-    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords + 1, globalWords: 0, align8: true });
+    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords + 1, globalWords: 0, align8: true, tableClass: 'PolicyLimiter' });
     const w = new Int32Array(table);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_MAX_LOG_SIZE] = maxLogSize;
@@ -152,7 +159,7 @@ export class PolicyLimiter {
   }
 
   #setup(table: SharedArrayBuffer, rules: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
-    const w = checkTableBuffer(table);
+    const w = checkTableBuffer(table, 'PolicyLimiter');
     if (!(rules instanceof SharedArrayBuffer)) throw new TypeError(`handle.rules must be a SharedArrayBuffer, got ${describe(rules)}`);
     this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'PolicyLimiter');
     this.#clockBuffer = clockBuffer;
@@ -173,13 +180,13 @@ export class PolicyLimiter {
   }
 
   /** Returns a limiter over the same memory for this thread. */
-  static attach(handle: PolicyLimiterHandle, options: { clock?: Clock; cacheSize?: number } = {}): PolicyLimiter {
+  static attach(handle: PolicyLimiterHandle, options?: AttachOptions): PolicyLimiter {
     if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
       throw new TypeError(`handle must be a PolicyLimiter handle ({ table, rules, clock }), got ${describe(handle)}`);
     }
     if (handle.kind !== 'sluice.PolicyLimiter') throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a PolicyLimiter's: attach it with that class`);
-    if (options.cacheSize !== undefined) integerInRange('options.cacheSize', options.cacheSize, 0, 2 ** 24);
-    return new PolicyLimiter(new AttachRequest<PolicyLimiterHandle>(handle, options.clock, options.cacheSize) as unknown as PolicyLimiterOptions);
+    const { clock, cacheSize } = checkAttachOptions(options);
+    return new PolicyLimiter(new AttachRequest<PolicyLimiterHandle>(handle, clock, cacheSize) as unknown as PolicyLimiterOptions);
   }
 
   /** The structured-cloneable handle. */
@@ -214,6 +221,7 @@ export class PolicyLimiter {
    * until the rules change, so callers may cache per rule (the HTTP middleware does).
    */
   ruleFor(request: PolicyRequest): Readonly<PolicyRule> {
+    checkPolicyRequest(request, 1);
     this.#refreshRules();
     return match(this.#compiled, request.user, request.api).rule;
   }
@@ -253,14 +261,14 @@ export class PolicyLimiter {
    * Rejects with `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` or can never end,
    * and with the signal's reason on abort (nothing is held while waiting).
    */
-  async acquire(request: PolicyRequest, options: AcquireOptions = {}): Promise<void> {
-    const cost = options.cost ?? 1;
-    const maxWaitMs = checkMaxWait(options.maxWaitMs);
-    options.signal?.throwIfAborted();
+  async acquire(request: PolicyRequest, options?: AcquireOptions): Promise<void> {
+    const { cost, maxWaitMs, signal } = checkWaitOptions(options, 'acquire');
+    signal?.throwIfAborted();
     const deadline = this.#clock.now() + maxWaitMs;
     const key = `${request?.user} / ${request?.api}`;
     for (let d = this.tryAcquire(request, cost); !d.allowed; d = this.tryAcquire(request, cost)) {
-      await sleepUntil(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs), options.signal);
+      if (d.reason === 'table-full') throw new TableFullError(key); // no wait frees a slot
+      await sleepUntil(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs), signal);
     }
   }
 

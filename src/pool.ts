@@ -1,4 +1,5 @@
 import { describe } from './errors.js';
+import { checkNames } from './option-names.js';
 import { RateLimiter, type RateLimiterHandle } from './rate-limiter.js';
 import { RateLimitTimeoutError } from './waiting.js';
 
@@ -30,9 +31,9 @@ export function limitTasks<T, R>(
   options: LimitTasksOptions<T>,
 ): (task: T) => Promise<R> {
   if (typeof run !== 'function') throw new TypeError(`run must be a function, got ${describe(run)}`);
-  if (options === null || typeof options !== 'object' || typeof options.key !== 'function') {
-    throw new TypeError(`options.key must be a function of the task, got ${describe(options?.key)}`);
-  }
+  if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object like { key }, got ${describe(options)}`);
+  checkNames(options, ['key', 'cost', 'mode', 'maxWaitMs'], 'options', 'limitTasks option');
+  if (typeof options.key !== 'function') throw new TypeError(`options.key must be a function of the task, got ${describe(options.key)}`);
   const mode = options.mode ?? 'wait';
   if (mode !== 'wait' && mode !== 'refuse') throw new RangeError(`options.mode must be 'wait' or 'refuse', got ${describe(mode)}`);
   const shared = limiter instanceof RateLimiter ? limiter : RateLimiter.attach(limiter);

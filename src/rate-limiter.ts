@@ -1,12 +1,12 @@
 import { clockKind, ManualClock, resolveClock, type Clock } from './clock.js';
 import { AttachRequest } from './attach-request.js';
-import { describe, integerInRange } from './errors.js';
+import { checkCost, describe } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
 import { ceilPs, snapFloor, secondsAt, ticksToMs, type GcraParams } from './gcra.js';
 import { ALLOWED, RELOCATE as ONE_RELOCATE, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
 import {
-  assertWorkerThread, checkMaxWait, RateLimitTimeoutError, retryAt, sleepUntil, sleepUntilSync,
+  assertWorkerThread, checkWaitOptions, RateLimitTimeoutError, retryAt, sleepUntil, sleepUntilSync, TableFullError, unheldReservation,
   type AcquireOptions, type AcquireSyncOptions, type Reservation,
 } from './waiting.js';
 import { type Limit } from './limit.js';
@@ -19,7 +19,8 @@ import {
 } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
 import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from './table/table.js';
-import { parseTableOptions } from './table-options.js';
+import { checkAttachOptions, parseTableOptions } from './table-options.js';
+import { checkNames, namesOf } from './option-names.js';
 
 export type {
   AttachOptions, Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
@@ -55,11 +56,12 @@ export function checkRequest(key: unknown, cost: unknown): void {
   if (typeof key !== 'string' || key.length === 0) {
     throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
   }
-  if (cost !== 1 && !(Number.isSafeInteger(cost) && (cost as number) >= 0)) {
-    if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-    throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-  }
+  checkCost(cost);
 }
+
+const OPTION_NAMES = namesOf<RateLimiterOptions>()([
+  'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash',
+]);
 
 /**
  * A GCRA rate limiter whose per-key state lives in shared memory. Create it once, pass `handle`
@@ -101,6 +103,7 @@ export class RateLimiter {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`options must be an object like { limit, maxKeys }, got ${describe(options)}`);
     }
+    checkNames(options, OPTION_NAMES, 'options', 'RateLimiter option');
     const config = parseConfig(options);
     const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize } = parseTableOptions(options);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
@@ -111,7 +114,7 @@ export class RateLimiter {
     const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words;
     const globalWords = compiled.global?.words ?? 0;
     const align8 = wide || compiled.key.align8 || compiled.global?.align8 === true;
-    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords, align8 });
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords, align8, tableClass: 'RateLimiter' });
     const w = new Int32Array(buffer);
     writeConfig(w, config, compiled);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
@@ -124,7 +127,7 @@ export class RateLimiter {
     buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined,
     clockBuffer: SharedArrayBuffer | null, fresh: LimiterConfig | null,
   ): void {
-    const w = checkTableBuffer(buffer);
+    const w = checkTableBuffer(buffer, 'RateLimiter');
     this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'RateLimiter');
     this.#clockBuffer = clockBuffer;
     const config = fresh ?? readConfig(w);
@@ -176,15 +179,15 @@ export class RateLimiter {
    * thread. Throws `TypeError` for anything that is not a sluice handle.
    * Thread-safety: call it on the thread that will use the result.
    */
-  static attach(handle: RateLimiterHandle, options: AttachOptions = {}): RateLimiter {
+  static attach(handle: RateLimiterHandle, options?: AttachOptions): RateLimiter {
     if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
       throw new TypeError(`handle must be a RateLimiter handle ({ table: SharedArrayBuffer, ... }), got ${describe(handle)}`);
     }
     if (handle.kind !== undefined && handle.kind !== 'sluice.RateLimiter') {
       throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a RateLimiter's: attach it with that class`);
     }
-    if (options.cacheSize !== undefined) integerInRange('options.cacheSize', options.cacheSize, 0, 2 ** 24);
-    return new RateLimiter(new AttachRequest<RateLimiterHandle>(handle, options.clock, options.cacheSize) as unknown as RateLimiterOptions);
+    const { clock, cacheSize } = checkAttachOptions(options);
+    return new RateLimiter(new AttachRequest<RateLimiterHandle>(handle, clock, cacheSize) as unknown as RateLimiterOptions);
   }
 
   /** The structured-cloneable handle: pass it in `workerData`, `postMessage` or a piscina task. */
@@ -227,9 +230,9 @@ export class RateLimiter {
    * within the next window. The sliding log cannot hold a place and throws `TypeError` (use
    * `acquire`).
    */
-  reserve(key: string, cost = 1, options: { maxWaitMs?: number } = {}): Reservation {
+  reserve(key: string, cost = 1, options?: { maxWaitMs?: number }): Reservation {
     checkRequest(key, cost);
-    const maxWaitMs = checkMaxWait(options.maxWaitMs);
+    const { maxWaitMs } = checkWaitOptions(options, 'reserve');
     if (this.#engine) {
       if (!this.#canReserve) {
         throw new TypeError(`reserve() cannot hold a place in a sliding log (its entries are the admissions themselves); this limiter runs ${this.algorithm}: use acquire(), which retries at the reported time`);
@@ -242,7 +245,7 @@ export class RateLimiter {
     const one = this.#one as Gcra32 | WideGcra;
     for (;;) {
       const entry = this.#index.cached(key) ?? this.#index.locate(key);
-      if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
+      if (entry === undefined) return this.#noSlot(key, cost);
       const outcome = one.reserve(entry.base, entry.ctrl, cost, maxWaitTicks);
       if (outcome === ONE_RELOCATE) {
         this.#index.forget(key);
@@ -253,6 +256,12 @@ export class RateLimiter {
       const delayMs = one.waitMs();
       return new HeldReservation(key, cost, delayMs, one.nowMs + delayMs, this, entry);
     }
+  }
+
+  /** A reservation for a key the full table has no slot for: onFull says (TableFullError). */
+  #noSlot(key: string, cost: number): Reservation {
+    if (!this.#allowWhenFull) throw new TableFullError(key);
+    return unheldReservation(key, cost, this.#clock.now());
   }
 
   /** Whether `reserve` (and FIFO waiting) is available: every lock-free configuration. */
@@ -267,7 +276,7 @@ export class RateLimiter {
     const slots = new Int32Array(2 * (this.limits.length + (this.globalLimit ? 1 : 0)));
     let entry = this.#index.cached(key) ?? this.#index.locate(key);
     for (;;) {
-      if (entry === undefined) throw new RangeError(`reserve(): no slot for ${describe(key)}: the table is full (maxKeys)`);
+      if (entry === undefined) return this.#noSlot(key, cost);
       if (engine.reserve(entry.base, entry.ctrl, entry.base + stateOffset, cost, maxWaitMs, slots) !== RELOCATE) break;
       entry = this.#relocate(key);
     }
@@ -291,10 +300,8 @@ export class RateLimiter {
    * served in arrival order (each reserves its place), except on a sliding log, where they wait
    * for the reported retry time and try again.
    */
-  async acquire(key: string, options: AcquireOptions = {}): Promise<void> {
-    const cost = options.cost ?? 1;
-    const maxWaitMs = checkMaxWait(options.maxWaitMs);
-    const signal = options.signal;
+  async acquire(key: string, options?: AcquireOptions): Promise<void> {
+    const { cost, maxWaitMs, signal } = checkWaitOptions(options, 'acquire');
     signal?.throwIfAborted();
     if (this.#canReserve) {
       const r = this.reserve(key, cost, { maxWaitMs });
@@ -309,6 +316,7 @@ export class RateLimiter {
     }
     const deadline = this.#clock.now() + maxWaitMs;
     for (let d = this.tryAcquire(key, cost); !d.allowed; d = this.tryAcquire(key, cost)) {
+      if (d.reason === 'table-full') throw new TableFullError(key); // no wait frees a slot
       await sleepUntil(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs), signal);
     }
   }
@@ -317,10 +325,9 @@ export class RateLimiter {
    * Like `acquire`, but blocks this worker thread with `Atomics.wait` until admitted (no
    * spinning). Throws `RateLimitTimeoutError` as `acquire` rejects; refuses the main thread.
    */
-  acquireSync(key: string, options: AcquireSyncOptions = {}): void {
+  acquireSync(key: string, options?: AcquireSyncOptions): void {
     assertWorkerThread('acquireSync()');
-    const cost = options.cost ?? 1;
-    const maxWaitMs = checkMaxWait(options.maxWaitMs);
+    const { cost, maxWaitMs } = checkWaitOptions(options, 'acquireSync');
     if (this.#canReserve) {
       const r = this.reserve(key, cost, { maxWaitMs });
       if (r.delayMs > 0) sleepUntilSync(this.#clock, r.actAtMs);
@@ -328,6 +335,7 @@ export class RateLimiter {
     }
     const deadline = this.#clock.now() + maxWaitMs;
     for (let d = this.tryAcquire(key, cost); !d.allowed; d = this.tryAcquire(key, cost)) {
+      if (d.reason === 'table-full') throw new TableFullError(key);
       sleepUntilSync(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs));
     }
   }

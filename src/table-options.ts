@@ -1,5 +1,6 @@
 import { monotonicClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
+import { checkNames } from './option-names.js';
 import { DEFAULT_CACHE_SIZE } from './table/slot-index.js';
 
 /**
@@ -43,10 +44,37 @@ export function parseTableOptions(options: {
   const forcedHash = options.forceHash === undefined
     ? undefined
     : integerInRange('options.forceHash', options.forceHash, -(2 ** 31), 2 ** 32 - 1) | 0;
-  const clock = options.clock ?? monotonicClock;
-  if (clock === null || typeof clock !== 'object' || typeof (clock as Clock).now !== 'function') {
-    throw new TypeError(`options.clock must be an object with a now() method, got ${describe(clock)}`);
-  }
+  const clock = options.clock === undefined ? monotonicClock : checkClock(options.clock);
   const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
   return { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock: clock as Clock, cacheSize };
+}
+
+/**
+ * Checks a clock given in options: an object whose `now()` returns a finite number (read once
+ * here, so that a clock that cannot tell the time fails at construction, not at the first check).
+ */
+export function checkClock(clock: unknown, name = 'options.clock'): Clock {
+  if (clock === null || typeof clock !== 'object' || typeof (clock as Clock).now !== 'function') {
+    throw new TypeError(`${name} must be an object with a now() method, got ${describe(clock)}`);
+  }
+  const t: unknown = (clock as Clock).now();
+  if (typeof t !== 'number' || !Number.isFinite(t)) throw new TypeError(`${name}.now() must return a finite number, got ${describe(t)}`);
+  return clock as Clock;
+}
+
+/**
+ * Checks the options of every class's `attach`: undefined or an object of known names, `clock`
+ * an object with a now() method, `cacheSize` an integer from 0 to 2^24.
+ */
+export function checkAttachOptions(options: unknown): { clock?: Clock; cacheSize?: number } {
+  if (options === undefined) return {};
+  if (options === null || typeof options !== 'object') throw new TypeError(`attach() options must be an object like { clock, cacheSize }, got ${describe(options)}`);
+  checkNames(options, ['clock', 'cacheSize'], 'options', 'attach() option');
+  const { clock, cacheSize } = options as { clock?: unknown; cacheSize?: unknown };
+  // Its shape only: a clock that pauses or records its readings (tests do) must not be read here.
+  if (clock !== undefined && (clock === null || typeof clock !== 'object' || typeof (clock as Clock).now !== 'function')) {
+    throw new TypeError(`options.clock must be an object with a now() method, got ${describe(clock)}`);
+  }
+  if (cacheSize !== undefined) integerInRange('options.cacheSize', cacheSize, 0, 2 ** 24);
+  return options as { clock?: Clock; cacheSize?: number };
 }

@@ -1,6 +1,7 @@
 import { isMainThread } from 'node:worker_threads';
 import { ManualClock, type Clock } from './clock.js';
 import { describe } from './errors.js';
+import { checkNames } from './option-names.js';
 
 /**
  * Waiting for a turn: the typed error, the reservation object, and sleeping on the limiter's
@@ -14,6 +15,30 @@ import { describe } from './errors.js';
  * Thrown (or rejected) when a request would have to wait longer than allowed (`maxWaitMs`), or
  * could never pass (`cost` > burst: `retryAfterMs` is Infinity).
  */
+/**
+ * A new key found no free or reclaimable slot and the limiter's `onFull` is 'deny': what
+ * `reserve`, `acquire` and `acquireSync` throw (`tryAcquire` and `allow` answer it as a refusal
+ * with reason 'table-full'). Raise `maxKeys`, or `sweep()` more often.
+ */
+export class TableFullError extends Error {
+  override readonly name = 'TableFullError';
+  /** The key that found no slot (for a PolicyLimiter, "user / api"). */
+  readonly key: string;
+
+  constructor(key: string) {
+    super(`table full: no slot for ${describe(key)} (every one of maxKeys is live; onFull is 'deny')`);
+    this.key = key;
+  }
+}
+
+/**
+ * What `reserve` answers for a key with no slot under onFull 'allow': admitted at once, nothing
+ * counted, so nothing to give back.
+ */
+export function unheldReservation(key: string, cost: number, nowMs: number): Reservation {
+  return { key, cost, delayMs: 0, actAtMs: nowMs, cancel: () => false };
+}
+
 export class RateLimitTimeoutError extends Error {
   override readonly name = 'RateLimitTimeoutError';
   /** The key that was asked for (for a PolicyLimiter, "user / api"). */
@@ -63,6 +88,27 @@ export interface Reservation {
   readonly actAtMs: number;
   /** Gives the reservation back if its time has not come; true if it did. Idempotent. */
   cancel(): boolean;
+}
+
+/** The option names of each waiting method. */
+const WAIT_OPTION_NAMES = {
+  acquire: ['cost', 'maxWaitMs', 'signal'],
+  acquireSync: ['cost', 'maxWaitMs'],
+  reserve: ['maxWaitMs'],
+} as const;
+
+/**
+ * Checks the options of `acquire`, `acquireSync` or `reserve`: an object (or undefined) with
+ * known names only, `maxWaitMs` >= 0 and `signal` an AbortSignal. Returns them, maxWaitMs
+ * defaulted to Infinity and cost to 1 (the caller checks the cost with the key).
+ */
+export function checkWaitOptions(options: unknown, method: keyof typeof WAIT_OPTION_NAMES): { cost: number; maxWaitMs: number; signal: AbortSignal | undefined } {
+  if (options === undefined) return { cost: 1, maxWaitMs: Infinity, signal: undefined };
+  if (options === null || typeof options !== 'object') throw new TypeError(`${method}() options must be an object like { maxWaitMs }, got ${describe(options)}`);
+  checkNames(options, WAIT_OPTION_NAMES[method], 'options', `${method}() option`);
+  const { cost = 1, maxWaitMs, signal } = options as AcquireOptions;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`options.signal must be an AbortSignal, got ${describe(signal)}`);
+  return { cost, maxWaitMs: checkMaxWait(maxWaitMs), signal };
 }
 
 /** Checks `maxWaitMs`; returns it. */

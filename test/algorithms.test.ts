@@ -146,7 +146,7 @@ describe('sliding log', () => {
     ]);
   });
   it('bounds its state: permits above maxLogSize are refused, naming both', () => {
-    expect(() => new RateLimiter({ limit: perMinute(2000), algorithm: 'sliding-log', maxKeys: 1 })).toThrow(/options\.limit\.permits must be an integer from 1 to 1000/);
+    expect(() => new RateLimiter({ limit: perMinute(2000), algorithm: 'sliding-log', maxKeys: 1 })).toThrow(/options\.limit\.permits must be at most 1000 \(the maxLogSize option/);
     const big = new RateLimiter({ limit: perMinute(2000), algorithm: 'sliding-log', maxKeys: 1, maxLogSize: 2000 });
     expect(big.stats().tableBytes).toBeGreaterThan(2 * 2000 * 4);
   });

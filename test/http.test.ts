@@ -282,7 +282,7 @@ describe('rateLimit() on a node:http server', () => {
     ['no options', () => undefined, TypeError, /^rateLimit options must be an object like \{ limiter \}, got undefined$/],
     ['no limiter', () => ({}), TypeError, /^options\.limiter must be a RateLimiter or a PolicyLimiter, got undefined$/],
     ['a limiter of another kind', () => ({ limiter: { tryAcquire() {} } }), TypeError, /^options\.limiter .* got an object$/],
-    ['negative cost', (limiter) => ({ limiter, cost: -1 }), RangeError, /^options\.cost must be an integer >= 0 or a function, got -1$/],
+    ['negative cost', (limiter) => ({ limiter, cost: -1 }), RangeError, /^options\.cost must be an integer from 0 to 2\^53 - 1 \(Number.MAX_SAFE_INTEGER\), got -1$/],
     ['cost a string', (limiter) => ({ limiter, cost: '1' }), TypeError, /^options\.cost .* got "1"$/],
     ['key not a function', (limiter) => ({ limiter, key: 'ip' }), TypeError, /^options\.key must be a function of the request, got "ip"$/],
     ['headers not a boolean', (limiter) => ({ limiter, headers: 'yes' }), TypeError, /^options\.headers must be a boolean, got "yes"$/],

@@ -136,7 +136,7 @@ describe('limits that used to be refused or unlimited', () => {
   });
 
   it('refuses a limit outside the range with a message that says what works', () => {
-    expect(() => new RateLimiter({ limit: { permits: 1e13, periodMs: 1_000 }, maxKeys: 1 })).toThrow(/burst must be an integer from 1 to 1099511627776/);
+    expect(() => new RateLimiter({ limit: { permits: 1e13, periodMs: 1_000 }, maxKeys: 1 })).toThrow(/options\.limit\.permits must be at most 1099511627776 \(2\^40\) when burst is not given/);
     expect(() => new RateLimiter({ limit: { permits: 1e14, periodMs: 1_000, burst: 1 }, maxKeys: 1 })).toThrow(/the finest interval is 0\.1 ps/);
     expect(() => new RateLimiter({ limit: { permits: 1, periodMs: 1e25 }, maxKeys: 1 })).toThrow(/the longest interval is/);
   });

@@ -66,7 +66,7 @@ describe('PolicyLimiter', () => {
     expect(policy.rules).toEqual(JSON.parse(JSON.stringify(rules)));
     expect(drain(policy, 'bob', 'upload')).toBe(2);
     expect(() => policy.tryAcquire({ user: '', api: 'a' })).toThrow(/request\.user must be a non-empty string, got ""/);
-    expect(() => policy.tryAcquire({ user: 'u', api: 'a' }, -1)).toThrow(/cost must be an integer >= 0, got -1/);
+    expect(() => policy.tryAcquire({ user: 'u', api: 'a' }, -1)).toThrow(/cost must be an integer from 0 to 2\^53 - 1 \(Number.MAX_SAFE_INTEGER\), got -1/);
   });
 
   it('refuses rules that need more state than was reserved, naming the option', () => {

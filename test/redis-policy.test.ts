@@ -85,7 +85,7 @@ describe.skipIf(!available)('RedisPolicyLimiter', () => {
     const r = make([{ limit: perMinute(2) }]);
     expect(() => r.tryAcquire({ user: '', api: 'a' })).toThrow(/request\.user must be a non-empty string/);
     expect(() => r.tryAcquire(null as never)).toThrow(/request must be an object/);
-    expect(() => r.tryAcquire({ user: 'u', api: 'a' }, 1.5)).toThrow(/cost must be an integer >= 0, got 1\.5/);
+    expect(() => r.tryAcquire({ user: 'u', api: 'a' }, 1.5)).toThrow(/cost must be an integer from 0 to 2\^53 - 1 \(Number.MAX_SAFE_INTEGER\), got 1\.5/);
     expect(() => r.setRules([{ user: 'u', limit: perSecond(1) }])).toThrow(/default rule/);
     expect(r.rules).toEqual([{ limit: perMinute(2) }]);
     expect((await r.tryAcquire({ user: 'u', api: 'a' })).remaining).toBe(1);

@@ -98,7 +98,7 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter over $name', (client
   it('refuses bad input at once, naming it, and spends nothing', async () => {
     const r = limiter({ limit: perHour(1) });
     expect(() => r.tryAcquire('', 1)).toThrow(TypeError);
-    expect(() => r.tryAcquire('k', -1)).toThrow(/cost must be an integer >= 0, got -1/);
+    expect(() => r.tryAcquire('k', -1)).toThrow(/cost must be an integer from 0 to 2\^53 - 1 \(Number.MAX_SAFE_INTEGER\), got -1/);
     expect(() => new RedisRateLimiter({ redis, limit: perHour(1), timeout: 5 } as never)).toThrow(/options\.timeout is not a RedisRateLimiter option/);
     expect(() => new RedisRateLimiter({ redis: {}, limit: perHour(1) })).toThrow(/options\.redis must be an ioredis or node-redis client/);
     expect(() => new RedisRateLimiter({ redis, limit: perHour(1), algorithm: 'leaky' as never })).toThrow(/options\.algorithm must be one of/);

@@ -37,7 +37,7 @@ describe('bad input', () => {
   ])('rejects cost %s and changes nothing', (cost, type) => {
     const { limiter } = fresh();
     expect(() => limiter.tryAcquire('a', cost as number)).toThrow(type);
-    expect(() => limiter.tryAcquire('a', cost as number)).toThrow(/cost must be an integer >= 0, got/);
+    expect(() => limiter.tryAcquire('a', cost as number)).toThrow(/cost must be an integer from 0 to 2\^53 - 1 \(Number.MAX_SAFE_INTEGER\), got/);
     expect(limiter.tryAcquire('a', 0).remaining).toBe(5);
   });
 

@@ -15,7 +15,7 @@ const EMPTY = -0x80000000;
  * `permits` in any `periodMs`.
  */
 export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: number): LimitAlgorithm {
-  const { permits, periodMs } = windowLimit(limit, name, maxLogSize);
+  const { permits, periodMs } = windowLimit(limit, name, maxLogSize, 'the maxLogSize option: a log holds one entry per permit');
   // Ticks sized for the period: the finest power of ten (10 ns and up) with the period in 2^29
   // ticks, rounded up (an entry then counts a little longer, never shorter).
   let tickPs = 1e4;

@@ -1,4 +1,4 @@
-import { integerInRange } from '../errors.js';
+import { describe, integerInRange } from '../errors.js';
 import { MAX_CLOCK_MS } from '../gcra.js';
 import { validateLimit, type Limit } from '../limit.js';
 
@@ -15,8 +15,11 @@ export interface WindowLimit {
  * Window and log algorithms count whole requests per period: `permits` must be an integer, and
  * `burst` does not apply (the window is the burst). Throws naming the limit.
  */
-export function windowLimit(limit: Limit, name: string, maxPermits = 2 ** 30): WindowLimit {
+export function windowLimit(limit: Limit, name: string, maxPermits = 2 ** 30, bound?: string): WindowLimit {
   const { permits, periodMs } = validateLimit(limit, name);
+  if (bound !== undefined && Number.isInteger(permits) && permits > maxPermits) {
+    throw new RangeError(`${name}.permits must be at most ${maxPermits} (${bound}), got ${describe(permits)}`);
+  }
   integerInRange(`${name}.permits`, permits, 1, maxPermits);
   // The stored window index is modulo 2^32 and compared as a signed difference: it can alias only
   // if 2^53 ms spans 2^31 windows. Then a key idle for two windows is stale (its counts are all

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describe } from '../errors.js';
+import { checkCost, describe } from '../errors.js';
+import { checkNames } from '../option-names.js';
 import type { Limit } from '../limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
 import { RateLimiter, type Decision } from '../rate-limiter.js';
@@ -106,11 +107,12 @@ function makeCheck<Req>(options: RateLimitOptions<Req>, defaultKey: (req: Req) =
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`${fn} options must be an object like { limiter }, got ${describe(options)}`);
   }
+  checkNames(options, ['limiter', 'key', 'cost', 'headers'], 'options', `${fn} option`);
   const { limiter, cost = 1, headers = true } = options;
   if (typeof cost === 'number') {
-    if (!Number.isSafeInteger(cost) || cost < 0) throw new RangeError(`options.cost must be an integer >= 0 or a function, got ${describe(cost)}`);
+    checkCost(cost, 'options.cost');
   } else if (typeof cost !== 'function') {
-    throw new TypeError(`options.cost must be an integer >= 0 or a function, got ${describe(cost)}`);
+    throw new TypeError(`options.cost must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
   }
   if (typeof headers !== 'boolean') throw new TypeError(`options.headers must be a boolean, got ${describe(headers)}`);
   const costOf = typeof cost === 'number' ? () => cost : cost;

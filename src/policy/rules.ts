@@ -1,10 +1,11 @@
 import { checkAlgorithm, type AlgorithmName } from '../algorithms/index.js';
-import { checkWellFormed, describe } from '../errors.js';
+import { checkCost, checkWellFormed, describe } from '../errors.js';
 import { gcraParams, WIDE_TICKS_PS } from '../gcra.js';
 import type { Limit } from '../limit.js';
 import { compileConfig } from '../limiter-config.js';
 import type { LimitGroup } from '../locked-engine.js';
 import { MAX_LIMITS } from '../table/layout.js';
+import { checkNames, namesOf } from '../option-names.js';
 
 /**
  * Policy rules as data: which limits apply to a (user, api) pair, and their validation and
@@ -77,6 +78,8 @@ function shapeOf(algorithm: AlgorithmName, limits: Required<Limit>[]): { shape: 
   return { shape: (hash31(JSON.stringify([algorithm, limits])) & 0x3fffffff) || 1, tickPs: null }; // never 0: NO_SHAPE
 }
 
+const RULE_FIELDS = namesOf<PolicyRule>()(['user', 'api', 'algorithm', 'limit']);
+
 /**
  * Checks and compiles `rules`. Throws `TypeError`/`RangeError` naming the rule (`rules[i] (user
  * "x", api "y")`) for an unknown algorithm, an invalid limit, a duplicate or a missing default.
@@ -93,6 +96,7 @@ export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?:
   rules.forEach((raw: unknown, i) => {
     const name = label(raw, i);
     if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new TypeError(`${name} must be an object, got ${describe(raw)}`);
+    checkNames(raw, RULE_FIELDS, name, 'policy rule field');
     const rule = raw as PolicyRule;
     for (const field of ['user', 'api'] as const) {
       const v = rule[field];
@@ -144,9 +148,6 @@ export function checkPolicyRequest(request: unknown, cost: unknown): string {
   // low one would join into a well-formed key.
   checkWellFormed('request.user', user);
   checkWellFormed('request.api', api);
-  if (cost !== 1 && !(Number.isSafeInteger(cost) && (cost as number) >= 0)) {
-    if (typeof cost !== 'number') throw new TypeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-    throw new RangeError(`cost must be an integer >= 0, got ${describe(cost)}`);
-  }
+  checkCost(cost);
   return `${user.length}:${user}${api}`;
 }

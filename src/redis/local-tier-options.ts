@@ -6,6 +6,8 @@ import { checkTableBuffer } from '../table/table.js';
 import { parseTableOptions, type TableOptions } from '../table-options.js';
 import type { RateLimiterStats } from '../limiter-types.js';
 import { LOCAL_TIER_TABLE } from './local-tier-slot.js';
+import { checkNames } from '../option-names.js';
+import { checkAttachOptions } from '../table-options.js';
 
 /**
  * The local tier's options, handle and stats, and the checks of its arguments: each throws
@@ -58,7 +60,7 @@ export interface LocalTierStats extends Omit<RateLimiterStats, 'casRetries'> {
 export interface RefillToken { at: number; hi: number; lo: number }
 
 export const KIND = 'sluice.LocalTier';
-const OPTION_NAMES = new Set(['maxKeys', 'maxKeyBytes', 'leaseMs', 'refillTimeoutMs', 'clock', 'claimTimeoutMs', 'hashSeed', 'cacheSize', 'forceHash']);
+const OPTION_NAMES = ['maxKeys', 'maxKeyBytes', 'leaseMs', 'refillTimeoutMs', 'clock', 'claimTimeoutMs', 'hashSeed', 'cacheSize', 'forceHash'];
 
 export function badNumber(name: string, value: unknown): Error {
   if (typeof value !== 'number') return new TypeError(`${name} must be a number, got ${describe(value)}`);
@@ -74,9 +76,7 @@ export function checkFinite(name: string, value: unknown): void {
 /** `create`'s options, checked: the table's, the lease and the refill timeout. */
 export function parseTierOptions(options: LocalTierOptions): TableOptions & { leaseMs: number; refillTimeoutMs: number } {
   if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
-  for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.has(name)) throw new TypeError(`options.${name} is not a LocalTier option (known: ${[...OPTION_NAMES].join(', ')})`);
-  }
+  checkNames(options, OPTION_NAMES, 'options', 'LocalTier option');
   const table = parseTableOptions({ ...options, maxKeys: options.maxKeys ?? 10_000 });
   const leaseMs = integerInRange('options.leaseMs', options.leaseMs ?? 1000, 1, 2 ** 30);
   const refillTimeoutMs = integerInRange('options.refillTimeoutMs', options.refillTimeoutMs ?? 1000, 1, 2 ** 30);
@@ -84,16 +84,13 @@ export function parseTierOptions(options: LocalTierOptions): TableOptions & { le
 }
 
 /** `attach`'s arguments, checked: the clock to use and the per-thread cache size. */
-export function parseAttach(handle: LocalTierHandle, options: { clock?: Clock; cacheSize?: number }): { clock: Clock; cacheSize: number } {
+export function parseAttach(handle: LocalTierHandle, options: { clock?: Clock; cacheSize?: number } | undefined): { clock: Clock; cacheSize: number } {
   if (handle === null || typeof handle !== 'object' || handle.kind !== KIND || !(handle.table instanceof SharedArrayBuffer)) {
     throw new TypeError(`handle must be a LocalTier handle ({ kind: '${KIND}', table, clock }), got ${describe(handle)}`);
   }
-  const w = checkTableBuffer(handle.table);
+  const w = checkTableBuffer(handle.table, 'LocalTier');
   if (w[H_ALGORITHM] !== LOCAL_TIER_TABLE) throw new TypeError('handle.table is not a LocalTier table');
-  const given = options.clock;
-  if (given !== undefined && (given === null || typeof given !== 'object' || typeof given.now !== 'function')) {
-    throw new TypeError(`options.clock must be an object with a now() method, got ${describe(given)}`);
-  }
+  const { clock: given, cacheSize } = checkAttachOptions(options);
   const clock = resolveClock(w[H_CLOCK_KIND], given, handle.clock, 'LocalTier');
-  return { clock, cacheSize: integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24) };
+  return { clock, cacheSize: cacheSize ?? DEFAULT_CACHE_SIZE };
 }

@@ -93,7 +93,7 @@ export class LocalTier {
     const o = parseTierOptions(options);
     const buffer = allocateTable({
       maxKeys: o.maxKeys, maxKeyBytes: o.maxKeyBytes, hashSeed: o.hashSeed, forcedHash: o.forcedHash,
-      claimTimeoutMs: o.claimTimeoutMs, stateWords: STATE_WORDS, globalWords: 0, align8: true,
+      claimTimeoutMs: o.claimTimeoutMs, stateWords: STATE_WORDS, globalWords: 0, align8: true, tableClass: 'LocalTier',
     });
     const w = new Int32Array(buffer);
     // Not shared yet: plain writes. clearAt and the all-keys refusal start at zero (nothing
@@ -106,7 +106,7 @@ export class LocalTier {
   }
 
   /** The same tier, for this thread. Throws `TypeError` for anything but a LocalTier handle. */
-  static attach(handle: LocalTierHandle, options: { clock?: Clock; cacheSize?: number } = {}): LocalTier {
+  static attach(handle: LocalTierHandle, options?: { clock?: Clock; cacheSize?: number }): LocalTier {
     const { clock, cacheSize } = parseAttach(handle, options);
     return new LocalTier(CONSTRUCT, handle.table, clock, handle.clock, cacheSize);
   }

@@ -1,4 +1,5 @@
 import { describe, positiveFinite } from '../errors.js';
+import { checkNames } from '../option-names.js';
 import type { Decision, DecisionReason } from '../limiter-types.js';
 import { redisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
@@ -51,9 +52,7 @@ export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', '
 
 /** Refuses option names outside `known`, naming the closest. */
 export function checkOptionNames(options: object, known: readonly string[], cls: string): void {
-  for (const name of Object.keys(options)) {
-    if (!known.includes(name)) throw new TypeError(`options.${name} is not a ${cls} option (known: ${known.join(', ')})`);
-  }
+  checkNames(options, known, 'options', `${cls} option`);
 }
 
 const REASONS: Record<number, DecisionReason> = { [ALLOWED]: 'allowed', [LIMITED]: 'limited', [EXCEEDS_BURST]: 'exceeds-burst', [GLOBAL_LIMIT]: 'global-limit' };

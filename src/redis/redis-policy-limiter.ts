@@ -5,7 +5,7 @@ import type { Decision } from '../limiter-types.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
 import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type CompiledRules, type PolicyRule } from '../policy/rules.js';
 import { monotonicClock } from '../clock.js';
-import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
+import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
 import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
@@ -119,10 +119,8 @@ export class RedisPolicyLimiter {
   }
 
   /** As `RedisRateLimiter.acquire`, for (user, api). */
-  async acquire(request: PolicyRequest, options: AcquireOptions = {}): Promise<void> {
-    const cost = options.cost ?? 1;
-    const maxWaitMs = checkMaxWait(options.maxWaitMs);
-    const signal = options.signal;
+  async acquire(request: PolicyRequest, options?: AcquireOptions): Promise<void> {
+    const { cost, maxWaitMs, signal } = checkWaitOptions(options, 'acquire');
     const key = checkPolicyRequest(request, cost);
     signal?.throwIfAborted();
     const clock = monotonicClock;

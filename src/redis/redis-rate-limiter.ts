@@ -7,7 +7,7 @@ import type { Decision } from '../limiter-types.js';
 import { MAX_LIMITS } from '../table/layout.js';
 import { checkRequest, RateLimiter } from '../rate-limiter.js';
 import { monotonicClock } from '../clock.js';
-import { checkMaxWait, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
+import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
 import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
@@ -124,10 +124,8 @@ export class RedisRateLimiter {
    * never pass, and with the signal's reason on abort. While Redis is unavailable and onError
    * refuses, it tries again every 50 ms within `maxWaitMs`.
    */
-  async acquire(key: string, options: AcquireOptions = {}): Promise<void> {
-    const cost = options.cost ?? 1;
-    const maxWaitMs = checkMaxWait(options.maxWaitMs);
-    const signal = options.signal;
+  async acquire(key: string, options?: AcquireOptions): Promise<void> {
+    const { cost, maxWaitMs, signal } = checkWaitOptions(options, 'acquire');
     checkKey(key, cost);
     signal?.throwIfAborted();
     const clock = monotonicClock;

@@ -7,6 +7,7 @@
  * | magic | version | stripes | slotsPerStripe | slotWords | maxKeyBytes | t | tau | burst | ... |
  * | ... tickNs | staleSec | onFull | hashMode | hashValue | hashSeed | claimTimeoutMs | clock    |
  * | maxKeys | algorithm | limitCount | hasGlobal | maxLogSize | stateWords | ownerSeq | global  |
+ * | stateOffset | width | forceLocked | class (which limiter class made the table)            |
  * | @ byte 256: float64 [permits, periodMs, burst] per limit, then the global limit's          |
  * +---------------------------------- stripe 0 ------------------------------------------------+
  * | slot 0 | slot 1 | ... | slot S-1 |     a key only ever lives in the stripe its hash picks,  |
@@ -50,7 +51,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 5;
+export const LAYOUT_VERSION = 6;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -86,6 +87,12 @@ export const H_STATE_OFFSET = 25;
 export const H_WIDTH = 26;
 /** 1 when the table's decisions take the per-key lock even where they need none (benchmarks). */
 export const H_FORCE_LOCKED = 27;
+/** Which class made the table (TABLE_CLASSES): attach refuses a table of another class. */
+export const H_CLASS = 28;
+/** The classes a table may belong to, by their H_CLASS value (1-based: 0 is no class). */
+export const TABLE_CLASSES = ['RateLimiter', 'PolicyLimiter', 'ConcurrencyLimiter', 'LocalTier'] as const;
+export type TableClass = (typeof TABLE_CLASSES)[number];
+
 /** Byte offset of the limits: float64 [permits, periodMs, burst] each, key limits then global. */
 export const H_LIMITS_BYTE = 256;
 /** At most this many limits per key (and one global). */

@@ -4,6 +4,7 @@ import {
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, H_VERSION, HEADER_WORDS,
   LAYOUT_VERSION, LIVE, MAGIC, MAX_SLOTS_PER_STRIPE, S_CTRL, S_HASH, S_KEY_BYTES,
   SLOT_HEADER_WORDS, SLOTS_PER_KEY, STAMP_MASK, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS, H_STATE_OFFSET, PAYLOAD_MASK,
+  H_CLASS, TABLE_CLASSES, type TableClass,
 } from './layout.js';
 
 /**
@@ -419,13 +420,18 @@ export class SlotTable {
 const RETRY = -2;
 
 /** Throws `TypeError` unless `buffer` holds a sluice table of this layout; returns its words. */
-export function checkTableBuffer(buffer: SharedArrayBuffer): Int32Array {
+export function checkTableBuffer(buffer: SharedArrayBuffer, tableClass?: TableClass): Int32Array {
   const words = new Int32Array(buffer);
   if (words.length < HEADER_WORDS || words[H_MAGIC] !== MAGIC) {
     throw new TypeError('handle does not hold a sluice table (bad magic number)');
   }
   if (words[H_VERSION] !== LAYOUT_VERSION) {
     throw new TypeError(`handle holds table layout version ${words[H_VERSION]}, this sluice reads ${LAYOUT_VERSION}`);
+  }
+  // A handle's `kind` may be lost on the way (copied field by field, stripped): the table says.
+  const made = TABLE_CLASSES[(words[H_CLASS] as number) - 1];
+  if (tableClass !== undefined && made !== tableClass) {
+    throw new TypeError(`handle.table was made by a ${made ?? 'unknown class'}, not a ${tableClass}: attach it with ${made === undefined ? 'the class that made it' : `${made}.attach`}`);
   }
   return words;
 }
@@ -454,6 +460,8 @@ export interface TableSpec {
   globalWords: number;
   /** Place the state words 8-byte aligned in every slot (they hold a 64-bit word). */
   align8?: boolean;
+  /** The class the table is for: only that class attaches to it. */
+  tableClass: TableClass;
 }
 
 /**
@@ -500,6 +508,7 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   w[H_CLAIM_TIMEOUT_MS] = spec.claimTimeoutMs;
   w[H_STATE_WORDS] = spec.stateWords;
   w[H_STATE_OFFSET] = stateOffset;
+  w[H_CLASS] = TABLE_CLASSES.indexOf(spec.tableClass) + 1;
   w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea : 0;
   return buffer;
 }
