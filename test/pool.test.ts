@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
+import { Piscina } from 'piscina';
 import { describe, expect, it } from 'vitest';
-import { limitTasks, ManualClock, perSecond, RateLimiter, RateLimitTimeoutError } from '../src/index.js';
+import { limitTasks, ManualClock, perMinute, perSecond, RateLimiter, RateLimitTimeoutError, TableFullError } from '../src/index.js';
 
 const settle = () => new Promise((r) => setTimeout(r, 5));
 
@@ -30,6 +31,42 @@ describe('limitTasks()', () => {
     expect(order).toEqual(['big', 'small']);
     const tooLong = limitTasks(limiter, () => 1, { key: () => 'tenant', maxWaitMs: 10 });
     await expect(tooLong({})).rejects.toMatchObject({ name: 'RateLimitTimeoutError', retryAfterMs: 500 });
+  });
+
+  it('a refusal from a real piscina pool is recognised by the caller, with its key and retryAfterMs', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(2), maxKeys: 8 }); // burst 2, then one every 30 s
+    const pool = new Piscina({ filename: new URL('./fixtures/pool-task.mjs', import.meta.url).href, workerData: limiter.handle, maxThreads: 1 });
+    try {
+      expect(await pool.run({ tenant: 'acme' })).toBe('acme');
+      expect(await pool.run({ tenant: 'acme' })).toBe('acme');
+      const e: unknown = await pool.run({ tenant: 'acme' }).catch((x: unknown) => x);
+      // The class and its fields do not cross the thread: the caller gets a plain Error...
+      expect(e).toBeInstanceOf(Error);
+      expect(e).not.toBeInstanceOf(RateLimitTimeoutError);
+      expect((e as { key?: unknown }).key).toBeUndefined();
+      // ...which `from` recognises and rebuilds, so that a server can set Retry-After.
+      const refused = RateLimitTimeoutError.from(e);
+      expect(refused).toBeInstanceOf(RateLimitTimeoutError);
+      expect(refused).toMatchObject({ name: 'RateLimitTimeoutError', key: 'acme', maxWaitMs: 0, message: (e as Error).message });
+      expect(refused?.retryAfterMs).toBeGreaterThan(25_000);
+      expect(refused?.retryAfterMs).toBeLessThanOrEqual(30_000);
+      expect(await pool.run({ tenant: 'globex' })).toBe('globex');
+    } finally {
+      await pool.destroy();
+    }
+  });
+
+  it('from() recognises only its own errors, before and after a structured clone', () => {
+    const never = new RateLimitTimeoutError('k', Infinity, 10);
+    expect(RateLimitTimeoutError.from(never)).toBe(never);
+    expect(RateLimitTimeoutError.from(structuredClone(never))).toMatchObject({ key: 'k', retryAfterMs: Infinity, maxWaitMs: 10, message: never.message });
+    const full = new TableFullError('u / a');
+    expect(TableFullError.from(structuredClone(full))).toMatchObject({ name: 'TableFullError', key: 'u / a', message: full.message });
+    expect(TableFullError.from(structuredClone(never))).toBeUndefined();
+    expect(RateLimitTimeoutError.from(structuredClone(full))).toBeUndefined();
+    for (const other of [new Error('x'), new Error('x', { cause: { sluice: 'RateLimitTimeoutError' } }), 'a string', null, undefined]) {
+      expect(RateLimitTimeoutError.from(other)).toBeUndefined();
+    }
   });
 
   it('checks its arguments', () => {
