@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import { perMinute, RateLimiter, rateLimit } from 'sluice';
 
 const limiter = new RateLimiter({ limit: perMinute(3), maxKeys: 10_000 });
-const limit = rateLimit({ limiter }); // key: req.socket.remoteAddress
+const limit = rateLimit({ limiter }); // key: the client's address (req.socket.remoteAddress here)
 
 const server = createServer((req, res) => {
   limit(req, res, (error) => {

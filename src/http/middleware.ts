@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { checkCost, describe } from '../errors.js';
+import { checkCost, describe, integerInRange } from '../errors.js';
+import { clientKey } from './client-address.js';
 import { checkNames } from '../option-names.js';
 import type { Limit } from '../limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
@@ -27,12 +28,28 @@ interface CommonOptions<Req> {
   cost?: number | ((req: Req) => number);
   /** Whether to set the RateLimit-Policy and RateLimit fields on every response. Default true. Retry-After is always set on a 429. */
   headers?: boolean;
+  /** Requests for which this returns true go on uncounted, without RateLimit fields (health checks, trusted clients). */
+  skip?: (req: Req) => boolean;
+  /** The status of a refusal, 400 to 599. Default 429. */
+  statusCode?: number;
+  /** The plain-text body of a refusal. Default "Too Many Requests: retry later.\n". */
+  message?: string;
+  /**
+   * The default key groups IPv6 clients by this many leading bits of their address (a subscriber
+   * usually holds a whole /64 and can take a new address from it for every request). Default
+   * 64; 128 keys each address alone. IPv4 addresses (and IPv4-mapped IPv6 ones) are used as they are.
+   */
+  ipv6Subnet?: number;
 }
 
 /** Options for a `RateLimiter`: `key` names the client; default: its address. Read once, when the handler is made. */
 export interface RateLimiterHttpOptions<Req> extends CommonOptions<Req> {
   limiter: RateLimiter;
-  /** The key to spend from. Default: `req.socket.remoteAddress` (Fastify: `request.ip`). */
+  /**
+   * The key to spend from. Default: the client's address, as the framework sees it: Express's
+   * `req.ip` (which follows its `trust proxy` setting), Fastify's `request.ip` (its
+   * `trustProxy`), else the socket's address; IPv6 grouped by `ipv6Subnet`.
+   */
   key?: (req: Req) => string;
 }
 
@@ -45,6 +62,17 @@ export interface PolicyLimiterHttpOptions<Req> extends CommonOptions<Req> {
 
 /** Options for `rateLimit` and `fastifyRateLimit`; the functions in them run on the thread of the request. */
 export type RateLimitOptions<Req = IncomingMessage> = RateLimiterHttpOptions<Req> | PolicyLimiterHttpOptions<Req>;
+
+/** What `rateLimit` adds to `RateLimitOptions` for node:http and Express. */
+export interface ExpressOptions<Req, Res> {
+  /**
+   * Answers a refusal instead of the built-in 429: called with the decision, after the RateLimit
+   * fields and Retry-After are set; it sends the answer (or calls `next`, e.g. with an error).
+   */
+  handler?: (req: Req, res: Res, next: NextFunction, decision: Decision) => void;
+  /** The request property that receives the decision, as express-rate-limit's `req.rateLimit` does. Default 'rateLimit'; false: none. */
+  requestProperty?: string | false;
+}
 
 /** The node:http / Express handler that `rateLimit` returns; it belongs to its limiter's thread. */
 export type RateLimitHandler<Req = IncomingMessage, Res = ServerResponse> = (req: Req, res: Res, next: NextFunction) => void;
@@ -72,6 +100,7 @@ const REFUSED_BODY = 'Too Many Requests: retry later.\n';
 /** What one check decided, with the fields to set. */
 interface Outcome {
   allowed: boolean;
+  decision: Decision;
   /** The RateLimit-Policy and RateLimit fields, or null with `headers: false`. */
   fields: Record<string, string> | null;
   /** The Retry-After value on a refusal that can pass later. */
@@ -103,25 +132,51 @@ function policyLookup(limiter: PolicyLimiter): (request: PolicyRequest) => Adver
 }
 
 /** Checks the options and builds the one check both adapters run. */
-function makeCheck<Req>(options: RateLimitOptions<Req>, defaultKey: (req: Req) => string, fn: string): Check<Req> {
+/** The options both adapters share, checked: the check, and how a refusal is answered. */
+interface Checker<Req> {
+  check: Check<Req>;
+  skip: ((req: Req) => boolean) | null;
+  status: number;
+  body: string;
+}
+
+const COMMON_NAMES = ['limiter', 'key', 'cost', 'headers', 'skip', 'statusCode', 'message', 'ipv6Subnet'];
+
+function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: Req) => unknown, fn: string, more: readonly string[] = []): Checker<Req> {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`${fn} options must be an object like { limiter }, got ${describe(options)}`);
   }
-  checkNames(options, ['limiter', 'key', 'cost', 'headers'], 'options', `${fn} option`);
-  const { limiter, cost = 1, headers = true } = options;
+  checkNames(options, [...COMMON_NAMES, ...more], 'options', `${fn} option`);
+  const { limiter, cost = 1, headers = true, skip, statusCode = 429, message = REFUSED_BODY, ipv6Subnet = 64 } = options;
+  if (skip !== undefined && typeof skip !== 'function') throw new TypeError(`options.skip must be a function of the request, got ${describe(skip)}`);
+  integerInRange('options.statusCode', statusCode, 400, 599);
+  if (typeof message !== 'string') throw new TypeError(`options.message must be a string, got ${describe(message)}`);
+  integerInRange('options.ipv6Subnet', ipv6Subnet, 1, 128);
+  const defaultKey = (req: Req): string => {
+    const address = addressOf(req);
+    if (typeof address !== 'string' || address.length === 0) {
+      throw new TypeError(`the request has no client address (its connection is closed?): pass options.key to name the client`);
+    }
+    return clientKey(address, ipv6Subnet);
+  };
+  return { check: checkOf(options, limiter, cost, headers, defaultKey), skip: skip ?? null, status: statusCode, body: message };
+}
+
+function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: unknown, headers: unknown, defaultKey: (req: Req) => string): Check<Req> {
   if (typeof cost === 'number') {
     checkCost(cost, 'options.cost');
   } else if (typeof cost !== 'function') {
     throw new TypeError(`options.cost must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
   }
   if (typeof headers !== 'boolean') throw new TypeError(`options.headers must be a boolean, got ${describe(headers)}`);
-  const costOf = typeof cost === 'number' ? () => cost : cost;
+  const costOf = typeof cost === 'number' ? () => cost : (cost as (req: Req) => number);
   if (options.key !== undefined && typeof options.key !== 'function') {
     throw new TypeError(`options.key must be a function of the request, got ${describe(options.key)}`);
   }
 
   const outcome = (decision: Decision, policies: (() => AdvertisedPolicy[]) | null): Outcome => ({
     allowed: decision.allowed,
+    decision,
     fields: policies === null ? null : rateLimitFields(decision, policies()),
     retryAfter: decision.allowed ? undefined : retryAfterSeconds(decision),
   });
@@ -143,13 +198,9 @@ function makeCheck<Req>(options: RateLimitOptions<Req>, defaultKey: (req: Req) =
   throw new TypeError(`options.limiter must be a RateLimiter or a PolicyLimiter, got ${describe(limiter)}`);
 }
 
-/** The node:http default key: the client's address (the proxy's, behind a proxy: pass `key`). */
-function socketAddress(req: IncomingMessage): string {
-  const address = req.socket?.remoteAddress;
-  if (typeof address !== 'string' || address.length === 0) {
-    throw new TypeError('the request has no socket.remoteAddress (its connection is closed?): pass options.key to name the client');
-  }
-  return address;
+/** The node:http / Express client address: Express's `req.ip` (its trust proxy setting), else the socket's. */
+function requestAddress(req: IncomingMessage & { ip?: unknown }): unknown {
+  return typeof req.ip === 'string' && req.ip.length > 0 ? req.ip : req.socket?.remoteAddress;
 }
 
 /**
@@ -163,37 +214,48 @@ function socketAddress(req: IncomingMessage): string {
  * Thread-safety: the handler belongs to the thread of its limiter instance.
  */
 export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse>(
-  options: RateLimitOptions<Req>,
+  options: RateLimitOptions<Req> & ExpressOptions<Req, Res>,
 ): RateLimitHandler<Req, Res> {
-  const check = makeCheck<Req>(options, socketAddress, 'rateLimit');
+  const { check, skip, status, body } = makeCheck<Req>(options, requestAddress, 'rateLimit', ['handler', 'requestProperty']);
+  const { handler, requestProperty = 'rateLimit' } = options;
+  if (handler !== undefined && typeof handler !== 'function') throw new TypeError(`options.handler must be a function (req, res, next, decision), got ${describe(handler)}`);
+  if (requestProperty !== false && (typeof requestProperty !== 'string' || requestProperty.length === 0)) {
+    throw new TypeError(`options.requestProperty must be a property name or false, got ${describe(requestProperty)}`);
+  }
+  const length = String(Buffer.byteLength(body));
   return (req, res, next) => {
     let outcome: Outcome;
     try {
+      if (skip !== null && skip(req)) {
+        next();
+        return;
+      }
       outcome = check(req);
     } catch (error) {
       next(error);
       return;
     }
+    if (requestProperty !== false) (req as unknown as Record<string, unknown>)[requestProperty] = outcome.decision;
     if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) res.setHeader(name, value);
     if (outcome.allowed) {
       next();
       return;
     }
     if (outcome.retryAfter !== undefined) res.setHeader('retry-after', outcome.retryAfter);
-    res.statusCode = 429;
+    if (handler !== undefined) {
+      handler(req, res, next, outcome.decision);
+      return;
+    }
+    res.statusCode = status;
     res.setHeader('content-type', 'text/plain; charset=utf-8');
-    res.setHeader('content-length', Buffer.byteLength(REFUSED_BODY));
-    res.end(REFUSED_BODY);
+    res.setHeader('content-length', length);
+    res.end(body);
   };
 }
 
-/** The Fastify default key: `request.ip` (which follows Fastify's trustProxy), else the socket's address. */
-function fastifyAddress(request: FastifyRequestLike): string {
-  const ip = request.ip ?? request.raw?.socket?.remoteAddress;
-  if (typeof ip !== 'string' || ip.length === 0) {
-    throw new TypeError('the request has no ip (its connection is closed?): pass options.key to name the client');
-  }
-  return ip;
+/** The Fastify client address: `request.ip` (which follows Fastify's trustProxy), else the socket's. */
+function fastifyAddress(request: FastifyRequestLike): unknown {
+  return request.ip ?? request.raw?.socket?.remoteAddress;
 }
 
 /**
@@ -209,10 +271,14 @@ function fastifyAddress(request: FastifyRequestLike): string {
 export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequestLike, Reply extends FastifyReplyLike = FastifyReplyLike>(
   options: RateLimitOptions<Req>,
 ): FastifyOnRequestHook<Req, Reply> {
-  const check = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
+  const { check, skip, status, body } = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
   return (request, reply, done) => {
     let outcome: Outcome;
     try {
+      if (skip !== null && skip(request)) {
+        done();
+        return;
+      }
       outcome = check(request);
     } catch (error) {
       done(error instanceof Error ? error : new Error(String(error)));
@@ -224,8 +290,8 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
       return;
     }
     if (outcome.retryAfter !== undefined) reply.header('retry-after', outcome.retryAfter);
-    reply.code(429);
+    reply.code(status);
     reply.header('content-type', 'text/plain; charset=utf-8');
-    reply.send(REFUSED_BODY);
+    reply.send(body);
   };
 }
