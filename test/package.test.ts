@@ -66,6 +66,11 @@ describe('the packed package, installed into a project of its own', () => {
     expect(run(consumer, process.execPath, ['esm.mjs'])).toMatchObject({ status: 0, stdout: '[true,true,false]\n' });
   });
 
+  it('sluice/fastify loads without Fastify installed (it imports Fastify types only)', () => {
+    writeFileSync(join(consumer, 'fastify.mjs'), "import { sluice } from 'sluice/fastify';\nconsole.log(typeof sluice);\n");
+    expect(run(consumer, process.execPath, ['fastify.mjs'])).toMatchObject({ status: 0, stdout: 'function\n' });
+  });
+
   it(`works from CommonJS (require of an ES module: Node ${pkg.engines.node})`, () => {
     writeFileSync(join(consumer, 'cjs.cjs'), `const { RateLimiter, perSecond } = require('sluice');\n${USE}\n`);
     expect(run(consumer, process.execPath, ['cjs.cjs'])).toMatchObject({ status: 0, stdout: '[true,true,false]\n' });

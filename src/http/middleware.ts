@@ -98,7 +98,7 @@ export type FastifyOnRequestHook<Req = FastifyRequestLike, Reply = FastifyReplyL
 const REFUSED_BODY = 'Too Many Requests: retry later.\n';
 
 /** What one check decided, with the fields to set. */
-interface Outcome {
+export interface Outcome {
   allowed: boolean;
   decision: Decision;
   /** The RateLimit-Policy and RateLimit fields, or null with `headers: false`. */
@@ -107,7 +107,8 @@ interface Outcome {
   retryAfter: string | undefined;
 }
 
-type Check<Req> = (req: Req) => Outcome;
+/** One check of a request; `cost` overrides the options' (a Fastify route's own cost). */
+type Check<Req> = (req: Req, cost?: number) => Outcome;
 
 /** The advertised policies of `limits` run by `algorithm` (default GCRA). */
 function policiesOf(algorithm: string | undefined, limits: Limit | readonly Limit[]): AdvertisedPolicy[] {
@@ -133,7 +134,7 @@ function policyLookup(limiter: PolicyLimiter): (request: PolicyRequest) => Adver
 
 /** Checks the options and builds the one check both adapters run. */
 /** The options both adapters share, checked: the check, and how a refusal is answered. */
-interface Checker<Req> {
+export interface Checker<Req> {
   check: Check<Req>;
   skip: ((req: Req) => boolean) | null;
   status: number;
@@ -142,7 +143,7 @@ interface Checker<Req> {
 
 const COMMON_NAMES = ['limiter', 'key', 'cost', 'headers', 'skip', 'statusCode', 'message', 'ipv6Subnet'];
 
-function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: Req) => unknown, fn: string, more: readonly string[] = []): Checker<Req> {
+export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: Req) => unknown, fn: string, more: readonly string[] = []): Checker<Req> {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`${fn} options must be an object like { limiter }, got ${describe(options)}`);
   }
@@ -184,15 +185,15 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
     const keyOf = (options.key as ((req: Req) => string) | undefined) ?? defaultKey;
     const policies = policiesOf(limiter.algorithm, limiter.limits);
     const fixed = headers ? () => policies : null;
-    return (req) => outcome(limiter.tryAcquire(keyOf(req), costOf(req)), fixed);
+    return (req, cost) => outcome(limiter.tryAcquire(keyOf(req), cost ?? costOf(req)), fixed);
   }
   if (limiter instanceof PolicyLimiter) {
     const keyOf = options.key as ((req: Req) => PolicyRequest) | undefined;
     if (keyOf === undefined) throw new TypeError('options.key is required with a PolicyLimiter: a function of the request returning { user, api }');
     const lookup = policyLookup(limiter);
-    return (req) => {
+    return (req, cost) => {
       const request = keyOf(req);
-      return outcome(limiter.tryAcquire(request, costOf(req)), headers ? () => lookup(request) : null);
+      return outcome(limiter.tryAcquire(request, cost ?? costOf(req)), headers ? () => lookup(request) : null);
     };
   }
   throw new TypeError(`options.limiter must be a RateLimiter or a PolicyLimiter, got ${describe(limiter)}`);
@@ -254,7 +255,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
 }
 
 /** The Fastify client address: `request.ip` (which follows Fastify's trustProxy), else the socket's. */
-function fastifyAddress(request: FastifyRequestLike): unknown {
+export function fastifyAddress(request: FastifyRequestLike): unknown {
   return request.ip ?? request.raw?.socket?.remoteAddress;
 }
 

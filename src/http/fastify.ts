@@ -1,0 +1,112 @@
+import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
+import { checkCost, describe } from '../errors.js';
+import type { Decision } from '../limiter-types.js';
+import { fastifyAddress, makeCheck, type Outcome, type RateLimitOptions } from './middleware.js';
+
+/**
+ * `sluice/fastify`: rate limiting as a Fastify plugin. Register it once, and every route of the
+ * instance (and of those registered after it, in its scope and below) spends from the limiter;
+ * a route opts out, or costs more, through its `config.rateLimit`:
+ *
+ *   fastify.register(sluice, { limiter, key: (request) => request.headers['x-api-key'] as string })
+ *   fastify.get('/export', { config: { rateLimit: { cost: 10 } } }, handler)
+ *   fastify.get('/health', { config: { rateLimit: false } }, handler)
+ *
+ * A refusal is an error (`RateLimitedError`, statusCode 429 unless `statusCode` says otherwise)
+ * passed to Fastify, so `setErrorHandler` sees it and shapes the answer; the RateLimit fields and
+ * Retry-After are set on the reply first, and Fastify's default error handler keeps them. This
+ * file imports Fastify's types only (`import type`): the package does not depend on Fastify.
+ *
+ * Thread-safety: a plugin instance uses its limiter instance, which belongs to one thread.
+ */
+
+/** A route's `config.rateLimit`: false to leave the route alone, or its own cost. */
+export type RouteRateLimit = false | { cost?: number | ((request: FastifyRequest) => number) };
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** sluice: false to leave this route alone, or the route's own cost. */
+    rateLimit?: RouteRateLimit;
+  }
+}
+
+/** The plugin's options: those of `fastifyRateLimit`, with the Fastify request. */
+export type SluiceFastifyOptions = RateLimitOptions<FastifyRequest>;
+
+/** What a refused request becomes: Fastify answers with `statusCode`, and `setErrorHandler` sees it. */
+export class RateLimitedError extends Error {
+  override readonly name = 'RateLimitedError';
+  /** Fastify's error code convention. */
+  readonly code = 'SLUICE_RATE_LIMITED';
+  readonly statusCode: number;
+  /** The refusal: `retryAfterMs`, `remaining`, `reason`. */
+  readonly decision: Decision;
+
+  constructor(message: string, statusCode: number, decision: Decision) {
+    super(message);
+    this.statusCode = statusCode;
+    this.decision = decision;
+  }
+}
+
+/** Routes' own costs, checked once per route config object. */
+const routeCosts = new WeakMap<object, (request: FastifyRequest) => number>();
+
+function routeCost(config: { cost?: unknown }): (request: FastifyRequest) => number {
+  let costOf = routeCosts.get(config);
+  if (costOf === undefined) {
+    const cost = config.cost;
+    if (typeof cost === 'number') {
+      checkCost(cost, 'config.rateLimit.cost');
+      costOf = () => cost;
+    } else if (typeof cost === 'function') {
+      costOf = cost as (request: FastifyRequest) => number;
+    } else {
+      throw new TypeError(`config.rateLimit.cost must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
+    }
+    routeCosts.set(config, costOf);
+  }
+  return costOf;
+}
+
+const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, done) => {
+  let checker: ReturnType<typeof makeCheck<FastifyRequest>>;
+  try {
+    checker = makeCheck<FastifyRequest>(options, fastifyAddress, 'sluice Fastify plugin');
+  } catch (error) {
+    // Bad options fail the registration (fastify.register rejects), not the process.
+    done(error as Error);
+    return;
+  }
+  const { check, skip, status, body } = checker;
+  fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
+    let outcome: Outcome;
+    try {
+      const route = request.routeOptions.config.rateLimit;
+      if (route === false || (skip !== null && skip(request))) {
+        next();
+        return;
+      }
+      outcome = check(request, route !== undefined && route.cost !== undefined ? routeCost(route)(request) : undefined);
+    } catch (error) {
+      next(error instanceof Error ? error : new Error(String(error)));
+      return;
+    }
+    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) reply.header(name, value);
+    if (outcome.allowed) {
+      next();
+      return;
+    }
+    if (outcome.retryAfter !== undefined) reply.header('retry-after', outcome.retryAfter);
+    next(new RateLimitedError(body.trimEnd(), status, outcome.decision));
+  });
+  done();
+};
+
+// As fastify-plugin does: the hook applies to the scope that registers the plugin, not only to
+// routes registered inside it. The name shows in Fastify's plugin tree and errors.
+Object.assign(plugin, { [Symbol.for('skip-override')]: true, [Symbol.for('fastify.display-name')]: 'sluice' });
+
+/** The plugin: `fastify.register(sluice, { limiter, ... })`. */
+export const sluice = plugin;
+export default plugin;
