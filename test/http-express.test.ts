@@ -100,6 +100,22 @@ describe.each(frameworks)('rateLimit in %s', (_, express) => {
     expect(await from('2001:db8:1:3::a')).toBe(200); // the next /64
   });
 
+  it('two limiters on one app: their RateLimit items add up, each with its own numbers', async () => {
+    const clock = new ManualClock(0);
+    const perKey = new RateLimiter({ limit: perMinute(3), maxKeys: 16, clock });
+    const everyone = new RateLimiter({ limit: perMinute(10), maxKeys: 16, clock });
+    const app = express();
+    app.use(rateLimit({ limiter: perKey }));
+    app.use(rateLimit({ limiter: everyone, key: () => 'all' }));
+    app.get('/', (_req, res) => {
+      res.send('ok');
+    });
+    const url = await listen(app);
+    const r = await fetch(url);
+    expect(parseList(r.headers.get('ratelimit-policy') as string).map(([n]) => n)).toEqual(['3-per-60s', '10-per-60s']);
+    expect(rateLimitItems(r.headers.get('ratelimit'))).toEqual({ '3-per-60s': { r: 2, t: 20 }, '10-per-60s': { r: 9, t: 6 } });
+  });
+
   it('skip, statusCode, message, a custom handler, and the decision on req.rateLimit', async () => {
     const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock: new ManualClock(0) });
     const app = express();

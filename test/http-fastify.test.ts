@@ -99,6 +99,18 @@ describe('sluice/fastify in Fastify 5', () => {
     expect([result['2xx'], result.non2xx, result.errors]).toEqual([50, 350, 0]);
   });
 
+  it('two registrations: their RateLimit items add up, each with its own numbers', async () => {
+    const clock = new ManualClock(0);
+    const app = Fastify();
+    await app.register(sluice, { limiter: new RateLimiter({ limit: perMinute(3), maxKeys: 16, clock }) });
+    await app.register(sluice, { limiter: new RateLimiter({ limit: perMinute(10), maxKeys: 16, clock }), key: () => 'all' });
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    const r = await fetch(url);
+    expect(parseList(r.headers.get('ratelimit-policy') as string).map(([n]) => n)).toEqual(['3-per-60s', '10-per-60s']);
+    expect(parseList(r.headers.get('ratelimit') as string).map(([n, p]) => [n, Object.fromEntries(p)])).toEqual([['3-per-60s', { r: 2, t: 20 }], ['10-per-60s', { r: 9, t: 6 }]]);
+  });
+
   it('a PolicyLimiter: the fields follow the rule the request matches', async () => {
     const limiter = new PolicyLimiter({ rules: [{ limit: perMinute(10) }, { user: 'free', limit: perMinute(2) }], maxKeys: 16, clock: new ManualClock(0) });
     const app = Fastify();

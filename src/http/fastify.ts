@@ -1,7 +1,7 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { checkCost, describe } from '../errors.js';
 import type { Decision } from '../limiter-types.js';
-import { fastifyAddress, makeCheck, type Outcome, type RateLimitOptions } from './middleware.js';
+import { fastifyAddress, makeCheck, stacked, type Outcome, type RateLimitOptions } from './middleware.js';
 
 /**
  * `sluice/fastify`: rate limiting as a Fastify plugin. Register it once, and every route of the
@@ -92,7 +92,7 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
       next(error instanceof Error ? error : new Error(String(error)));
       return;
     }
-    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) reply.header(name, value);
+    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) reply.header(name, stacked(reply.getHeader(name), value));
     if (outcome.allowed) {
       next();
       return;

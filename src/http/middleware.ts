@@ -87,12 +87,22 @@ export interface FastifyRequestLike {
 export interface FastifyReplyLike {
   code(statusCode: number): unknown;
   header(name: string, value: string): unknown;
+  /** Fastify's reply.getHeader: a field set earlier (another limiter's), to add to. */
+  getHeader?(name: string): unknown;
   send(payload?: string): unknown;
 }
 
 /** A Fastify `onRequest` hook in callback style; it belongs to its limiter's thread. */
 export type FastifyOnRequestHook<Req = FastifyRequestLike, Reply = FastifyReplyLike> =
   (request: Req, reply: Reply, done: (error?: Error) => void) => void;
+
+/**
+ * A RateLimit field's value with `items` after what an earlier limiter on the same response set
+ * (both fields are lists: a second middleware adds its policies instead of replacing the first's).
+ */
+export function stacked(earlier: unknown, items: string): string {
+  return typeof earlier === 'string' && earlier.length > 0 ? `${earlier}, ${items}` : items;
+}
 
 /** The body of a 429 answer. */
 const REFUSED_BODY = 'Too Many Requests: retry later.\n';
@@ -237,7 +247,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
       return;
     }
     if (requestProperty !== false) (req as unknown as Record<string, unknown>)[requestProperty] = outcome.decision;
-    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) res.setHeader(name, value);
+    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) res.setHeader(name, stacked(res.getHeader(name), value));
     if (outcome.allowed) {
       next();
       return;
@@ -285,7 +295,7 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
       done(error instanceof Error ? error : new Error(String(error)));
       return;
     }
-    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) reply.header(name, value);
+    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) reply.header(name, stacked(reply.getHeader?.(name), value));
     if (outcome.allowed) {
       done();
       return;
