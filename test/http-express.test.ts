@@ -4,6 +4,7 @@
 // structured fields.
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
+import { Worker } from 'node:worker_threads';
 import autocannon from 'autocannon';
 import express5, { type Request as ExpressRequest, type Response as ExpressResponse } from 'express';
 import express4 from 'express4';
@@ -142,6 +143,30 @@ describe.each(frameworks)('rateLimit in %s', (_, express) => {
     expect(custom.status).toBe(429);
     expect(await custom.json()).toEqual({ error: 'rate limited', retryAfterMs: 60_000 });
     expect(custom.headers.get('retry-after')).toBe('60');
+  });
+});
+
+describe('one limiter, Express served from several worker threads, each on its own port', () => {
+  it.each([2, 4])('%i threads: exactly the limit passes over all of them', async (threads) => {
+    const limiter = new RateLimiter({ limit: perMinute(120), maxKeys: 16, clock: new ManualClock(0) });
+    const workers = Array.from({ length: threads }, () => new Worker(new URL('./fixtures/http-worker.mjs', import.meta.url), { workerData: { handle: limiter.handle } }));
+    try {
+      const ports = await Promise.all(workers.map((w) => new Promise<number>((resolve, reject) => {
+        w.once('message', (m: { port: number }) => resolve(m.port));
+        w.once('error', reject);
+      })));
+      // 400 requests over every port at once, 10 connections each.
+      const results = await Promise.all(ports.map((port) => autocannon({ url: `http://127.0.0.1:${port}/`, connections: 10, amount: Math.ceil(400 / threads) })));
+      expect(results.reduce((n, r) => n + r['2xx'], 0)).toBe(120);
+      expect(results.reduce((n, r) => n + r.non2xx, 0)).toBe(threads * Math.ceil(400 / threads) - 120);
+      expect(results.every((r) => r['2xx'] > 0)).toBe(true); // every thread admitted some
+      expect(limiter.tryAcquire('one key for every thread', 0).remaining).toBe(0);
+    } finally {
+      await Promise.all(workers.map((w) => {
+        w.postMessage('close');
+        return new Promise((r) => w.once('exit', r));
+      }));
+    }
   });
 });
 
