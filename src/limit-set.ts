@@ -274,9 +274,14 @@ export class LimitSet {
    * new snapshot of it alone, at the same reading `m` (the spends before it stay made); when it
    * now refuses, the commits before it are taken back and this returns false. `stillOurs`, for
    * a key's group, says whether the key still owns its slot (no reclaim can complete while it
-   * answers true and our spends stand): undo runs only then.
+   * answers true and our spends stand): undo runs only then. `holds`, for a group under a lock
+   * (the locked engine), says whether that lock is still ours: a limit decided again is written
+   * only if it still is once the new snapshot has been read.
    */
-  commit(g: LimitGroup, area: StateArea, m: Moment, lastSec: number, cost: number, stillOurs: (() => boolean) | null = null): boolean {
+  commit(
+    g: LimitGroup, area: StateArea, m: Moment, lastSec: number, cost: number,
+    stillOurs: (() => boolean) | null = null, holds: (() => boolean) | null = null,
+  ): boolean {
     const w = this.#w;
     const v = this.#verdict;
     // Raised before any commit (only ever forward): see `load`. A decision that then fails leaves
@@ -294,6 +299,14 @@ export class LimitSet {
         const late = this.#clock() - m.ms > RECHECK_MS;
         if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v, this.result.retryAfterMs);
         else if (!late) a.check(m, false, cost, v);
+        // Under a lock that was taken over meanwhile (we lost the race to the new holder), the new
+        // snapshot may hold the new holder's writes before its commit point (a sliding log's
+        // entries, written before its head word), and writing from it would replace them: that
+        // holder's entry, once its head lands, would carry our older stamp and expire early (seen:
+        // 201 admitted within 49.9 ms for 200; test/sliding-log-takeover.test.ts). So write
+        // nothing more (Atomics.load of the lock after every read of the new snapshot): the
+        // spends before this limit stay (conservative), and the caller decides again under the lock.
+        if (holds !== null && !holds()) return false;
         if (late || !v.allowed) {
           // Take back only while the spends are still on our key (the slot may have been
           // reclaimed and reused since: its next key's words are not ours to subtract from),

@@ -38,6 +38,15 @@ export class LockedEngine {
   /** Whether the current decision committed a spend. */
   #spent = false;
   #retries = 0;
+  /** The tokens of the locks the current decision took (the key's, the global cap's). */
+  #keyToken = 0;
+  #globalToken = 0;
+  /**
+   * Whether the key's (the cap's) lock is still ours, for LimitSet.commit: a limit decided again
+   * after losing a race is written only while it is. Made once: no allocation per decision.
+   */
+  readonly #holdsKey = (): boolean => this.#holds(this.#area, this.#keyToken);
+  readonly #holdsGlobal = (): boolean => this.#holds(this.#globalArea as StateArea, this.#globalToken);
 
   constructor(
     w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, owner: number,
@@ -91,6 +100,7 @@ export class LockedEngine {
       area.lock = base + S_TAT;
       area.lastSec = base + S_LAST_SEC;
       area.state = stateBase;
+      this.#keyToken = token;
       this.#spent = false;
       let ok = prepare === undefined || prepare(w, this.#read(this.#keyMoment));
       if (ok) {
@@ -126,16 +136,17 @@ export class LockedEngine {
     if (this.#global !== null && this.#globalArea !== null) {
       const g = this.#globalArea;
       const globalToken = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
+      this.#globalToken = globalToken;
       const globalLastSec = set.load(this.#global, g);
       const gm = this.#read(this.#globalMoment); // read under the global lock, after its snapshot
       const allowed = set.checkCap(limits, m, lastSec, this.#global, gm, globalLastSec, cost);
       const committed = allowed && (cost === 0 ||
-        (this.#holds(key, token) && this.#holds(g, globalToken) && set.commit(this.#global, g, gm, globalLastSec, cost)));
+        (this.#holds(key, token) && this.#holds(g, globalToken) && set.commit(this.#global, g, gm, globalLastSec, cost, null, this.#holdsGlobal)));
       unlock(this.#w, g.lock, globalToken);
       if (!allowed) return true; // refused by the cap: reported by checkCap
       if (!committed) return false;
       if (cost === 0) return true;
-      if (!set.commit(limits, key, m, lastSec, cost)) {
+      if (!set.commit(limits, key, m, lastSec, cost, null, this.#holdsKey)) {
         set.undo(this.#global, g, this.#global.algorithms.length);
         return false;
       }
@@ -143,7 +154,7 @@ export class LockedEngine {
       return true;
     }
     if (cost === 0 || !this.#holds(key, token)) return cost === 0;
-    this.#spent = set.commit(limits, key, m, lastSec, cost);
+    this.#spent = set.commit(limits, key, m, lastSec, cost, null, this.#holdsKey);
     return this.#spent;
   }
 
