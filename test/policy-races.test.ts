@@ -11,8 +11,17 @@ const workerUrl = new URL('./fixtures/policy-worker.mjs', import.meta.url);
 /** The worker's next message (rejects on its error). */
 function reply<T>(worker: Worker): Promise<T> {
   return new Promise((resolve, reject) => {
-    worker.once('message', resolve);
-    worker.once('error', reject);
+    // Each listener removes the other: a worker asked many times must not pile up listeners.
+    const onMessage = (message: T): void => {
+      worker.off('error', onError);
+      resolve(message);
+    };
+    const onError = (error: Error): void => {
+      worker.off('message', onMessage);
+      reject(error);
+    };
+    worker.once('message', onMessage);
+    worker.once('error', onError);
   });
 }
 

@@ -12,8 +12,17 @@ export function spawn(workerData: Record<string, unknown>): Worker {
 /** The worker's next message (rejects on its error). */
 export function result<T>(worker: Worker): Promise<T> {
   return new Promise((resolve, reject) => {
-    worker.once('message', resolve);
-    worker.once('error', reject);
+    // Each listener removes the other: a worker asked many times must not pile up listeners.
+    const onMessage = (message: T): void => {
+      worker.off('error', onError);
+      resolve(message);
+    };
+    const onError = (error: Error): void => {
+      worker.off('message', onMessage);
+      reject(error);
+    };
+    worker.once('message', onMessage);
+    worker.once('error', onError);
   });
 }
 
