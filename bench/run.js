@@ -8,6 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { runAlgorithms } from './algorithms.js';
 import { runContention } from './contention.js';
 import { runCore } from './core.js';
+import { runHttp } from './http.js';
 import { machine } from './lib/measure.js';
 import { runPeers } from './peers.js';
 import { runRace } from './race.js';
@@ -28,6 +29,7 @@ const SUITES = {
   redis: runRedis,
   'redis-outage': runRedisOutage,
   'redis-tier': runRedisTier,
+  http: runHttp,
 };
 
 const args = process.argv.slice(2);

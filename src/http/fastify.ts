@@ -92,7 +92,10 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
       next(error instanceof Error ? error : new Error(String(error)));
       return;
     }
-    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) reply.header(name, stacked(reply.getHeader(name), value));
+    if (outcome.policy !== null) {
+      reply.header('ratelimit-policy', stacked(reply.getHeader('ratelimit-policy'), outcome.policy));
+      reply.header('ratelimit', stacked(reply.getHeader('ratelimit'), outcome.limits as string));
+    }
     if (outcome.allowed) {
       next();
       return;

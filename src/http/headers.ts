@@ -115,19 +115,38 @@ export function retryAfterSeconds(decision: Decision): string | undefined {
   return String(Math.max(1, ceilSeconds(decision.retryAfterMs)));
 }
 
+/** A limiter's policies as its fields need them: the `ratelimit-policy` value (the same on every response) and the names. */
+export interface PolicyFields {
+  readonly policy: string;
+  readonly names: readonly string[];
+}
+
+/** `policies` (from `advertisePolicies`) as fields, built once per limiter or rule. */
+export function policyFields(policies: readonly AdvertisedPolicy[]): PolicyFields {
+  return { policy: policies.map((p) => p.item).join(', '), names: policies.map((p) => p.name) };
+}
+
+/**
+ * The `ratelimit` value for `decision` (assumed checked): one item per policy name. Built with
+ * one string per request, since the middleware runs it on every response.
+ */
+export function rateLimitValue(decision: Decision, names: readonly string[]): string {
+  const r = sfInteger(Math.floor(decision.remaining));
+  // On a refusal, t names the same moment as Retry-After (draft section 6).
+  const t = decision.allowed || decision.retryAfterMs === Infinity ? ceilSeconds(decision.resetAfterMs) : Math.max(1, ceilSeconds(decision.retryAfterMs));
+  const params = `;r=${r};t=${t}`;
+  let value = `"${names[0] as string}"${params}`;
+  for (let i = 1; i < names.length; i++) value += `, "${names[i] as string}"${params}`;
+  return value;
+}
+
 /**
  * The `ratelimit-policy` and `ratelimit` fields for `decision` under `policies` (from
  * `advertisePolicies`), both assumed checked. Pure; safe on any thread.
  */
 export function rateLimitFields(decision: Decision, policies: readonly AdvertisedPolicy[]): Pick<RateLimitHeaders, 'ratelimit-policy' | 'ratelimit'> {
-  const r = sfInteger(Math.floor(decision.remaining));
-  // On a refusal, t names the same moment as Retry-After (draft section 6).
-  const retryAfter = retryAfterSeconds(decision);
-  const t = retryAfter === undefined ? ceilSeconds(decision.resetAfterMs) : Number(retryAfter);
-  return {
-    'ratelimit-policy': policies.map((p) => p.item).join(', '),
-    'ratelimit': policies.map((p) => `"${p.name}";r=${r};t=${t}`).join(', '),
-  };
+  const fields = policyFields(policies);
+  return { 'ratelimit-policy': fields.policy, 'ratelimit': rateLimitValue(decision, fields.names) };
 }
 
 /**

@@ -5,7 +5,7 @@ import { checkNames } from '../option-names.js';
 import type { Limit } from '../limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
 import { RateLimiter, type Decision } from '../rate-limiter.js';
-import { advertisePolicies, rateLimitFields, retryAfterSeconds, type AdvertisedPolicy } from './headers.js';
+import { advertisePolicies, policyFields, rateLimitValue, retryAfterSeconds, type PolicyFields } from './headers.js';
 
 /**
  * Rate limiting for HTTP servers: `rateLimit` for node:http and Express (the same `(req, res,
@@ -111,8 +111,10 @@ const REFUSED_BODY = 'Too Many Requests: retry later.\n';
 export interface Outcome {
   allowed: boolean;
   decision: Decision;
-  /** The RateLimit-Policy and RateLimit fields, or null with `headers: false`. */
-  fields: Record<string, string> | null;
+  /** The RateLimit-Policy field's value, or null with `headers: false`. */
+  policy: string | null;
+  /** The RateLimit field's value, or null with `headers: false`. */
+  limits: string | null;
   /** The Retry-After value on a refusal that can pass later. */
   retryAfter: string | undefined;
 }
@@ -121,16 +123,16 @@ export interface Outcome {
 type Check<Req> = (req: Req, cost?: number) => Outcome;
 
 /** The advertised policies of `limits` run by `algorithm` (default GCRA). */
-function policiesOf(algorithm: string | undefined, limits: Limit | readonly Limit[]): AdvertisedPolicy[] {
-  return advertisePolicies(limits, (algorithm ?? 'gcra') === 'gcra');
+function policiesOf(algorithm: string | undefined, limits: Limit | readonly Limit[]): PolicyFields {
+  return policyFields(advertisePolicies(limits, (algorithm ?? 'gcra') === 'gcra'));
 }
 
 /**
  * For a PolicyLimiter: the policies of the rule a request matches, computed once per rule object
  * (`ruleFor` returns the same object until the rules change).
  */
-function policyLookup(limiter: PolicyLimiter): (request: PolicyRequest) => AdvertisedPolicy[] {
-  const cache = new WeakMap<object, AdvertisedPolicy[]>();
+function policyLookup(limiter: PolicyLimiter): (request: PolicyRequest) => PolicyFields {
+  const cache = new WeakMap<object, PolicyFields>();
   return (request) => {
     const rule = limiter.ruleFor(request);
     let policies = cache.get(rule);
@@ -185,16 +187,16 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
     throw new TypeError(`options.key must be a function of the request, got ${describe(options.key)}`);
   }
 
-  const outcome = (decision: Decision, policies: (() => AdvertisedPolicy[]) | null): Outcome => ({
+  const outcome = (decision: Decision, fields: PolicyFields | null): Outcome => ({
     allowed: decision.allowed,
     decision,
-    fields: policies === null ? null : rateLimitFields(decision, policies()),
+    policy: fields === null ? null : fields.policy,
+    limits: fields === null ? null : rateLimitValue(decision, fields.names),
     retryAfter: decision.allowed ? undefined : retryAfterSeconds(decision),
   });
   if (limiter instanceof RateLimiter) {
     const keyOf = (options.key as ((req: Req) => string) | undefined) ?? defaultKey;
-    const policies = policiesOf(limiter.algorithm, limiter.limits);
-    const fixed = headers ? () => policies : null;
+    const fixed = headers ? policiesOf(limiter.algorithm, limiter.limits) : null;
     return (req, cost) => outcome(limiter.tryAcquire(keyOf(req), cost ?? costOf(req)), fixed);
   }
   if (limiter instanceof PolicyLimiter) {
@@ -203,7 +205,7 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
     const lookup = policyLookup(limiter);
     return (req, cost) => {
       const request = keyOf(req);
-      return outcome(limiter.tryAcquire(request, cost ?? costOf(req)), headers ? () => lookup(request) : null);
+      return outcome(limiter.tryAcquire(request, cost ?? costOf(req)), headers ? lookup(request) : null);
     };
   }
   throw new TypeError(`options.limiter must be a RateLimiter or a PolicyLimiter, got ${describe(limiter)}`);
@@ -247,7 +249,10 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
       return;
     }
     if (requestProperty !== false) (req as unknown as Record<string, unknown>)[requestProperty] = outcome.decision;
-    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) res.setHeader(name, stacked(res.getHeader(name), value));
+    if (outcome.policy !== null) {
+      res.setHeader('ratelimit-policy', stacked(res.getHeader('ratelimit-policy'), outcome.policy));
+      res.setHeader('ratelimit', stacked(res.getHeader('ratelimit'), outcome.limits as string));
+    }
     if (outcome.allowed) {
       next();
       return;
@@ -295,7 +300,10 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
       done(error instanceof Error ? error : new Error(String(error)));
       return;
     }
-    if (outcome.fields !== null) for (const [name, value] of Object.entries(outcome.fields)) reply.header(name, stacked(reply.getHeader?.(name), value));
+    if (outcome.policy !== null) {
+      reply.header('ratelimit-policy', stacked(reply.getHeader?.('ratelimit-policy'), outcome.policy));
+      reply.header('ratelimit', stacked(reply.getHeader?.('ratelimit'), outcome.limits as string));
+    }
     if (outcome.allowed) {
       done();
       return;
