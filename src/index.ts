@@ -4,7 +4,7 @@
  */
 export { RateLimiter } from './rate-limiter.js';
 export type {
-  AttachOptions, Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
+  AttachOptions, Decision, DecisionReason, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
 } from './rate-limiter.js';
 export { PolicyLimiter } from './policy-limiter.js';
 export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRule } from './policy-limiter.js';

@@ -1,7 +1,9 @@
 import type { LimitAlgorithm, Moment, Verdict } from './algorithms/index.js';
+import type { LimitState } from './limiter-types.js';
 import { isStale, raiseStamp } from './gcra.js';
 import { NarrowGcra } from './algorithms/gcra.js';
 import { FixedWindow32 } from './algorithms/fixed-window-32.js';
+import { MAX_LIMITS } from './table/layout.js';
 
 /**
  * A commit that lost a race decides that limit again at the decision's own reading if that is at
@@ -86,6 +88,16 @@ export class LimitSet {
   reserving: number | null = null;
   /** A reservation's earliest act for the pass being decided (ms after the reading). */
   #notBefore = 0;
+  /**
+   * Each key limit's own remaining and reset (ms) after the last decision with detail, in the
+   * group's order: what a RateLimit header reports per limit. The cap's pass is not recorded.
+   */
+  readonly limitRemaining = new Float64Array(MAX_LIMITS);
+  readonly limitResetMs = new Float64Array(MAX_LIMITS);
+  /** The group whose limits were recorded last (commit keeps them up to date after a lost race). */
+  #recorded: LimitGroup | null = null;
+  /** False while the global cap is decided: its numbers are not the key's. */
+  #recording = true;
 
   readonly #clock: () => number;
 
@@ -206,6 +218,11 @@ export class LimitSet {
       if (v.detail) {
         r.remaining = Math.min(r.remaining, v.remaining);
         r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
+        if (this.#recording) {
+          this.limitRemaining[i] = v.remaining;
+          this.limitResetMs[i] = v.resetMs;
+          this.#recorded = g;
+        }
       }
       if (probe) continue; // a probe after a refusal: keep the refusal's verdict and waits
       if (!v.allowed) {
@@ -228,7 +245,9 @@ export class LimitSet {
     let keyPart = Object.assign(this.#keyPart, r);
     for (let pass = 0; ; pass++) {
       // A reservation: the cap counts it no sooner than the key's wait.
+      this.#recording = false;
       this.check(cap, cm, capLastSec, cost, this.reserving === null ? 0 : keyPart.retryAfterMs);
+      this.#recording = true;
       if (!r.allowed) {
         const capRemaining = r.remaining;
         this.probe(key, m, lastSec);
@@ -320,6 +339,10 @@ export class LimitSet {
         if (v.detail) {
           r.remaining = Math.min(r.remaining, v.remaining);
           r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
+          if (g === this.#recorded) {
+            this.limitRemaining[i] = Math.min(this.limitRemaining[i] as number, v.remaining);
+            this.limitResetMs[i] = Math.max(this.limitResetMs[i] as number, v.resetMs);
+          }
         }
         if (this.reserving !== null) {
           r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
@@ -343,4 +366,11 @@ export class LimitSet {
   undo(g: LimitGroup, area: StateArea, n: number): void {
     for (let i = 0; i < n; i++) (g.algorithms[i] as LimitAlgorithm).undo(this.#w, area.state + (g.offsets[i] as number));
   }
+}
+
+/** The first `n` limits' own numbers after a decision (for `Decision.limits`). */
+export function limitStates(remaining: Float64Array, resetMs: Float64Array, n: number): LimitState[] {
+  const out: LimitState[] = [];
+  for (let i = 0; i < n; i++) out.push({ remaining: remaining[i] as number, resetAfterMs: resetMs[i] as number });
+  return out;
 }

@@ -35,6 +35,18 @@ export interface Decision {
    * was open) and `onError` answered instead; absent otherwise.
    */
   degraded?: true;
+  /**
+   * With several limits (RateLimiter and PolicyLimiter): each limit's own `remaining` and
+   * `resetAfterMs`, in the order of the limits. `remaining` above is the smallest of them.
+   * Absent with one limit, and on a full table.
+   */
+  limits?: readonly LimitState[];
+}
+
+/** One limit's part of a Decision (see `Decision.limits`). */
+export interface LimitState {
+  remaining: number;
+  resetAfterMs: number;
 }
 
 /** Options for `new RateLimiter`. */

@@ -35,6 +35,9 @@ export class LockedEngine {
   readonly #globalMoment: Moment = { ms: 0, sec: 0 };
   readonly #clock: () => number;
   readonly result: LockedResult;
+  /** Each key limit's own remaining and reset after the last decision with detail (LimitSet). */
+  readonly limitRemaining: Float64Array;
+  readonly limitResetMs: Float64Array;
   /** Whether the current decision committed a spend. */
   #spent = false;
   #retries = 0;
@@ -55,6 +58,8 @@ export class LockedEngine {
     this.#w = w;
     this.#set = new LimitSet(w, clock);
     this.result = this.#set.result;
+    this.limitRemaining = this.#set.limitRemaining;
+    this.limitResetMs = this.#set.limitResetMs;
     this.#clock = clock;
     this.#key = key;
     this.#global = global?.group ?? null;

@@ -47,6 +47,9 @@ export class LockFreeEngine {
   readonly #moment: Moment = { ms: 0, sec: 0 };
   readonly #clock: () => number;
   readonly result: LockedResult;
+  /** Each key limit's own remaining and reset after the last decision with detail (LimitSet). */
+  readonly limitRemaining: Float64Array;
+  readonly limitResetMs: Float64Array;
   readonly #batch: GlobalBatch | null;
   #retries = 0;
   // The slot being decided, for #stillOurs (a bound method: no closure per decision).
@@ -61,6 +64,8 @@ export class LockFreeEngine {
     this.#globalArea = global?.area ?? null;
     this.#set = new LimitSet(w, clock);
     this.result = this.#set.result;
+    this.limitRemaining = this.#set.limitRemaining;
+    this.limitResetMs = this.#set.limitResetMs;
     this.#clock = clock;
     // A global cap of one 32-bit GCRA limit is served to allow() in per-thread batches.
     const only = global?.group.algorithms.length === 1 ? global.group.algorithms[0] : undefined;

@@ -7,6 +7,7 @@ import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from
 import { describe, integerInRange } from './errors.js';
 import { DEFAULT_MAX_LOG_SIZE } from './limiter-config.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
+import { limitStates } from './limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './policy/rules.js';
 import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './policy/rules-store.js';
 import type { Decision, RateLimiterStats } from './rate-limiter.js';
@@ -253,7 +254,10 @@ export class PolicyLimiter {
     }
     const r = this.#engine.result;
     const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
-    return { allowed: r.allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+    const n = this.#limits.algorithms.length;
+    const d: Decision = { allowed: r.allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+    if (n > 1) d.limits = limitStates(this.#engine.limitRemaining, this.#engine.limitResetMs, n);
+    return d;
   }
 
   /**

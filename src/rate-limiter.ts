@@ -11,6 +11,7 @@ import {
 } from './waiting.js';
 import { type Limit } from './limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
+import { limitStates } from './limit-set.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
 import { LockFreeEngine } from './lockfree-engine.js';
 import { engineChoice } from './engine-choice.js';
@@ -23,7 +24,7 @@ import { checkAttachOptions, parseTableOptions } from './table-options.js';
 import { checkNames, namesOf } from './option-names.js';
 
 export type {
-  AttachOptions, Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
+  AttachOptions, Decision, DecisionReason, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
 } from './limiter-types.js';
 import type {
   AttachOptions, Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
@@ -209,7 +210,10 @@ export class RateLimiter {
     }
     if (this.#engine) {
       const r = this.#engine.result;
-      return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+      const e = this.#engine;
+      const n = this.limits.length;
+      if (n === 1) return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+      return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason, limits: limitStates(e.limitRemaining, e.limitResetMs, n) };
     }
     const one = this.#one as Gcra32 | WideGcra;
     return { allowed, remaining: one.remaining(), retryAfterMs: allowed ? 0 : one.waitMs(), resetAfterMs: one.resetMs(), reason };

@@ -59,13 +59,13 @@ describe.each(frameworks)('rateLimit in %s', (_, express) => {
     expect(statuses).toEqual([200, 200, 200, 429, 429]);
     const refused = last as Response;
     expect(parseList(refused.headers.get('ratelimit-policy') as string).map(([n, p]) => [n, Object.fromEntries(p)])).toEqual([['3-per-60s', { q: 3, w: 60 }]]);
-    // On a 429, t names the same moment as Retry-After; on a 200, when the bucket is full again.
+    // t is the time until one more request passes, on a 429 as on a 200 (Retry-After: this one).
     expect(rateLimitItems(refused.headers.get('ratelimit'))).toEqual({ '3-per-60s': { r: 0, t: 20 } });
     expect(refused.headers.get('retry-after')).toBe('20');
     clock.advance(Number(refused.headers.get('retry-after')) * 1000);
     const again = await fetch(url);
     expect(again.status).toBe(200);
-    expect(rateLimitItems(again.headers.get('ratelimit'))).toEqual({ '3-per-60s': { r: 0, t: 60 } });
+    expect(rateLimitItems(again.headers.get('ratelimit'))).toEqual({ '3-per-60s': { r: 0, t: 20 } });
   });
 
   it('concurrent load (autocannon, 20 connections): exactly the burst passes', async () => {

@@ -66,7 +66,7 @@ function decision(fields: Partial<Decision>): Decision {
 const SF_ITEM = /^"[\x20-\x21\x23-\x5b\x5d-\x7e]*"(;[a-z*][a-z0-9_.*-]*=\d{1,15})+$/;
 
 describe('rateLimitHeaders()', () => {
-  it('reports an allowed decision: policy q and w, r remaining, t seconds to a full bucket', () => {
+  it('reports an allowed decision: policy q and w, r remaining, t seconds until one more request', () => {
     const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: 4, clock: new ManualClock() });
     const d = limiter.tryAcquire('k', 3); // 300 ms of debt
     expect(d).toMatchObject({ allowed: true, remaining: 7, resetAfterMs: 300 });
@@ -76,7 +76,7 @@ describe('rateLimitHeaders()', () => {
     });
   });
 
-  it('reports a refusal with Retry-After, and t equal to it', () => {
+  it('reports a refusal with Retry-After; t, the time until one more request, equals it for a cost of 1', () => {
     const limiter = new RateLimiter({ limit: perMinute(3), maxKeys: 4, clock: new ManualClock() });
     for (let i = 0; i < 3; i++) limiter.tryAcquire('k');
     const d = limiter.tryAcquire('k');
@@ -99,7 +99,8 @@ describe('rateLimitHeaders()', () => {
   ])('rounds Retry-After up: %f ms -> %s s', (retryAfterMs, expected) => {
     const h = rateLimitHeaders(decision({ allowed: false, retryAfterMs, resetAfterMs: 60_000, reason: 'limited' }), perMinute(3));
     expect(h['retry-after']).toBe(expected);
-    expect(h.ratelimit).toBe(`"3-per-60s";r=0;t=${expected}`);
+    // t is about the limit (one more request in 60 - 2 x 20 s), Retry-After about this request.
+    expect(h.ratelimit).toBe('"3-per-60s";r=0;t=20');
   });
 
   it('omits Retry-After when the request can never pass (cost over the burst)', () => {
@@ -112,16 +113,31 @@ describe('rateLimitHeaders()', () => {
     });
   });
 
-  it('gives several limits one policy item each, with the combined r and t', () => {
+  it("Decision.limits: each key limit's own numbers, not the global cap's; absent with one limit", () => {
+    const clock = new ManualClock();
+    const capped = new RateLimiter({ limit: [perSecond(5), perMinute(20)], globalLimit: perSecond(2), maxKeys: 4, clock });
+    expect(capped.tryAcquire('a').limits).toEqual([{ remaining: 4, resetAfterMs: 200 }, { remaining: 19, resetAfterMs: 3_000 }]);
+    expect(capped.tryAcquire('b').limits).toEqual([{ remaining: 4, resetAfterMs: 200 }, { remaining: 19, resetAfterMs: 3_000 }]);
+    const refused = capped.tryAcquire('c'); // the cap (2 per second) refuses: c's limits are untouched
+    expect(refused).toMatchObject({ allowed: false, reason: 'global-limit', limits: [{ remaining: 5, resetAfterMs: 0 }, { remaining: 20, resetAfterMs: 0 }] });
+    const windows = new RateLimiter({ limit: [perSecond(5), perMinute(20)], algorithm: 'fixed-window', maxKeys: 4, clock });
+    expect(windows.tryAcquire('k').limits?.map((l) => l.remaining)).toEqual([4, 19]);
+    expect(new RateLimiter({ limit: perSecond(5), maxKeys: 4, clock }).tryAcquire('k').limits).toBeUndefined();
+    const policy = new PolicyLimiter({ rules: [{ limit: [perSecond(5), perMinute(20)] }], maxKeys: 4, clock });
+    expect(policy.tryAcquire({ user: 'u', api: 'a' }).limits?.map((l) => l.remaining)).toEqual([4, 19]);
+  });
+
+  it('gives several limits one policy item each, each with its own r and t', () => {
     const limits = [perSecond(5), perMinute(20)];
     const limiter = new RateLimiter({ limit: limits, maxKeys: 4, clock: new ManualClock() });
     for (let i = 0; i < 4; i++) limiter.tryAcquire('k');
     const d = limiter.tryAcquire('k');
-    expect(d).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 15_000 });
+    expect(d).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 15_000, limits: [{ remaining: 0, resetAfterMs: 1_000 }, { remaining: 15, resetAfterMs: 15_000 }] });
     const h = rateLimitHeaders(d, limits);
+    // 5 per second: one more in 1 s - 4 x 200 ms; 20 per minute: in 15 s - 4 x 3 s.
     expect(h).toEqual({
       'ratelimit-policy': '"5-per-1s";q=5;w=1, "20-per-60s";q=20;w=60',
-      'ratelimit': '"5-per-1s";r=0;t=15, "20-per-60s";r=0;t=15',
+      'ratelimit': '"5-per-1s";r=0;t=1, "20-per-60s";r=15;t=3',
     });
     for (const field of [h['ratelimit-policy'], h.ratelimit]) {
       for (const item of field.split(', ')) expect(item).toMatch(SF_ITEM);
@@ -175,7 +191,7 @@ describe('rateLimit() on a node:http server', () => {
     const { url, handled } = await serveLimited(rateLimit({ limiter }));
     const policy = '"3-per-60s";q=3;w=60';
 
-    for (const [r, t] of [[2, 20], [1, 40], [0, 60]]) {
+    for (const [r, t] of [[2, 20], [1, 20], [0, 20]]) { // one more request every 20 s
       const reply = await get(url);
       const expected = rateLimitHeaders(shadow.tryAcquire('127.0.0.1'), perMinute(3));
       expect(reply).toEqual({ status: 200, body: 'ok', policy, rateLimit: `"3-per-60s";r=${r};t=${t}`, retryAfter: null });
@@ -246,7 +262,7 @@ describe('rateLimit() on a node:http server', () => {
     expect(await get(`${url}/upload`, bob)).toMatchObject({ status: 200, policy: '"2-per-1s";q=2;w=1', rateLimit: '"2-per-1s";r=1;t=1' });
     expect(await get(`${url}/upload`, { 'x-user': 'alice' })).toMatchObject({
       policy: '"5-per-1s";q=5;w=1, "100-per-60s";q=100;w=60',
-      rateLimit: '"5-per-1s";r=4;t=1, "100-per-60s";r=4;t=1',
+      rateLimit: '"5-per-1s";r=4;t=1, "100-per-60s";r=99;t=1',
     });
     await get(`${url}/search`, bob);
     await get(`${url}/search`, bob);

@@ -23,12 +23,11 @@ import type { Decision } from '../rate-limiter.js';
  * `q`: it is how many requests a rested client may send at one instant. Window and log
  * algorithms advertise the same q and w and no `sluice-burst` (burst does not apply to them).
  *
- * What a decision reports: `r` is `decision.remaining`; `t` is the seconds, rounded up, until the
- * key is back to a full bucket (`resetAfterMs`), or, on a refusal, the same number as
- * `Retry-After`, since the draft (section 6) asks that Retry-After not point before the end of
- * the effective window. Several limits give one policy item each; one decision covers them all
- * (every request spends from each), so each `ratelimit` item carries the combined numbers: what
- * the tightest limit leaves, and the time until every limit is full again.
+ * What a decision reports, per policy item: `r` is what the limit has left (`remaining`); `t` is
+ * the seconds, rounded up, until it has more again ("additional quota", draft -10 and later), 0
+ * when it is full, the same meaning on a 200 and on a 429 (where Retry-After says when the
+ * refused request itself, of its cost, would pass). Several limits give one item each, each with
+ * its own `r` and `t` (`decision.limits`). `rateLimitHeaders` reads its limits as GCRA ones.
  *
  * Thread-safety: pure functions over plain data; safe on any thread.
  */
@@ -47,6 +46,11 @@ export interface RateLimitHeaders {
 export interface AdvertisedPolicy {
   readonly name: string;
   readonly item: string;
+  /** What `t` needs: the limit's kind, its emission interval (ms), burst and permits. */
+  readonly gcra: boolean;
+  readonly intervalMs: number;
+  readonly burst: number;
+  readonly permits: number;
 }
 
 /** Largest Integer a Structured Field may carry (RFC 9651, section 3.3.1). */
@@ -82,7 +86,7 @@ export function advertisePolicies(limit: Limit | readonly Limit[], gcra = true):
     for (let n = 2; seen.has(policy); n++) policy = `${q}-per-${wSec}s-${n}`;
     seen.add(policy);
     const burstParam = gcra && burst !== q ? `;sluice-burst=${burst}` : '';
-    return { name: policy, item: `"${policy}";q=${q};w=${wSec}${burstParam}` };
+    return { name: policy, item: `"${policy}";q=${q};w=${wSec}${burstParam}`, gcra, intervalMs, burst, permits };
   });
 }
 
@@ -115,28 +119,49 @@ export function retryAfterSeconds(decision: Decision): string | undefined {
   return String(Math.max(1, ceilSeconds(decision.retryAfterMs)));
 }
 
-/** A limiter's policies as its fields need them: the `ratelimit-policy` value (the same on every response) and the names. */
+/** A limiter's policies as its fields need them: the `ratelimit-policy` value (the same on every response) and each policy. */
 export interface PolicyFields {
   readonly policy: string;
-  readonly names: readonly string[];
+  readonly policies: readonly AdvertisedPolicy[];
 }
 
 /** `policies` (from `advertisePolicies`) as fields, built once per limiter or rule. */
 export function policyFields(policies: readonly AdvertisedPolicy[]): PolicyFields {
-  return { policy: policies.map((p) => p.item).join(', '), names: policies.map((p) => p.name) };
+  return { policy: policies.map((p) => p.item).join(', '), policies };
 }
 
 /**
- * The `ratelimit` value for `decision` (assumed checked): one item per policy name. Built with
- * one string per request, since the middleware runs it on every response.
+ * Seconds, rounded up, until the limit holds more than `remaining` again ("additional quota",
+ * the draft's `t`); 0 when it is full. A GCRA limit gains one request an emission interval after
+ * its debt last crossed a whole interval: its reset (the time to a full bucket) less the
+ * intervals still missing after the next one. A window gains back at its reset (the sliding
+ * window and the log earlier, as their counts age: their `t` is that upper bound).
  */
-export function rateLimitValue(decision: Decision, names: readonly string[]): string {
-  const r = sfInteger(Math.floor(decision.remaining));
-  // On a refusal, t names the same moment as Retry-After (draft section 6).
-  const t = decision.allowed || decision.retryAfterMs === Infinity ? ceilSeconds(decision.resetAfterMs) : Math.max(1, ceilSeconds(decision.retryAfterMs));
-  const params = `;r=${r};t=${t}`;
-  let value = `"${names[0] as string}"${params}`;
-  for (let i = 1; i < names.length; i++) value += `, "${names[i] as string}"${params}`;
+function moreQuotaSeconds(p: AdvertisedPolicy, remaining: number, resetMs: number): number {
+  const r = Math.floor(remaining);
+  if (p.gcra) {
+    if (r >= p.burst) return 0;
+    return ceilSeconds(Math.max(0, resetMs - (p.burst - r - 1) * p.intervalMs));
+  }
+  if (r >= p.permits) return 0;
+  return ceilSeconds(resetMs);
+}
+
+/**
+ * The `ratelimit` value for `decision` (assumed checked): one item per policy, each with its
+ * limit's own `r` and `t` when the decision has them (`decision.limits`, several limits), else the
+ * decision's. Built with few strings per request: the middleware runs it on every response.
+ */
+export function rateLimitValue(decision: Decision, fields: PolicyFields): string {
+  const policies = fields.policies;
+  let value = '';
+  for (let i = 0; i < policies.length; i++) {
+    const p = policies[i] as AdvertisedPolicy;
+    const own = decision.limits?.[i];
+    const remaining = own === undefined ? decision.remaining : own.remaining;
+    const resetMs = own === undefined ? decision.resetAfterMs : own.resetAfterMs;
+    value += `${i === 0 ? '' : ', '}"${p.name}";r=${sfInteger(Math.floor(remaining))};t=${moreQuotaSeconds(p, remaining, resetMs)}`;
+  }
   return value;
 }
 
@@ -146,7 +171,7 @@ export function rateLimitValue(decision: Decision, names: readonly string[]): st
  */
 export function rateLimitFields(decision: Decision, policies: readonly AdvertisedPolicy[]): Pick<RateLimitHeaders, 'ratelimit-policy' | 'ratelimit'> {
   const fields = policyFields(policies);
-  return { 'ratelimit-policy': fields.policy, 'ratelimit': rateLimitValue(decision, fields.names) };
+  return { 'ratelimit-policy': fields.policy, 'ratelimit': rateLimitValue(decision, fields) };
 }
 
 /**

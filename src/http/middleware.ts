@@ -191,7 +191,7 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
     allowed: decision.allowed,
     decision,
     policy: fields === null ? null : fields.policy,
-    limits: fields === null ? null : rateLimitValue(decision, fields.names),
+    limits: fields === null ? null : rateLimitValue(decision, fields),
     retryAfter: decision.allowed ? undefined : retryAfterSeconds(decision),
   });
   if (limiter instanceof RateLimiter) {
