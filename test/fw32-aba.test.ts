@@ -38,10 +38,11 @@ describe('fixed window, one int32 word: a decision that stalls for its word alia
     const cost = PERMITS + 1 - k; // a's request: fits window 1 (count 1)
     let calls = 0;
     let bAdmitted = 0;
+    let attached = false; // attach reads a given clock once, to check it: not a decision's reading
     const a = RateLimiter.attach(b.handle, {
       clock: {
         now() {
-          if (calls++ > 0) return clock.now();
+          if (!attached || calls++ > 0) return clock.now();
           // a has its snapshot (window 1, count 1) and reads 1000; it stops here until b has
           // worked in window 1 + D.
           clock.set(LATER);
@@ -50,6 +51,7 @@ describe('fixed window, one int32 word: a decision that stalls for its word alia
         },
       },
     });
+    attached = true;
     expect(b.tryAcquire('k', 1).allowed).toBe(true); // window 1: count 1
     a.tryAcquire('k', cost);
     bAdmitted += drain(b, 'k');
@@ -64,9 +66,11 @@ describe('fixed window, one int32 word: a decision that stalls for its word alia
     const cost = 1000;
     let calls = 0;
     let bAdmitted = 0;
+    let attached = false; // attach reads a given clock once, to check it: not a decision's reading
     const a = RateLimiter.attach(b.handle, {
       clock: {
         now() {
+          if (!attached) return clock.now();
           const n = calls++;
           if (n === 0) {
             // a's reading, after its snapshot: b spends 1 meanwhile, so both of a's commits lose a race.
@@ -85,6 +89,7 @@ describe('fixed window, one int32 word: a decision that stalls for its word alia
         },
       },
     });
+    attached = true;
     expect(b.tryAcquire('k', 1).allowed).toBe(true); // window 1: count 1
     const aAllowed = a.tryAcquire('k', cost).allowed;
     expect(calls).toBeGreaterThan(3); // a decided again after the late re-check, at LATER

@@ -237,6 +237,7 @@ async function storm(c: Case): Promise<void> {
   // Reservations: made for a later window, cancelled, and races lost, over all epochs.
   const reserved = { ahead: 0, cancelled: 0, casRetries: 0 };
 
+  let epochsWithAdmissions = 0;
   for (let epoch = 0; epoch < (c.epochs ?? EPOCHS); epoch++) {
     if (epoch > 0) clock.advance(FAR_MS); // every key idle: hot keys get reclaimed and inserted again
     const counters = new SharedArrayBuffer(4 * (HOT.length + WORKERS));
@@ -254,7 +255,9 @@ async function storm(c: Case): Promise<void> {
     }
     // Never more than the limit while the clock stood still, whatever was terminated where.
     const admitted = HOT.map((_, k) => count[k] as number);
-    expect(admitted.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    // An epoch whose workers were all terminated before their first decision (a loaded machine
+    // starts them late) admits nothing: liveness is asked of the storm, not of every epoch.
+    if (admitted.reduce((a, b) => a + b, 0) > 0) epochsWithAdmissions++;
     for (const n of admitted) expect(n, `epoch ${epoch}: admitted ${admitted.join(', ')}`).toBeLessThanOrEqual(c.keyBound);
     if (c.globalBound !== undefined) expect(admitted.reduce((a, b) => a + b, 0), `epoch ${epoch}`).toBeLessThanOrEqual(c.globalBound);
     expect([...liveCopies(limiter)].filter(([, n]) => n > 1), `epoch ${epoch}: keys with two live copies`).toEqual([]);
@@ -285,6 +288,7 @@ async function storm(c: Case): Promise<void> {
     }
   }
   expect(work).toBeGreaterThan(1_000); // the workers did run between their starts and their ends
+  expect(epochsWithAdmissions * 2, 'epochs that admitted something').toBeGreaterThanOrEqual(c.epochs ?? EPOCHS);
   if (c.reserve) {
     // Reservations for the next window were made and cancelled, and the workers raced.
     expect(reserved.ahead, JSON.stringify(reserved)).toBeGreaterThan(0);

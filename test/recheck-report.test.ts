@@ -17,7 +17,7 @@ describe('a decision that lost a race', () => {
     const clock = new ManualClock(1_000);
     const main = new RateLimiter({ maxKeys: 8, clock, ...options } as RateLimiterOptions);
     main.tryAcquire('k', 0);
-    let calls = 0;
+    let calls = -1; // attach reads the clock once to check it: not a decision's reading
     // Another thread spends 3 between this decision's snapshot and its commit.
     const a = RateLimiter.attach(main.handle, { clock: { now: () => { if (++calls === 1) main.tryAcquire('k', 3); return clock.now(); } } });
     const d = a.tryAcquire('k', 1);
@@ -31,7 +31,7 @@ describe('a decision that lost a race', () => {
     const clock = new ManualClock(1_000);
     const main = new RateLimiter({ maxKeys: 8, clock, algorithm: 'sliding-log', limit: perHour(5), claimTimeoutMs: 5 });
     main.tryAcquire('k', 0);
-    let calls = 0;
+    let calls = -1; // attach reads the clock once to check it: not a decision's reading
     // Stopped holding k's lock, after its snapshot: main takes the lock over (after 5 ms) and spends 3.
     const a = RateLimiter.attach(main.handle, { clock: { now: () => { if (++calls === 1) main.tryAcquire('k', 3); return clock.now(); } } });
     const d = a.tryAcquire('k', 1);

@@ -94,6 +94,18 @@ describe('clocks', () => {
     expect(() => LocalTier.create({ clock: { now: () => undefined as never } })).toThrow(TypeError);
   });
 
+  it('a clock given to attach must return a finite number too', () => {
+    const clock = { now: () => 5 };
+    const custom = new RateLimiter({ limit, maxKeys: 4, clock });
+    expect(() => RateLimiter.attach(custom.handle, { clock: { now: () => Number.NaN } })).toThrow(/^options\.clock\.now\(\) must return a finite number, got NaN$/);
+    expect(() => RateLimiter.attach(custom.handle, { clock: { now: () => '5' } as never })).toThrow(TypeError);
+    const policy = new PolicyLimiter({ rules: [{ limit }], maxKeys: 4, clock });
+    expect(() => PolicyLimiter.attach(policy.handle, { clock: { now: () => Infinity } })).toThrow(TypeError);
+    const places = new ConcurrencyLimiter({ maxInFlight: 1, leaseMs: 10, maxKeys: 4, clock });
+    expect(() => ConcurrencyLimiter.attach(places.handle, { clock: { now: () => -Infinity } })).toThrow(TypeError);
+    expect(RateLimiter.attach(custom.handle, { clock }).allow('k')).toBe(true);
+  });
+
   it('a ManualClock table refuses another ManualClock and the monotonic clock; the monotonic one refuses a ManualClock', () => {
     const clock = new ManualClock(1_000);
     const manual = new RateLimiter({ limit, maxKeys: 4, clock });

@@ -11,7 +11,7 @@ const HOUR = 3_600_000;
 
 /** A clock that runs `hooks[n]` at its n-th reading, then reads `clock`. */
 function hooked(clock: ManualClock, hooks: Record<number, () => void>): Clock {
-  let calls = 0;
+  let calls = -1; // attach reads the clock once to check it: not a decision's reading
   return { now: () => { hooks[++calls]?.(); return clock.now(); } };
 }
 
