@@ -5,25 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perSecond, PolicyLimiter, type PolicyRule } from '../src/index.js';
 import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT, TOMB } from '../src/table/layout.js';
 import { keyOffsetOf } from '../src/table/table.js';
+import { result } from './helpers/workers.js';
 
 const workerUrl = new URL('./fixtures/policy-worker.mjs', import.meta.url);
-
-/** The worker's next message (rejects on its error). */
-function reply<T>(worker: Worker): Promise<T> {
-  return new Promise((resolve, reject) => {
-    // Each listener removes the other: a worker asked many times must not pile up listeners.
-    const onMessage = (message: T): void => {
-      worker.off('error', onError);
-      resolve(message);
-    };
-    const onError = (error: Error): void => {
-      worker.off('message', onMessage);
-      reject(error);
-    };
-    worker.once('message', onMessage);
-    worker.once('error', onError);
-  });
-}
 
 describe('PolicyLimiter: one rule change while 4 workers hammer one pair (frozen clock)', () => {
   const WORKERS = 4;
@@ -44,7 +28,7 @@ describe('PolicyLimiter: one rule change while 4 workers hammer one pair (frozen
   beforeAll(async () => {
     policy = new PolicyLimiter({ rules: fixedWindow, maxKeys: 64, clock: new ManualClock(), maxStateWords: 32 });
     pool = Array.from({ length: WORKERS }, () => new Worker(workerUrl, { workerData: { handle: policy.handle, ctl: ctl.buffer } }));
-    await Promise.all(pool.map((w) => reply(w)));
+    await Promise.all(pool.map((w) => result(w)));
   });
 
   afterAll(async () => {
@@ -66,7 +50,7 @@ describe('PolicyLimiter: one rule change while 4 workers hammer one pair (frozen
       Atomics.store(ctl, READY, 0);
       Atomics.store(ctl, CALLS, 0);
       const from = Atomics.load(rulesVersion, 0);
-      const replies = pool.map((w) => reply<{ admitted: number; raced: number }>(w));
+      const replies = pool.map((w) => result<{ admitted: number; raced: number }>(w));
       for (const w of pool) w.postMessage({ trial, ...request, from, after: 200 });
       while (Atomics.load(ctl, READY) < WORKERS) await new Promise((r) => setTimeout(r, 1));
       Atomics.store(ctl, GO, trial);

@@ -1,11 +1,10 @@
 import { resolveClock, type Clock } from '../clock.js';
 import { describe, integerInRange } from '../errors.js';
-import { H_ALGORITHM, H_CLOCK_KIND } from '../table/layout.js';
+import { H_CLOCK_KIND } from '../table/layout.js';
 import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
 import { checkTableBuffer } from '../table/table.js';
 import { parseTableOptions, type TableOptions } from '../table-options.js';
 import type { RateLimiterStats } from '../limiter-types.js';
-import { LOCAL_TIER_TABLE } from './local-tier-slot.js';
 import { checkNames } from '../option-names.js';
 import { checkAttachOptions } from '../table-options.js';
 
@@ -89,7 +88,6 @@ export function parseAttach(handle: LocalTierHandle, options: { clock?: Clock; c
     throw new TypeError(`handle must be a LocalTier handle ({ kind: '${KIND}', table, clock }), got ${describe(handle)}`);
   }
   const w = checkTableBuffer(handle.table, 'LocalTier');
-  if (w[H_ALGORITHM] !== LOCAL_TIER_TABLE) throw new TypeError('handle.table is not a LocalTier table');
   const { clock: given, cacheSize } = checkAttachOptions(options);
   const clock = resolveClock(w[H_CLOCK_KIND], given, handle.clock, 'LocalTier');
   return { clock, cacheSize: cacheSize ?? DEFAULT_CACHE_SIZE };

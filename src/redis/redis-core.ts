@@ -1,5 +1,4 @@
 import { describe, positiveFinite } from '../errors.js';
-import { checkNames } from '../option-names.js';
 import type { Decision, DecisionReason } from '../limiter-types.js';
 import { redisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
@@ -50,10 +49,6 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', 'maxBatch', 'localTier', 'lease'];
 
-/** Refuses option names outside `known`, naming the closest. */
-export function checkOptionNames(options: object, known: readonly string[], cls: string): void {
-  checkNames(options, known, 'options', `${cls} option`);
-}
 
 const REASONS: Record<number, DecisionReason> = { [ALLOWED]: 'allowed', [LIMITED]: 'limited', [EXCEEDS_BURST]: 'exceeds-burst', [GLOBAL_LIMIT]: 'global-limit' };
 

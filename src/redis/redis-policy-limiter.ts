@@ -6,7 +6,8 @@ import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
 import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type CompiledRules, type PolicyRule } from '../policy/rules.js';
 import { monotonicClock } from '../clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
-import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import { checkNames } from '../option-names.js';
+import { COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 
@@ -52,7 +53,7 @@ export class RedisPolicyLimiter {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`options must be an object like { redis, rules }, got ${describe(options)}`);
     }
-    checkOptionNames(options, OPTION_NAMES, 'RedisPolicyLimiter');
+    checkNames(options, OPTION_NAMES, 'options', 'RedisPolicyLimiter option');
     this.#maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
     if (options.local !== undefined && !(options.local instanceof PolicyLimiter)) throw new TypeError(`options.local must be a PolicyLimiter, got ${describe(options.local)}`);
     if (options.local !== undefined && options.onError !== 'local') throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);

@@ -8,7 +8,8 @@ import { MAX_LIMITS } from '../table/layout.js';
 import { checkRequest, RateLimiter } from '../rate-limiter.js';
 import { monotonicClock } from '../clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../waiting.js';
-import { checkOptionNames, COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import { checkNames } from '../option-names.js';
+import { COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 
@@ -72,7 +73,7 @@ export class RedisRateLimiter {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`options must be an object like { redis, limit }, got ${describe(options)}`);
     }
-    checkOptionNames(options, OPTION_NAMES, 'RedisRateLimiter');
+    checkNames(options, OPTION_NAMES, 'options', 'RedisRateLimiter option');
     const algorithm = checkAlgorithm(options.algorithm ?? 'gcra', 'options.algorithm');
     const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
     const list = Array.isArray(options.limit) ? options.limit : [options.limit];
