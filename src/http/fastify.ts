@@ -1,7 +1,7 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { checkCost, describe } from '../errors.js';
 import type { Decision } from '../limiter-types.js';
-import { fastifyAddress, makeCheck, stacked, type Outcome, type RateLimitOptions } from './middleware.js';
+import { fastifyAddress, makeCheck, setReplyFields, type Outcome, type RateLimitOptions } from './middleware.js';
 
 /**
  * `sluice/fastify`: rate limiting as a Fastify plugin. Register it once, and every route of the
@@ -92,15 +92,11 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
       next(error instanceof Error ? error : new Error(String(error)));
       return;
     }
-    if (outcome.policy !== null) {
-      reply.header('ratelimit-policy', stacked(reply.getHeader('ratelimit-policy'), outcome.policy));
-      reply.header('ratelimit', stacked(reply.getHeader('ratelimit'), outcome.limits as string));
-    }
+    setReplyFields(reply, outcome);
     if (outcome.allowed) {
       next();
       return;
     }
-    if (outcome.retryAfter !== undefined) reply.header('retry-after', outcome.retryAfter);
     next(new RateLimitedError(body.trimEnd(), status, outcome.decision));
   });
   done();

@@ -269,6 +269,18 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
   };
 }
 
+/**
+ * Sets a check's fields on a Fastify reply: the RateLimit fields after any an earlier limiter set,
+ * and Retry-After on a refusal that can pass later. For the bare hook and the plugin alike.
+ */
+export function setReplyFields(reply: FastifyReplyLike, outcome: Outcome): void {
+  if (outcome.policy !== null) {
+    reply.header('ratelimit-policy', stacked(reply.getHeader?.('ratelimit-policy'), outcome.policy));
+    reply.header('ratelimit', stacked(reply.getHeader?.('ratelimit'), outcome.limits as string));
+  }
+  if (outcome.retryAfter !== undefined) reply.header('retry-after', outcome.retryAfter);
+}
+
 /** The Fastify client address: `request.ip` (which follows Fastify's trustProxy), else the socket's. */
 export function fastifyAddress(request: FastifyRequestLike): unknown {
   return request.ip ?? request.raw?.socket?.remoteAddress;
@@ -300,15 +312,11 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
       done(error instanceof Error ? error : new Error(String(error)));
       return;
     }
-    if (outcome.policy !== null) {
-      reply.header('ratelimit-policy', stacked(reply.getHeader?.('ratelimit-policy'), outcome.policy));
-      reply.header('ratelimit', stacked(reply.getHeader?.('ratelimit'), outcome.limits as string));
-    }
+    setReplyFields(reply, outcome);
     if (outcome.allowed) {
       done();
       return;
     }
-    if (outcome.retryAfter !== undefined) reply.header('retry-after', outcome.retryAfter);
     reply.code(status);
     reply.header('content-type', 'text/plain; charset=utf-8');
     reply.send(body);
