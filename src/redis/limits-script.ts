@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { luaAlgorithms } from './lua-algorithms.js';
 import { gcraScript } from './lua-gcra.js';
+import { LUA_PUSH_LATE, luaPushDecision } from './script-reply.js';
 import type { RedisLimit } from './redis-limits.js';
 
 /**
@@ -72,11 +73,7 @@ local function keyOf(j, i)
 end
 local function push(status, remaining, wait, reset, blocked, granted, cost)
   local n = #out
-  if status == 0 and blocked == 0 and granted == cost then
-    out[n + 1], out[n + 2], out[n + 3] = 5, remaining, reset
-  else
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = status, remaining, wait, reset, blocked, granted
-  end
+${luaPushDecision('granted', '  ')}
 end
 for j = 0, nd - 1 do
   local cost, deadline, want = tonumber(arg()), tonumber(arg()), tonumber(arg())
@@ -89,7 +86,7 @@ for j = 0, nd - 1 do
     end
     push(0, 0, 0, 0, 0, 0, 1)
   elseif deadline > 0 and now > deadline then
-    out[#out + 1] = 4
+    ${LUA_PUSH_LATE}
   else
     local keyRefused, keyNever, keyWait = false, false, 0
     local capRefused, capNever, capWait = false, false, 0
@@ -192,11 +189,4 @@ export function limitsScript(keyLimits: readonly RedisLimit[], global: readonly 
   return s;
 }
 
-/** Decision statuses in the script's reply. */
-export const ALLOWED = 0;
-export const LIMITED = 1;
-export const EXCEEDS_BURST = 2;
-export const GLOBAL_LIMIT = 3;
-export const LATE = 4;
-/** An admission of exactly its cost that leaves the key open: [ALLOWED_PLAIN, remaining, resetUs]. */
-export const ALLOWED_PLAIN = 5;
+export { ALLOWED, ALLOWED_PLAIN, EXCEEDS_BURST, GLOBAL_LIMIT, LATE, LIMITED } from './script-reply.js';

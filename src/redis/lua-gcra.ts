@@ -1,4 +1,5 @@
 import type { RedisLimit } from './redis-limits.js';
+import { LUA_PUSH_LATE, luaPushDecision } from './script-reply.js';
 
 /**
  * The GCRA script: every limit of a plan is GCRA (a plan has one algorithm), so the script is
@@ -72,7 +73,7 @@ for j = 0, nd - 1 do
   });
   emit(`    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, 0
   elseif deadline > 0 and now > deadline then
-    out[n + 1] = 4
+    ${LUA_PUSH_LATE}
   else`);
   all.forEach((_, i) => {
     emit(`    local d${i} = debt(${keyOf(i)}, ${c(i).k})`);
@@ -130,11 +131,7 @@ for j = 0, nd - 1 do
     emit(`      store(${keyOf(i)}, ${k}, d${i} + spent * ${T})`);
   });
   emit(`    end
-    if status == 0 and blocked == 0 and spent == cost then
-      out[n + 1], out[n + 2], out[n + 3] = 5, remaining, reset
-    else
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = status, remaining, wait, reset, blocked, spent
-    end
+${luaPushDecision('spent', '    ')}
   end
 end
 `);
