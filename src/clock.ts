@@ -1,3 +1,4 @@
+import { CoarseClock } from './coarse-clock.js';
 import { describe } from './errors.js';
 
 /**
@@ -189,30 +190,47 @@ function tooLate(name: string, ms: number): RangeError {
 const CLOCK_MONOTONIC = 0;
 const CLOCK_MANUAL = 1;
 const CLOCK_CUSTOM = 2;
+const CLOCK_COARSE = 3;
 
 /** The header code for `clock`. */
 export function clockKind(clock: Clock): number {
-  return clock === monotonicClock ? CLOCK_MONOTONIC : clock instanceof ManualClock ? CLOCK_MANUAL : CLOCK_CUSTOM;
+  if (clock === monotonicClock) return CLOCK_MONOTONIC;
+  if (clock instanceof ManualClock) return CLOCK_MANUAL;
+  return clock instanceof CoarseClock ? CLOCK_COARSE : CLOCK_CUSTOM;
+}
+
+/** The shared memory a clock keeps its time in (what a handle carries), or null. */
+export function clockBuffer(clock: Clock): SharedArrayBuffer | null {
+  return clock instanceof ManualClock || clock instanceof CoarseClock ? clock.buffer : null;
 }
 
 /**
  * The clock an attached instance uses: the one passed to `attach` if any, else the one the
- * header names (a ManualClock over the handle's buffer). A custom clock cannot travel with a
- * handle: then `attach` must be given it, and this throws a `TypeError` saying so.
+ * header names (a ManualClock or CoarseClock over the handle's buffer). A custom clock cannot
+ * travel with a handle: then `attach` must be given it, and this throws a `TypeError` saying so.
  */
 export function resolveClock(kind: number | undefined, given: Clock | undefined, buffer: SharedArrayBuffer | null, className: string): Clock {
   if (given !== undefined) {
     // Every thread must read one timeline. A clock of its own that wraps the table's (to record or
     // to pause its readings) cannot be told from one that does not; the clocks sluice knows can.
-    if (kind === CLOCK_MANUAL && ((given instanceof ManualClock && given.buffer !== buffer) || given === monotonicClock)) {
-      throw new TypeError(`this ${className} runs on a ManualClock, which travels with its handle: attach it without options.clock (got ${given === monotonicClock ? 'monotonicClock' : 'another ManualClock'})`);
+    const known = given === monotonicClock || given instanceof ManualClock || given instanceof CoarseClock;
+    if ((kind === CLOCK_MANUAL || kind === CLOCK_COARSE) && known && clockBuffer(given) !== buffer) {
+      const name = kind === CLOCK_MANUAL ? 'a ManualClock' : 'a coarseClock()';
+      throw new TypeError(`this ${className} runs on ${name}, which travels with its handle: attach it without options.clock (got ${clockName(given, true)})`);
     }
-    if (kind === CLOCK_MONOTONIC && given instanceof ManualClock) {
-      throw new TypeError(`this ${className} runs on performance.now(): attach it without options.clock (got a ManualClock)`);
+    if (kind === CLOCK_MONOTONIC && known && given !== monotonicClock) {
+      throw new TypeError(`this ${className} runs on performance.now(): attach it without options.clock (got ${clockName(given, false)})`);
     }
     return given;
   }
   if (kind === CLOCK_MONOTONIC) return monotonicClock;
   if (kind === CLOCK_MANUAL && buffer instanceof SharedArrayBuffer) return new ManualClock(buffer);
+  if (kind === CLOCK_COARSE && buffer instanceof SharedArrayBuffer) return new CoarseClock(buffer);
   throw new TypeError(`this limiter uses a custom clock: pass it as ${className}.attach(handle, { clock })`);
+}
+
+/** How an error names one of the clocks sluice knows (`another`: not the table's own). */
+function clockName(clock: Clock, another: boolean): string {
+  if (clock === monotonicClock) return 'monotonicClock';
+  return `${another ? 'another' : 'a'} ${clock instanceof ManualClock ? 'ManualClock' : 'coarseClock()'}`;
 }

@@ -1,4 +1,4 @@
-import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
+import { clockBuffer, clockKind, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { AttachRequest } from './attach-request.js';
 import { ceilNs } from './algorithms/types.js';
 import { checkCost, describe, integerInRange, positiveFinite } from './errors.js';
@@ -129,7 +129,7 @@ export class ConcurrencyLimiter {
     writeLeaseParams(w, p);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_CLOCK_KIND] = clockKind(clock);
-    this.#setup(buffer, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null);
+    this.#setup(buffer, clock, cacheSize, clockBuffer(clock));
   }
 
   #setup(buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {

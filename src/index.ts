@@ -23,6 +23,8 @@ export type { LimitTasksOptions } from './pool.js';
 export { RateLimitTimeoutError, TableFullError } from './waiting.js';
 export type { AcquireOptions, AcquireSyncOptions, Reservation } from './waiting.js';
 export { ManualClock, monotonicClock } from './clock.js';
+export { coarseClock } from './coarse-clock.js';
+export type { CoarseClock } from './coarse-clock.js';
 export type { Clock } from './clock.js';
 export { perDay, perHour, perMinute, perSecond } from './limit.js';
 export type { Limit, LimitOptions } from './limit.js';

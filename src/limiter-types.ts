@@ -64,7 +64,7 @@ export interface RateLimiterOptions {
   maxLogSize?: number;
   /** How many keys can be live at once. Memory for them is allocated up front. 1 to 4,194,304. */
   maxKeys: number;
-  /** Where time comes from; default: `performance.now()`. A `ManualClock` travels with the handle. */
+  /** Where time comes from; default: `performance.now()`. A `ManualClock` or `coarseClock()` travels with the handle. */
   clock?: Clock;
   /** What to do when a new key finds no free or reclaimable slot. Default `'deny'`. */
   onFull?: 'deny' | 'allow';
@@ -95,6 +95,7 @@ export interface AttachOptions {
 export interface RateLimiterHandle {
   readonly kind: 'sluice.RateLimiter';
   readonly table: SharedArrayBuffer;
+  /** The clock's buffer when the limiter runs on a ManualClock or a coarseClock(), else null. */
   readonly clock: SharedArrayBuffer | null;
 }
 

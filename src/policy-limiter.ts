@@ -3,7 +3,7 @@ import { isStale, secondsAt } from './gcra.js';
 import { carryDebt } from './algorithms/gcra.js';
 import { cas64 } from './gcra-wide.js';
 import { AttachRequest } from './attach-request.js';
-import { clockKind, ManualClock, monotonicClock, resolveClock, type Clock } from './clock.js';
+import { clockBuffer, clockKind, monotonicClock, resolveClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
 import { DEFAULT_MAX_LOG_SIZE } from './limiter-config.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
@@ -34,7 +34,7 @@ export interface PolicyLimiterOptions {
   rules: readonly PolicyRule[];
   /** How many (user, api) pairs can be live at once. */
   maxKeys: number;
-  /** As for RateLimiter; a ManualClock travels with the handle. */
+  /** As for RateLimiter; a ManualClock or coarseClock() travels with the handle. */
   clock?: Clock;
   /** As for RateLimiter. Default `'deny'`. */
   onFull?: 'deny' | 'allow';
@@ -156,7 +156,7 @@ export class PolicyLimiter {
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_MAX_LOG_SIZE] = maxLogSize;
     w[H_CLOCK_KIND] = clockKind(clock);
-    this.#setup(table, rules, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null);
+    this.#setup(table, rules, clock, cacheSize, clockBuffer(clock));
   }
 
   #setup(table: SharedArrayBuffer, rules: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {

@@ -1,4 +1,4 @@
-import { clockKind, ManualClock, resolveClock, type Clock } from './clock.js';
+import { clockBuffer, clockKind, resolveClock, type Clock } from './clock.js';
 import { AttachRequest } from './attach-request.js';
 import { checkCost, describe } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
@@ -121,7 +121,7 @@ export class RateLimiter {
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_CLOCK_KIND] = clockKind(clock);
     w[H_FORCE_LOCKED] = engineChoice.forceLocked ? 1 : 0;
-    this.#setup(buffer, clock, cacheSize, clock instanceof ManualClock ? clock.buffer : null, config);
+    this.#setup(buffer, clock, cacheSize, clockBuffer(clock), config);
   }
 
   #setup(

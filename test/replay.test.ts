@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { perSecond, RateLimiter, type Limit, type RateLimiterOptions } from '../src/index.js';
+import { coarseClock, perSecond, RateLimiter, type Limit, type RateLimiterOptions } from '../src/index.js';
 import { gcraParams } from '../src/gcra.js';
 import {
   busiestSpan, byLastReading, replayFixedWindow, replayGcra, replaySlidingLog, replaySlidingWindow, type Admission, type ModelReport,
@@ -53,6 +53,8 @@ interface Case {
   startPhase?: { periodMs: number; fraction: number };
   /** Window reservations (see above): the share of attempts that reserve, their maxWaitMs choices, the share of later ones cancelled. */
   reserve?: { share: number; maxWaitMs: number[]; cancelShare: number };
+  /** Run on coarseClock(): every worker reads the shared word, whose readings lag real time. */
+  coarse?: boolean;
 }
 
 /** Reservations in the window cases that take them: up to the next window, or none at all. */
@@ -77,6 +79,10 @@ const CASES: Case[] = [
     name: 'gcra with a fast global cap (per-thread batches)',
     options: { limit: perSecond(200_000, { burst: 1_000 }), globalLimit: perSecond(250_000, { burst: 512 }) },
   },
+  // The coarse clock: readings of one shared word (0.05 ms steps here, so that the hot key's
+  // admissions spread over many readings), older than other threads' readings at times.
+  { name: 'gcra, two limits, coarse clock', options: { limit: [perSecond(4_000, { burst: 20 }), perSecond(2_000, { burst: 200 })] }, coarse: true },
+  { name: 'gcra with a global cap, coarse clock', options: { limit: perSecond(2_500, { burst: 25 }), globalLimit: perSecond(4_000, { burst: 40 }) }, coarse: true },
   { name: 'fixed window, one limit', options: { algorithm: 'fixed-window', limit: { permits: 100, periodMs: 50 } } },
   { name: 'fixed window, two limits', options: { algorithm: 'fixed-window', limit: [{ permits: 40, periodMs: 20 }, { permits: 150, periodMs: 100 }] } },
   {
@@ -138,13 +144,13 @@ const KIND_CANCELLED = 3;
 async function run(c: Case): Promise<{ limiter: RateLimiter; replies: Reply[]; admissions: Row[] }> {
   // claimTimeoutMs 1, the least allowed: locks and claims of a thread that stalls for a
   // millisecond are taken over, so takeovers happen all the time on a busy machine.
-  const limiter = new RateLimiter({ ...c.options, maxKeys: 16, claimTimeoutMs: 1 });
+  const limiter = new RateLimiter({ ...c.options, maxKeys: 16, claimTimeoutMs: 1, ...(c.coarse === true ? { clock: coarseClock(0.05) } : {}) });
   const gate = new SharedArrayBuffer(8);
   const inside = new SharedArrayBuffer(4);
   const pool = Array.from({ length: WORKERS }, (_, id) => new Worker(workerUrl, {
     workerData: {
       handle: limiter.handle, id, keys: KEYS, hotShare: HOT_SHARE, costs: COSTS, durationMs: RUN_MS, gate, inside,
-      capacity: CAPACITY, seed: 0x5eed + id, startPhase: c.startPhase ?? null, reserve: c.reserve ?? null,
+      capacity: CAPACITY, seed: 0x5eed + id, startPhase: c.startPhase ?? null, reserve: c.reserve ?? null, coarse: c.coarse === true,
     },
   }));
   try {

@@ -39,7 +39,7 @@ export interface LocalTierOptions {
 export interface LocalTierHandle {
   readonly kind: 'sluice.LocalTier';
   readonly table: SharedArrayBuffer;
-  /** The ManualClock's buffer when the tier runs on one, else null. */
+  /** The clock's buffer when the tier runs on a ManualClock or a coarseClock(), else null. */
   readonly clock: SharedArrayBuffer | null;
 }
 

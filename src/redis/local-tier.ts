@@ -1,4 +1,4 @@
-import { clockKind, ManualClock, type Clock } from '../clock.js';
+import { clockBuffer, clockKind, type Clock } from '../clock.js';
 import { describe, integerInRange, isWellFormed } from '../errors.js';
 import { cas64 } from '../gcra-wide.js';
 import { H_ALGORITHM, H_CLOCK_KIND, H_MAX_KEYS, H_OWNER_SEQ, S_CTRL } from '../table/layout.js';
@@ -102,7 +102,7 @@ export class LocalTier {
     w[H_CLOCK_KIND] = clockKind(o.clock);
     w[T_LEASE_MS] = o.leaseMs;
     w[T_REFILL_TIMEOUT_MS] = o.refillTimeoutMs;
-    return new LocalTier(CONSTRUCT, buffer, o.clock, o.clock instanceof ManualClock ? o.clock.buffer : null, o.cacheSize);
+    return new LocalTier(CONSTRUCT, buffer, o.clock, clockBuffer(o.clock), o.cacheSize);
   }
 
   /** The same tier, for this thread. Throws `TypeError` for anything but a LocalTier handle. */
