@@ -4,6 +4,7 @@ import { ALLOWED, REFUSED, RELOCATE, TOO_LONG } from './gcra-wide.js';
 import { gcraSlotState } from './gcra-slot.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
 import type { SlotState } from './table/table.js';
+import type { SlotRef } from './table/slot-index.js';
 
 /** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see gcra.ts). */
 const SECONDS_PER_MS = 0.001 * ULP_GUARD;
@@ -39,11 +40,11 @@ export class Gcra32 {
   }
 
   /**
-   * Decides for the key at `base` (ctrl word `ctrl`) and, if it passes, counts it in one
+   * Decides for the key at `ref` (its slot and ctrl word) and, if it passes, counts it in one
    * compare-and-swap. Returns ALLOWED, REFUSED or RELOCATE; `debt` and `waitTicks` describe it.
    */
-  decide(base: number, ctrl: number, cost: number): number {
-    return this.#spend(base, ctrl, cost, -1);
+  decide(ref: SlotRef, cost: number): number {
+    return this.#spend(ref, cost, -1);
   }
 
   /**
@@ -51,31 +52,36 @@ export class Gcra32 {
    * ALLOWED, RELOCATE, REFUSED (cost > burst) or TOO_LONG (the wait exceeds `maxWaitTicks`, or
    * the TAT would run past the horizon; nothing is counted).
    */
-  reserve(base: number, ctrl: number, cost: number, maxWaitTicks: number): number {
-    return this.#spend(base, ctrl, cost, maxWaitTicks);
+  reserve(ref: SlotRef, cost: number, maxWaitTicks: number): number {
+    return this.#spend(ref, cost, maxWaitTicks);
   }
 
   /**
    * The one loop of both: snapshot, decide on it (an admission when `maxWaitTicks` < 0, else a
    * reservation), commit by one compareExchange from the snapshot; decide again on a lost race.
    */
-  #spend(base: number, ctrl: number, cost: number, maxWaitTicks: number): number {
+  #spend(ref: SlotRef, cost: number, maxWaitTicks: number): number {
     const w = this.#w;
     const p = this.#p;
+    const base = ref.base;
+    const ctrl = ref.ctrl;
     for (;;) {
-      // Atomics.load of tat first, then lastSec, then the clock, then ctrl:
+      // Atomics.load of tat first, then the clock, then lastSec, then ctrl:
       // - the clock read after tat keeps tat <= now + tau, so the 32-bit difference decodes;
       // - lastSec read after tat: if it is older than staleSec, every admission that could have
-      //   written this tat was made before then, so the key is certainly fresh; read before the
-      //   clock, it is never later than now, so the difference is the true idle time;
+      //   written this tat was made before then, so the key is certainly fresh. Read after the
+      //   clock, it may be ahead of our reading (another thread's later one): isStale and
+      //   raiseStamp read such a stamp as recent, which it is;
       // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
       const tat = Atomics.load(w, base + S_TAT);
-      const lastSec = Atomics.load(w, base + S_LAST_SEC);
       const nowMs = this.#clock.now();
+      const nowSec = Math.floor(nowMs * SECONDS_PER_MS);
+      // This thread saw lastSec reach this very second (the word only moves forward): the key
+      // is fresh and the stamp needs no raise, so the load is skipped (a hot key's common case).
+      const lastSec = ref.sec === nowSec ? nowSec : Atomics.load(w, base + S_LAST_SEC);
       if (Atomics.load(w, base + S_CTRL) !== ctrl || tat === DEAD) return RELOCATE;
       this.nowMs = nowMs;
       const now32 = ticksAt(nowMs, p);
-      const nowSec = Math.floor(nowMs * SECONDS_PER_MS);
       const debt = debtOf(tat, now32, lastSec, nowSec, p);
       this.debt = debt;
       if (cost > p.burst) {
@@ -107,6 +113,7 @@ export class Gcra32 {
         // is not idle, so it is not reclaimed after). Changed, the slot was reused by a key whose
         // tat came back to our snapshot: that key is overcharged (conservative); find ours again.
         if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+        ref.sec = nowSec; // raiseStamp left the word at nowSec or later
         this.debt = next;
         return ALLOWED;
       }

@@ -3,6 +3,7 @@ import { ceilPs, coarseTicks, isStale, raiseStamp, MAX_WIDE_AHEAD_TICKS, reading
 import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type Pair, type QuotRem } from './int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from './table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
+import type { SlotRef } from './table/slot-index.js';
 
 /**
  * GCRA at width 64: the lock-free path for limits whose tolerance does not fit 32 bits (a
@@ -291,12 +292,12 @@ export class WideGcra {
   }
 
   /**
-   * Decides for the key at `base` (ctrl word `ctrl`) and, if it passes, counts it in one
+   * Decides for the key at `ref` (its slot and ctrl word) and, if it passes, counts it in one
    * compare-and-swap. Returns ALLOWED, REFUSED or RELOCATE; `debt`, `waitTicks` and `nowMs`
    * describe the outcome.
    */
-  decide(base: number, ctrl: number, cost: number): number {
-    return this.#spend(base, ctrl, cost, -1);
+  decide(ref: SlotRef, cost: number): number {
+    return this.#spend(ref.base, ref.ctrl, cost, -1);
   }
 
   /**
@@ -304,8 +305,8 @@ export class WideGcra {
    * (in `waitTicks`): ALLOWED, RELOCATE, REFUSED (cost > burst) or TOO_LONG (the wait exceeds
    * `maxWaitTicks`, or would leave the TAT past the horizon; nothing is counted).
    */
-  reserve(base: number, ctrl: number, cost: number, maxWaitTicks: number): number {
-    return this.#spend(base, ctrl, cost, maxWaitTicks);
+  reserve(ref: SlotRef, cost: number, maxWaitTicks: number): number {
+    return this.#spend(ref.base, ref.ctrl, cost, maxWaitTicks);
   }
 
   /**

@@ -172,8 +172,16 @@ export class LimitSet {
     const algorithms = g.algorithms;
     for (let i = 0; i < algorithms.length; i++) {
       const a = algorithms[i] as LimitAlgorithm;
-      if (a instanceof NarrowGcra) a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
-      else if (a instanceof FixedWindow32) a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
+      if (a instanceof NarrowGcra) {
+        if (a.admits(m, isStale(m.sec, lastSec, a.staleSec), cost)) continue;
+        r.allowed = false;
+        if (cost > a.params.burst) {
+          r.never = true;
+          r.retryAfterMs = Infinity;
+        }
+        return;
+      }
+      if (a instanceof FixedWindow32) a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
       else a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
       if (!v.allowed) {
         r.allowed = false;
@@ -302,60 +310,81 @@ export class LimitSet {
     stillOurs: (() => boolean) | null = null, holds: (() => boolean) | null = null,
   ): boolean {
     const w = this.#w;
-    const v = this.#verdict;
     // Raised before any commit (only ever forward): see `load`. A decision that then fails leaves
     // it raised, which only makes the key's states decode as recent (conservative).
     raiseStamp(w, area.lastSec, lastSec, m.sec);
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
       const at = area.state + (g.offsets[i] as number);
-      while (!(a instanceof NarrowGcra ? a.commit(w, at) : a instanceof FixedWindow32 ? a.commit(w, at) : a.commit(w, at, m))) {
-        this.retries++;
-        a.load(w, at);
-        // The new state was written by a recent spend, so it is not stale; it may be newer than
-        // `m`, which every algorithm reads as at least as much spent as it is. That decodes
-        // while it is less than RECHECK_MS newer: past that, start the decision over.
-        const late = this.#clock() - m.ms > RECHECK_MS;
-        if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v, this.result.retryAfterMs);
-        else if (!late) a.check(m, false, cost, v);
-        // Under a lock that was taken over meanwhile (we lost the race to the new holder), the new
-        // snapshot may hold the new holder's writes before its commit point (a sliding log's
-        // entries, written before its head word), and writing from it would replace them: that
-        // holder's entry, once its head lands, would carry our older stamp and expire early (seen:
-        // 201 admitted within 49.9 ms for 200; test/sliding-log-takeover.test.ts). So write
-        // nothing more (Atomics.load of the lock after every read of the new snapshot): the
-        // spends before this limit stay (conservative), and the caller decides again under the lock.
-        if (holds !== null && !holds()) return false;
-        if (late || !v.allowed) {
-          // Take back only while the spends are still on our key (the slot may have been
-          // reclaimed and reused since: its next key's words are not ours to subtract from),
-          // and not after a stall: a state word may by then hold the same bits with another
-          // meaning (a window's word repeats after some thousand windows). Kept: conservative.
-          if (!late && (stillOurs === null || stillOurs())) this.undo(g, area, i);
-          return false;
-        }
-        // Report from the state actually spent from: this limit has more spent than first seen.
-        const r = this.result;
-        if (v.detail) {
-          r.remaining = Math.min(r.remaining, v.remaining);
-          r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
-          if (g === this.#recorded) {
-            this.limitRemaining[i] = Math.min(this.limitRemaining[i] as number, v.remaining);
-            this.limitResetMs[i] = Math.max(this.limitResetMs[i] as number, v.resetMs);
-          }
-        }
-        if (this.reserving !== null) {
-          r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
-          r.latestMs = Math.min(r.latestMs, v.latestMs);
-          // It would now act later than another limit still counts it: take back the commits
-          // before this one (this one is not made) and decide again.
-          if (r.retryAfterMs > r.latestMs) {
-            if (stillOurs === null || stillOurs()) this.undo(g, area, i);
-            return false;
-          }
+      // The common algorithms get call sites of their own (see #combine). The path taken after
+      // a lost race lives apart (#decideAgain), which keeps this loop small enough to inline.
+      if (a instanceof NarrowGcra ? a.commit(w, at) : a instanceof FixedWindow32 ? a.commit(w, at) : a.commit(w, at, m)) continue;
+      if (!this.#decideAgain(g, area, i, m, cost, stillOurs, holds)) return false;
+    }
+    return true;
+  }
+
+  /**
+   * After limit `i` of `g` lost its commit: decides it again on a new snapshot at the same
+   * reading and commits it, until it lands (true) or refuses (false, after taking back the
+   * commits before it while they are still ours: see `commit`).
+   */
+  #decideAgain(
+    g: LimitGroup, area: StateArea, i: number, m: Moment, cost: number,
+    stillOurs: (() => boolean) | null, holds: (() => boolean) | null,
+  ): boolean {
+    const w = this.#w;
+    const v = this.#verdict;
+    const a = g.algorithms[i] as LimitAlgorithm;
+    const at = area.state + (g.offsets[i] as number);
+    // The limit decided again reports its numbers only when the decision wants them.
+    v.detail = this.detail || this.reserving !== null;
+    do {
+      this.retries++;
+      a.load(w, at);
+      // The new state was written by a recent spend, so it is not stale; it may be newer than
+      // `m`, which every algorithm reads as at least as much spent as it is. That decodes
+      // while it is less than RECHECK_MS newer: past that, start the decision over.
+      const late = this.#clock() - m.ms > RECHECK_MS;
+      if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v, this.result.retryAfterMs);
+      else if (!late) a.check(m, false, cost, v);
+      // Under a lock that was taken over meanwhile (we lost the race to the new holder), the new
+      // snapshot may hold the new holder's writes before its commit point (a sliding log's
+      // entries, written before its head word), and writing from it would replace them: that
+      // holder's entry, once its head lands, would carry our older stamp and expire early (seen:
+      // 201 admitted within 49.9 ms for 200; test/sliding-log-takeover.test.ts). So write
+      // nothing more (Atomics.load of the lock after every read of the new snapshot): the
+      // spends before this limit stay (conservative), and the caller decides again under the lock.
+      if (holds !== null && !holds()) return false;
+      if (late || !v.allowed) {
+        // Take back only while the spends are still on our key (the slot may have been
+        // reclaimed and reused since: its next key's words are not ours to subtract from),
+        // and not after a stall: a state word may by then hold the same bits with another
+        // meaning (a window's word repeats after some thousand windows). Kept: conservative.
+        if (!late && (stillOurs === null || stillOurs())) this.undo(g, area, i);
+        return false;
+      }
+      // Report from the state actually spent from: this limit has more spent than first seen.
+      const r = this.result;
+      if (v.detail) {
+        r.remaining = Math.min(r.remaining, v.remaining);
+        r.resetAfterMs = Math.max(r.resetAfterMs, v.resetMs);
+        if (g === this.#recorded) {
+          this.limitRemaining[i] = Math.min(this.limitRemaining[i] as number, v.remaining);
+          this.limitResetMs[i] = Math.max(this.limitResetMs[i] as number, v.resetMs);
         }
       }
-    }
+      if (this.reserving !== null) {
+        r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
+        r.latestMs = Math.min(r.latestMs, v.latestMs);
+        // It would now act later than another limit still counts it: take back the commits
+        // before this one (this one is not made) and decide again.
+        if (r.retryAfterMs > r.latestMs) {
+          if (stillOurs === null || stillOurs()) this.undo(g, area, i);
+          return false;
+        }
+      }
+    } while (!a.commit(w, at, m));
     return true;
   }
 

@@ -70,7 +70,10 @@ export interface RateLimiterOptions {
   onFull?: 'deny' | 'allow';
   /** Longest key in UTF-8 bytes; longer keys throw `RangeError`. Default 64, at most 1024. */
   maxKeyBytes?: number;
-  /** Per-thread cache of key -> slot, so hot keys skip hashing. Entries; default 65,536; 0 disables. */
+  /**
+   * Per-thread cache of key -> slot, so hot keys skip hashing. Entries; default 65,536; 0 disables.
+   * It turns itself off while most lookups miss it (more keys in play than it holds) and tries again later.
+   */
   cacheSize?: number;
   /**
    * After this long, an unfinished insert (its thread presumably terminated) no longer blocks

@@ -6,6 +6,7 @@ import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { ageMs, lockToken } from './table/slot-lock.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
+import type { SlotRef } from './table/slot-index.js';
 
 /** The decision finished. */
 export const DONE = 0;
@@ -51,6 +52,8 @@ export class LockFreeEngine {
   readonly limitRemaining: Float64Array;
   readonly limitResetMs: Float64Array;
   readonly #batch: GlobalBatch | null;
+  /** The key's limits when each is one 32-bit GCRA word and there is no cap (#allowGcra), else null. */
+  readonly #gcra: NarrowGcra[] | null;
   #retries = 0;
   // The slot being decided, for #stillOurs (a bound method: no closure per decision).
   #base = 0;
@@ -69,6 +72,7 @@ export class LockFreeEngine {
     this.#clock = clock;
     // A global cap of one 32-bit GCRA limit is served to allow() in per-thread batches.
     const only = global?.group.algorithms.length === 1 ? global.group.algorithms[0] : undefined;
+    this.#gcra = global === null && key.algorithms.every((a) => a instanceof NarrowGcra) ? (key.algorithms as NarrowGcra[]) : null;
     this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
   }
 
@@ -88,10 +92,12 @@ export class LockFreeEngine {
   }
 
   /**
-   * Decides for the key whose slot starts at `base` with ctrl word `ctrl` and state at
-   * `stateBase`. Fills `result`; returns DONE or RELOCATE.
+   * Decides for the key at `ref` (its slot and ctrl word) whose state starts at `stateBase`.
+   * Fills `result`; returns DONE or RELOCATE.
    */
-  decide(base: number, ctrl: number, stateBase: number, cost: number): number {
+  decide(ref: SlotRef, stateBase: number, cost: number): number {
+    const base = ref.base;
+    const ctrl = ref.ctrl;
     const w = this.#w;
     const set = this.#set;
     const r = this.result;
@@ -102,6 +108,7 @@ export class LockFreeEngine {
     area.state = stateBase;
     this.#base = base; // for #stillOurs
     this.#ctrl = ctrl;
+    if (this.#gcra !== null && !set.detail && set.reserving === null) return this.#allowGcra(ref, stateBase, cost);
     let exact = false; // the cap's batch could not serve this decision: decide on its word
     for (;;) {
       const batch = this.#batch;
@@ -152,6 +159,57 @@ export class LockFreeEngine {
   }
 
   /**
+   * `decide` for `allow()` when every key limit is one 32-bit GCRA word and there is no cap: the
+   * same steps, with each limit keeping its own snapshot and verdict (NarrowGcra.load, admits)
+   * instead of the general pass over a Verdict; the commit is LimitSet.commit, as on every path.
+   * The configuration the algorithms table's "GCRA, two limits" row measures.
+   */
+  #allowGcra(ref: SlotRef, stateBase: number, cost: number): number {
+    const w = this.#w;
+    const r = this.result;
+    const base = ref.base;
+    const ctrl = ref.ctrl;
+    const limits = this.#gcra as NarrowGcra[];
+    const offsets = this.#key.offsets;
+    for (;;) {
+      for (let i = 0; i < limits.length; i++) (limits[i] as NarrowGcra).load(w, stateBase + (offsets[i] as number));
+      const m = this.#read();
+      // Atomics.load of lastSec after the states, as in LimitSet.load: a state written by a recent
+      // admission was stamped first, so a stale verdict comes only from states that old. Loaded
+      // after the clock, it may be ahead of our reading, which isStale and raiseStamp read as
+      // recent. Skipped when this thread saw it reach this very second (see Gcra32).
+      const lastSec = ref.sec === m.sec ? m.sec : Atomics.load(w, base + S_LAST_SEC);
+      // Atomics.load of ctrl after the snapshot, as in decide.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      r.never = false;
+      r.retryAfterMs = 0;
+      for (let i = 0; i < limits.length; i++) {
+        const a = limits[i] as NarrowGcra;
+        if (!a.admits(m, isStale(m.sec, lastSec, a.staleSec), cost)) {
+          r.allowed = false;
+          r.refusedBy = 'key';
+          if (cost > a.params.burst) {
+            r.never = true;
+            r.retryAfterMs = Infinity;
+          }
+          return DONE;
+        }
+      }
+      r.allowed = true;
+      r.refusedBy = null;
+      if (cost === 0) return DONE;
+      if (!this.#set.commit(this.#key, this.#area, m, lastSec, cost, this.#stillOurs)) {
+        this.#retries++;
+        continue;
+      }
+      // A reclaim that judged the key idle before our commit must not complete (see decide).
+      if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
+      ref.sec = m.sec; // commit raised lastSec to our second or later
+      return DONE;
+    }
+  }
+
+  /**
    * `allow()` under a busy global cap: the key's limits as in `decide`, the cap from this
    * thread's batch (src/global-batch.ts). DONE, RELOCATE, or FALLBACK_EXACT when the batch cannot
    * serve (nothing was written).
@@ -192,10 +250,10 @@ export class LockFreeEngine {
    * `result.retryAfterMs` is its wait; `slots` then receives where each limit's slot starts
    * (key limits, then the cap's), for `refund`.
    */
-  reserve(base: number, ctrl: number, stateBase: number, cost: number, maxWaitMs: number, slots: Int32Array): number {
+  reserve(ref: SlotRef, stateBase: number, cost: number, maxWaitMs: number, slots: Int32Array): number {
     this.#set.reserving = maxWaitMs;
     try {
-      const outcome = this.decide(base, ctrl, stateBase, cost);
+      const outcome = this.decide(ref, stateBase, cost);
       if (outcome === DONE && this.result.allowed && cost > 0) {
         let i = 0;
         for (const g of this.#global === null ? [this.#key] : [this.#key, this.#global]) {

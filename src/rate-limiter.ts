@@ -250,7 +250,7 @@ export class RateLimiter {
     for (;;) {
       const entry = this.#index.cached(key) ?? this.#index.locate(key);
       if (entry === undefined) return this.#noSlot(key, cost);
-      const outcome = one.reserve(entry.base, entry.ctrl, cost, maxWaitTicks);
+      const outcome = one.reserve(entry, cost, maxWaitTicks);
       if (outcome === ONE_RELOCATE) {
         this.#index.forget(key);
         continue;
@@ -281,7 +281,7 @@ export class RateLimiter {
     let entry = this.#index.cached(key) ?? this.#index.locate(key);
     for (;;) {
       if (entry === undefined) return this.#noSlot(key, cost);
-      if (engine.reserve(entry.base, entry.ctrl, entry.base + stateOffset, cost, maxWaitMs, slots) !== RELOCATE) break;
+      if (engine.reserve(entry, entry.base + stateOffset, cost, maxWaitMs, slots) !== RELOCATE) break;
       entry = this.#relocate(key);
     }
     const r = engine.result;
@@ -390,7 +390,7 @@ export class RateLimiter {
     const one = this.#one as Gcra32 | WideGcra;
     let entry = found;
     for (;;) {
-      const outcome = one.decide(entry.base, entry.ctrl, cost);
+      const outcome = one.decide(entry, cost);
       if (outcome !== ONE_RELOCATE) {
         this.#reason = outcome === ALLOWED ? 'allowed' : one.waitTicks === Infinity ? 'exceeds-burst' : 'limited';
         return outcome === ALLOWED;
@@ -405,8 +405,11 @@ export class RateLimiter {
   #decideLimits(key: string, cost: number, found: SlotRef): boolean {
     const engine = this.#engine as LockedEngine | LockFreeEngine;
     const stateOffset = this.#table.stateOffset;
-    let entry = found;
-    while (engine.decide(entry.base, entry.ctrl, entry.base + stateOffset, cost) === RELOCATE) {
+    for (let entry = found; ;) {
+      // The lock-free engine takes the cached slot reference itself (it keeps a per-thread bound in it).
+      const stateBase = entry.base + stateOffset;
+      const outcome = engine instanceof LockFreeEngine ? engine.decide(entry, stateBase, cost) : engine.decide(entry.base, entry.ctrl, stateBase, cost);
+      if (outcome !== RELOCATE) break;
       const again = this.#relocate(key);
       if (again === undefined) return this.#full();
       entry = again;

@@ -60,6 +60,15 @@ export class NarrowGcra implements LimitAlgorithm {
     this.#tat = Atomics.load(w, at);
   }
 
+  /** `check` for a verdict without detail: whether `cost` passes on the snapshot. */
+  admits(m: Moment, stale: boolean, cost: number): boolean {
+    const p = this.#p;
+    const n = cost > p.burst ? -1 : admit(this.#debt(m, stale), cost, p);
+    this.#next = n;
+    this.#spentCost = cost;
+    return n >= 0;
+  }
+
   check(m: Moment, stale: boolean, cost: number, v: Verdict): void {
     const p = this.#p;
     const d = this.#debt(m, stale);

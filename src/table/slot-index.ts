@@ -9,14 +9,36 @@ export const DEFAULT_CACHE_SIZE = 65_536;
  * carries the slot's generation, so an unchanged ctrl means the same key still lives there.
  */
 export class SlotRef {
+  /**
+   * A second this thread knows the slot's lastSec word has reached (it only moves forward), or
+   * -1: a decision in that same second need not load the word (see Gcra32). Per thread, plain.
+   */
+  sec = -1;
+
   constructor(readonly base: number, readonly ctrl: number) {}
 }
 
 
 /**
+ * Lookups in one judgement of the cache while it runs: at least this, and at least twice its
+ * size (a cold cache has that long to fill before its hit rate counts).
+ */
+const MIN_WINDOW = 16_384;
+/** A window with more misses than this share of its lookups turns the cache off. */
+const MAX_MISS_SHARE = 0.5;
+/** Windows without the cache before it is tried again (the keys a thread sees may change). */
+const OFF_WINDOWS = 16;
+
+/**
  * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to `SlotRef`, which
  * reuses the engine's cached string hash, so a hot key is never hashed in JavaScript. Callers
  * validate a cached entry against the slot's ctrl word and call `forget` when it is stale.
+ *
+ * The cache pays only when most lookups hit it: a miss costs a failed `Map.get`, a new entry and
+ * a `Map.set` on top of the table's own lookup (more keys than the cache holds, drawn evenly,
+ * hit it rarely). So it judges itself over windows of lookups: a window with more than half
+ * misses turns it off (`cached` then answers at once and `locate` keeps nothing), and after
+ * OFF_WINDOWS windows it is tried again, from empty.
  *
  * Thread-safety: one instance per thread (the cache and the table's scratch are per-thread).
  */
@@ -24,15 +46,32 @@ export class SlotIndex {
   readonly #table: SlotTable;
   readonly #cache = new Map<string, SlotRef>();
   readonly #cacheSize: number;
+  /** Lookups in a window: twice the cache, at least MIN_WINDOW. */
+  readonly #window: number;
+  /** Whether the cache runs (false with cacheSize 0, and while judged not worth it). */
+  #on: boolean;
+  /** Lookups left in this window, and misses so far in it (cache on), or windows left off. */
+  #left: number;
+  #misses = 0;
+  #offLeft = 0;
 
   constructor(table: SlotTable, cacheSize: number) {
     this.#table = table;
     this.#cacheSize = cacheSize;
+    this.#on = cacheSize > 0;
+    this.#window = Math.max(MIN_WINDOW, 2 * cacheSize);
+    this.#left = this.#window;
   }
 
   /** The cached location of `key`, if any. */
   cached(key: string): SlotRef | undefined {
-    return this.#cache.get(key);
+    if (--this.#left === 0) this.#judge();
+    return this.#on ? this.#cache.get(key) : undefined;
+  }
+
+  /** Whether the cache runs now (for stats and tests). */
+  get caching(): boolean {
+    return this.#on;
   }
 
   /**
@@ -51,7 +90,8 @@ export class SlotIndex {
     const slot = table.locate(bytes, table.hashEncoded(bytes));
     if (slot === TABLE_FULL) return undefined;
     const entry = new SlotRef(table.base(slot), table.foundCtrl);
-    if (this.#cacheSize > 0) {
+    if (this.#on) {
+      this.#misses++;
       if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
       this.#cache.set(key, entry);
     }
@@ -66,5 +106,20 @@ export class SlotIndex {
   /** Drops every entry (after a sweep, most would be stale). */
   clear(): void {
     this.#cache.clear();
+  }
+
+  /** The end of a window: turns the cache off after too many misses, or on after OFF_WINDOWS. */
+  #judge(): void {
+    this.#left = this.#window;
+    if (this.#on) {
+      if (this.#misses > this.#window * MAX_MISS_SHARE) {
+        this.#on = false;
+        this.#offLeft = OFF_WINDOWS;
+        this.#cache.clear();
+      }
+    } else if (this.#cacheSize > 0 && --this.#offLeft === 0) {
+      this.#on = true;
+    }
+    this.#misses = 0;
   }
 }
