@@ -32,6 +32,9 @@ export class Gcra32 {
   nowMs = 0;
   /** Compare-and-swap attempts lost to other threads. */
   retries = 0;
+  /** The second of this thread's latest reading (see #spend: when to skip the lastSec load). */
+  #sec = -2; // never a SlotRef's: -1 there means none
+
 
   constructor(words: Int32Array, p: GcraParams, clock: Clock) {
     this.#w = words;
@@ -66,19 +69,27 @@ export class Gcra32 {
     const base = ref.base;
     const ctrl = ref.ctrl;
     for (;;) {
-      // Atomics.load of tat first, then the clock, then lastSec, then ctrl:
+      // Atomics.load of tat first, then lastSec, then the clock, then ctrl:
       // - the clock read after tat keeps tat <= now + tau, so the 32-bit difference decodes;
       // - lastSec read after tat: if it is older than staleSec, every admission that could have
-      //   written this tat was made before then, so the key is certainly fresh. Read after the
-      //   clock, it may be ahead of our reading (another thread's later one): isStale and
-      //   raiseStamp read such a stamp as recent, which it is;
+      //   written this tat was made before then, so the key is certainly fresh; read before the
+      //   clock, it is never later than now, so the difference is the true idle time;
       // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
+      // The lastSec load is skipped when this thread saw the word reach the reading's own second
+      // (it only moves forward: the key is fresh and the stamp needs no raise), a hot key's
+      // common case; see docs/design.md, section 2.
       const tat = Atomics.load(w, base + S_TAT);
-      const nowMs = this.#clock.now();
-      const nowSec = Math.floor(nowMs * SECONDS_PER_MS);
-      // This thread saw lastSec reach this very second (the word only moves forward): the key
-      // is fresh and the stamp needs no raise, so the load is skipped (a hot key's common case).
-      const lastSec = ref.sec === nowSec ? nowSec : Atomics.load(w, base + S_LAST_SEC);
+      const guess = ref.sec === this.#sec; // likely still that second: try without the load
+      let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
+      let nowMs = this.#clock.now();
+      let nowSec = Math.floor(nowMs * SECONDS_PER_MS);
+      if (guess && nowSec !== lastSec) {
+        // A new second: load lastSec, then read the clock again, in the order above.
+        lastSec = Atomics.load(w, base + S_LAST_SEC);
+        nowMs = this.#clock.now();
+        nowSec = Math.floor(nowMs * SECONDS_PER_MS);
+      }
+      this.#sec = nowSec;
       if (Atomics.load(w, base + S_CTRL) !== ctrl || tat === DEAD) return RELOCATE;
       this.nowMs = nowMs;
       const now32 = ticksAt(nowMs, p);

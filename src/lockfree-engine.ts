@@ -55,6 +55,8 @@ export class LockFreeEngine {
   /** The key's limits when each is one 32-bit GCRA word and there is no cap (#allowGcra), else null. */
   readonly #gcra: NarrowGcra[] | null;
   #retries = 0;
+  /** The second of this thread's latest reading in #allowGcra (when to skip the lastSec load). */
+  #sec = -2; // never a SlotRef's: -1 there means none
   // The slot being decided, for #stillOurs (a bound method: no closure per decision).
   #base = 0;
   #ctrl = 0;
@@ -173,12 +175,18 @@ export class LockFreeEngine {
     const offsets = this.#key.offsets;
     for (;;) {
       for (let i = 0; i < limits.length; i++) (limits[i] as NarrowGcra).load(w, stateBase + (offsets[i] as number));
-      const m = this.#read();
-      // Atomics.load of lastSec after the states, as in LimitSet.load: a state written by a recent
-      // admission was stamped first, so a stale verdict comes only from states that old. Loaded
-      // after the clock, it may be ahead of our reading, which isStale and raiseStamp read as
-      // recent. Skipped when this thread saw it reach this very second (see Gcra32).
-      const lastSec = ref.sec === m.sec ? m.sec : Atomics.load(w, base + S_LAST_SEC);
+      // Atomics.load of lastSec after the states, then the clock, as in LimitSet.load: a state
+      // written by a recent admission was stamped first, so a stale verdict comes only from
+      // states that old. Skipped when this thread saw the word reach the reading's own second,
+      // as in Gcra32.#spend (a guess from this thread's last reading, checked after the read).
+      const guess = ref.sec === this.#sec;
+      let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
+      let m = this.#read();
+      if (guess && m.sec !== lastSec) {
+        lastSec = Atomics.load(w, base + S_LAST_SEC); // a new second: load, then read again
+        m = this.#read();
+      }
+      this.#sec = m.sec;
       // Atomics.load of ctrl after the snapshot, as in decide.
       if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
       r.never = false;
