@@ -52,6 +52,15 @@ export class CoarseClock implements Clock {
     return this.#resolutionMs;
   }
 
+  /**
+   * How far the shared reading is behind `performance.now()` at this moment, in ms (what a
+   * reading taken now would miss), without moving it: for monitoring the lag under load.
+   */
+  get lagMs(): number {
+    // Atomics.load, as in now().
+    return performance.now() - this.#decode(Atomics.load(this.#w, 0));
+  }
+
   /** The shared reading, in ms: a multiple of the resolution, never ahead of `performance.now()`. */
   now(): number {
     const w = this.#w;
@@ -63,8 +72,12 @@ export class CoarseClock implements Clock {
     // the epoch's slot first, so the plain read of the slot below sees that write. A decision
     // that loads a state and then this word reads a time no earlier than the state's writer did
     // (the writer loaded the word before writing, and the word only moves forward).
-    const word = Atomics.load(w, 0);
-    return ((w[EPOCHS + (word >>> 30)] as number) * EPOCH_UNITS + (word & UNIT_MASK)) * this.#resolutionMs;
+    return this.#decode(Atomics.load(w, 0));
+  }
+
+  /** The time in ms that a word loaded by Atomics.load encodes (a plain read of its epoch's slot). */
+  #decode(word: number): number {
+    return ((this.#w[EPOCHS + (word >>> 30)] as number) * EPOCH_UNITS + (word & UNIT_MASK)) * this.#resolutionMs;
   }
 }
 

@@ -64,6 +64,17 @@ describe('coarseClock', () => {
     expect(reads[63]).toBeLessThanOrEqual(performance.now());
   });
 
+  it('tells its lag behind performance.now() without moving', () => {
+    const { clock } = frozen(1_000);
+    const before = performance.now();
+    const lag = clock.lagMs;
+    expect(lag).toBeGreaterThanOrEqual(before - 1_000);
+    expect(lag).toBeLessThanOrEqual(performance.now() - 1_000);
+    for (let i = 0; i < 200; i++) void clock.lagMs; // no reading: the word stays where it was
+    expect(clock.lagMs).toBeGreaterThanOrEqual(lag);
+    expect(Atomics.load(new Int32Array(clock.buffer), 0)).toBe(1_000);
+  });
+
   it('never moves back, whatever a writer publishes', () => {
     const { clock, w } = frozen(5_000);
     publish(w, 4_000, 1);

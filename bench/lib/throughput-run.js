@@ -4,11 +4,14 @@ import { Worker } from 'node:worker_threads';
 
 const workerUrl = new URL('./throughput-worker.js', import.meta.url);
 
-/** Checks per second over all workers; worker i walks `keySets[i]`. */
-export async function workerThroughput(handle, workers, keySets, ms) {
+/**
+ * Checks per second over all workers; worker i walks `keySets[i]`. With `mapLimit`, each worker
+ * runs an unshared Map GCRA of that limit instead (the ceiling a shared limiter is held to).
+ */
+export async function workerThroughput(handle, workers, keySets, ms, mapLimit = null) {
   const gate = new SharedArrayBuffer(12);
   const g = new Int32Array(gate); // [ready count, go flag, stop flag]
-  const pool = Array.from({ length: workers }, (_, i) => new Worker(workerUrl, { workerData: { handle, keys: keySets[i], gate } }));
+  const pool = Array.from({ length: workers }, (_, i) => new Worker(workerUrl, { workerData: { handle, keys: keySets[i], gate, mapLimit } }));
   const done = pool.map((w) => new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); }));
   while (Atomics.load(g, 0) < workers) await new Promise((r) => setTimeout(r, 2));
   Atomics.store(g, 1, 1);
