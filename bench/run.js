@@ -1,7 +1,8 @@
 // `npm run bench` runs every suite and rewrites bench/RESULTS.md (and the SVG charts beside it).
 // `npm run bench:quick` runs a smoke version of every suite and prints it without writing.
 // `node bench/run.js [--quick] [suite ...]` runs only the named suites (printing, not writing).
-import { mkdtempSync, writeFileSync } from 'node:fs';
+// Chosen tables are compared row by row with the last published RESULTS.md (lib/previous.js).
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -10,6 +11,7 @@ import { runContention } from './contention.js';
 import { runCore } from './core.js';
 import { runHttp } from './http.js';
 import { machine } from './lib/measure.js';
+import { dateOf, withPrevious } from './lib/previous.js';
 import { runPeers } from './peers.js';
 import { runRace } from './race.js';
 import { runRedis } from './redis.js';
@@ -63,6 +65,9 @@ const header = [
     'How to read and reproduce these tables: [bench/README.md](README.md).',
   '',
 ];
-const text = `${header.join('\n')}${sections.join('\n\n')}\n`;
-if (publish) writeFileSync(new URL('./RESULTS.md', import.meta.url), text);
+// The algorithms, contention and peers tables, row by row against the last published run.
+const resultsUrl = new URL('./RESULTS.md', import.meta.url);
+const previous = existsSync(resultsUrl) ? readFileSync(resultsUrl, 'utf8') : '';
+const text = withPrevious(`${header.join('\n')}${sections.join('\n\n')}\n`, previous, dateOf(previous));
+if (publish) writeFileSync(resultsUrl, text);
 console.log(text);
