@@ -1,4 +1,4 @@
-import { clockBuffer, clockKind, monotonicClock, resolveClock, type Clock } from './clock.js';
+import { clockBuffer, clockKind, resolveClock, type Clock } from './clock.js';
 import { AttachRequest } from './attach-request.js';
 import { ceilNs } from './algorithms/types.js';
 import { checkCost, describe, integerInRange, positiveFinite } from './errors.js';
@@ -9,7 +9,7 @@ import {
   now32At, ticksAt, ticksToMs, writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
 import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from './rate-limiter.js';
-import { H_CLOCK_KIND, H_MAX_KEYS, H_ON_FULL, H_OWNER_SEQ, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
+import { H_CLOCK_KIND, H_ON_FULL, H_OWNER_SEQ, S_CTRL, S_LAST_SEC, S_TAT } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './table/slot-index.js';
 import { GONE, lock, unlock } from './table/slot-lock.js';
 import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from './table/table.js';

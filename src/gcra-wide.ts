@@ -1,6 +1,6 @@
 import type { Clock } from './clock.js';
 import { ceilPs, coarseTicks, isStale, raiseStamp, MAX_WIDE_AHEAD_TICKS, readingSlackMs, snapFloor, STALE_UNIT_MS, ticksToMs, ULP_GUARD, type GcraParams } from './gcra.js';
-import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type Pair, type QuotRem } from './int64.js';
+import { add, compare, divmod, mul, pair, sub, toNumber, type Pair, type QuotRem } from './int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from './table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
 import type { SlotRef } from './table/slot-index.js';

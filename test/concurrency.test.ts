@@ -1,7 +1,6 @@
-import type { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import {
-  ConcurrencyLimiter, type ConcurrencyLimiterHandle, type ConcurrencyLimiterOptions, type LeaseDecision,
+  ConcurrencyLimiter, type ConcurrencyLimiterOptions, type LeaseDecision,
 } from '../src/concurrency-limiter.js';
 import { ManualClock, perSecond, RateLimiter } from '../src/index.js';
 

@@ -11,11 +11,6 @@ for (const [unit, periodMs] of PERIODS) {
   for (let e = 0; e <= 9; e++) for (const m of [1, 2, 3, 5, 7]) GRID.push([`${m}e${e} per ${unit}`, { permits: m * 10 ** e, periodMs }]);
 }
 
-/** floor(elapsedMs * permits / periodMs), exactly (elapsed in whole ms). */
-function intervalsIn(elapsedMs: number, limit: Limit): bigint {
-  return (BigInt(elapsedMs) * BigInt(limit.permits)) / BigInt(limit.periodMs);
-}
-
 describe('the grid of 200 round limits', () => {
   it('has 200 limits', () => expect(GRID).toHaveLength(200));
 

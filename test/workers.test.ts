@@ -1,4 +1,3 @@
-import type { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter, type RateLimiterHandle } from '../src/index.js';
 
