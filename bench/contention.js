@@ -82,7 +82,6 @@ export async function runContention({ quick = false, svgDir } = {}) {
   const at = (workload, mode, n) => cell(workload, mode, n);
   const one = at('1k keys, uniform', 'allowed', 1);
   const hotAllowed = at('hot key', 'allowed', 2);
-  const hotRejected = at('hot key', 'rejected', 2);
   const k1Four = at('1k keys, uniform', 'allowed', 4);
   lines.push('', 'What this shows:');
   lines.push(`- With one worker there is nothing to contend for: CAS runs at ${fmt(ratio(one), 2)}x the mutex on 1k keys, the fixed cost of each strategy.`);

@@ -1,7 +1,7 @@
 // The Redis outage suite: RedisRateLimiter while its private redis-server is frozen (SIGSTOP, then
 // SIGCONT), for each onError and both clients: decision latency before and during the outage, how
 // soon the first answer without Redis and the open breaker come, and how soon Redis answers again.
-import { setImmediate as yieldLoop, setTimeout as sleep } from 'node:timers/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { perSecond, RedisRateLimiter } from 'sluice';
@@ -163,7 +163,7 @@ export async function runRedisOutage({ quick = false } = {}) {
   lines.push(`A private redis-server ${server.version} on a unix socket; calls arrive at ${fmt(RATE)} a second from one thread (each made without waiting for the others' answers) over ${fmt(KEYS)} keys ` +
     `(a limit nobody reaches), \`timeoutMs: ${TIMEOUT_MS}\`. ${phases.normalMs / 1000} s of normal operation, then the server is frozen (SIGSTOP) ` +
     `for ${phases.outageMs / 1000} s and thawed (SIGCONT); the calls go on throughout. ${rounds === 1 ? 'One round' : `Median of ${rounds} rounds`} per row; ` +
-    'latencies are performance.now() around each call, in ms; "normal" the calls made before the freeze (up to \`timeoutMs\` before it), "outage" those made while frozen. ' +
+    'latencies are performance.now() around each call, in ms; "normal" the calls made before the freeze (up to `timeoutMs` before it), "outage" those made while frozen. ' +
     '"first degraded" and "breaker open" are measured from the SIGSTOP (the breaker polled every ms), "Redis again" from the SIGCONT ' +
     'to the first answer Redis decided (it includes what is left of the breaker\'s cooldown); "open" is the share of the outage the breaker was seen open; ' +
     '"by onError" the share of the calls made during the outage that onError answered.', '');

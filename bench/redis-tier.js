@@ -8,7 +8,6 @@ import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { perHour, RedisRateLimiter } from 'sluice';
 import { fmt, median } from './lib/measure.js';
 import { callRate, clients as baseClients, keys, KEYS, redisServerFound, startRedisServer } from './lib/redis-server.js';
@@ -110,7 +109,6 @@ const COST = 1;
 /** The most the Redis GCRA admits in any closed window of `w` ms: b + floor(w * r) (see the text). */
 const ceiling = (w) => LIMIT.burst + Math.floor((w * LIMIT.permits) / LIMIT.periodMs);
 const abs = () => performance.timeOrigin + performance.now();
-const mono = () => Number(process.hrtime.bigint()) / 1e6;
 
 /** The largest number of `times` (sorted) in any window [t, t + w] that starts at one of them. */
 function mostInWindow(times, w) {

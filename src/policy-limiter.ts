@@ -402,34 +402,34 @@ export class PolicyLimiter {
   }
 
   #slotState(): SlotState {
-    const self = this;
+    // Arrow functions: the hooks read this limiter's fields.
     return {
-      initSlot(w, base) {
+      initSlot: (w, base) => {
         // Atomics.store: the slot is claimed (BUSY) by this thread and not yet published.
-        Atomics.store(w, base + self.#stateOffset + self.#maxStateWords, self.#version);
-        Atomics.store(w, base + self.#stateOffset, NO_SHAPE);
-        Atomics.store(w, base + S_LAST_SEC, self.#now().sec);
+        Atomics.store(w, base + this.#stateOffset + this.#maxStateWords, this.#version);
+        Atomics.store(w, base + this.#stateOffset, NO_SHAPE);
+        Atomics.store(w, base + S_LAST_SEC, this.#now().sec);
         Atomics.store(w, base + S_TAT, 0);
       },
-      isDead(w, base) {
+      isDead: (w, base) => {
         return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
       },
-      retire(w, base) {
+      retire: (w, base) => {
         // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
         if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
-        const token = tryLock(w, base + S_TAT, self.#owner, self.#table.claimTimeoutMs); // a dead holder's lock is taken over
+        const token = tryLock(w, base + S_TAT, this.#owner, this.#table.claimTimeoutMs); // a dead holder's lock is taken over
         // Atomics.load after the failed try: a reclaim that wrote DEAD since the check above (and
         // may have stopped there) is finished by the table now rather than left for a later sweep.
         if (token === 0) return Atomics.load(w, base + S_TAT) === DEAD ? ALREADY_DEAD : NOT_IDLE;
-        const at = base + self.#stateOffset;
+        const at = base + this.#stateOffset;
         const shape = Atomics.load(w, at);
         let idle = shape === NO_SHAPE;
         // The current rule of that shape whose ticks the state records; a state of no current rule
         // is not judged (kept until its next request moves it over).
-        const rule = self.#compiled.byShape.get(shape)?.find((r) => ticksMatch(w, at, r));
+        const rule = this.#compiled.byShape.get(shape)?.find((r) => ticksMatch(w, at, r));
         if (rule !== undefined) {
           const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock: never later than the reading
-          const m = self.#now();
+          const m = this.#now();
           idle = rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
         }
         // A key under a rule that no longer exists is kept until its next request moves it over.

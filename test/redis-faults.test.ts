@@ -407,7 +407,7 @@ describe.skipIf(!available)('RedisRateLimiter with client clocks an hour off', (
   });
 
   type Reply = Record<string, unknown>;
-  type Child = { shift: number; proc: ChildProcess; ask(m: Reply): Promise<any> };
+  type Child = { shift: number; proc: ChildProcess; ask(m: Reply): Promise<unknown> };
   type Seen = { allowed: boolean; remaining: number; retryAfterMs: number; resetAfterMs: number; reason: string; degraded: boolean };
 
   /** A client process (test/fixtures/redis-clock.mjs) whose clocks all run `shift` ms off. */

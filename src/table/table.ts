@@ -492,6 +492,7 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
     throw new RangeError(
       `options.maxKeys ${spec.maxKeys} needs a table of ${bytes} bytes (${slotWords * 4} per slot, 2 slots per key), ` +
         `which could not be allocated: lower maxKeys, maxKeyBytes or the per-key state (${e instanceof Error ? e.message : String(e)})`,
+      { cause: e },
     );
   }
   const w = new Int32Array(buffer);
