@@ -28,10 +28,12 @@ describe('the clock offset behind every deadline', () => {
         const us = Math.round(redisMs(readAt) * 1000);
         local += rtt;
         if (command === 'TIME') return [String(Math.floor(us / 1e6)), String(us % 1e6)];
-        // EVALSHA sha numkeys ...keys, then ARGV[1]: the number of decisions, then per decision
-        // cost, deadline, want, comma-separated. The reply: six numbers a decision, then TIME.
+        // EVALSHA sha numkeys ...keys, then a batch's ARGV[1]: the number of decisions, then per
+        // decision cost, deadline, want, comma-separated; or a decision alone's (the script for
+        // one): ARGV[1..3], its cost, deadline, want. The reply: six numbers a decision, then TIME.
         const numkeys = Number(args[1]);
-        const [nd, ...per] = String(args[2 + numkeys]).split(',').map(Number) as [number, ...number[]];
+        const argv = args.slice(2 + numkeys).map(Number);
+        const [nd, ...per] = (argv.length === 1 ? String(args[2 + numkeys]).split(',').map(Number) : [1, ...argv]) as [number, ...number[]];
         const out: number[] = [];
         for (let j = 0; j < nd; j++) {
           sent.push({ deadlineUs: per[3 * j + 1] as number, sentAt: readAt });

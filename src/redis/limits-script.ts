@@ -28,6 +28,13 @@ import type { RedisLimit } from './redis-limits.js';
  * wants its cost). ARGV[2], tests only: the time to decide at, in µs, instead of Redis's TIME.
  * KEYS: per decision its key limits' keys, then the global limits' keys.
  *
+ * A GCRA plan has a second script for one decision alone (`single`, lua-gcra.ts): ARGV[1..3]
+ * its cost, deadline and want, ARGV[4] the tests' time; KEYS as for a batch of one. Its reply
+ * holds the decision's part told apart by its length (script-reply.ts, luaReturnDecision): none
+ * when late; [debt] (a plan of one key limit: its debt after, in units) or [remaining,
+ * resetAfterUs] for an admission of exactly its cost that leaves the key open; else the six
+ * fields. The same tail follows.
+ *
  * Reply: an array of integers. Per decision, most often [ALLOWED_PLAIN, remaining,
  * resetAfterUs]: admitted, granted its cost, and the key still open (blockedUs 0); [LATE] for a
  * decision that arrived late; otherwise [status, remaining, retryAfterUs (-1: never),
@@ -47,18 +54,28 @@ return out
 `;
 }
 
+/**
+ * The script's first lines: `now`, Redis's time in µs, or the tests' time from ARGV[`at`]. TIME's
+ * two strings are numbers to Lua's arithmetic, exactly (no tonumber to call).
+ */
+function clock(at: number): string {
+  return `local now = ARGV[${at}]
+if now then
+  now = tonumber(now)
+else
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+`;
+}
+
 function scriptText(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[]): string {
   const all = [...keyLimits, ...global];
-  const head = `local now = tonumber(ARGV[2])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-local arg = string.gmatch(ARGV[1], '[^,]+')
+  const head = `${clock(2)}local arg = string.gmatch(ARGV[1], '[^,]+')
 local nd = tonumber(arg())
 `;
   // A plan has one algorithm: GCRA's script is its own, straight-line (lua-gcra.ts).
-  if (all.every((l) => l.kind === 0)) return head + gcraScript(keyLimits, global) + reply(global.length > 0);
+  if (all.every((l) => l.kind === 0)) return head + gcraScript(keyLimits, global, false) + reply(global.length > 0);
   const lim = all.map((l) => `{ ${[l.kind, ...l.args].map(String).join(', ')} }`).join(', ');
   return `${head}${luaAlgorithms(all.map((l) => l.kind))}
 local nl = ${keyLimits.length}
@@ -165,9 +182,14 @@ ${reply(global.length > 0)}`;
 }
 
 /** A script's text and its SHA1, for EVALSHA. */
-export interface LimitsScript {
+export interface ScriptText {
   readonly text: string;
   readonly sha: string;
+}
+
+/** A plan's script, and its script for one decision alone (GCRA plans; null: the batch's serves). */
+export interface LimitsScript extends ScriptText {
+  readonly single: ScriptText | null;
 }
 
 const scripts = new Map<string, LimitsScript>();
@@ -183,10 +205,15 @@ export function limitsScript(keyLimits: readonly RedisLimit[], global: readonly 
   if (s === undefined) {
     // Rules that keep changing would make new scripts for ever: keep the last few hundred.
     if (scripts.size >= MAX_SCRIPTS) scripts.clear();
-    s = { text, sha: createHash('sha1').update(text).digest('hex') };
+    const gcra = [...keyLimits, ...global].every((l) => l.kind === 0);
+    s = { ...withSha(text), single: gcra ? withSha(clock(4) + gcraScript(keyLimits, global, true)) : null };
     scripts.set(text, s);
   }
   return s;
 }
 
-export { ALLOWED, ALLOWED_PLAIN, EXCEEDS_BURST, GLOBAL_LIMIT, LATE, LIMITED } from './script-reply.js';
+function withSha(text: string): ScriptText {
+  return { text, sha: createHash('sha1').update(text).digest('hex') };
+}
+
+export { ALLOWED, ALLOWED_PLAIN, ALONE_DEBT, ALONE_LATE, ALONE_PLAIN, EXCEEDS_BURST, GLOBAL_LIMIT, LATE, LIMITED } from './script-reply.js';
