@@ -104,6 +104,34 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
     }
   });
 
+  it('a key this thread found absent is answered refused as soon as another instance records a refusal', async () => {
+    const clock = new ManualClock(1_000_000);
+    const mine = LocalTier.create({ clock });
+    const other = LocalTier.attach(mine.handle, { clock });
+    // Found absent, and recorded so: the next asks skip the table while nothing is inserted.
+    expect(mine.refusedFor('k')).toBe(0);
+    expect(mine.refusedFor('k')).toBe(0);
+    expect(mine.take('k')).toBe(false);
+    // Another key's insert voids the record too; the key stays absent.
+    expect(other.refuseUntil('j', 1_000_050)).toBe(true);
+    expect(mine.refusedFor('k')).toBe(0);
+    expect(mine.refusedFor('j')).toBe(50);
+    expect(other.refuseUntil('k', 1_000_100)).toBe(true);
+    expect(mine.refusedFor('k')).toBe(100);
+    // Through the limiter: a key this instance asked Redis about (and found absent in its tier)
+    // is refused without Redis once another instance's refusal is recorded.
+    const prefix = `la${n++}:`;
+    const a = new RedisRateLimiter({ redis: counted, prefix, localTier: mine, limit: perHour(1) });
+    const b = new RedisRateLimiter({ redis: counted, prefix, localTier: other, limit: perHour(1) });
+    setScriptTime(a, () => clock.now() * 1000);
+    setScriptTime(b, () => clock.now() * 1000);
+    expect((await a.tryAcquire('x')).allowed).toBe(true);
+    expect((await b.tryAcquire('x')).allowed).toBe(false); // Redis refused: b's tier records it
+    const before = calls;
+    expect(await a.tryAcquire('x')).toMatchObject({ allowed: false, reason: 'limited' });
+    expect(calls).toBe(before);
+  });
+
   it('leases: one script call serves a lease; grants shrink near the limit; exactly the limit is admitted', async () => {
     const { r } = onClock({ limit: perHour(25), lease: 10 });
     const before = calls;

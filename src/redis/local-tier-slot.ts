@@ -4,14 +4,14 @@ import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.
 
 /**
  * The shared words of the local tier (local-tier.ts): a `SlotTable` (which stores keys in full and
- * handles insert and reclaim races) whose slots each hold three 64-bit words, and four header
+ * handles insert and reclaim races) whose slots each hold three 64-bit words, and a few header
  * words in the table header's limits area, which a tier has no use for.
  *
  * ```
- * header words 64-69:
- * +------------------+--------------------------+------------+----------------------+
- * | clearAt (64-65)  | all-keys refusal (66-67) | leaseMs 68 | refillTimeoutMs 69   |
- * +------------------+--------------------------+------------+----------------------+
+ * header words 64-70:
+ * +------------------+--------------------------+------------+----------------------+------------+
+ * | clearAt (64-65)  | all-keys refusal (66-67) | leaseMs 68 | refillTimeoutMs 69   | inserts 70 |
+ * +------------------+--------------------------+------------+----------------------+------------+
  *
  * one slot (the table allocates it align8: a pad word puts the state on an 8-byte boundary):
  * +------+-----------------+------+----------+-----+---------+---------+---------+-----+
@@ -84,6 +84,15 @@ export const T_CLEAR = 64;
 export const T_ALL = 66;
 export const T_LEASE_MS = 68;
 export const T_REFILL_TIMEOUT_MS = 69;
+/**
+ * How many inserts have been made (int32, wrapping; compared for equality only): each thread
+ * records a key it found absent with the count it loaded before its probe, and counts it absent
+ * while the count is unchanged. An inserter adds 1 after its insert is published, so an insert
+ * published after a probe that missed it changes the count before any later load; one published
+ * before the load is found by the probe. The record only spares the probe: a stale one (the
+ * count wrapped around to the same value) can only hide a key, and a hidden key is asked of Redis.
+ */
+export const T_INSERTS = 70;
 
 /** State words per slot, and the offsets of the three 64-bit words (each lo, then hi). */
 export const STATE_WORDS = 6;
