@@ -120,6 +120,19 @@ describe('Lease', () => {
     expect(lease?.release()).toBe(false); // already expired
   });
 
+  it('release() of a lease already expired, with nothing in between, returns false and frees nothing', () => {
+    const { clock, limiter } = fresh({ leaseMs: 500 });
+    const expired = limiter.tryAcquire('k', 2).lease;
+    const held = limiter.tryAcquire('k', 1).lease;
+    clock.set(1_500); // both expire now; no call has looked at the key since
+    expect(expired?.release()).toBe(false);
+    expect(held?.release()).toBe(false);
+    expect(limiter.tryAcquire('k', 0).remaining).toBe(3);
+    const next = limiter.tryAcquire('k', 3).lease; // every place is free, once each
+    expect(next).not.toBeNull();
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false });
+  });
+
   it('a release after expiry and reuse does not free the new lease\'s place', () => {
     const { clock, limiter } = fresh({ maxInFlight: 1, leaseMs: 100 });
     const old = limiter.tryAcquire('k').lease;
