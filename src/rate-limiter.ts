@@ -39,16 +39,16 @@ class HeldReservation implements Reservation {
     readonly cost: number,
     readonly delayMs: number,
     readonly actAtMs: number,
-    private readonly limiter: RateLimiter,
-    private readonly entry: SlotRef,
-    private readonly giveBack: (() => boolean) | null = null,
+    private readonly clock: Clock,
+    /** Gives back what is still ahead of now of what the reservation counted. */
+    private readonly giveBack: () => boolean,
   ) {}
 
   cancel(): boolean {
     if (this.#done) return false;
     this.#done = true;
-    if (this.cost === 0 || this.limiter.now() >= this.actAtMs) return false;
-    return this.giveBack !== null ? this.giveBack() : this.limiter.refund(this.entry, this.cost);
+    if (this.cost === 0 || this.clock.now() >= this.actAtMs) return false;
+    return this.giveBack();
   }
 }
 
@@ -258,7 +258,7 @@ export class RateLimiter {
       // TOO_LONG, or REFUSED when cost > burst: nothing was counted.
       if (outcome !== ALLOWED) throw new RateLimitTimeoutError(key, one.waitMs(), maxWaitMs);
       const delayMs = one.waitMs();
-      return new HeldReservation(key, cost, delayMs, one.nowMs + delayMs, this, entry);
+      return new HeldReservation(key, cost, delayMs, one.nowMs + delayMs, this.#clock, () => one.refund(entry.base, entry.ctrl, cost));
     }
   }
 
@@ -289,12 +289,7 @@ export class RateLimiter {
     const delayMs = ceilPs(r.retryAfterMs);
     const found = entry as SlotRef;
     const refund = (): boolean => engine.refund(found.base, found.ctrl, found.base + stateOffset, cost, slots);
-    return new HeldReservation(key, cost, delayMs, engine.nowMs + delayMs, this, found, refund);
-  }
-
-  /** Gives back `cost` intervals of a reservation (never below now). For HeldReservation. */
-  refund(entry: SlotRef, cost: number): boolean {
-    return (this.#one as Gcra32 | WideGcra).refund(entry.base, entry.ctrl, cost);
+    return new HeldReservation(key, cost, delayMs, engine.nowMs + delayMs, this.#clock, refund);
   }
 
   /**
@@ -342,11 +337,6 @@ export class RateLimiter {
       if (d.reason === 'table-full') throw new TableFullError(key);
       sleepUntilSync(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs));
     }
-  }
-
-  /** The limiter's clock reading in ms (for reservations). */
-  now(): number {
-    return this.#clock.now();
   }
 
   /** Reclaims the slots of idle keys (state equal to a fresh key's); returns how many. */
