@@ -1,6 +1,7 @@
 /**
- * sluice/http: RateLimit header fields and HTTP middleware (node:http, Express, Fastify).
- * This file only re-exports.
+ * The HTTP layer's public names (RateLimit header fields, and middleware for node:http, Express
+ * and Fastify's bare hook), re-exported from the package root by src/index.ts; there is no
+ * `sluice/http` subpath. The Fastify plugin has its own, `sluice/fastify` (fastify.ts).
  */
 export { rateLimitHeaders } from './headers.js';
 export type { RateLimitHeaders } from './headers.js';

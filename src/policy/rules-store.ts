@@ -1,4 +1,4 @@
-import { FREE, lock, unlock } from '../table/slot-lock.js';
+import { lock, unlock } from '../table/slot-lock.js';
 
 /**
  * Policy rules in shared memory, so that every thread sees a replacement at once.
@@ -77,9 +77,4 @@ export function writeRules(words: Int32Array, json: string, owner: number, steal
     unlock(words, V_LOCK, token);
     if (published) return version + 1;
   }
-}
-
-/** For tests and stats: whether a writer holds the lock. */
-export function writerBusy(words: Int32Array): boolean {
-  return Atomics.load(words, V_LOCK) !== FREE;
 }

@@ -61,7 +61,6 @@ export interface TableCounts {
   tombstones: number;
   /** BUSY slots: inserts in progress, and dead or cancelled claims not yet reused. */
   claimed: number;
-  empty: number;
 }
 
 /**
@@ -402,7 +401,7 @@ export class SlotTable {
 
   /** Counts slots by state. O(capacity); a snapshot that may race with writers. */
   scan(): TableCounts {
-    const counts: TableCounts = { live: 0, tombstones: 0, claimed: 0, empty: 0 };
+    const counts: TableCounts = { live: 0, tombstones: 0, claimed: 0 };
     for (let slot = 0; slot < this.capacity; slot++) {
       const base = this.base(slot);
       const state = Atomics.load(this.words, base + S_CTRL) & 3;
@@ -411,7 +410,6 @@ export class SlotTable {
         else counts.tombstones++;
       } else if (state === TOMB) counts.tombstones++;
       else if (state === BUSY) counts.claimed++;
-      else counts.empty++;
     }
     return counts;
   }
