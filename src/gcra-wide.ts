@@ -1,9 +1,11 @@
 import type { Clock } from './clock.js';
-import { ceilPs, coarseTicks, isStale, raiseStamp, MAX_WIDE_AHEAD_TICKS, readingSlackMs, snapFloor, STALE_UNIT_MS, ticksToMs, ULP_GUARD, type GcraParams } from './gcra.js';
+import { ceilPs, isStale, raiseStamp, MAX_WIDE_AHEAD_TICKS, ticksToMs, type GcraParams } from './gcra.js';
 import { add, compare, divmod, mul, pair, sub, toNumber, type Pair, type QuotRem } from './int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from './table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from './table/table.js';
 import type { SlotRef } from './table/slot-index.js';
+import { Ticks64, staleUnitAt } from './ticks64.js';
+import { bigView, casHalves, halvesOf } from './word64.js';
 
 /**
  * GCRA at width 64: the lock-free path for limits whose tolerance does not fit 32 bits (a
@@ -40,126 +42,6 @@ const LANDED = 0;
 const LOST = 1;
 const MOVED = 2;
 
-if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1) {
-  throw new Error('sluice needs a little-endian platform (the 64-bit TAT is read as two int32 halves)');
-}
-
-const bigViews = new WeakMap<ArrayBufferLike, BigInt64Array>();
-// Scratch: a private 16-byte buffer seen as two int64 and four int32 (builds the CAS operands).
-const casScratch32 = new Int32Array(4);
-const casScratch64 = new BigInt64Array(casScratch32.buffer);
-
-/**
- * One 64-bit compareExchange on `big[at / 2]` (the word whose int32 halves are `at`, `at + 1`)
- * from (hi, lo) to (nextHi, nextLo): it lands only if the word still holds exactly the value the
- * caller read, so a decision made on a torn read of the halves can never land, and a writer
- * whose lock was taken over can fail but never tear the word.
- */
-function casHalves(big: BigInt64Array, at: number, hi: number, lo: number, nextHi: number, nextLo: number): boolean {
-  casScratch32[0] = lo;
-  casScratch32[1] = hi;
-  casScratch32[2] = nextLo;
-  casScratch32[3] = nextHi;
-  const expected = casScratch64[0] as bigint;
-  // compareExchange on the whole word (seq-cst): see above.
-  return Atomics.compareExchange(big, at >> 1, expected, casScratch64[1] as bigint) === expected;
-}
-
-/**
- * `casHalves` on the word whose low half is `w[at]` (`at` even: 8-byte aligned), for the locked
- * 64-bit states.
- */
-export function cas64(w: Int32Array, at: number, hi: number, lo: number, nextHi: number, nextLo: number): boolean {
-  if ((at & 1) !== 0) throw new Error(`a 64-bit state at word ${at} is not 8-byte aligned`);
-  let big = bigViews.get(w.buffer);
-  if (big === undefined) bigViews.set(w.buffer, (big = bigView(w.buffer)));
-  return casHalves(big, at, hi, lo, nextHi, nextLo);
-}
-
-/** A 64-bit view of a table buffer, over its whole 8-byte words (a table may end on a 4-byte one). */
-function bigView(buffer: ArrayBufferLike): BigInt64Array {
-  return new BigInt64Array(buffer, 0, Math.floor(buffer.byteLength / 8));
-}
-
-/** The staleness unit (of `STALE_UNIT_MS`) at `nowMs`. */
-export function staleUnitAt(nowMs: number): number {
-  return Math.floor((nowMs / STALE_UNIT_MS) * ULP_GUARD);
-}
-
-/**
- * Clock readings as 64-bit ticks of one size: `read(nowMs)` sets `hi`/`lo` (whole ticks, floored)
- * and `freshHi`/`freshLo` (where a fresh key's TAT starts: the same, or the next tick for a
- * reading between ticks coarser than 1 ms, so that a fresh start never gains part of a tick).
- * Exact modulo 2^64 for every reading up to 2^53 ms: the integer milliseconds are multiplied in
- * partial products that stay under 2^53 (ticks per ms are at most 10^10).
- *
- * Thread-safety: one instance per thread (it holds its last reading).
- */
-export class Ticks64 {
-  hi = 0;
-  lo = 0;
-  freshHi = 0;
-  freshLo = 0;
-  readonly #perMs: number;
-  readonly #perMsLow: number;
-  readonly #tickMs: number;
-  readonly #coarse: boolean;
-
-  constructor(tickPs: number) {
-    this.#coarse = tickPs > 1e9;
-    this.#tickMs = tickPs / 1e9;
-    this.#perMs = this.#coarse ? 0 : Math.round(1e9 / tickPs); // an integer: such a tick divides 1 ms
-    this.#perMsLow = this.#perMs % TWO32 | 0;
-  }
-
-  read(nowMs: number): void {
-    if (this.#coarse) {
-      const floor = coarseTicks(nowMs, this.#tickMs, false);
-      const fresh = coarseTicks(nowMs, this.#tickMs, true);
-      this.hi = Math.floor(floor / TWO32) | 0;
-      this.lo = floor - Math.floor(floor / TWO32) * TWO32;
-      this.freshHi = Math.floor(fresh / TWO32) | 0;
-      this.freshLo = fresh - Math.floor(fresh / TWO32) * TWO32;
-      return;
-    }
-    const perMs = this.#perMs;
-    // whole = wh * 2^32 + a1 * 2^16 + a0; whole * perMs = wh*perMs*2^32 + a1*perMs*2^16 + a0*perMs,
-    // where only the low 32 bits of wh * perMs matter (Math.imul) and the rest stay under 2^50.
-    const whole = Math.floor(nowMs);
-    const wh = Math.floor(whole / TWO32);
-    const wl = whole - wh * TWO32;
-    const a1 = Math.floor(wl / 65536);
-    const x = (wl - a1 * 65536) * perMs;
-    const y = a1 * perMs;
-    const yHi = Math.floor(y / 65536);
-    const xHi = Math.floor(x / TWO32);
-    // The fraction, snapped onto the tick it names if it is within an ulp below (see ticksAt).
-    const fraction = (nowMs - whole) * perMs;
-    const part = snapFloor(fraction, readingSlackMs(nowMs) * perMs + fraction * 2 ** -51);
-    const partHi = Math.floor(part / TWO32);
-    let lo = (x - xHi * TWO32) + (y - yHi * 65536) * 65536 + (part - partHi * TWO32); // < 3 * 2^32
-    const carry = lo >= TWO32 ? (lo >= 2 * TWO32 ? 2 : 1) : 0;
-    lo -= carry * TWO32;
-    const hi = (xHi + yHi + partHi + carry + Math.imul(wh, this.#perMsLow)) | 0;
-    this.lo = lo;
-    this.hi = hi;
-    this.freshLo = lo;
-    this.freshHi = hi;
-  }
-}
-
-const TWO32 = 2 ** 32;
-
-/** `Ticks64.read` into pairs, for one-off conversions (tests, rule changes). */
-export function ticks64(nowMs: number, p: { tickPs: number }, now: Pair, fresh: Pair): void {
-  const t = new Ticks64(p.tickPs);
-  t.read(nowMs);
-  now.hi = t.hi;
-  now.lo = t.lo;
-  fresh.hi = t.freshHi;
-  fresh.lo = t.freshLo;
-}
-
 export class WideGcra {
   readonly #w: Int32Array;
   readonly #big: BigInt64Array;
@@ -170,6 +52,8 @@ export class WideGcra {
   readonly #staleOn: boolean;
   readonly #ticks: Ticks64;
   readonly #now: Pair = pair();
+  /** A word read whole, split into its halves (retire). */
+  readonly #halves: Pair = pair();
   readonly #fresh: Pair = pair();
   readonly #d: Pair = pair();
   readonly #n: Pair = pair();
@@ -412,9 +296,7 @@ export class WideGcra {
         const value = Atomics.load(big, (base + tatOffset) >> 1);
         if (value === DEAD64) return ALREADY_DEAD;
         const last = Atomics.load(w, base + S_LAST_SEC);
-        casScratch64[0] = value; // split the word into its halves through the scratch buffer
-        const lo = casScratch32[0] as number >>> 0;
-        const hi = casScratch32[1] as number;
+        const { hi, lo } = halvesOf(value, this.#halves); // the word, read whole, as its halves
         const nowMs = this.#readClock();
         const d = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
         // Strictly behind now (or stale): a new key's first TAT, read after its claim, is then

@@ -1,7 +1,7 @@
 import type { Moment } from './algorithms/index.js';
 import { isStale, secondsAt } from './gcra.js';
 import { carryDebt } from './algorithms/gcra.js';
-import { cas64 } from './gcra-wide.js';
+import { cas64 } from './word64.js';
 import { AttachRequest } from './attach-request.js';
 import { clockBuffer, clockKind, resolveClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ticksAt, WIDE_TICKS_PS } from '../src/gcra.js';
-import { ticks64 } from '../src/gcra-wide.js';
+import { ticks64 } from '../src/ticks64.js';
 import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber } from '../src/int64.js';
 
 // The 64-bit pair arithmetic and the clock conversions, checked against BigInt.

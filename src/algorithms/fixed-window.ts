@@ -1,4 +1,4 @@
-import { cas64 } from '../gcra-wide.js';
+import { cas64 } from '../word64.js';
 import type { Limit } from '../limit.js';
 import { ceilNs, floorDiv, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';

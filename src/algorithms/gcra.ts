@@ -2,7 +2,8 @@ import {
   admit, debtOf, gcraParams, isStale, MAX_AHEAD_TICKS, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, raiseStamp, remainingAt, snapFloor, ticksAt, ticksToMs, waitTicks,
   WIDE_TICKS_PS, wideStaleUnits, type GcraParams,
 } from '../gcra.js';
-import { cas64, staleUnitAt, ticks64, Ticks64 } from '../gcra-wide.js';
+import { staleUnitAt, ticks64, Ticks64 } from '../ticks64.js';
+import { cas64 } from '../word64.js';
 import { add, compare, divmod, mul, pair, sub, toNumber, type QuotRem } from '../int64.js';
 import type { Limit } from '../limit.js';
 import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';

@@ -1,5 +1,5 @@
 import type { Limit } from '../limit.js';
-import { cas64 } from '../gcra-wide.js';
+import { cas64 } from '../word64.js';
 import { MAX_CLOCK_MS } from '../gcra.js';
 import { ceilNs, floorDiv, type LimitAlgorithm, type Verdict } from './types.js';
 import { latestIn } from './fixed-window-32.js';
