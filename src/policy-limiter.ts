@@ -54,6 +54,11 @@ export interface PolicyLimiterOptions {
   hashSeed?: number;
 }
 
+/** `#decide` outcomes. */
+const DECIDED = 0;
+const FULL = 1;
+const UNREADABLE = 2;
+
 const OPTION_NAMES = namesOf<PolicyLimiterOptions>()([
   'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize', 'hashSeed',
 ]);
@@ -229,6 +234,29 @@ export class PolicyLimiter {
 
   /** Checks (user, api) against its most specific rule and, if it passes, counts it. */
   tryAcquire(request: PolicyRequest, cost = 1): Decision {
+    const outcome = this.#decide(request, cost);
+    if (outcome === FULL) return { allowed: this.#allowWhenFull, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full' };
+    if (outcome === UNREADABLE) return { allowed: false, remaining: 0, retryAfterMs: UNREADABLE_RETRY_MS, resetAfterMs: 0, reason: 'limited' };
+    const r = this.#engine.result;
+    const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
+    const n = this.#limits.algorithms.length;
+    const d: Decision = { allowed: r.allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+    if (n > 1) d.limits = limitStates(this.#engine.limitRemaining, this.#engine.limitResetMs, n);
+    return d;
+  }
+
+  /** Like `tryAcquire`, but answers only whether the request passes (no Decision is made). */
+  allow(request: PolicyRequest, cost = 1): boolean {
+    const outcome = this.#decide(request, cost);
+    if (outcome === FULL) return this.#allowWhenFull;
+    return outcome === DECIDED && this.#engine.result.allowed;
+  }
+
+  /**
+   * The decision for (user, api) under its most specific rule, in the engine's result: DECIDED,
+   * FULL (no slot for the key) or UNREADABLE (nothing decided or spent).
+   */
+  #decide(request: PolicyRequest, cost: number): number {
     const key = checkPolicyRequest(request, cost);
     const { user, api } = request;
     this.#refreshRules();
@@ -238,9 +266,7 @@ export class PolicyLimiter {
     this.#use(match(this.#compiled, user, api));
     let entry = this.#index.cached(key) ?? this.#index.locate(key);
     for (;;) {
-      if (entry === undefined) {
-        return { allowed: this.#allowWhenFull, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full' };
-      }
+      if (entry === undefined) return FULL;
       this.#shapeAt = entry.base + this.#stateOffset;
       if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn) !== RELOCATE) break;
       this.#index.forget(key);
@@ -250,14 +276,9 @@ export class PolicyLimiter {
       // The key was shaped under rules this thread cannot read yet (a torn copy, see
       // rules-store.ts): nothing was decided or spent.
       this.#unreadable = false;
-      return { allowed: false, remaining: 0, retryAfterMs: UNREADABLE_RETRY_MS, resetAfterMs: 0, reason: 'limited' };
+      return UNREADABLE;
     }
-    const r = this.#engine.result;
-    const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
-    const n = this.#limits.algorithms.length;
-    const d: Decision = { allowed: r.allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
-    if (n > 1) d.limits = limitStates(this.#engine.limitRemaining, this.#engine.limitResetMs, n);
-    return d;
+    return DECIDED;
   }
 
   /**

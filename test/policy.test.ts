@@ -113,6 +113,33 @@ describe('PolicyLimiter.acquire()', () => {
   });
 });
 
+describe('PolicyLimiter.allow()', () => {
+  it('answers what tryAcquire would, and spends the same', () => {
+    const a = limiter().policy;
+    const b = limiter().policy;
+    for (const [user, api] of [['alice', 'search'], ['bob', 'search'], ['alice', 'upload'], ['bob', 'upload']] as const) {
+      for (let i = 0; i < 12; i++) expect(a.allow({ user, api })).toBe(b.tryAcquire({ user, api }).allowed);
+    }
+    expect(a.allow({ user: 'bob', api: 'upload' }, 0)).toBe(true); // a probe spends nothing
+    expect(a.tryAcquire({ user: 'carol', api: 'upload' }, 3).reason).toBe('exceeds-burst');
+    expect(a.allow({ user: 'carol', api: 'upload' }, 3)).toBe(false);
+  });
+
+  it('follows onFull when the table has no slot, and rejects bad input like tryAcquire', () => {
+    const full = (onFull: 'deny' | 'allow') => {
+      const { policy } = limiter({ maxKeys: 1, onFull });
+      let n = 0;
+      while (policy.tryAcquire({ user: `u${n}`, api: 'a' }).reason !== 'table-full') n++;
+      return policy.allow({ user: 'someone-else', api: 'a' });
+    };
+    expect(full('deny')).toBe(false);
+    expect(full('allow')).toBe(true);
+    const { policy } = limiter();
+    expect(() => policy.allow({ user: 'u', api: 'a' }, -1)).toThrow(RangeError);
+    expect(() => policy.allow(null as never)).toThrow(TypeError);
+  });
+});
+
 describe('PolicyLimiter: a change of rules carries the debt across tick sizes', () => {
   it('perSecond(2) to perHour(100) after one request leaves 99, not 100', () => {
     const clock = new ManualClock(10_000);
