@@ -32,8 +32,8 @@ export class Gcra32 {
   nowMs = 0;
   /** Compare-and-swap attempts lost to other threads. */
   retries = 0;
-  /** The second of this thread's latest reading (see #spend: when to skip the lastSec load). */
-  #sec = -2; // never a SlotRef's: -1 there means none
+  /** The second of this thread's latest reading (see #spend: when to skip the lastSec load); NaN: none. */
+  #sec = NaN;
 
 
   constructor(words: Int32Array, p: GcraParams, clock: Clock) {

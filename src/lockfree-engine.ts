@@ -55,8 +55,8 @@ export class LockFreeEngine {
   /** The key's limits when each is one 32-bit GCRA word and there is no cap (#allowGcra), else null. */
   readonly #gcra: NarrowGcra[] | null;
   #retries = 0;
-  /** The second of this thread's latest reading in #allowGcra (when to skip the lastSec load). */
-  #sec = -2; // never a SlotRef's: -1 there means none
+  /** The second of this thread's latest reading in #allowGcra (when to skip the lastSec load); NaN: none. */
+  #sec = NaN;
   // The slot being decided, for #stillOurs (a bound method: no closure per decision).
   #base = 0;
   #ctrl = 0;

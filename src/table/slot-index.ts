@@ -11,9 +11,10 @@ export const DEFAULT_CACHE_SIZE = 65_536;
 export class SlotRef {
   /**
    * A second this thread knows the slot's lastSec word has reached (it only moves forward), or
-   * -1: a decision in that same second need not load the word (see Gcra32). Per thread, plain.
+   * NaN, which equals no second (a clock may read negative times, so no integer can mean none):
+   * a decision in that same second need not load the word (see Gcra32). Per thread, plain.
    */
-  sec = -1;
+  sec = NaN;
 
   constructor(readonly base: number, readonly ctrl: number) {}
 }
