@@ -22,7 +22,8 @@ import type { Clock } from './clock.js';
  * Writers: the updater thread every half resolution, and every thread that reads the clock, on
  * one reading in READS_PER_CHECK, from its own `performance.now()` (so a busy process moves the
  * clock even when the updater is starved of CPU, or gone with the thread that started it). Every
- * write is a compareExchange that only moves the word forward.
+ * write is a compareExchange that only moves the word forward, judged on full readings (a word
+ * 2^31 units or more behind, after the process was stopped that long, still moves).
  *
  * Thread-safety: `now()` may be called from any thread; an instance per thread (it keeps a
  * countdown), all over the same buffer.
@@ -102,14 +103,20 @@ export function publish(w: Int32Array, nowMs: number, resolutionMs: number): voi
   const units = Math.floor(nowMs / resolutionMs);
   const epoch = Math.floor(units / EPOCH_UNITS);
   const next = units | 0; // modulo 2^32: the epoch's low two bits, then the units into it
+  // Atomics.load of the word, then its epoch's slot (plain: written before the word, as below):
+  // the word's full reading, compared in full, so that a word left far behind (the process
+  // stopped for 2^31 units or more) is still seen as behind, not as ahead modulo 2^32.
+  const fullUnits = (word: number): number => (w[EPOCHS + (word >>> 30)] as number) * EPOCH_UNITS + (word & UNIT_MASK);
+  let seen = Atomics.load(w, 0);
+  if (fullUnits(seen) >= units) return;
   // The slot before the word: a reader that sees this epoch in the word reads the slot after it.
   // Every writer of the epoch stores the same value, so the writes cannot disagree.
   w[EPOCHS + (epoch & 3)] = epoch;
-  for (let seen = Atomics.load(w, 0); ((next - seen) | 0) > 0; ) {
+  for (;;) {
     // compareExchange from the word seen: fails if another writer moved it, then we look again
     // (and stop once it is at or past ours: the word never moves back).
     const prev = Atomics.compareExchange(w, 0, seen, next);
-    if (prev === seen) return;
+    if (prev === seen || fullUnits(prev) >= units) return;
     seen = prev;
   }
 }
@@ -155,11 +162,11 @@ export function coarseClock(resolutionMs = 1): CoarseClock {
 /**
  * The updater thread: publishes `performance.now()` every half resolution, sleeping on the WAKE
  * word (Atomics.wait with a timeout: no timers, no spinning). It runs the same `publish`, given
- * as source with the two constants it reads.
+ * as source with the three constants it reads.
  */
 const UPDATER = `
 const { workerData } = require('node:worker_threads');
-const publish = new Function('EPOCHS', 'EPOCH_UNITS', 'return ' + workerData.publish)(${EPOCHS}, ${EPOCH_UNITS});
+const publish = new Function('EPOCHS', 'EPOCH_UNITS', 'UNIT_MASK', 'return ' + workerData.publish)(${EPOCHS}, ${EPOCH_UNITS}, ${UNIT_MASK});
 const w = new Int32Array(workerData.buffer);
 const resolutionMs = new Float64Array(workerData.buffer, ${RESOLUTION_BYTE}, 1)[0];
 for (;;) {
