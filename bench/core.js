@@ -1,6 +1,9 @@
 // The core suite: tryAcquire on existing keys against the Map ceiling, bytes per check, two
 // workers against one, and memory per tracked key. Returns a markdown section.
-import { coarseClock, perSecond, RateLimiter } from 'sluice';
+import { coarseClock, monotonicClock, perSecond, RateLimiter } from 'sluice';
+import { gcraParams } from '../dist/gcra.js';
+import { gcraSlotState } from '../dist/gcra-slot.js';
+import { SlotTable } from '../dist/table/table.js';
 import { createMapGcra } from './lib/map-gcra.js';
 import { BATCH, bytesPerCall, fmt, makeKeys, median, nsPerCall } from './lib/measure.js';
 import { workerThroughput } from './lib/throughput-run.js';
@@ -68,15 +71,20 @@ async function scaling(quick) {
 
 function memory(quick) {
   const rows = [];
-  for (const maxKeyBytes of [64, 32]) {
+  const configs = [
+    { maxKeyBytes: 64 }, { maxKeyBytes: 32 }, { maxKeyBytes: 24 }, { maxKeyBytes: 24, slotsPerKey: 1.5 }, { maxKeyBytes: 24, slotsPerKey: 1.25 },
+  ];
+  for (const { maxKeyBytes, slotsPerKey } of configs) {
     const maxKeys = quick ? 10_000 : 1_000_000;
-    const limiter = new RateLimiter({ limit: perSecond(10), maxKeys, maxKeyBytes });
+    const limiter = new RateLimiter({ limit: perSecond(10), maxKeys, maxKeyBytes, ...(slotsPerKey === undefined ? {} : { slotsPerKey }) });
     const keys = makeKeys(maxKeys, 'm');
+    let full = 0;
     const t0 = performance.now();
-    for (const k of keys) limiter.allow(k);
+    for (const k of keys) if (!limiter.allow(k)) full++; // perSecond(10): a first request passes unless there is no slot
     const insertNs = ((performance.now() - t0) * 1e6) / maxKeys;
     const s = limiter.stats();
-    rows.push({ maxKeyBytes, maxKeys, live: s.liveKeys, tableBytes: s.tableBytes, perKey: s.tableBytes / maxKeys, insertNs });
+    const probes = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock)).probeLengths();
+    rows.push({ maxKeyBytes, slotsPerKey: slotsPerKey ?? 2, maxKeys, live: s.liveKeys, full, tableBytes: s.tableBytes, perKey: s.tableBytes / maxKeys, insertNs, probes });
   }
   return rows;
 }
@@ -114,8 +122,11 @@ export async function runCore({ quick = false } = {}) {
   lines.push('', `Two workers reach **${fmt(ratio, 2)}x** one worker's throughput. On coarseClock(), two workers sharing one limiter reach ` +
     `**${fmt(coarseVsMaps, 2)}x** two workers with a Map each (default clock: ${fmt(median(two) / median(twoMaps), 2)}x).`);
   lines.push('', '## Core: memory per tracked key', '');
-  lines.push('| maxKeyBytes | maxKeys | keys inserted | table bytes | bytes per key | insert ns/key |', '|---:|---:|---:|---:|---:|---:|');
-  for (const m of mem) lines.push(`| ${m.maxKeyBytes} | ${fmt(m.maxKeys)} | ${fmt(m.live)} | ${fmt(m.tableBytes)} | ${fmt(m.perKey, 1)} | ${fmt(m.insertNs)} |`);
+  lines.push('Every key inserted once, distinct; "refused" counts first requests that found no slot (table full). Probes: slots a lookup of a live key reads (1 at its home slot), mean and largest, over the full table.', '');
+  lines.push('| maxKeyBytes | slotsPerKey | maxKeys | keys inserted | refused | table bytes | bytes per key | insert ns/key | probes mean / max |', '|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const m of mem) {
+    lines.push(`| ${m.maxKeyBytes} | ${m.slotsPerKey} | ${fmt(m.maxKeys)} | ${fmt(m.live)} | ${fmt(m.full)} | ${fmt(m.tableBytes)} | ${fmt(m.perKey, 1)} | ${fmt(m.insertNs)} | ${fmt(m.probes.mean, 2)} / ${fmt(m.probes.max)} |`);
+  }
   const tryRatio = res['sluice tryAcquire (object)'].median / res['Map GCRA, tryAcquire (object)'].median;
   const allowRatio = res['sluice allow (boolean)'].median / res['Map GCRA, allow (boolean)'].median;
   const coarseRatio = res['sluice allow, coarseClock()'].median / res['Map GCRA, allow (boolean)'].median;
@@ -129,6 +140,8 @@ export async function runCore({ quick = false } = {}) {
   lines.push(`| zero bytes allocated per check by the table (under 1 B averaged over 20,000 calls) | ${fmt(bytes['sluice allow, constant clock (table alone)'], 1)} B | ${verdict(bytes['sluice allow, constant clock (table alone)'] < 1)} |`);
   lines.push(`| 2 workers on distinct keys at least 1.7x one worker | ${fmt(ratio, 2)}x | ${verdict(ratio >= 1.7)} |`);
   lines.push(`| 2 workers on coarseClock() at least 0.8x two unshared Maps | ${fmt(coarseVsMaps, 2)}x | ${verdict(coarseVsMaps >= 0.8)} |`);
+  const dense = mem.find((m) => m.maxKeyBytes === 24 && m.slotsPerKey === 1.25);
+  lines.push(`| at most 64 bytes per key at ${fmt(dense.maxKeys)} keys, maxKeyBytes 24 (slotsPerKey 1.25), none refused | ${fmt(dense.perKey, 1)} B, ${fmt(dense.full)} refused | ${verdict(dense.perKey <= 64 && dense.full === 0)} |`);
   lines.push('', 'With the default clock, `allow` allocates only what `performance.now()` allocates; `tryAcquire`',
     'also allocates its `Decision` object. The Map GCRA allocates a boxed double per stored TAT on top',
     'of the clock; its object variant allocates its `Decision` too.');

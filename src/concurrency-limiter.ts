@@ -43,7 +43,7 @@ export type { Lease, LeaseDecision } from './lease.js';
  * `hashSeed` and `forceHash` mean what they mean for `RateLimiter`, with the same defaults.
  */
 export interface ConcurrencyLimiterOptions
-  extends Pick<RateLimiterOptions, 'maxKeys' | 'clock' | 'onFull' | 'maxKeyBytes' | 'cacheSize' | 'hashSeed' | 'forceHash'> {
+  extends Pick<RateLimiterOptions, 'maxKeys' | 'clock' | 'onFull' | 'maxKeyBytes' | 'cacheSize' | 'hashSeed' | 'forceHash' | 'slotsPerKey'> {
   /** Places per key: requests of cost 1 that may be in flight at once. 1 to 1024. */
   maxInFlight: number;
   /** A lease not released within this many ms expires and frees its places. Positive, finite. */
@@ -56,7 +56,7 @@ export interface ConcurrencyLimiterOptions
 }
 
 const OPTION_NAMES = namesOf<ConcurrencyLimiterOptions>()([
-  'maxInFlight', 'leaseMs', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash',
+  'maxInFlight', 'leaseMs', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash', 'slotsPerKey',
 ]);
 
 /** A structured-cloneable reference to a concurrency limiter's shared memory. */
@@ -121,10 +121,10 @@ export class ConcurrencyLimiter {
     const maxInFlight = integerInRange('options.maxInFlight', options.maxInFlight, 1, MAX_IN_FLIGHT);
     const leaseMs = positiveFinite('options.leaseMs', options.leaseMs);
     const p = leaseParams(maxInFlight, leaseMs);
-    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize } = parseTableOptions(options);
+    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize, slotsPerKey } = parseTableOptions(options);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
-    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords: maxInFlight, globalWords: 0, tableClass: 'ConcurrencyLimiter' });
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords: maxInFlight, globalWords: 0, tableClass: 'ConcurrencyLimiter', slotsPerKey });
     const w = new Int32Array(buffer);
     writeLeaseParams(w, p);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;

@@ -71,6 +71,12 @@ export interface RateLimiterOptions {
   /** Longest key in UTF-8 bytes; longer keys throw `RangeError`. Default 64, at most 1024. */
   maxKeyBytes?: number;
   /**
+   * Slots allocated per key of `maxKeys`, 1.25 to 4; default 2. Fewer slots hold the same keys
+   * in less memory (1.25: the table is 80% full at maxKeys, with longer stripes so that none
+   * overflows), at the price of longer probes for keys not in the per-thread cache.
+   */
+  slotsPerKey?: number;
+  /**
    * Per-thread cache of key -> slot, so hot keys skip hashing. Entries; default 65,536; 0 disables.
    * It turns itself off while most lookups miss it (more keys in play than it holds) and tries again later.
    */

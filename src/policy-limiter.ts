@@ -40,6 +40,8 @@ export interface PolicyLimiterOptions {
   onFull?: 'deny' | 'allow';
   /** Longest user + api, in UTF-8 bytes plus a few for the length prefix. Default 128. */
   maxKeyBytes?: number;
+  /** As for RateLimiter. Default 2. */
+  slotsPerKey?: number;
   /** State words reserved per key for any future rules. Default: what the rules need, at least 16. */
   maxStateWords?: number;
   /** Room for the rules as JSON. Default 65,536 bytes. */
@@ -60,7 +62,7 @@ const FULL = 1;
 const UNREADABLE = 2;
 
 const OPTION_NAMES = namesOf<PolicyLimiterOptions>()([
-  'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize', 'hashSeed',
+  'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize', 'hashSeed', 'slotsPerKey',
 ]);
 
 /** A structured-cloneable reference to a policy limiter's shared memory. */
@@ -150,13 +152,13 @@ export class PolicyLimiter {
     const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
     const compiled = compileRules(options.rules, maxLogSize);
     const maxStateWords = integerInRange('options.maxStateWords', options.maxStateWords ?? Math.max(16, compiled.stateWords), compiled.stateWords, 65_537);
-    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, clock, cacheSize } = parseTableOptions(options, 128);
+    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, clock, cacheSize, slotsPerKey } = parseTableOptions(options, 128);
     const maxRulesBytes = integerInRange('options.maxRulesBytes', options.maxRulesBytes ?? 65_536, 64, 2 ** 24);
     const rules = createRulesStore(JSON.stringify(options.rules), maxRulesBytes);
     // align8: the rules' states are laid out for an odd base (after the shape word) in slots whose
     // state offset is even, so their 64-bit words land 8-byte aligned. One word more than reserved
     // for the rules: the rules version the key's state was shaped under.
-    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords + 1, globalWords: 0, align8: true, tableClass: 'PolicyLimiter' });
+    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords + 1, globalWords: 0, align8: true, tableClass: 'PolicyLimiter', slotsPerKey });
     const w = new Int32Array(table);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
     w[H_MAX_LOG_SIZE] = maxLogSize;

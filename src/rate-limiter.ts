@@ -61,7 +61,7 @@ export function checkRequest(key: unknown, cost: unknown): void {
 }
 
 const OPTION_NAMES = namesOf<RateLimiterOptions>()([
-  'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash',
+  'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash', 'slotsPerKey',
 ]);
 
 /**
@@ -106,7 +106,7 @@ export class RateLimiter {
     }
     checkNames(options, OPTION_NAMES, 'options', 'RateLimiter option');
     const config = parseConfig(options);
-    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize } = parseTableOptions(options);
+    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize, slotsPerKey } = parseTableOptions(options);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
     const compiled = compileConfig(config);
@@ -115,7 +115,7 @@ export class RateLimiter {
     const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words;
     const globalWords = compiled.global?.words ?? 0;
     const align8 = wide || compiled.key.align8 || compiled.global?.align8 === true;
-    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords, align8, tableClass: 'RateLimiter' });
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords, align8, tableClass: 'RateLimiter', slotsPerKey });
     const w = new Int32Array(buffer);
     writeConfig(w, config, compiled);
     w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;

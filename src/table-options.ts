@@ -1,6 +1,7 @@
 import { monotonicClock, type Clock } from './clock.js';
 import { describe, integerInRange } from './errors.js';
 import { checkNames } from './option-names.js';
+import { MAX_SLOTS_PER_KEY, MIN_SLOTS_PER_KEY, SLOTS_PER_KEY } from './table/layout.js';
 import { DEFAULT_CACHE_SIZE } from './table/slot-index.js';
 
 /**
@@ -18,6 +19,7 @@ export interface TableOptions {
   forcedHash: number | undefined;
   clock: Clock;
   cacheSize: number;
+  slotsPerKey: number;
 }
 
 /** Most keys a table may be sized for. */
@@ -29,7 +31,7 @@ export const MAX_KEYS = 2 ** 22;
  */
 export function parseTableOptions(options: {
   maxKeys?: unknown; maxKeyBytes?: unknown; claimTimeoutMs?: unknown; onFull?: unknown;
-  hashSeed?: unknown; forceHash?: unknown; clock?: unknown; cacheSize?: unknown;
+  hashSeed?: unknown; forceHash?: unknown; clock?: unknown; cacheSize?: unknown; slotsPerKey?: unknown;
 }, defaultKeyBytes = 64): TableOptions {
   const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, MAX_KEYS);
   const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? defaultKeyBytes, 1, 1024);
@@ -46,7 +48,12 @@ export function parseTableOptions(options: {
     : integerInRange('options.forceHash', options.forceHash, -(2 ** 31), 2 ** 32 - 1) | 0;
   const clock = options.clock === undefined ? monotonicClock : checkClock(options.clock);
   const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
-  return { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock: clock as Clock, cacheSize };
+  const slotsPerKey = options.slotsPerKey ?? SLOTS_PER_KEY;
+  if (typeof slotsPerKey !== 'number') throw new TypeError(`options.slotsPerKey must be a number, got ${describe(slotsPerKey)}`);
+  if (!(slotsPerKey >= MIN_SLOTS_PER_KEY && slotsPerKey <= MAX_SLOTS_PER_KEY)) {
+    throw new RangeError(`options.slotsPerKey must be from ${MIN_SLOTS_PER_KEY} to ${MAX_SLOTS_PER_KEY}, got ${describe(slotsPerKey)}`);
+  }
+  return { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock: clock as Clock, cacheSize, slotsPerKey };
 }
 
 /**

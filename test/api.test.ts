@@ -27,7 +27,9 @@ function surface(program: ts.Program, file: string): string[] {
       if ((flags & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) !== 0) continue;
       const readonly = (flags & ts.ModifierFlags.Readonly) !== 0 ? 'readonly ' : '';
       const optional = (p.flags & ts.SymbolFlags.Optional) !== 0 ? '?' : '';
-      lines.push(`${indent}${readonly}${p.name}${optional}: ${typeOf(p, decl ?? at)}`);
+      // A well-known symbol's member is named __@dispose@<id> by the checker: the id varies.
+      const name = p.name.replace(/^__@(\w+)@\d+$/, '[Symbol.$1]');
+      lines.push(`${indent}${readonly}${name}${optional}: ${typeOf(p, decl ?? at)}`);
     }
   };
   const exports = [...checker.getExportsOfModule(module)].sort((a, b) => a.name.localeCompare(b.name));

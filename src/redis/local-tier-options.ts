@@ -21,6 +21,8 @@ export interface LocalTierOptions {
   maxKeys?: number;
   /** Longest key in UTF-8 bytes (default 64); a longer key is simply not cached. */
   maxKeyBytes?: number;
+  /** Slots allocated per key, 1.25 to 4 (default 2): as for RateLimiter. */
+  slotsPerKey?: number;
   /** How long a lease's permits may be spent, counted from when they were asked for (default 1000). */
   leaseMs?: number;
   /** After this long another thread may take over a key's refill (default 1000). */
@@ -59,7 +61,7 @@ export interface LocalTierStats extends Omit<RateLimiterStats, 'casRetries'> {
 export interface RefillToken { at: number; hi: number; lo: number }
 
 export const KIND = 'sluice.LocalTier';
-const OPTION_NAMES = ['maxKeys', 'maxKeyBytes', 'leaseMs', 'refillTimeoutMs', 'clock', 'claimTimeoutMs', 'hashSeed', 'cacheSize', 'forceHash'];
+const OPTION_NAMES = ['maxKeys', 'maxKeyBytes', 'leaseMs', 'refillTimeoutMs', 'clock', 'claimTimeoutMs', 'hashSeed', 'cacheSize', 'forceHash', 'slotsPerKey'];
 
 export function badNumber(name: string, value: unknown): Error {
   if (typeof value !== 'number') return new TypeError(`${name} must be a number, got ${describe(value)}`);

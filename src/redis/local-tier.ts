@@ -98,7 +98,7 @@ export class LocalTier {
     const o = parseTierOptions(options);
     const buffer = allocateTable({
       maxKeys: o.maxKeys, maxKeyBytes: o.maxKeyBytes, hashSeed: o.hashSeed, forcedHash: o.forcedHash,
-      claimTimeoutMs: o.claimTimeoutMs, stateWords: STATE_WORDS, globalWords: 0, align8: true, tableClass: 'LocalTier',
+      claimTimeoutMs: o.claimTimeoutMs, stateWords: STATE_WORDS, globalWords: 0, align8: true, tableClass: 'LocalTier', slotsPerKey: o.slotsPerKey,
     });
     const w = new Int32Array(buffer);
     // Not shared yet: plain writes. clearAt and the all-keys refusal start at zero (nothing

@@ -133,10 +133,23 @@ export function ctrlWord(state: number, payload: number): number {
   return ((payload & PAYLOAD_MASK) << 2) | state;
 }
 
-/** Slots per stripe: a power of two, at most 64 (see docs/design.md for the sizing). */
-export const MAX_SLOTS_PER_STRIPE = 64;
-/** Slots allocated per requested key: at maxKeys live keys a stripe is half full on average. */
+/** Slots allocated per requested key by default: at maxKeys live keys a stripe is half full on average. */
 export const SLOTS_PER_KEY = 2;
+/** The fewest slots per key a table may have (option slotsPerKey): 80% full at maxKeys live keys. */
+export const MIN_SLOTS_PER_KEY = 1.25;
+/** The most (option slotsPerKey). */
+export const MAX_SLOTS_PER_KEY = 4;
+
+/**
+ * Slots per stripe for a table of `slotsPerKey` (a power of two; docs/design.md, "Stripes"): the
+ * fuller the table at maxKeys live keys, the longer its stripes, so that no stripe overflows
+ * before the table holds maxKeys (64 at 2 slots per key, 1,024 at 1.25). Tiny tables use one
+ * stripe of all their slots.
+ */
+export function slotsPerStripeFor(slotsPerKey: number, slots: number): number {
+  const length = slotsPerKey >= 2 ? 64 : slotsPerKey >= 1.5 ? 256 : 1024;
+  return Math.min(length, 2 ** Math.ceil(Math.log2(slots)));
+}
 
 /** Words of the global area before its state: lock and lastSec. */
 export const GLOBAL_HEADER_WORDS = 2;

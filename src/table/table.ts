@@ -2,8 +2,8 @@ import { hashWords, KeyEncoder, keyWords } from './hash.js';
 import {
   BUSY, CLAIM_CANCELLED, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, H_VERSION, HEADER_WORDS,
-  LAYOUT_VERSION, LIVE, MAGIC, MAX_SLOTS_PER_STRIPE, S_CTRL, S_HASH, S_KEY_BYTES,
-  SLOT_HEADER_WORDS, SLOTS_PER_KEY, STAMP_MASK, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS, H_STATE_OFFSET, PAYLOAD_MASK,
+  LAYOUT_VERSION, LIVE, MAGIC, S_CTRL, S_HASH, S_KEY_BYTES,
+  SLOT_HEADER_WORDS, slotsPerStripeFor, STAMP_MASK, TOMB, H_STATE_WORDS, H_GLOBAL_BASE, GLOBAL_HEADER_WORDS, H_STATE_OFFSET, PAYLOAD_MASK,
   H_CLASS, TABLE_CLASSES, type TableClass,
 } from './layout.js';
 
@@ -85,6 +85,8 @@ export class SlotTable {
   /** ctrl word seen when `locate` last returned a slot: the cache validates against it. */
   foundCtrl = 0;
   readonly #stripeMask: number;
+  /** The home slot is the top bits of the re-mixed hash: 6 of them, or log2 of a longer stripe. */
+  readonly #homeShift: number;
   readonly #hashMode: number;
   readonly #hashValue: number;
   readonly #hashSeed: number;
@@ -101,6 +103,7 @@ export class SlotTable {
     this.stateOffset = stateOffsetOf(words);
     this.keyOffset = keyOffsetOf(words);
     this.#stripeMask = this.slotsPerStripe - 1;
+    this.#homeShift = 32 - Math.max(6, Math.log2(this.slotsPerStripe));
     this.#hashMode = words[H_HASH_MODE] as number;
     this.#hashValue = words[H_HASH_VALUE] as number;
     this.#hashSeed = words[H_HASH_SEED] as number;
@@ -147,7 +150,7 @@ export class SlotTable {
   #home(hash: number): number {
     // Stripe from the hash's value, home slot from its (re-mixed) top bits: two independent picks.
     const stripe = (hash >>> 0) % this.stripes;
-    const home = Math.imul(hash, 0x9e3779b1) >>> 26; // top 6 bits, 0..63
+    const home = Math.imul(hash, 0x9e3779b1) >>> this.#homeShift; // top bits: 6, or log2 of longer stripes
     return stripe * this.slotsPerStripe + (home & this.#stripeMask);
   }
 
@@ -399,6 +402,28 @@ export class SlotTable {
     };
   }
 
+  /**
+   * How many slots a lookup of each live key probes (1 at its home slot, plus how far linear
+   * probing moved it): the mean and the largest, for benchmarks. O(capacity); a snapshot.
+   */
+  probeLengths(): { mean: number; max: number } {
+    const w = this.words;
+    let n = 0;
+    let sum = 0;
+    let max = 0;
+    for (let slot = 0; slot < this.capacity; slot++) {
+      const base = this.base(slot);
+      // Atomics.load of ctrl, then the hash (written before the publishing compareExchange).
+      if ((Atomics.load(w, base + S_CTRL) & 3) !== LIVE) continue;
+      const home = this.#home(w[base + S_HASH] as number);
+      const probes = ((slot - home) & this.#stripeMask) + 1; // both in one stripe: wraps inside it
+      n++;
+      sum += probes;
+      if (probes > max) max = probes;
+    }
+    return { mean: n === 0 ? 0 : sum / n, max };
+  }
+
   /** Counts slots by state. O(capacity); a snapshot that may race with writers. */
   scan(): TableCounts {
     const counts: TableCounts = { live: 0, tombstones: 0, claimed: 0 };
@@ -460,6 +485,8 @@ export interface TableSpec {
   align8?: boolean;
   /** The class the table is for: only that class attaches to it. */
   tableClass: TableClass;
+  /** Slots allocated per key of maxKeys (option slotsPerKey). */
+  slotsPerKey: number;
 }
 
 /**
@@ -467,8 +494,8 @@ export interface TableSpec {
  * and the like) before sharing the buffer. Not shared with any thread yet: plain writes suffice.
  */
 export function allocateTable(spec: TableSpec): SharedArrayBuffer {
-  const slotsWanted = Math.max(spec.maxKeys * SLOTS_PER_KEY, 2);
-  const slotsPerStripe = Math.min(MAX_SLOTS_PER_STRIPE, 2 ** Math.ceil(Math.log2(slotsWanted)));
+  const slotsWanted = Math.max(Math.ceil(spec.maxKeys * spec.slotsPerKey), 2);
+  const slotsPerStripe = slotsPerStripeFor(spec.slotsPerKey, slotsWanted);
   const stripes = Math.ceil(slotsWanted / slotsPerStripe);
   // With align8, the state starts on an even word of a slot with an even number of words: slots
   // start at even words (the header is 128 words), so the state is 8-byte aligned in every slot.
@@ -488,7 +515,7 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
     buffer = new SharedArrayBuffer(bytes);
   } catch (e) {
     throw new RangeError(
-      `options.maxKeys ${spec.maxKeys} needs a table of ${bytes} bytes (${slotWords * 4} per slot, 2 slots per key), ` +
+      `options.maxKeys ${spec.maxKeys} needs a table of ${bytes} bytes (${slotWords * 4} per slot, ${spec.slotsPerKey} slots per key), ` +
         `which could not be allocated: lower maxKeys, maxKeyBytes or the per-key state (${e instanceof Error ? e.message : String(e)})`,
       { cause: e },
     );
