@@ -32,8 +32,8 @@ export class Gcra32 {
   nowMs = 0;
   /** Compare-and-swap attempts lost to other threads. */
   retries = 0;
-  /** The second of this thread's latest reading (see #spend: when to skip the lastSec load); NaN: none. */
-  #sec = NaN;
+  /** The second of this thread's latest reading: a guess only (see #spend: when to skip the lastSec load). */
+  #sec = 0;
 
 
   constructor(words: Int32Array, p: GcraParams, clock: Clock) {
@@ -79,7 +79,7 @@ export class Gcra32 {
       // (it only moves forward: the key is fresh and the stamp needs no raise), a hot key's
       // common case; see docs/design.md, section 2.
       const tat = Atomics.load(w, base + S_TAT);
-      const guess = ref.sec === this.#sec; // likely still that second: try without the load
+      const guess = ref.secKnown && ref.sec === this.#sec; // likely still that second: try without the load
       let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
       let nowMs = this.#clock.now();
       let nowSec = Math.floor(nowMs * SECONDS_PER_MS);
@@ -125,6 +125,7 @@ export class Gcra32 {
         // tat came back to our snapshot: that key is overcharged (conservative); find ours again.
         if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
         ref.sec = nowSec; // raiseStamp left the word at nowSec or later
+        ref.secKnown = true;
         this.debt = next;
         return ALLOWED;
       }

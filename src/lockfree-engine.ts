@@ -55,8 +55,8 @@ export class LockFreeEngine {
   /** The key's limits when each is one 32-bit GCRA word and there is no cap (#allowGcra), else null. */
   readonly #gcra: NarrowGcra[] | null;
   #retries = 0;
-  /** The second of this thread's latest reading in #allowGcra (when to skip the lastSec load); NaN: none. */
-  #sec = NaN;
+  /** The second of this thread's latest reading in #allowGcra: a guess only (when to skip the lastSec load). */
+  #sec = 0;
   // The slot being decided, for #stillOurs (a bound method: no closure per decision).
   #base = 0;
   #ctrl = 0;
@@ -179,7 +179,7 @@ export class LockFreeEngine {
       // written by a recent admission was stamped first, so a stale verdict comes only from
       // states that old. Skipped when this thread saw the word reach the reading's own second,
       // as in Gcra32.#spend (a guess from this thread's last reading, checked after the read).
-      const guess = ref.sec === this.#sec;
+      const guess = ref.secKnown && ref.sec === this.#sec;
       let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
       let m = this.#read();
       if (guess && m.sec !== lastSec) {
@@ -213,6 +213,7 @@ export class LockFreeEngine {
       // A reclaim that judged the key idle before our commit must not complete (see decide).
       if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
       ref.sec = m.sec; // commit raised lastSec to our second or later
+      ref.secKnown = true;
       return DONE;
     }
   }

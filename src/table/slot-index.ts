@@ -10,11 +10,13 @@ export const DEFAULT_CACHE_SIZE = 65_536;
  */
 export class SlotRef {
   /**
-   * A second this thread knows the slot's lastSec word has reached (it only moves forward), or
-   * NaN, which equals no second (a clock may read negative times, so no integer can mean none):
-   * a decision in that same second need not load the word (see Gcra32). Per thread, plain.
+   * A second this thread knows the slot's lastSec word has reached (it only moves forward), when
+   * `secKnown`: a decision in that same second need not load the word (see Gcra32). A flag, not a
+   * sentinel value: a clock may read negative times, so any integer can be a real second; and an
+   * integer field, not NaN, which V8 would keep boxed. Per thread, plain.
    */
-  sec = NaN;
+  sec = 0;
+  secKnown = false;
 
   constructor(readonly base: number, readonly ctrl: number) {}
 }
