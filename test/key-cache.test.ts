@@ -10,7 +10,7 @@ import { SlotIndex, type SlotRef } from '../src/table/slot-index.js';
 const WINDOW = 16_384; // MIN_WINDOW: the window of a cache of fewer than 8,192 entries
 
 function setup(keyCount: number, cacheSize: number): { index: SlotIndex; keys: string[]; bases: Map<string, number> } {
-  const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: 4_096 });
+  const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: Math.max(4_096, keyCount) });
   const keys = Array.from({ length: keyCount }, (_, i) => `key-${i}`);
   for (const k of keys) limiter.allow(k);
   const table = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock));
@@ -31,23 +31,30 @@ function lookups(s: ReturnType<typeof setup>, n: number, keys = s.keys): void {
 }
 
 describe('the key cache', () => {
-  it('turns off after a window with more misses than hits, and is tried again after 16 windows', () => {
+  it('turns off after two windows in a row of more than 80% misses, and is tried again after 32 windows', () => {
     const s = setup(2_000, 64); // 2,000 keys drawn evenly through 64 entries: nearly every lookup misses
-    lookups(s, WINDOW - 1);
-    expect(s.index.caching).toBe(true);
+    lookups(s, 2 * WINDOW - 1);
+    expect(s.index.caching).toBe(true); // one bad window is not enough (a cold start is one)
     lookups(s, 1);
     expect(s.index.caching).toBe(false);
-    lookups(s, 15 * WINDOW);
+    lookups(s, 31 * WINDOW);
     expect(s.index.caching).toBe(false);
     lookups(s, WINDOW);
-    expect(s.index.caching).toBe(true); // a trial window
-    lookups(s, WINDOW);
-    expect(s.index.caching).toBe(false); // it missed again
+    expect(s.index.caching).toBe(true); // a trial
+    lookups(s, 2 * WINDOW);
+    expect(s.index.caching).toBe(false); // it missed again, twice
   });
 
   it('stays on while most lookups hit, cold start included', () => {
     const s = setup(2_000, 4_096); // all 2,000 keys fit: after the first 2,000 misses, hits
     lookups(s, 40 * WINDOW);
+    expect(s.index.caching).toBe(true);
+  });
+
+  it('is not turned off by one window of misses (a burst of new keys) when hits follow', () => {
+    const s = setup(6_000, 2_048);
+    lookups(s, WINDOW); // 6,000 keys through 2,048 entries: nearly all misses
+    lookups(s, 10 * WINDOW, s.keys.slice(0, 1_000)); // then a working set that fits
     expect(s.index.caching).toBe(true);
   });
 
