@@ -308,6 +308,14 @@ export function ticksToMs(ticks: number, p: { tickPs: number }): number {
   return (ticks * p.tickPs) / 1e9;
 }
 
+/**
+ * A longest wait of `maxWaitMs` in whole ticks, rounded down, but snapped within 4 ulps: a wait
+ * of exactly `maxWaitMs` must not lose a tick to float noise.
+ */
+export function maxWaitTicks(maxWaitMs: number, p: { tickPs: number }): number {
+  return maxWaitMs === Infinity ? Infinity : snapFloor((maxWaitMs * 1e9) / p.tickPs, (maxWaitMs * 1e9 * 2 ** -50) / p.tickPs);
+}
+
 /** Rounds a wait in ms up to whole picoseconds (the finest tick), dropping float noise. */
 export function ceilPs(ms: number): number {
   return ms === Infinity ? ms : Math.max(0, Math.ceil(ms * 1e9 - 1e-3) / 1e9);

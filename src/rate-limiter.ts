@@ -2,7 +2,7 @@ import { clockBuffer, clockKind, resolveClock, type Clock } from './clock.js';
 import { AttachRequest } from './attach-request.js';
 import { checkCost, describe } from './errors.js';
 import type { AlgorithmName, Moment } from './algorithms/index.js';
-import { ceilPs, snapFloor, secondsAt, ticksToMs, type GcraParams } from './gcra.js';
+import { ceilPs, maxWaitTicks, secondsAt, ticksToMs, type GcraParams } from './gcra.js';
 import { ALLOWED, RELOCATE as ONE_RELOCATE, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
 import {
@@ -244,13 +244,12 @@ export class RateLimiter {
       return this.#reserveLimits(key, cost, maxWaitMs);
     }
     const p = this.#p;
-    // Snapped within 4 ulps: a wait of exactly maxWaitMs must not lose a tick to float noise.
-    const maxWaitTicks = maxWaitMs === Infinity ? Infinity : snapFloor((maxWaitMs * 1e9) / p.tickPs, (maxWaitMs * 1e9 * 2 ** -50) / p.tickPs);
+    const maxTicks = maxWaitTicks(maxWaitMs, p);
     const one = this.#one as Gcra32 | WideGcra;
     for (;;) {
       const entry = this.#index.cached(key) ?? this.#index.locate(key);
       if (entry === undefined) return this.#noSlot(key, cost);
-      const outcome = one.reserve(entry, cost, maxWaitTicks);
+      const outcome = one.reserve(entry, cost, maxTicks);
       if (outcome === ONE_RELOCATE) {
         this.#index.forget(key);
         continue;

@@ -1,5 +1,5 @@
 import {
-  admit, debtOf, gcraParams, isStale, MAX_AHEAD_TICKS, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, raiseStamp, remainingAt, snapFloor, ticksAt, ticksToMs, waitTicks,
+  admit, debtOf, gcraParams, isStale, MAX_AHEAD_TICKS, maxWaitTicks, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, raiseStamp, remainingAt, ticksAt, ticksToMs, waitTicks,
   WIDE_TICKS_PS, wideStaleUnits, type GcraParams,
 } from '../gcra.js';
 import { staleUnitAt, ticks64, Ticks64 } from '../ticks64.js';
@@ -306,11 +306,6 @@ export function carryDebt(w: Int32Array, at: number, ms: number, newTickPs: numb
   // compareExchange each word from the value read under the lock: a writer whose lock was
   // taken over cannot have its update lost silently.
   return cas64(w, at, hi, lo, nextHi, nextLo) && swap(w, at + 2, unit, nowUnit) && swap(w, at + 3, index, newIndex);
-}
-
-/** `maxWaitMs` in whole ticks, a wait of exactly it not losing a tick to float noise. */
-function maxWaitTicks(maxWaitMs: number, p: { tickPs: number }): number {
-  return maxWaitMs === Infinity ? Infinity : snapFloor((maxWaitMs * 1e9) / p.tickPs, (maxWaitMs * 1e9 * 2 ** -50) / p.tickPs);
 }
 
 /** READING_LAG_MS in ticks, rounded up: how far inside its horizon a reservation stays. */
