@@ -43,9 +43,9 @@ const OFF_WINDOWS = 32;
  * reuses the engine's cached string hash, so a hot key is never hashed in JavaScript. Callers
  * validate a cached entry against the slot's ctrl word and call `forget` when it is stale.
  *
- * The cache pays only when most lookups hit it: a miss costs a failed `Map.get`, a new entry and
- * a `Map.set` on top of the table's own lookup (more keys than the cache holds, drawn evenly,
- * hit it rarely). So it judges itself over windows of lookups: two windows in a row with more
+ * The cache pays only while enough lookups hit it: a miss costs a failed `Map.get`, a new entry
+ * and a `Map.set` on top of the table's own lookup (far more keys than the cache holds, drawn
+ * evenly, hit it rarely). So it judges itself over windows of lookups: two windows in a row with more
  * than 80% misses turn it off (`cached` then answers at once and `locate` keeps nothing), and
  * after OFF_WINDOWS windows it is tried again, from empty.
  *
