@@ -7,18 +7,7 @@
 // costs of 0 and above the burst. Every answer must equal the reference's.
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, type Limit } from '../src/index.js';
-
-/** A small deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from './helpers/random.js';
 
 interface Spec { intervalMs: number; burst: number }
 
@@ -49,7 +38,7 @@ function replay(limits: Limit[], specs: Spec[], startMs: number, seed: number, s
   const first = new RateLimiter({ limit: limits.length === 1 ? (limits[0] as Limit) : limits, maxKeys: 8, clock });
   const instances = [first, RateLimiter.attach(first.handle), RateLimiter.attach(first.handle, { cacheSize: 0 })];
   const ref = new Reference(specs);
-  const random = rng(seed);
+  const random = mulberry32(seed);
   const keys = ['a', 'b', 'c'];
   const wrong: string[] = [];
   for (let step = 0; step < steps && wrong.length < 5; step++) {

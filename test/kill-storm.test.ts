@@ -4,6 +4,7 @@ import { ManualClock, perMinute, perSecond, RateLimiter, type Limit, type RateLi
 import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT } from '../src/table/layout.js';
 import { keyOffsetOf } from '../src/table/table.js';
 import { replayFixedWindow, replaySlidingWindow, type Admission, type ModelReport } from './helpers/model.js';
+import { mulberry32 } from './helpers/random.js';
 
 // For every configuration of RateLimiter: 20 rounds of four workers that hammer three hot keys,
 // insert keys (probes of a shared pool) and sweep, each worker terminated at a random moment of
@@ -163,18 +164,6 @@ function reserveAll(limiter: RateLimiter, keys: string[]): (number | string)[] {
   return got;
 }
 
-/** A small seeded generator (mulberry32): the same seed gives the same terminate moments. */
-function generator(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Live slots (LIVE and not being reclaimed) per key, read straight from the table. */
@@ -229,7 +218,7 @@ async function storm(c: Case): Promise<void> {
   // chain and inserts of different keys meet each other's claims.
   const limiter = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, claimTimeoutMs: 1, clock, forceHash: 7 });
   const seedName = c.reserve ? `${c.name} with reservations` : c.name;
-  const random = generator([...seedName].reduce((h, ch) => Math.imul(h ^ ch.charCodeAt(0), 0x01000193), 0x811c9dc5));
+  const random = mulberry32([...seedName].reduce((h, ch) => Math.imul(h ^ ch.charCodeAt(0), 0x01000193), 0x811c9dc5));
   const errors: unknown[] = [];
   const used = new Set([...HOT, ...Array.from({ length: CHURN }, (_, i) => `churn-${i}`)]);
   let work = 0;

@@ -13,6 +13,7 @@ import { redisCommands, TIME_SHA, type RedisCommands } from '../src/redis/client
 import { keySlot, keySlotOfBytes } from '../src/redis/key-slot.js';
 import { groupBySlot } from '../src/redis/slot-groups.js';
 import { redisAvailable, startCluster, type ClusterNode, type NodeRedisCluster, type TestCluster } from './helpers/redis-cluster.js';
+import { mulberry32 } from './helpers/random.js';
 
 const available = redisAvailable();
 
@@ -47,20 +48,9 @@ function referenceSlot(key: string): number {
   return crc % 16384;
 }
 
-/** A seeded generator (mulberry32): the same keys on every run. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Keys of every shape the hash-tag rule distinguishes, with non-ASCII and lone surrogates. */
 function randomKeys(count: number): string[] {
-  const next = random(20240611);
+  const next = mulberry32(20240611);
   const pieces = ['{', '}', '{}', 'a', 'user:', '42', 'é', '日本', '😀', '\u{10ffff}', '\ud800', '\udfff', '%7B', ' ', ':'];
   const keys: string[] = [];
   for (let i = 0; i < count; i++) {
