@@ -106,6 +106,8 @@ export function publish(w: Int32Array, nowMs: number, resolutionMs: number): voi
   // Atomics.load of the word, then its epoch's slot (plain: written before the word, as below):
   // the word's full reading, compared in full, so that a word left far behind (the process
   // stopped for 2^31 units or more) is still seen as behind, not as ahead modulo 2^32.
+  // #decode's formula in units, written out here: the updater thread runs this function from its
+  // source, so it may call nothing outside itself.
   const fullUnits = (word: number): number => (w[EPOCHS + (word >>> 30)] as number) * EPOCH_UNITS + (word & UNIT_MASK);
   let seen = Atomics.load(w, 0);
   if (fullUnits(seen) >= units) return;
