@@ -1,8 +1,8 @@
 // The core suite: tryAcquire on existing keys against the Map ceiling, bytes per check, two
 // workers against one, and memory per tracked key. Returns a markdown section.
 import { coarseClock, monotonicClock, perSecond, RateLimiter } from 'sluice';
-import { gcraParams } from '../dist/gcra.js';
-import { gcraSlotState } from '../dist/gcra-slot.js';
+import { gcraParams } from '../dist/math/gcra.js';
+import { gcraSlotState } from '../dist/rate/gcra-slot.js';
 import { SlotTable } from '../dist/table/table.js';
 import { createMapGcra } from './lib/map-gcra.js';
 import { BATCH, bytesPerCall, fmt, makeKeys, median, nsPerCall } from './lib/measure.js';

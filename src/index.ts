@@ -2,32 +2,32 @@
  * sluice: a lock-free GCRA rate limiter in a SharedArrayBuffer, shared by every worker thread.
  * This file only re-exports.
  */
-export { RateLimiter } from './rate-limiter.js';
+export { RateLimiter } from './rate/rate-limiter.js';
 export type {
   AttachOptions, Decision, DecisionReason, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
-} from './rate-limiter.js';
-export { PolicyLimiter } from './policy-limiter.js';
-export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRule } from './policy-limiter.js';
+} from './rate/rate-limiter.js';
+export { PolicyLimiter } from './policy/policy-limiter.js';
+export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRule } from './policy/policy-limiter.js';
 export type { AlgorithmName } from './algorithms/index.js';
 export { fastifyRateLimit, rateLimit, rateLimitHeaders } from './http/index.js';
 export type {
   FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike, NextFunction, PolicyLimiterHttpOptions,
   RateLimitHandler, RateLimitHeaders, RateLimiterHttpOptions, RateLimitOptions,
 } from './http/index.js';
-export { ConcurrencyLimiter } from './concurrency-limiter.js';
+export { ConcurrencyLimiter } from './concurrency/concurrency-limiter.js';
 export type {
   ConcurrencyLimiterHandle, ConcurrencyLimiterOptions, ConcurrencyLimiterStats, Lease, LeaseDecision,
-} from './concurrency-limiter.js';
-export { limitTasks } from './pool.js';
-export type { LimitTasksOptions } from './pool.js';
-export { RateLimitTimeoutError, TableFullError } from './waiting.js';
-export type { AcquireOptions, AcquireSyncOptions, Reservation } from './waiting.js';
-export { ManualClock, monotonicClock } from './clock.js';
-export { coarseClock } from './coarse-clock.js';
-export type { CoarseClock } from './coarse-clock.js';
-export type { Clock } from './clock.js';
-export { perDay, perHour, perMinute, perSecond } from './limit.js';
-export type { Limit, LimitOptions } from './limit.js';
+} from './concurrency/concurrency-limiter.js';
+export { limitTasks } from './pool/limit-tasks.js';
+export type { LimitTasksOptions } from './pool/limit-tasks.js';
+export { RateLimitTimeoutError, TableFullError } from './errors.js';
+export type { AcquireOptions, AcquireSyncOptions, Reservation } from './rate/waiting.js';
+export { ManualClock, monotonicClock } from './time/clock.js';
+export { coarseClock } from './time/coarse-clock.js';
+export type { CoarseClock } from './time/coarse-clock.js';
+export type { Clock } from './time/clock.js';
+export { perDay, perHour, perMinute, perSecond } from './config/limit.js';
+export type { Limit, LimitOptions } from './config/limit.js';
 export { RedisRateLimiter } from './redis/redis-rate-limiter.js';
 export type { RedisRateLimiterOptions } from './redis/redis-rate-limiter.js';
 export { RedisPolicyLimiter } from './redis/redis-policy-limiter.js';

@@ -9,8 +9,10 @@
 // The mutex and unlocked variants exist only here; they are not options of the library. They
 // model the 32-bit path (one int32 TAT word per key), so they need a limit that runs at width 32.
 import { ManualClock, monotonicClock, RateLimiter } from 'sluice';
-import { admit, debtOf, gcraParams, secondsAt, ticksAt } from '../../dist/gcra.js';
-import { gcraSlotState } from '../../dist/gcra-slot.js';
+import { admit, debtOf, gcraParams } from '../../dist/math/gcra.js';
+import { secondsAt } from '../../dist/time/stamps.js';
+import { ticksAt } from '../../dist/time/ticks.js';
+import { gcraSlotState } from '../../dist/rate/gcra-slot.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../../dist/table/layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex } from '../../dist/table/slot-index.js';
 import { SlotTable } from '../../dist/table/table.js';

@@ -1,5 +1,6 @@
-import { READING_LAG_MS } from '../gcra.js';
-import { ceilNs, floorDiv, swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
+import { READING_LAG_MS } from '../math/gcra.js';
+import { ceilNs, floorDiv } from '../time/ticks.js';
+import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
 
 /**
  * The fixed window in one int32 word, for limits whose windows it can tell apart (see

@@ -1,6 +1,7 @@
-import { cas64 } from '../word64.js';
-import type { Limit } from '../limit.js';
-import { ceilNs, floorDiv, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
+import { cas64 } from '../math/word64.js';
+import type { Limit } from '../config/limit.js';
+import { ceilNs, floorDiv } from '../time/ticks.js';
+import { type LimitAlgorithm, type Moment, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';
 import { FixedWindow32, fitsFixedWindow32, latestIn } from './fixed-window-32.js';
 

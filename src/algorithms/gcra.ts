@@ -1,16 +1,16 @@
-import {
-  admit, debtOf, gcraParams, isStale, MAX_AHEAD_TICKS, maxWaitTicks, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, raiseStamp, remainingAt, ticksAt, ticksToMs, waitTicks,
-  WIDE_TICKS_PS, wideStaleUnits, type GcraParams,
-} from '../gcra.js';
-import { staleUnitAt, ticks64, Ticks64 } from '../ticks64.js';
-import { cas64 } from '../word64.js';
-import { add, compare, divmod, mul, pair, sub, toNumber, type QuotRem } from '../int64.js';
-import type { Limit } from '../limit.js';
+import { admit, debtOf, gcraParams, MAX_AHEAD_TICKS, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, remainingAt, waitTicks, WIDE_TICKS_PS, wideStaleUnits, type GcraParams } from '../math/gcra.js';
+import { isStale, raiseStamp } from '../time/stamps.js';
+import { maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
+import { staleUnitAt } from '../time/stamps.js';
+import { ticks64, Ticks64 } from '../time/ticks64.js';
+import { cas64 } from '../math/word64.js';
+import { add, compare, divmod, mul, pair, sub, toNumber, type QuotRem } from '../math/int64.js';
+import type { Limit } from '../config/limit.js';
 import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
 
 /**
  * GCRA as a locked algorithm, for keys with several limits or a global cap: the same integer math
- * as the lock-free paths (`../gcra.ts`, `../gcra-wide.ts`), at the width the limit needs. A
+ * as the lock-free paths (`../rate/gcra-32.ts`, `../rate/gcra-wide.ts`), at the width the limit needs. A
  * 32-bit limit keeps one TAT word; a 64-bit one keeps the TAT's two halves, its own staleness
  * unit (`STALE_UNIT_MS`; the engine's shared lastSec word counts seconds) and its tick.
  */
@@ -32,7 +32,7 @@ export class NarrowGcra implements LimitAlgorithm {
   readonly staleSec: number;
   readonly lockFree = true;
   readonly #p: GcraParams;
-  /** The integer parameters (for the global cap's batches, src/global-batch.ts). */
+  /** The integer parameters (for the global cap's batches, src/rate/global-batch.ts). */
   get params(): GcraParams {
     return this.#p;
   }

@@ -1,5 +1,5 @@
-import type { Limit } from '../limit.js';
-import { describe } from '../errors.js';
+import type { Limit } from '../config/limit.js';
+import { describe } from '../config/check.js';
 import { fixedWindowAlgorithm } from './fixed-window.js';
 import { gcraAlgorithm } from './gcra.js';
 import { slidingLogAlgorithm } from './sliding-log.js';

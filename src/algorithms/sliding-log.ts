@@ -1,5 +1,5 @@
-import { ticksAt, ticksCeilAt, ticksToMs } from '../gcra.js';
-import type { Limit } from '../limit.js';
+import { ticksAt, ticksCeilAt, ticksToMs } from '../time/ticks.js';
+import type { Limit } from '../config/limit.js';
 import { swap, type LimitAlgorithm, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';
 

@@ -1,7 +1,8 @@
-import type { Limit } from '../limit.js';
-import { cas64 } from '../word64.js';
-import { MAX_CLOCK_MS } from '../gcra.js';
-import { ceilNs, floorDiv, type LimitAlgorithm, type Verdict } from './types.js';
+import type { Limit } from '../config/limit.js';
+import { cas64 } from '../math/word64.js';
+import { MAX_CLOCK_MS } from '../time/ticks.js';
+import { ceilNs, floorDiv } from '../time/ticks.js';
+import { type LimitAlgorithm, type Verdict } from './types.js';
 import { latestIn } from './fixed-window-32.js';
 import { windowLimit } from './window-limit.js';
 

@@ -1,6 +1,5 @@
-import { coarseTicks, readingSlackMs, snapFloor } from '../gcra.js';
 /**
- * The contract between the locked state engine (`../locked-engine.ts`) and each algorithm.
+ * The contract between the locked state engine (`../rate/locked-engine.ts`) and each algorithm.
  *
  * An algorithm keeps `stateWords` int32 words per key and limit. It never takes locks or reads a
  * clock: the engine calls it with the key's lock held and one clock reading (`Moment`) for the
@@ -110,20 +109,4 @@ export interface LimitAlgorithm {
 export function swap(w: Int32Array, i: number, prev: number, next: number): boolean {
   // compareExchange, not store: a writer whose lock was stolen cannot overwrite newer state.
   return Atomics.compareExchange(w, i, prev, next) === prev;
-}
-
-/**
- * Floor of `a / b` for a clock reading, snapped like gcra.ts's ticksAt: a quotient within its own
- * ulp below an integer is that integer; nothing moves further (a relative lift would open windows
- * early at large readings).
- */
-export function floorDiv(a: number, b: number): number {
-  // A whole number of ms per window divides exactly; any other window size divides as a float.
-  if (Number.isInteger(b)) return coarseTicks(a, b, false);
-  return snapFloor(a / b, readingSlackMs(a) / b + (a / b) * 2 ** -52);
-}
-
-/** Rounds a wait in ms up to whole nanoseconds, dropping float noise (50.00000000000006 -> 50). */
-export function ceilNs(ms: number): number {
-  return Math.ceil(ms * 1e6 - 1e-3) / 1e6;
 }

@@ -1,6 +1,6 @@
-import { describe, integerInRange } from '../errors.js';
-import { MAX_CLOCK_MS } from '../gcra.js';
-import { validateLimit, type Limit } from '../limit.js';
+import { describe, integerInRange } from '../config/check.js';
+import { MAX_CLOCK_MS } from '../time/ticks.js';
+import { validateLimit, type Limit } from '../config/limit.js';
 
 /** The checked parameters of a window or log algorithm: whole permits per period. */
 export interface WindowLimit {

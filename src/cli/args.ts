@@ -9,8 +9,8 @@
  * Thread-safety: pure functions and plain data; safe on any thread.
  */
 import { parseArgs } from 'node:util';
-import type { Limit } from '../limit.js';
-import { RateLimiter, type RateLimiterOptions } from '../rate-limiter.js';
+import type { Limit } from '../config/limit.js';
+import { RateLimiter, type RateLimiterOptions } from '../rate/rate-limiter.js';
 
 /** A mistake on the command line: printed with the subcommand's usage, exit status 2. */
 export class UsageError extends Error {

@@ -5,14 +5,14 @@
  *
  * Each bound follows from what the algorithm checks before it admits, whatever the order in which
  * threads take their turns, and allows for how the limiter rounds clock readings (to ticks of
- * `tickNs`, see gcra.ts). Write P for permits, T for periodMs, B for burst.
+ * `tickNs`, see math/gcra.ts). Write P for permits, T for periodMs, B for burst.
  *
  * Thread-safety: pure functions; safe on any thread.
  */
 import type { AlgorithmName } from '../algorithms/index.js';
-import { floorDiv } from '../algorithms/types.js';
-import { gcraParams } from '../gcra.js';
-import type { Limit } from '../limit.js';
+import { floorDiv } from '../time/ticks.js';
+import { gcraParams } from '../math/gcra.js';
+import type { Limit } from '../config/limit.js';
 import { formatDuration, formatRate } from './args.js';
 import { fmt } from './output.js';
 

@@ -6,7 +6,7 @@
  *
  * Thread-safety: main thread only; the workers are `hammer-worker.ts`, one limiter each.
  */
-import { RateLimiter } from '../rate-limiter.js';
+import { RateLimiter } from '../rate/rate-limiter.js';
 import {
   checkLimiter, formatRate, parseInteger, parseOptions, parseRate, parseSeconds, stringOption,
 } from './args.js';

@@ -6,7 +6,7 @@
  * Thread-safety: runs in a worker thread; writes only its own row.
  */
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { RateLimiter, type RateLimiterHandle } from '../rate-limiter.js';
+import { RateLimiter, type RateLimiterHandle } from '../rate/rate-limiter.js';
 import { C_GO, C_STOP, R_CAS_RETRIES, R_END_US, ROW_HEADER, rowWords } from './hammer.js';
 
 /** What `hammer` passes in `workerData`. */

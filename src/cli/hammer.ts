@@ -7,7 +7,7 @@
  * their own limiter instance and write only their own row of counters.
  */
 import { Worker } from 'node:worker_threads';
-import type { RateLimiterHandle } from '../rate-limiter.js';
+import type { RateLimiterHandle } from '../rate/rate-limiter.js';
 
 /*
  * Shared memory (the one place these offsets live):

@@ -6,9 +6,9 @@
  * Thread-safety: main thread only; runs synchronously on one thread.
  */
 import type { AlgorithmName } from '../algorithms/index.js';
-import { ManualClock } from '../clock.js';
-import type { Limit } from '../limit.js';
-import { RateLimiter } from '../rate-limiter.js';
+import { ManualClock } from '../time/clock.js';
+import type { Limit } from '../config/limit.js';
+import { RateLimiter } from '../rate/rate-limiter.js';
 import {
   checkLimiter, formatDuration, formatRate, parseDuration, parseInteger, parseOptions, parseRate, stringOption,
   UsageError,

@@ -5,8 +5,8 @@
  * Thread-safety: main thread only; the workers are `hammer-worker.ts`.
  */
 import { ALGORITHMS, type AlgorithmName } from '../algorithms/index.js';
-import type { Limit } from '../limit.js';
-import { RateLimiter, type RateLimiterOptions } from '../rate-limiter.js';
+import type { Limit } from '../config/limit.js';
+import { RateLimiter, type RateLimiterOptions } from '../rate/rate-limiter.js';
 import {
   checkLimiter, formatRate, parseInteger, parseOptions, parseRate, parseSeconds, show, stringOption, UsageError,
 } from './args.js';

@@ -1,7 +1,7 @@
-import { describe } from '../errors.js';
-import { ULP_GUARD } from '../gcra.js';
-import { validateLimit, type Limit } from '../limit.js';
-import type { Decision } from '../rate-limiter.js';
+import { describe } from '../config/check.js';
+import { ULP_GUARD } from '../time/ticks.js';
+import { validateLimit, type Limit } from '../config/limit.js';
+import type { Decision } from '../rate/rate-limiter.js';
 
 /**
  * The `RateLimit-Policy` and `RateLimit` response fields of draft-ietf-httpapi-ratelimit-headers-11

@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { checkCost, describe, integerInRange } from '../errors.js';
+import { checkCost, describe, integerInRange } from '../config/check.js';
 import { clientKey } from './client-address.js';
-import { checkNames } from '../option-names.js';
-import type { Limit } from '../limit.js';
-import { PolicyLimiter, type PolicyRequest } from '../policy-limiter.js';
-import { RateLimiter, type Decision } from '../rate-limiter.js';
+import { checkNames } from '../config/option-names.js';
+import type { Limit } from '../config/limit.js';
+import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
+import { RateLimiter, type Decision } from '../rate/rate-limiter.js';
 import { advertisePolicies, policyFields, rateLimitValue, retryAfterSeconds, type PolicyFields } from './headers.js';
 
 /**

@@ -1,11 +1,11 @@
 import { checkAlgorithm, type AlgorithmName } from '../algorithms/index.js';
-import { checkCost, checkWellFormed, describe } from '../errors.js';
-import { gcraParams, WIDE_TICKS_PS } from '../gcra.js';
-import type { Limit } from '../limit.js';
-import { compileConfig } from '../limiter-config.js';
-import type { LimitGroup } from '../locked-engine.js';
+import { checkCost, checkWellFormed, describe } from '../config/check.js';
+import { gcraParams, WIDE_TICKS_PS } from '../math/gcra.js';
+import type { Limit } from '../config/limit.js';
+import { compileConfig } from '../config/limiter-config.js';
+import type { LimitGroup } from '../rate/locked-engine.js';
 import { MAX_LIMITS } from '../table/layout.js';
-import { checkNames, namesOf } from '../option-names.js';
+import { checkNames, namesOf } from '../config/option-names.js';
 
 /**
  * Policy rules as data: which limits apply to a (user, api) pair, and their validation and

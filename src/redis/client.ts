@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { describe } from '../errors.js';
+import { describe } from '../config/check.js';
 import { keySlot, keySlotOfBytes } from './key-slot.js';
 
 /**

@@ -1,4 +1,4 @@
-import { describe } from '../errors.js';
+import { describe } from '../config/check.js';
 
 /** A Redis Cluster has this many hash slots; a key's slot is its CRC16 modulo this. */
 export const SLOTS = 16384;

@@ -1,12 +1,12 @@
-import { resolveClock, type Clock } from '../clock.js';
-import { describe, integerInRange } from '../errors.js';
+import { resolveClock, type Clock } from '../time/clock.js';
+import { describe, integerInRange } from '../config/check.js';
 import { H_CLOCK_KIND } from '../table/layout.js';
 import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
 import { checkTableBuffer } from '../table/table.js';
-import { parseTableOptions, type TableOptions } from '../table-options.js';
-import type { RateLimiterStats } from '../limiter-types.js';
-import { checkNames } from '../option-names.js';
-import { checkAttachOptions } from '../table-options.js';
+import { parseTableOptions, type TableOptions } from '../config/table-options.js';
+import type { RateLimiterStats } from '../config/types.js';
+import { checkNames } from '../config/option-names.js';
+import { checkAttachOptions } from '../config/table-options.js';
 
 /**
  * The local tier's options, handle and stats, and the checks of its arguments: each throws

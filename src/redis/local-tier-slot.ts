@@ -1,5 +1,5 @@
-import type { Clock } from '../clock.js';
-import { cas64 } from '../word64.js';
+import type { Clock } from '../time/clock.js';
+import { cas64 } from '../math/word64.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
 
 /**

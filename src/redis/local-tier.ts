@@ -1,6 +1,6 @@
-import { clockBuffer, clockKind, type Clock } from '../clock.js';
-import { describe, integerInRange, isWellFormed } from '../errors.js';
-import { cas64 } from '../word64.js';
+import { clockBuffer, clockKind, type Clock } from '../time/clock.js';
+import { describe, integerInRange, isWellFormed } from '../config/check.js';
+import { cas64 } from '../math/word64.js';
 import { H_ALGORITHM, H_CLOCK_KIND, H_MAX_KEYS, H_OWNER_SEQ, S_CTRL } from '../table/layout.js';
 import { SlotRef } from '../table/slot-index.js';
 import { allocateTable, NOT_IDLE, SlotTable, stateOffsetOf } from '../table/table.js';

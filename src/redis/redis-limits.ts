@@ -1,6 +1,6 @@
 import type { AlgorithmName } from '../algorithms/index.js';
 import { windowLimit } from '../algorithms/window-limit.js';
-import { validateLimit, type Limit } from '../limit.js';
+import { validateLimit, type Limit } from '../config/limit.js';
 import { limitsScript } from './limits-script.js';
 import { globalKey } from './redis-keys.js';
 import type { ScriptPlan } from './script-batcher.js';

@@ -1,4 +1,4 @@
-import { describe } from '../errors.js';
+import { describe } from '../config/check.js';
 import { SLOTS } from './key-slot.js';
 
 /**

@@ -1,4 +1,4 @@
-import { checkWellFormed, describe } from '../errors.js';
+import { checkWellFormed, describe } from '../config/check.js';
 import { TABLE_FULL, type SlotTable } from './table.js';
 
 /** Entries in a thread's key cache unless configured otherwise. */

@@ -1,0 +1,349 @@
+import { clockBuffer, clockKind, resolveClock, type Clock } from '../time/clock.js';
+import { AttachRequest } from '../config/attach-request.js';
+import { ceilNs } from '../time/ticks.js';
+import { checkCost, describe, integerInRange, positiveFinite } from '../config/check.js';
+import { isStale, raiseStamp, secondsAt } from '../time/stamps.js';
+import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
+import {
+  FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
+  now32At, ticksAt, ticksToMs, writeLeaseParams, type LeaseParams,
+} from './lease-slot.js';
+import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
+import { H_CLOCK_KIND, H_ON_FULL, H_OWNER_SEQ, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from '../table/slot-index.js';
+import { GONE, lock, unlock } from '../table/slot-lock.js';
+import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from '../table/table.js';
+import { checkAttachOptions, parseTableOptions } from '../config/table-options.js';
+import { checkNames, namesOf } from '../config/option-names.js';
+
+export type { Lease, LeaseDecision } from './lease.js';
+
+/**
+ * At most `maxInFlight` requests in flight per key: a request takes a lease of `cost` places and
+ * gives them back with `lease.release()` (or at the end of a `using` block). A lease that is not
+ * released within `leaseMs` expires and its places become free again: that is what happens to the
+ * leases of a worker that dies (or forgets) before releasing. The state of every key lives in
+ * shared memory (see lease-slot.ts for the slot layout and the wrap-around argument).
+ *
+ * An acquire takes the key's lock (table/slot-lock.ts), reads its places, decides, and stamps the
+ * places it takes, each with a compareExchange from the free value it read. A release needs no
+ * lock: it compareExchanges each of its places from its own stamp back to free, so it never frees
+ * a place that another lease now holds. While the lock is held no place can become taken, only
+ * freed (by a release, or by time), so the places an acquire reads as held were all held at once
+ * at its first read: that makes a refusal exact, and keeps reclaims (which try-lock) out.
+ *
+ * What a worker terminated mid-call leaves: killed before its stamps, nothing; after them, a lease
+ * nobody will release, whose places free at expiry; killed holding the key lock, a lock that the
+ * next acquire of the key takes over after `claimTimeoutMs`; killed inside a release, the places
+ * it had not yet freed, which free at expiry.
+ */
+
+/**
+ * Options for `new ConcurrencyLimiter`. `maxKeys`, `clock`, `onFull`, `maxKeyBytes`, `cacheSize`,
+ * `hashSeed` and `forceHash` mean what they mean for `RateLimiter`, with the same defaults.
+ */
+export interface ConcurrencyLimiterOptions
+  extends Pick<RateLimiterOptions, 'maxKeys' | 'clock' | 'onFull' | 'maxKeyBytes' | 'cacheSize' | 'hashSeed' | 'forceHash' | 'slotsPerKey'> {
+  /** Places per key: requests of cost 1 that may be in flight at once. 1 to 1024. */
+  maxInFlight: number;
+  /** A lease not released within this many ms expires and frees its places. Positive, finite. */
+  leaseMs: number;
+  /**
+   * After this long an unfinished insert, or a key lock whose holder died mid-call, stops
+   * blocking others (an insert's slot is reused after 30 times this). Default 1,000 ms.
+   */
+  claimTimeoutMs?: number;
+}
+
+const OPTION_NAMES = namesOf<ConcurrencyLimiterOptions>()([
+  'maxInFlight', 'leaseMs', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash', 'slotsPerKey',
+]);
+
+/** A structured-cloneable reference to a concurrency limiter's shared memory. */
+export interface ConcurrencyLimiterHandle {
+  readonly kind: 'sluice.ConcurrencyLimiter';
+  readonly table: SharedArrayBuffer;
+  readonly clock: SharedArrayBuffer | null;
+}
+
+/** What `stats()` reports: a RateLimiter's figures, plus the places held. */
+export interface ConcurrencyLimiterStats extends RateLimiterStats {
+  /** Places held by unexpired leases, over all keys: a snapshot that may race with writers. */
+  placesHeld: number;
+}
+
+const DONE = 0;
+const RELOCATE = 1;
+
+/**
+ * A concurrency limiter whose per-key state lives in shared memory: at most `maxInFlight` places
+ * per key are held by unexpired leases at any instant, counted exactly across all threads.
+ * Create it once, pass `handle` to workers, and `ConcurrencyLimiter.attach(handle)` there.
+ *
+ * Thread-safety: `tryAcquire`, `sweep`, `stats` and `Lease.release` may run at the same time on
+ * any number of threads over the same handle. `tryAcquire` holds the key's lock while it reads and
+ * writes that key's places (different keys never wait on each other; a lock whose holder died is
+ * taken over after `claimTimeoutMs`); `release`, `sweep` and `stats` never wait. One *instance* belongs to
+ * the thread that made it (it keeps a per-thread cache and scratch memory).
+ */
+export class ConcurrencyLimiter {
+  #p!: LeaseParams;
+  #site!: LeaseSite;
+  #table!: SlotTable;
+  #words!: Int32Array;
+  #clock!: Clock;
+  #clockBuffer!: SharedArrayBuffer | null;
+  #index!: SlotIndex;
+  #owner = 0;
+  #allowWhenFull = false;
+  #seen!: Int32Array; //   places as read under the lock
+  #aheads!: Int32Array; // ticks until each held place frees
+  #taken!: Int32Array; //  places this acquire took
+  #retries = 0;
+  // Results of the last #decideLocked, read by tryAcquire.
+  #reason: LeaseDecision['reason'] = 'allowed';
+  #held = 0;
+  #retryTicks = 0;
+  #resetTicks = 0;
+  #stamp = 0;
+  #expiryTicks = 0;
+  #fracMs = 0;
+
+  constructor(options: ConcurrencyLimiterOptions) {
+    if (options instanceof AttachRequest) {
+      this.#setup(options.handle.table, options.clock, options.cacheSize, options.handle.clock);
+      return;
+    }
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError(`options must be an object like { maxInFlight, leaseMs, maxKeys }, got ${describe(options)}`);
+    }
+    checkNames(options, OPTION_NAMES, 'options', 'ConcurrencyLimiter option');
+    const maxInFlight = integerInRange('options.maxInFlight', options.maxInFlight, 1, MAX_IN_FLIGHT);
+    const leaseMs = positiveFinite('options.leaseMs', options.leaseMs);
+    const p = leaseParams(maxInFlight, leaseMs);
+    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize, slotsPerKey } = parseTableOptions(options);
+    // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
+    // plain writes fill its header; attach() reads everything back from there.
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords: maxInFlight, globalWords: 0, tableClass: 'ConcurrencyLimiter', slotsPerKey });
+    const w = new Int32Array(buffer);
+    writeLeaseParams(w, p);
+    w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
+    w[H_CLOCK_KIND] = clockKind(clock);
+    this.#setup(buffer, clock, cacheSize, clockBuffer(clock));
+  }
+
+  #setup(buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
+    const w = checkTableBuffer(buffer, 'ConcurrencyLimiter');
+    const p = readLeaseParams(w);
+    this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'ConcurrencyLimiter');
+    this.#clockBuffer = clockBuffer;
+    this.#p = p;
+    this.#allowWhenFull = w[H_ON_FULL] === 1;
+    // Atomics.add: each instance gets its own owner id for its lock tokens.
+    this.#owner = Atomics.add(w, H_OWNER_SEQ, 1);
+    const stateOffset = stateOffsetOf(w);
+    this.#table = new SlotTable(buffer, leaseSlotState(p, stateOffset, this.#owner, this.#clock));
+    this.#words = this.#table.words;
+    this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
+    this.#site = { words: this.#words, clock: this.#clock, p, stateOffset };
+    this.#seen = new Int32Array(p.maxInFlight);
+    this.#aheads = new Int32Array(p.maxInFlight);
+    this.#taken = new Int32Array(p.maxInFlight);
+  }
+
+  /**
+   * Returns a limiter over the same shared memory as the one that made `handle`, for use on this
+   * thread. Throws `TypeError` for anything that is not a ConcurrencyLimiter handle.
+   * Thread-safety: call it on the thread that will use the result.
+   */
+  static attach(handle: ConcurrencyLimiterHandle, options?: AttachOptions): ConcurrencyLimiter {
+    if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
+      throw new TypeError(`handle must be a ConcurrencyLimiter handle ({ table: SharedArrayBuffer, ... }), got ${describe(handle)}`);
+    }
+    const { clock, cacheSize } = checkAttachOptions(options);
+    return new ConcurrencyLimiter(new AttachRequest<ConcurrencyLimiterHandle>(handle, clock, cacheSize) as unknown as ConcurrencyLimiterOptions);
+  }
+
+  /** The structured-cloneable handle: pass it in `workerData`, `postMessage` or a piscina task. */
+  get handle(): ConcurrencyLimiterHandle {
+    return { kind: 'sluice.ConcurrencyLimiter', table: this.#words.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+  }
+
+  /** Places per key. */
+  get maxInFlight(): number {
+    return this.#p.maxInFlight;
+  }
+
+  /** How long a lease lasts unless released (as given; stamps round it up to whole ticks). */
+  get leaseMs(): number {
+    return this.#p.leaseMs;
+  }
+
+  /**
+   * Takes a lease of `cost` places on `key` if that many are free, in one atomic step: allowed
+   * iff places held by unexpired leases + cost <= maxInFlight. `cost` is an integer >= 0; 0 is a
+   * probe that answers without taking anything. A refused request changes nothing.
+   */
+  tryAcquire(key: string, cost = 1): LeaseDecision {
+    if (typeof key !== 'string' || key.length === 0) {
+      throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
+    }
+    checkCost(cost);
+    const index = this.#index;
+    let slot = index.cached(key) ?? index.locate(key);
+    while (slot !== undefined && this.#decide(slot, cost) === RELOCATE) {
+      index.forget(key);
+      slot = index.locate(key);
+    }
+    if (slot === undefined) return this.#full(key, cost);
+    const p = this.#p;
+    const allowed = this.#reason === 'allowed';
+    let lease: Lease | null = null;
+    if (allowed && cost > 0) {
+      const places = Array.from(this.#taken.subarray(0, cost));
+      lease = new HeldLease(key, cost, ticksToMs(this.#expiryTicks, p), this.#site, slot, this.#stamp, this.#expiryTicks, places);
+    }
+    return {
+      allowed,
+      remaining: p.maxInFlight - this.#held,
+      retryAfterMs: allowed ? 0 : this.#retryTicks === Infinity ? Infinity : this.#untilMs(this.#retryTicks),
+      resetAfterMs: this.#untilMs(this.#resetTicks),
+      reason: this.#reason,
+      lease,
+    };
+  }
+
+  /** Reclaims the slots of keys that hold no unexpired lease; returns how many. */
+  sweep(): number {
+    this.#index.clear();
+    return this.#table.sweep();
+  }
+
+  /** Counts keys, slots and held places. O(capacity * maxInFlight): for monitoring only. */
+  stats(): ConcurrencyLimiterStats {
+    return {
+      ...this.#table.report(this.#retries),
+      placesHeld: placesHeldIn(this.#table, this.#site.stateOffset, this.#clock.now(), this.#p),
+    };
+  }
+
+  /** Locks the key at `slot` and decides; DONE, or RELOCATE when the slot no longer holds it. */
+  #decide(slot: SlotRef, cost: number): number {
+    const w = this.#words;
+    const lockAt = slot.base + S_TAT;
+    for (;;) {
+      const token = lock(w, lockAt, this.#owner, this.#table.claimTimeoutMs);
+      if (token === GONE) return RELOCATE;
+      // Atomics.load of ctrl after taking the lock: a reclaim needs this lock, so while we hold
+      // it an unchanged ctrl means the slot still holds our key.
+      if (Atomics.load(w, slot.base + S_CTRL) !== slot.ctrl) {
+        unlock(w, lockAt, token);
+        return RELOCATE;
+      }
+      const at = slot.base + this.#site.stateOffset;
+      const done = this.#decideLocked(at, slot.base + S_LAST_SEC, cost);
+      if (unlock(w, lockAt, token) && done) return DONE;
+      // Our lock was taken over (this thread stalled past claimTimeoutMs) or a place changed
+      // under us: the decision is void. Hand back what it took and decide again.
+      if (done && this.#reason === 'allowed') this.#giveBack(at, cost);
+      this.#retries++;
+    }
+  }
+
+  /**
+   * With the key locked: reads the places, decides, takes `cost` free places if allowed and
+   * clears expired ones. False if a place changed under us (the caller decides again).
+   */
+  #decideLocked(at: number, lastSecAt: number, cost: number): boolean {
+    const p = this.#p;
+    const w = this.#words;
+    const n = p.maxInFlight;
+    const seen = this.#seen;
+    // The clock after taking the lock: no earlier than any stamp writer's reading (see lease-slot.ts).
+    const nowMs = this.#clock.now();
+    const nowTicks = ticksAt(nowMs, p);
+    const now32 = now32At(nowMs, p);
+    const nowSec = secondsAt(nowMs);
+    this.#fracMs = Math.max(0, nowMs - ticksToMs(nowTicks, p)); // the reading's part below a tick
+    // Atomics.load of every place, then of lastSec: an acquire raises lastSec before it stamps,
+    // so the lastSec read here is at least the second of every stamp read before it.
+    for (let i = 0; i < n; i++) seen[i] = Atomics.load(w, at + i);
+    const lastSec = Atomics.load(w, lastSecAt);
+    const stale = isStale(nowSec, lastSec, p.staleSec);
+    let held = 0;
+    let longest = 0;
+    for (let i = 0; i < n; i++) {
+      const ahead = heldFor(seen[i] as number, now32, stale);
+      if (ahead === 0) continue;
+      this.#aheads[held++] = ahead;
+      if (ahead > longest) longest = ahead;
+    }
+    this.#held = held;
+    this.#resetTicks = longest;
+    this.#retryTicks = 0;
+    let take = 0;
+    if (cost > n) {
+      this.#reason = 'exceeds-burst';
+      this.#retryTicks = Infinity;
+    } else if (held + cost > n) {
+      this.#reason = 'limited';
+      // The (held + cost - n)-th place to expire is the one that lets this request pass.
+      this.#retryTicks = this.#aheads.subarray(0, held).sort()[held + cost - n - 1] as number;
+    } else {
+      this.#reason = 'allowed';
+      take = cost;
+    }
+    let expiry = nowTicks + p.leaseTicks;
+    let stamp = (now32 + p.leaseTicks) | 0;
+    if (stamp === FREE_PLACE) { expiry += 1; stamp = (stamp + 1) | 0; } // never stamp the free marker: one tick later
+    this.#stamp = stamp;
+    this.#expiryTicks = expiry;
+    if (take > 0) raiseStamp(w, lastSecAt, lastSec, nowSec); // only ever forward
+    let taken = 0;
+    for (let i = 0; i < n; i++) {
+      const v = seen[i] as number;
+      if (v === FREE_PLACE && taken === take) continue;
+      if (heldFor(v, now32, stale) > 0) continue;
+      if (taken < take) {
+        // compareExchange from the value read under the lock: fails only if a late release
+        // freed this expired place meanwhile, or a thread whose lock we took over wrote it.
+        if (Atomics.compareExchange(w, at + i, v, stamp) !== v) {
+          this.#giveBack(at, taken);
+          return false;
+        }
+        this.#taken[taken++] = i;
+      } else {
+        // compareExchange of an expired place to free: keeps old stamps from ageing into the
+        // wrap-around; losing to a release (which also frees it) is fine.
+        Atomics.compareExchange(w, at + i, v, FREE_PLACE);
+      }
+    }
+    if (take > 0) {
+      this.#held = held + take;
+      this.#resetTicks = Math.max(longest, expiry - nowTicks);
+    }
+    return true;
+  }
+
+  /** Ms from the decision's exact clock reading until `ticks` after its tick (0 for 0). */
+  #untilMs(ticks: number): number {
+    return ticks === 0 ? 0 : ceilNs(ticksToMs(ticks, this.#p) - this.#fracMs);
+  }
+
+  /** Frees the first `count` places of `#taken` if they still hold this decision's stamp. */
+  #giveBack(at: number, count: number): void {
+    for (let i = 0; i < count; i++) {
+      // compareExchange from our own stamp: only undoes our own write.
+      Atomics.compareExchange(this.#words, at + (this.#taken[i] as number), this.#stamp, FREE_PLACE);
+    }
+  }
+
+  /** The key found no slot: refused, or allowed untracked (onFull 'allow'). */
+  #full(key: string, cost: number): LeaseDecision {
+    const allowed = this.#allowWhenFull;
+    const lease = allowed && cost > 0
+      ? new HeldLease(key, cost, this.#clock.now() + this.#p.leaseMs, null, null, FREE_PLACE, 0, [])
+      : null;
+    return { allowed, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full', lease };
+  }
+}

@@ -1,0 +1,207 @@
+import type { Clock } from '../time/clock.js';
+import { describe } from '../config/check.js';
+import { isStale, secondsAt } from '../time/stamps.js';
+import { ticksAt as ticks32, ULP_GUARD } from '../time/ticks.js';
+import {
+  DEAD, H_ALGORITHM, H_BURST, H_LIMITS_BYTE, H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, LIVE, S_CTRL,
+  S_LAST_SEC, S_TAT,
+} from '../table/layout.js';
+import { FREE, tryLock, unlock } from '../table/slot-lock.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState, type SlotTable } from '../table/table.js';
+
+/**
+ * A concurrency limiter's view of a slot: its parameters in the table header, the meaning of its
+ * state words ("places"), and how a slot starts and goes idle.
+ *
+ * ```
+ * one slot, as laid out by table/layout.ts, with maxInFlight state words:
+ * +------+-----------+-----------+------+----------+---------+---------+-----+-------------+-----+
+ * | ctrl | tat: the  | lastSec:  | hash | keyBytes | place 0 | place 1 | ... | place N-1   | key |
+ * |      | key lock  | 2nd of    |      |          | FREE_PLACE (0), or the expiry of the  |     |
+ * |      | (slot-    | the last  |      |          | lease holding it, in ticks mod 2^32   |     |
+ * |      | lock.ts)  | acquire   |      |          |                                       |     |
+ * +------+-----------+-----------+------+----------+---------+---------+-----+-------------+-----+
+ * ```
+ *
+ * A lease of cost c holds c places, each stamped with its expiry. A place is free when it holds
+ * FREE_PLACE or a stamp that is not ahead of now. The places are the limit: every write of a stamp
+ * is a compareExchange from a free value, so at most maxInFlight places are held, whatever races.
+ *
+ * Header words reused from the rate limiter's layout (their names there, their meaning here):
+ * H_BURST = maxInFlight, H_TOLERANCE_TICKS = lease in ticks, H_TICK_NS = the tick, H_STALE_SEC =
+ * staleSec below, H_ALGORITHM = CONCURRENCY_TABLE, and the float64 at H_LIMITS_BYTE = leaseMs.
+ *
+ * Wrap-around. Stamps are ticks modulo 2^32; a tick is the smallest power of ten nanoseconds, at
+ * least 1 us, for which the lease fits in 2^29 ticks. A place decodes as `(stamp - now) | 0`:
+ * - An unexpired stamp was written after a clock reading no later than ours (its writer read the
+ *   clock under the key lock, before unlocking; we read it after locking), so it is at most
+ *   2^29 ticks ahead and decodes exactly.
+ * - An expired stamp decodes as expired until 2^31 ticks after its expiry (at least 35 minutes).
+ *   Every acquire clears the expired places it sees, so a stamp gets older than that only if no
+ *   acquire ran on the key in those 2^31 ticks. Each acquire raises the key's `lastSec` to its
+ *   own second before writing its stamps, and a decision reads lastSec after the places; the last
+ *   raise then came before that expiry, so `nowSec - lastSec >= 2^31 ticks - 1 s`, more than
+ *   `staleSec = ceil(lease in s) + 2` (the lease is at most 2^29 ticks): the rule "stale, so
+ *   every place is free" applies, whatever the stamp decodes to. Conversely, when that rule
+ *   fires, every stamp was written more than staleSec > lease seconds ago: it has expired.
+ *
+ * Thread-safety: pure functions over shared words; safe on any thread.
+ */
+
+/** The `H_ALGORITHM` id of a concurrency table; `RateLimiter.attach` refuses it as unknown. */
+export const CONCURRENCY_TABLE = 256;
+/** A place no lease holds. A stamp that would equal it is stored one tick later. */
+export const FREE_PLACE = 0;
+/** The most places per key. */
+export const MAX_IN_FLIGHT = 1024;
+
+const MIN_TICK_NS = 1_000;
+const MAX_TICK_NS = 1e9;
+const MAX_LEASE_TICKS = 2 ** 29;
+/** The longest lease: 2^29 ticks of the coarsest tick (about 17 years). */
+export const MAX_LEASE_MS = (MAX_LEASE_TICKS * MAX_TICK_NS) / 1e6;
+
+/** A concurrency limiter's parameters, as stored in its table header. */
+export interface LeaseParams {
+  /** Places per key. */
+  maxInFlight: number;
+  /** The lease duration as given. */
+  leaseMs: number;
+  /** The tick in nanoseconds: 1000, 10000, ... */
+  tickNs: number;
+  /** `leaseMs` in ticks, rounded up; at most 2^29. */
+  leaseTicks: number;
+  /** A key whose last acquire is older than this many whole seconds holds no lease. */
+  staleSec: number;
+}
+
+function ceilTicks(ns: number, tickNs: number): number {
+  const exact = ns / tickNs;
+  const nearest = Math.round(exact);
+  // Accept a float that is an integer to 1e-9, so 100 ms does not become 100,001 us.
+  return Math.abs(exact - nearest) <= 1e-9 * Math.max(1, exact) ? nearest : Math.ceil(exact);
+}
+
+/** Chooses the tick for a lease of `leaseMs` (already checked positive and finite). */
+export function leaseParams(maxInFlight: number, leaseMs: number): LeaseParams {
+  for (let tickNs = MIN_TICK_NS; tickNs <= MAX_TICK_NS; tickNs *= 10) {
+    const leaseTicks = Math.max(1, ceilTicks(leaseMs * 1e6, tickNs));
+    if (leaseTicks > MAX_LEASE_TICKS) continue;
+    const staleSec = Math.ceil((leaseTicks * tickNs) / 1e9) + 2;
+    return { maxInFlight, leaseMs, tickNs, leaseTicks, staleSec };
+  }
+  throw new RangeError(`options.leaseMs must be at most ${MAX_LEASE_MS} (about 17 years), got ${describe(leaseMs)}`);
+}
+
+/** Writes the parameters into a new table's header (not yet shared: plain writes). */
+export function writeLeaseParams(w: Int32Array, p: LeaseParams): void {
+  w[H_ALGORITHM] = CONCURRENCY_TABLE;
+  w[H_BURST] = p.maxInFlight;
+  w[H_TOLERANCE_TICKS] = p.leaseTicks;
+  w[H_TICK_NS] = p.tickNs;
+  w[H_STALE_SEC] = p.staleSec;
+  new Float64Array(w.buffer, H_LIMITS_BYTE, 1)[0] = p.leaseMs;
+}
+
+/** Reads the parameters back; throws `TypeError` if the table is not a concurrency limiter's. */
+export function readLeaseParams(w: Int32Array): LeaseParams {
+  if (w[H_ALGORITHM] !== CONCURRENCY_TABLE) {
+    throw new TypeError('handle is not a ConcurrencyLimiter handle (its table belongs to a RateLimiter)');
+  }
+  return {
+    maxInFlight: w[H_BURST] as number,
+    leaseMs: new Float64Array(w.buffer, H_LIMITS_BYTE, 1)[0] as number,
+    tickNs: w[H_TICK_NS] as number,
+    leaseTicks: w[H_TOLERANCE_TICKS] as number,
+    staleSec: w[H_STALE_SEC] as number,
+  };
+}
+
+/**
+ * Whole ticks elapsed at `nowMs` (the ulp guard keeps 1234.567 ms on tick 1234567 at 1 us): for
+ * comparisons on one thread; above 2^53 ticks the low bits are not exact, so stamps use `now32`.
+ */
+export function ticksAt(nowMs: number, p: LeaseParams): number {
+  return Math.floor(((nowMs * 1e6) / p.tickNs) * ULP_GUARD);
+}
+
+/** Ticks elapsed at `nowMs` modulo 2^32, exact for every reading up to 2^53 ms. */
+export function now32At(nowMs: number, p: LeaseParams): number {
+  return ticks32(nowMs, { tickPs: p.tickNs * 1000 });
+}
+
+/** Converts ticks to milliseconds. */
+export function ticksToMs(ticks: number, p: LeaseParams): number {
+  return (ticks * p.tickNs) / 1e6;
+}
+
+/**
+ * Ticks until `place` frees by expiry, 0 if it is free now. `now32` is now in ticks modulo 2^32;
+ * `stale` is the lastSec rule of the header comment (every stamp of the slot has expired).
+ */
+export function heldFor(place: number, now32: number, stale: boolean): number {
+  if (place === FREE_PLACE || stale) return 0;
+  const ahead = (place - now32) | 0;
+  return ahead > 0 ? ahead : 0;
+}
+
+/**
+ * Counts the places of the slot at `base` held at `nowMs`, reading them without the lock: a
+ * snapshot (stats and idle checks). Places first, then lastSec, as in a decision.
+ */
+export function countHeld(w: Int32Array, base: number, stateOffset: number, nowMs: number, p: LeaseParams): number {
+  const now32 = now32At(nowMs, p);
+  const at = base + stateOffset;
+  let held = 0;
+  // Atomics.load of each place: a stamp seen here had lastSec raised before it was written.
+  for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), now32, false) > 0) held++;
+  if (held === 0) return 0;
+  // Atomics.load of lastSec after the places: at least the second of every stamp seen above.
+  return isStale(secondsAt(nowMs), Atomics.load(w, base + S_LAST_SEC), p.staleSec) ? 0 : held;
+}
+
+/** Places held over every live key of `table` at `nowMs`: a snapshot that may race with writers. */
+export function placesHeldIn(table: SlotTable, stateOffset: number, nowMs: number, p: LeaseParams): number {
+  const w = table.words;
+  let held = 0;
+  for (let slot = 0; slot < table.capacity; slot++) {
+    const base = table.base(slot);
+    // Atomics.load of ctrl, then the lock word: only LIVE keys not being reclaimed count.
+    if ((Atomics.load(w, base + S_CTRL) & 3) !== LIVE || Atomics.load(w, base + S_TAT) === DEAD) continue;
+    held += countHeld(w, base, stateOffset, nowMs, p);
+  }
+  return held;
+}
+
+/**
+ * The table hooks: a fresh slot has every place free; a key is idle (reclaimable) when it holds
+ * no place. The reclaim takes the key lock (only if free right now) and returns its token as the
+ * word the table turns into DEAD, so no acquire can run between the idle check and the reclaim.
+ * A reclaimed key's stamps all lie at or before now, and the slot's next key stamps now + lease
+ * or later, so a late `release` (compareExchange from its own stamp) cannot hit the new key.
+ */
+export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: number, clock: Clock): SlotState {
+  return {
+    initSlot(w, base) {
+      // Stores while the slot is BUSY: nobody reads its state before the publishing
+      // compareExchange on ctrl, which orders these writes before it.
+      for (let i = 0; i < p.maxInFlight; i++) Atomics.store(w, base + stateOffset + i, FREE_PLACE);
+      Atomics.store(w, base + S_LAST_SEC, secondsAt(clock.now()));
+      Atomics.store(w, base + S_TAT, FREE);
+    },
+    isDead(w, base) {
+      return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
+    },
+    retire(w, base) {
+      // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
+      if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
+      const token = tryLock(w, base + S_TAT, owner);
+      if (token === FREE) return NOT_IDLE;
+      // The clock after the lock: later than every acquire's reading, so stamps decode exactly.
+      // compareExchange from our own token to DEAD: no acquire can run between check and reclaim.
+      if (countHeld(w, base, stateOffset, clock.now(), p) === 0 && Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token) return RETIRED;
+      unlock(w, base + S_TAT, token);
+      return NOT_IDLE;
+    },
+  };
+}

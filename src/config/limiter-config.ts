@@ -1,0 +1,99 @@
+import { ALGORITHMS, checkAlgorithm, compileLimit, type AlgorithmName } from '../algorithms/index.js';
+import { describe, integerInRange } from './check.js';
+import { gcraParams, type GcraParams } from '../math/gcra.js';
+import { validateLimit, type Limit } from './limit.js';
+import { group, type LimitGroup } from '../rate/limit-set.js';
+import {
+  H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDTH, MAX_LIMITS,
+} from '../table/layout.js';
+
+/**
+ * What a limiter enforces, as stored in its table header so that `attach` rebuilds exactly the
+ * same limiter in every thread.
+ *
+ * Thread-safety: plain data and pure functions.
+ */
+export interface LimiterConfig {
+  algorithm: AlgorithmName;
+  limits: Required<Limit>[];
+  globalLimit: Required<Limit> | null;
+  maxLogSize: number;
+}
+
+/** The compiled form: the lock-free GCRA parameters, or the locked groups. */
+export interface CompiledConfig {
+  /** Set when the key has one GCRA limit and there is no global cap: the lock-free path (at its width). */
+  fast: GcraParams | null;
+  key: LimitGroup;
+  global: LimitGroup | null;
+}
+
+/** Default bound on a sliding log's permits (4 bytes each per key). */
+export const DEFAULT_MAX_LOG_SIZE = 1_000;
+
+/** Checks the limit-related options; throws `TypeError`/`RangeError` naming the option. */
+export function parseConfig(options: {
+  limit: Limit | readonly Limit[];
+  algorithm?: AlgorithmName | undefined;
+  globalLimit?: Limit | undefined;
+  maxLogSize?: number | undefined;
+}): LimiterConfig {
+  const algorithm = checkAlgorithm(options.algorithm ?? 'gcra', 'options.algorithm');
+  const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
+  const list = Array.isArray(options.limit) ? options.limit : [options.limit];
+  if (Array.isArray(options.limit) && (list.length === 0 || list.length > MAX_LIMITS)) {
+    throw new RangeError(`options.limit must hold 1 to ${MAX_LIMITS} limits, got ${list.length}`);
+  }
+  const limits = list.map((l, i) => validateLimit(l, Array.isArray(options.limit) ? `options.limit[${i}]` : 'options.limit'));
+  const globalLimit = options.globalLimit === undefined ? null : validateLimit(options.globalLimit, 'options.globalLimit');
+  const config: LimiterConfig = { algorithm, limits, globalLimit, maxLogSize };
+  compileConfig(config, true); // throws now, naming the limit, for what only the algorithm can check
+  return config;
+}
+
+/**
+ * Compiles a config. `named` makes errors name the options (at construction); a string names the
+ * limits after it (`rules[2].limit[0]`).
+ */
+export function compileConfig(config: LimiterConfig, named: boolean | string = false, wideGcra = false, baseParity = 0): CompiledConfig {
+  const prefix = typeof named === 'string' ? named : 'options.limit';
+  const name = (i: number): string => (!named ? 'limit' : config.limits.length > 1 ? `${prefix}[${i}]` : prefix);
+  const key = group(config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wideGcra)), baseParity);
+  const global = config.globalLimit === null
+    ? null
+    : group([compileLimit(config.algorithm, config.globalLimit, named ? 'options.globalLimit' : 'globalLimit', config.maxLogSize)]);
+  const first = config.limits[0] as Limit;
+  const fast = config.algorithm === 'gcra' && config.limits.length === 1 && global === null ? gcraParams(first) : null;
+  return { fast, key, global };
+}
+
+/** Writes a config into a new table's header (not yet shared: plain writes). */
+export function writeConfig(w: Int32Array, config: LimiterConfig, compiled: CompiledConfig): void {
+  w[H_ALGORITHM] = ALGORITHMS.indexOf(config.algorithm);
+  w[H_LIMIT_COUNT] = config.limits.length;
+  w[H_HAS_GLOBAL] = config.globalLimit === null ? 0 : 1;
+  w[H_MAX_LOG_SIZE] = config.maxLogSize;
+  w[H_WIDTH] = compiled.fast?.width ?? 0;
+  const f = new Float64Array(w.buffer, H_LIMITS_BYTE, (MAX_LIMITS + 1) * 3);
+  [...config.limits, ...(config.globalLimit ? [config.globalLimit] : [])].forEach((l, i) => {
+    f[i * 3] = l.permits;
+    f[i * 3 + 1] = l.periodMs;
+    f[i * 3 + 2] = l.burst;
+  });
+}
+
+/** Reads a config back from a table header. */
+export function readConfig(w: Int32Array): LimiterConfig {
+  const f = new Float64Array(w.buffer, H_LIMITS_BYTE, (MAX_LIMITS + 1) * 3);
+  const at = (i: number): Required<Limit> => ({ permits: f[i * 3] as number, periodMs: f[i * 3 + 1] as number, burst: f[i * 3 + 2] as number });
+  const count = w[H_LIMIT_COUNT] as number;
+  const algorithm = ALGORITHMS[w[H_ALGORITHM] as number];
+  if (algorithm === undefined) throw new TypeError(`handle holds an unknown algorithm id ${describe(w[H_ALGORITHM])}`);
+  return {
+    algorithm,
+    limits: Array.from({ length: count }, (_, i) => at(i)),
+    globalLimit: w[H_HAS_GLOBAL] === 1 ? at(count) : null,
+    maxLogSize: w[H_MAX_LOG_SIZE] as number,
+  };
+}
+

@@ -1,0 +1,84 @@
+import { monotonicClock, type Clock } from '../time/clock.js';
+import { describe, integerInRange } from './check.js';
+import { checkNames } from './option-names.js';
+import { MAX_SLOTS_PER_KEY, MIN_SLOTS_PER_KEY, SLOTS_PER_KEY } from '../table/layout.js';
+import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
+
+/**
+ * The options every limiter class shares (the table, the clock, the per-thread cache), checked
+ * once here so that each class names and bounds them the same way.
+ *
+ * Thread-safety: pure functions.
+ */
+export interface TableOptions {
+  maxKeys: number;
+  maxKeyBytes: number;
+  claimTimeoutMs: number;
+  onFull: 'deny' | 'allow';
+  hashSeed: number;
+  forcedHash: number | undefined;
+  clock: Clock;
+  cacheSize: number;
+  slotsPerKey: number;
+}
+
+/** Most keys a table may be sized for. */
+export const MAX_KEYS = 2 ** 22;
+
+/**
+ * Checks the shared options; throws `TypeError`/`RangeError` naming `options.<name>` and the
+ * value. `defaultKeyBytes` differs by class (a PolicyLimiter key holds a user and an API).
+ */
+export function parseTableOptions(options: {
+  maxKeys?: unknown; maxKeyBytes?: unknown; claimTimeoutMs?: unknown; onFull?: unknown;
+  hashSeed?: unknown; forceHash?: unknown; clock?: unknown; cacheSize?: unknown; slotsPerKey?: unknown;
+}, defaultKeyBytes = 64): TableOptions {
+  const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, MAX_KEYS);
+  const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? defaultKeyBytes, 1, 1024);
+  const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, 3_600_000);
+  const onFull = options.onFull ?? 'deny';
+  if (onFull !== 'deny' && onFull !== 'allow') {
+    throw new RangeError(`options.onFull must be 'deny' or 'allow', got ${describe(onFull)}`);
+  }
+  const hashSeed = options.hashSeed === undefined
+    ? (Math.random() * 2 ** 32) | 0
+    : integerInRange('options.hashSeed', options.hashSeed, -(2 ** 31), 2 ** 32 - 1) | 0;
+  const forcedHash = options.forceHash === undefined
+    ? undefined
+    : integerInRange('options.forceHash', options.forceHash, -(2 ** 31), 2 ** 32 - 1) | 0;
+  const clock = options.clock === undefined ? monotonicClock : checkClock(options.clock);
+  const cacheSize = integerInRange('options.cacheSize', options.cacheSize ?? DEFAULT_CACHE_SIZE, 0, 2 ** 24);
+  const slotsPerKey = options.slotsPerKey ?? SLOTS_PER_KEY;
+  if (typeof slotsPerKey !== 'number') throw new TypeError(`options.slotsPerKey must be a number, got ${describe(slotsPerKey)}`);
+  if (!(slotsPerKey >= MIN_SLOTS_PER_KEY && slotsPerKey <= MAX_SLOTS_PER_KEY)) {
+    throw new RangeError(`options.slotsPerKey must be from ${MIN_SLOTS_PER_KEY} to ${MAX_SLOTS_PER_KEY}, got ${describe(slotsPerKey)}`);
+  }
+  return { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock: clock as Clock, cacheSize, slotsPerKey };
+}
+
+/**
+ * Checks a clock given in options: an object whose `now()` returns a finite number (read once
+ * here, so that a clock that cannot tell the time fails at construction, not at the first check).
+ */
+export function checkClock(clock: unknown, name = 'options.clock'): Clock {
+  if (clock === null || typeof clock !== 'object' || typeof (clock as Clock).now !== 'function') {
+    throw new TypeError(`${name} must be an object with a now() method, got ${describe(clock)}`);
+  }
+  const t: unknown = (clock as Clock).now();
+  if (typeof t !== 'number' || !Number.isFinite(t)) throw new TypeError(`${name}.now() must return a finite number, got ${describe(t)}`);
+  return clock as Clock;
+}
+
+/**
+ * Checks the options of every class's `attach`: undefined or an object of known names, `clock`
+ * a clock (read once, see checkClock), `cacheSize` an integer from 0 to 2^24.
+ */
+export function checkAttachOptions(options: unknown): { clock?: Clock; cacheSize?: number } {
+  if (options === undefined) return {};
+  if (options === null || typeof options !== 'object') throw new TypeError(`attach() options must be an object like { clock, cacheSize }, got ${describe(options)}`);
+  checkNames(options, ['clock', 'cacheSize'], 'options', 'attach() option');
+  const { clock, cacheSize } = options as { clock?: unknown; cacheSize?: unknown };
+  if (clock !== undefined) checkClock(clock);
+  if (cacheSize !== undefined) integerInRange('options.cacheSize', cacheSize, 0, 2 ** 24);
+  return options as { clock?: Clock; cacheSize?: number };
+}

@@ -1,0 +1,132 @@
+import type { AlgorithmName } from '../algorithms/index.js';
+import type { Clock } from '../time/clock.js';
+import type { Limit } from './limit.js';
+
+/**
+ * The shapes a RateLimiter takes and gives: options, decisions, handles, stats. Shared by the
+ * other limiter classes, which answer with the same `Decision`.
+ *
+ * Thread-safety: types only; every value of them is plain, structured-cloneable data.
+ */
+
+/** Why a decision came out the way it did. */
+export type DecisionReason =
+  | 'allowed' //         passed and was counted
+  | 'limited' //         refused: the key is over its rate; retry after `retryAfterMs`
+  | 'exceeds-burst' //   refused: cost > burst, it can never pass (`retryAfterMs` is Infinity)
+  | 'table-full' //      no slot was free or reclaimable: refused, or allowed untracked (onFull)
+  | 'global-limit' //    refused by the global cap; the key's own quota was not spent
+  | 'unavailable'; //    RedisRateLimiter: Redis did not answer in time (or failed); `allowed` is onError's
+
+/** The answer to one `tryAcquire`. A plain object, safe to send between threads. */
+export interface Decision {
+  /** Whether this request passes (and was counted). */
+  allowed: boolean;
+  /** How many more cost-1 requests would pass right now, after this decision. */
+  remaining: number;
+  /** 0 when allowed; otherwise how long until this same request would pass (Infinity: never). */
+  retryAfterMs: number;
+  /** How long until the key's state is the same as a fresh key's. */
+  resetAfterMs: number;
+  /** Why. */
+  reason: DecisionReason;
+  /**
+   * RedisRateLimiter only: true when Redis did not decide (it failed, was late, or its breaker
+   * was open) and `onError` answered instead; absent otherwise.
+   */
+  degraded?: true;
+  /**
+   * With several limits (RateLimiter and PolicyLimiter): each limit's own `remaining` and
+   * `resetAfterMs`, in the order of the limits. `remaining` above is the smallest of them.
+   * Absent with one limit, and on a full table.
+   */
+  limits?: readonly LimitState[];
+}
+
+/** One limit's part of a Decision (see `Decision.limits`). */
+export interface LimitState {
+  remaining: number;
+  resetAfterMs: number;
+}
+
+/** Options for `new RateLimiter`. */
+export interface RateLimiterOptions {
+  /**
+   * The rate every key gets; several limits (e.g. `[perSecond(5), perMinute(20)]`) must all
+   * allow a request, which is then spent from all of them in one step. At most 8.
+   */
+  limit: Limit | readonly Limit[];
+  /** How each limit counts; default `'gcra'`. See the README for what each one promises. */
+  algorithm?: AlgorithmName;
+  /** One limit shared by all keys, checked after the key's own; refusals spend nothing. */
+  globalLimit?: Limit;
+  /** Largest `permits` a `'sliding-log'` limit may have (4 bytes per permit per key). Default 1,000. */
+  maxLogSize?: number;
+  /** How many keys can be live at once. Memory for them is allocated up front. 1 to 4,194,304. */
+  maxKeys: number;
+  /** Where time comes from; default: `performance.now()`. A `ManualClock` or `coarseClock()` travels with the handle. */
+  clock?: Clock;
+  /** What to do when a new key finds no free or reclaimable slot. Default `'deny'`. */
+  onFull?: 'deny' | 'allow';
+  /** Longest key in UTF-8 bytes; longer keys throw `RangeError`. Default 64, at most 1024. */
+  maxKeyBytes?: number;
+  /**
+   * Slots allocated per key of `maxKeys`, 1.25 to 4; default 2. Fewer slots hold the same keys
+   * in less memory (1.25: the table is 80% full at maxKeys, with longer stripes so that none
+   * overflows), at the price of longer probes for keys not in the per-thread cache.
+   */
+  slotsPerKey?: number;
+  /**
+   * Per-thread cache of key -> slot, so hot keys skip hashing. Entries; default 65,536; 0 disables.
+   * It turns itself off while more than 80% of lookups miss it (far more keys in play than it holds) and tries again later.
+   */
+  cacheSize?: number;
+  /**
+   * After this long, an unfinished insert (its thread presumably terminated) no longer blocks
+   * other inserts of the same key; after 30 times this long its slot is reused. Default 1,000 ms.
+   */
+  claimTimeoutMs?: number;
+  /** Seed for the key hash. Default: random per table. */
+  hashSeed?: number;
+  /** Testing only: every key hashes to this value, so all keys collide. */
+  forceHash?: number;
+}
+
+/** Options for `RateLimiter.attach`. */
+export interface AttachOptions {
+  /** Required when the limiter was created with a custom clock (functions cannot be cloned). */
+  clock?: Clock;
+  /** Per-thread key cache size, as in `RateLimiterOptions`. */
+  cacheSize?: number;
+}
+
+/** A structured-cloneable reference to a limiter's shared memory. */
+export interface RateLimiterHandle {
+  readonly kind: 'sluice.RateLimiter';
+  readonly table: SharedArrayBuffer;
+  /** The clock's buffer when the limiter runs on a ManualClock or a coarseClock(), else null. */
+  readonly clock: SharedArrayBuffer | null;
+}
+
+/** What `stats()` reports. */
+export interface RateLimiterStats {
+  /** Keys holding a slot now (idle keys count until they are reclaimed). */
+  liveKeys: number;
+  /** The `maxKeys` the table was sized for. */
+  maxKeys: number;
+  /** Slots in the table (twice `maxKeys`, see docs/design.md). */
+  capacity: number;
+  /** Slots freed by reclaims and not yet reused. */
+  tombstones: number;
+  /** Slots claimed by an insert in progress (or by a thread that died mid-insert). */
+  claimed: number;
+  /** Size of the shared table in bytes. */
+  tableBytes: number;
+  /** Compare-and-swap attempts that lost a race, on this thread's instance since it was made. */
+  casRetries: number;
+  /**
+   * Width of the one-limit GCRA state: 32 or 64 bits (`null` with several limits, a global cap
+   * or another algorithm). See the README's Limits for which limits take 64 bits.
+   */
+  width?: 32 | 64 | null;
+}

@@ -1,0 +1,186 @@
+import { validateLimit, type Limit } from '../config/limit.js';
+import { ceilTicks } from '../time/ticks.js';
+import { isStale, STALE_UNIT_MS } from '../time/stamps.js';
+
+/**
+ * The Generic Cell Rate Algorithm on integers, with no storage and no clock.
+ *
+ * Vocabulary (as in the ATM literature and in Rust's `governor`):
+ * - `t`, the emission interval: one request may pass every `t`;
+ * - `tau`, the tolerance: `burst * t`, how far ahead of now the theoretical arrival time (TAT)
+ *   may run after an admission;
+ * - the *debt* of a key: `max(0, tat - now)`. A fresh key has debt 0.
+ *
+ * A request of cost `c` passes when `debt + c * t <= tau`; it then leaves debt `debt + c * t`.
+ * Everything is counted in *ticks*, a per-limit power of ten picoseconds. A limit runs at one of
+ * two widths (docs/design.md, section 2):
+ * - 32: the TAT is one int32 word (modulo 2^32): ticks of 10 ns to 1 ms, `tau` at most 2^29 ticks;
+ * - 64: the TAT is a 64-bit word: ticks of 1 ps and up, `tau` up to 2^61 ticks.
+ * The constructor takes the 32-bit width whenever it holds the limit with the promised rounding.
+ *
+ * Thread-safety: every function here is pure.
+ */
+export interface GcraParams {
+  /** 32: one int32 TAT word; 64: a 64-bit TAT (`src/rate/gcra-wide.ts`). */
+  width: 32 | 64;
+  /** The tick in picoseconds: a power of ten. */
+  tickPs: number;
+  /** The tick in nanoseconds (`tickPs / 1000`), for display and conversions. */
+  tickNs: number;
+  /** Emission interval `t` in ticks, rounded up so the rate is never exceeded. */
+  intervalTicks: number;
+  /** Tolerance `tau = burst * t` in ticks (exact below 2^53; the 64-bit path never needs it above). */
+  toleranceTicks: number;
+  /** Bucket capacity in requests. */
+  burst: number;
+  /**
+   * A key whose last admission is older than this many staleness units (seconds at width 32,
+   * `STALE_UNIT_MS` at width 64) is certainly fresh, whatever its wrapped TAT says; Infinity when
+   * the TAT cannot wrap within the clock's range (2^53 ms).
+   */
+  staleSec: number;
+}
+
+/** The largest tolerance at width 32, in ticks: 2^29 leaves room for wrap-around arithmetic. */
+export const MAX_TOLERANCE_TICKS = 2 ** 29;
+/**
+ * The furthest a 32-bit TAT may run ahead of now, in ticks: the tolerance plus reservations made
+ * by `reserve`/`acquire` (at least 2^29 ticks of them). Half the positive int32 range.
+ */
+export const MAX_AHEAD_TICKS = 2 ** 30;
+/** The largest tolerance at width 64, in ticks: 3/4 of the signed 64-bit range. */
+export const MAX_WIDE_TOLERANCE_TICKS = 3 * 2 ** 61;
+/**
+ * The furthest a 64-bit TAT may run ahead of now, in ticks (tolerance plus reservations): 7/8 of
+ * the signed range, so a TAT idle for up to 2^60 ticks more still decodes before the sign flips.
+ */
+export const MAX_WIDE_AHEAD_TICKS = 7 * 2 ** 60;
+/** Largest emission interval in ticks at width 64 (keeps long division exact, see int64.ts). */
+export const MAX_WIDE_INTERVAL_TICKS = 2 ** 37;
+/** The ticks of the 64-bit path, finest first: 0.1, 0.2, 0.5, 1, 2, 5, ... ps up to 5 * 10^18 ps. */
+export const WIDE_TICKS_PS: readonly number[] = Array.from({ length: 60 }, (_, i) => ([1, 2, 5][i % 3] as number) * 10 ** (Math.floor(i / 3) - 1));
+
+/** Rounding of the emission interval allowed at 1 us and above (1 part in a million), and below. */
+const ROUNDING_LONG = 1e-6;
+const ROUNDING_SHORT = 1e-3;
+
+/** The interval, in ticks of `tickPs`, rounded up; and whether that rounding is within bounds. */
+function intervalAt(intervalPs: number, tickPs: number): { ticks: number; ok: boolean } {
+  const ticks = ceilTicks(intervalPs / tickPs);
+  const error = (ticks * tickPs - intervalPs) / intervalPs;
+  const bound = intervalPs >= 1e6 ? ROUNDING_LONG : ROUNDING_SHORT;
+  return { ticks, ok: ticks >= 1 && error <= bound };
+}
+
+function params(width: 32 | 64, tickPs: number, intervalTicks: number, burst: number): GcraParams {
+  const toleranceTicks = intervalTicks * burst;
+  let staleSec: number;
+  if (width === 32) {
+    staleSec = Math.ceil((MAX_AHEAD_TICKS * tickPs) / 1e12) + 2;
+  } else {
+    staleSec = wideStaleUnits(tickPs);
+  }
+  return { width, tickPs, tickNs: tickPs / 1000, intervalTicks, toleranceTicks, burst, staleSec };
+}
+
+/**
+ * The staleness rule of a 64-bit TAT in ticks of `tickPs`, in units of `STALE_UNIT_MS`: a TAT in
+ * ticks of 1 us or more cannot wrap within 2^53 ms, so it needs none (Infinity).
+ */
+export function wideStaleUnits(tickPs: number): number {
+  return tickPs < 1e6 ? Math.ceil((MAX_WIDE_AHEAD_TICKS * tickPs) / 1e9 / STALE_UNIT_MS) + 2 : Infinity;
+}
+
+/**
+ * Chooses the width and tick for a limit and converts it to integer GCRA parameters: width 32 with
+ * the finest tick that fits, else width 64 with the coarsest tick of 1 us or less that holds the
+ * interval exactly, else the finest that fits. Throws `RangeError` naming `name` and saying what
+ * would work.
+ */
+export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32): GcraParams {
+  const { permits, periodMs, burst } = validateLimit(limit, name);
+  const intervalPs = (periodMs * 1e9) / permits;
+  // Width 32: ticks of 10 ns to 1 ms, so that a millisecond holds a whole number of ticks.
+  for (let tickPs = 1e4; tickPs <= 1e9 && minWidth === 32; tickPs *= 10) {
+    const t = intervalAt(intervalPs, tickPs);
+    if (t.ok && t.ticks * burst <= MAX_TOLERANCE_TICKS) return params(32, tickPs, t.ticks, burst);
+  }
+  // Width 64: ticks of 1, 2 and 5 times a power of ten ps, from 0.1 ps up to 5 * 10^6 s. Steps of at
+  // most 2.5x always leave a tick whose interval is 1 to 6 million ticks (rounding under 1 ppm)
+  // with burst * interval under MAX_WIDE_TOLERANCE_TICKS, for any burst up to 2^40.
+  // An interval that is a whole number of some tick of 1 us or less takes the coarsest such tick:
+  // no rounding at all, and smaller numbers (a debt under 2^53 ticks divides in one step; a tick
+  // of 1 us needs no staleness word), while a reading still loses under 1 us to the floor.
+  // Otherwise the finest tick that fits.
+  let exact: GcraParams | null = null;
+  for (const tickPs of WIDE_TICKS_PS) {
+    if (tickPs > 1e6) break;
+    const t = intervalAt(intervalPs, tickPs);
+    if (t.ok && t.ticks * tickPs === intervalPs && t.ticks <= MAX_WIDE_INTERVAL_TICKS && t.ticks * burst <= MAX_WIDE_TOLERANCE_TICKS) {
+      exact = params(64, tickPs, t.ticks, burst);
+    }
+  }
+  if (exact !== null) return exact;
+  for (const tickPs of WIDE_TICKS_PS) {
+    const t = intervalAt(intervalPs, tickPs);
+    if (t.ok && t.ticks <= MAX_WIDE_INTERVAL_TICKS && t.ticks * burst <= MAX_WIDE_TOLERANCE_TICKS) return params(64, tickPs, t.ticks, burst);
+  }
+  throw new RangeError(unrepresentable(name, permits, periodMs, burst, intervalPs));
+}
+
+/** The error text for a limit no width can hold, with the nearest limit that would work. */
+function unrepresentable(name: string, permits: number, periodMs: number, burst: number, intervalPs: number): string {
+  const what = `${name}: ${permits} per ${periodMs} ms with burst ${burst}`;
+  if (intervalPs < 0.1) {
+    return `${what} is one request every ${intervalPs} ps; the finest interval is 0.1 ps (at most ${(periodMs * 1e10).toExponential()} per ${periodMs} ms)`;
+  }
+  let best = 0;
+  for (const tickPs of WIDE_TICKS_PS) {
+    const t = intervalAt(intervalPs, tickPs);
+    if (t.ok && t.ticks <= MAX_WIDE_INTERVAL_TICKS) best = Math.max(best, Math.floor(MAX_WIDE_TOLERANCE_TICKS / t.ticks));
+  }
+  const longestMs = (MAX_WIDE_INTERVAL_TICKS * (WIDE_TICKS_PS.at(-1) as number)) / 1e9;
+  if (best === 0) return `${what} is one request every ${intervalPs / 1e9} ms; the longest interval is ${longestMs.toExponential(3)} ms`;
+  return `${what} cannot be enforced with the interval (${intervalPs / 1e3} ns) rounded by at most ` +
+    `${intervalPs >= 1e6 ? '1 part in a million' : '0.1%'}: use a burst of at most ${best}`;
+}
+
+/**
+ * How much older than the state it decides on a reading may be (a decision that reloads one
+ * limit after losing a race, or takes a batch of a global cap, at its first reading): it starts
+ * over past RECHECK_MS (1 s); reservations stay this far inside the furthest a TAT may run ahead,
+ * so such a reading still decodes them.
+ */
+export const READING_LAG_MS = 2000;
+
+/**
+ * The debt of a key in ticks at width 32, decoded from its 32-bit TAT. `tat32` and `now32` are
+ * ticks modulo 2^32; `lastSec`/`nowSec` are the key's last-admission second and the current
+ * second. A TAT that is not ahead of now, further ahead than any admission can leave it (a wrap
+ * artefact), or that belongs to a stale key, means debt 0.
+ */
+export function debtOf(tat32: number, now32: number, lastSec: number, nowSec: number, p: GcraParams): number {
+  const ahead = (tat32 - now32) | 0;
+  if (ahead <= 0 || ahead > MAX_AHEAD_TICKS || isStale(nowSec, lastSec, p.staleSec)) return 0;
+  return ahead;
+}
+
+/** The debt after admitting `cost`, or -1 when the request does not fit. */
+export function admit(debt: number, cost: number, p: GcraParams): number {
+  const next = debt + cost * p.intervalTicks;
+  return next <= p.toleranceTicks ? next : -1;
+}
+
+/** How many cost-1 requests would pass right now at this debt. */
+export function remainingAt(debt: number, p: GcraParams): number {
+  const room = p.toleranceTicks - debt;
+  return room < 0 ? 0 : Math.floor(room / p.intervalTicks);
+}
+
+/** Ticks until a request of `cost` would pass at this debt: 0 if now, Infinity if never. */
+export function waitTicks(debt: number, cost: number, p: GcraParams): number {
+  if (cost > p.burst) return Infinity;
+  const over = debt + cost * p.intervalTicks - p.toleranceTicks;
+  return over > 0 ? over : 0;
+}
+

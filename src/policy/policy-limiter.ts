@@ -1,0 +1,492 @@
+import type { Moment } from '../algorithms/index.js';
+import { isStale, secondsAt } from '../time/stamps.js';
+import { carryDebt } from '../algorithms/gcra.js';
+import { cas64 } from '../math/word64.js';
+import { AttachRequest } from '../config/attach-request.js';
+import { clockBuffer, clockKind, resolveClock, type Clock } from '../time/clock.js';
+import { describe, integerInRange } from '../config/check.js';
+import { DEFAULT_MAX_LOG_SIZE } from '../config/limiter-config.js';
+import { LockedEngine, RELOCATE } from '../rate/locked-engine.js';
+import { limitStates } from '../rate/limit-set.js';
+import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
+import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
+import type { Decision, RateLimiterStats } from '../rate/rate-limiter.js';
+import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
+import { TableFullError } from '../errors.js';
+import { checkNames, namesOf } from '../config/option-names.js';
+import type { AttachOptions } from '../config/types.js';
+import { DEAD, H_CLOCK_KIND, H_MAX_LOG_SIZE, H_ON_FULL, H_OWNER_SEQ, H_STATE_WORDS, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import { DEFAULT_CACHE_SIZE, SlotIndex } from '../table/slot-index.js';
+import { tryLock, unlock } from '../table/slot-lock.js';
+import { ALREADY_DEAD, allocateTable, checkTableBuffer, NOT_IDLE, RETIRED, SlotTable, stateOffsetOf, type SlotState } from '../table/table.js';
+import { checkAttachOptions, parseTableOptions } from '../config/table-options.js';
+
+export type { PolicyRule } from './rules.js';
+
+/** Who is asking: each (user, api) pair has its own state. */
+export interface PolicyRequest {
+  user: string;
+  api: string;
+}
+
+/** Options for `new PolicyLimiter`. */
+export interface PolicyLimiterOptions {
+  /** The rules; exactly one has neither `user` nor `api` (the default). */
+  rules: readonly PolicyRule[];
+  /** How many (user, api) pairs can be live at once. */
+  maxKeys: number;
+  /** As for RateLimiter; a ManualClock or coarseClock() travels with the handle. */
+  clock?: Clock;
+  /** As for RateLimiter. Default `'deny'`. */
+  onFull?: 'deny' | 'allow';
+  /** Longest user + api, in UTF-8 bytes plus a few for the length prefix. Default 128. */
+  maxKeyBytes?: number;
+  /** As for RateLimiter. Default 2. */
+  slotsPerKey?: number;
+  /** State words reserved per key for any future rules. Default: what the rules need, at least 16. */
+  maxStateWords?: number;
+  /** Room for the rules as JSON. Default 65,536 bytes. */
+  maxRulesBytes?: number;
+  /** Largest sliding-log `permits`. Default 1,000. */
+  maxLogSize?: number;
+  /** As for RateLimiter (also how long a dead lock holder blocks a key). Default 1,000 ms. */
+  claimTimeoutMs?: number;
+  /** Per-thread key cache entries. Default 65,536. */
+  cacheSize?: number;
+  /** Seed for the key hash. */
+  hashSeed?: number;
+}
+
+/** `#decide` outcomes. */
+const DECIDED = 0;
+const FULL = 1;
+const UNREADABLE = 2;
+
+const OPTION_NAMES = namesOf<PolicyLimiterOptions>()([
+  'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize', 'hashSeed', 'slotsPerKey',
+]);
+
+/** A structured-cloneable reference to a policy limiter's shared memory. */
+export interface PolicyLimiterHandle {
+  readonly kind: 'sluice.PolicyLimiter';
+  readonly table: SharedArrayBuffer;
+  readonly rules: SharedArrayBuffer;
+  readonly clock: SharedArrayBuffer | null;
+}
+
+/** A slot whose state no rule has written yet. */
+const NO_SHAPE = 0;
+
+/** A rule's set of limits (the engine's `LimitGroup`), and one of them. */
+type Limits = CompiledRule['limits'];
+type Algorithm = Limits['algorithms'][number];
+
+/** Whether rules version `a` is newer than `b` (versions count up modulo 2^32). */
+function newer(a: number, b: number): boolean {
+  return ((a - b) | 0) > 0;
+}
+
+/** How long to wait after a refusal because the pair's rules could not be read (see #prepare). */
+const UNREADABLE_RETRY_MS = 1;
+
+/**
+ * Rate limits chosen per request from rules: per user, per API, per (user, api), and a default.
+ * The rules live in shared memory: `setRules` from any thread takes effect in every thread on its
+ * next request. A key keeps its GCRA state across a rule change with as many limits (its debt is
+ * carried over), so a plan upgrade takes effect at once; a change of algorithm, window or log
+ * starts the key fresh under the new rule.
+ *
+ * A key's state records the rules version it was shaped under, after the `maxStateWords` words
+ * reserved for the rules' states:
+ *
+ * ```
+ * state words: | shape | the rule's limits' states ... (maxStateWords - 1 words) | rules version |
+ * ```
+ * A key only ever moves forward to newer rules: a thread that finds, under the key's lock, that the
+ * key was shaped under rules newer than its own reads the rules again and matches the key anew
+ * before deciding (see `#prepare`).
+ *
+ * Thread-safety: every method may run on any thread at the same time; one instance per thread.
+ */
+export class PolicyLimiter {
+  #table!: SlotTable;
+  #words!: Int32Array;
+  #rulesWords!: Int32Array;
+  #clock!: Clock;
+  #clockBuffer!: SharedArrayBuffer | null;
+  #index!: SlotIndex;
+  #engine!: LockedEngine;
+  #owner = 0;
+  #maxLogSize = DEFAULT_MAX_LOG_SIZE;
+  #maxStateWords = 0;
+  #stateOffset = 0;
+  #allowWhenFull = false;
+  #compiled!: CompiledRules;
+  #version = -1;
+  #moment: Moment = { ms: 0, sec: 0 };
+  // The request, rule and slot of the decision in progress, for #prepare (no closure per call).
+  #user = '';
+  #api = '';
+  #rule!: CompiledRule;
+  #shapeAt = 0;
+  /**
+   * The limits handed to the engine: a copy of the current rule's, rewritten by #prepare when it
+   * moves to newer rules under the key's lock (the engine reads them only after `prepare`).
+   */
+  readonly #limits = {} as Limits;
+  /** The rule whose limits `#limits` holds now (null: none). */
+  #limitsOf: CompiledRule | null = null;
+  /** Set by #prepare when the key's rules cannot be read: the request is refused. */
+  #unreadable = false;
+  // Scratch for a fresh state: the words read before it is written, and the state itself.
+  #before!: Int32Array;
+  #fresh!: Int32Array;
+  readonly #prepareFn = (w: Int32Array, m: Moment): boolean => this.#prepare(w, m);
+
+  constructor(options: PolicyLimiterOptions) {
+    if (options instanceof AttachRequest) {
+      this.#setup(options.handle.table, options.handle.rules, options.clock, options.cacheSize, options.handle.clock);
+      return;
+    }
+    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object like { rules, maxKeys }, got ${describe(options)}`);
+    checkNames(options, OPTION_NAMES, 'options', 'PolicyLimiter option');
+    const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
+    const compiled = compileRules(options.rules, maxLogSize);
+    const maxStateWords = integerInRange('options.maxStateWords', options.maxStateWords ?? Math.max(16, compiled.stateWords), compiled.stateWords, 65_537);
+    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, clock, cacheSize, slotsPerKey } = parseTableOptions(options, 128);
+    const maxRulesBytes = integerInRange('options.maxRulesBytes', options.maxRulesBytes ?? 65_536, 64, 2 ** 24);
+    const rules = createRulesStore(JSON.stringify(options.rules), maxRulesBytes);
+    // align8: the rules' states are laid out for an odd base (after the shape word) in slots whose
+    // state offset is even, so their 64-bit words land 8-byte aligned. One word more than reserved
+    // for the rules: the rules version the key's state was shaped under.
+    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords + 1, globalWords: 0, align8: true, tableClass: 'PolicyLimiter', slotsPerKey });
+    const w = new Int32Array(table);
+    w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
+    w[H_MAX_LOG_SIZE] = maxLogSize;
+    w[H_CLOCK_KIND] = clockKind(clock);
+    this.#setup(table, rules, clock, cacheSize, clockBuffer(clock));
+  }
+
+  #setup(table: SharedArrayBuffer, rules: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
+    const w = checkTableBuffer(table, 'PolicyLimiter');
+    if (!(rules instanceof SharedArrayBuffer)) throw new TypeError(`handle.rules must be a SharedArrayBuffer, got ${describe(rules)}`);
+    this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'PolicyLimiter');
+    this.#clockBuffer = clockBuffer;
+    this.#maxLogSize = w[H_MAX_LOG_SIZE] as number;
+    this.#maxStateWords = (w[H_STATE_WORDS] as number) - 1; // the last word holds the rules version
+    this.#stateOffset = stateOffsetOf(w);
+    this.#before = new Int32Array(this.#maxStateWords);
+    this.#fresh = new Int32Array(this.#maxStateWords + 1);
+    this.#allowWhenFull = w[H_ON_FULL] === 1;
+    this.#rulesWords = new Int32Array(rules);
+    this.#refreshRules();
+    // Atomics.add: each instance gets its own owner id for its lock tokens.
+    this.#owner = Atomics.add(w, H_OWNER_SEQ, 1);
+    this.#table = new SlotTable(table, this.#slotState());
+    this.#words = this.#table.words;
+    this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
+    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, this.#table.claimTimeoutMs, () => this.#clock.now());
+  }
+
+  /** Returns a limiter over the same memory for this thread. */
+  static attach(handle: PolicyLimiterHandle, options?: AttachOptions): PolicyLimiter {
+    if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
+      throw new TypeError(`handle must be a PolicyLimiter handle ({ table, rules, clock }), got ${describe(handle)}`);
+    }
+    if (handle.kind !== 'sluice.PolicyLimiter') throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a PolicyLimiter's: attach it with that class`);
+    const { clock, cacheSize } = checkAttachOptions(options);
+    return new PolicyLimiter(new AttachRequest<PolicyLimiterHandle>(handle, clock, cacheSize) as unknown as PolicyLimiterOptions);
+  }
+
+  /** The structured-cloneable handle. */
+  get handle(): PolicyLimiterHandle {
+    return { kind: 'sluice.PolicyLimiter', table: this.#words.buffer as SharedArrayBuffer, rules: this.#rulesWords.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+  }
+
+  /** The rules in force now (a copy). */
+  get rules(): PolicyRule[] {
+    this.#refreshRules();
+    return JSON.parse(readRules(this.#rulesWords).json) as PolicyRule[];
+  }
+
+  /**
+   * Replaces the rules for every thread. Throws, naming the rule, for an unknown algorithm, an
+   * invalid limit, a duplicate, a missing default, or a rule needing more state than reserved;
+   * then nothing changes.
+   */
+  setRules(rules: readonly PolicyRule[]): void {
+    compileRules(rules, this.#maxLogSize, this.#maxStateWords);
+    const json = JSON.stringify(rules);
+    const bytes = new TextEncoder().encode(json).length;
+    if (bytes > storeCapacity(this.#rulesWords.buffer as SharedArrayBuffer)) {
+      throw new RangeError(`rules take ${bytes} bytes as JSON, over options.maxRulesBytes (${storeCapacity(this.#rulesWords.buffer as SharedArrayBuffer)})`);
+    }
+    writeRules(this.#rulesWords, json, this.#owner, this.#table.claimTimeoutMs * 10);
+    this.#refreshRules();
+  }
+
+  /**
+   * The rule that applies to (user, api) now: the most specific one. The same object is returned
+   * until the rules change, so callers may cache per rule (the HTTP middleware does).
+   */
+  ruleFor(request: PolicyRequest): Readonly<PolicyRule> {
+    checkPolicyRequest(request, 1);
+    this.#refreshRules();
+    return match(this.#compiled, request.user, request.api).rule;
+  }
+
+  /** Checks (user, api) against its most specific rule and, if it passes, counts it. */
+  tryAcquire(request: PolicyRequest, cost = 1): Decision {
+    const outcome = this.#decide(request, cost);
+    if (outcome === FULL) return { allowed: this.#allowWhenFull, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full' };
+    if (outcome === UNREADABLE) return { allowed: false, remaining: 0, retryAfterMs: UNREADABLE_RETRY_MS, resetAfterMs: 0, reason: 'limited' };
+    const r = this.#engine.result;
+    const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
+    const n = this.#limits.algorithms.length;
+    const d: Decision = { allowed: r.allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+    if (n > 1) d.limits = limitStates(this.#engine.limitRemaining, this.#engine.limitResetMs, n);
+    return d;
+  }
+
+  /** Like `tryAcquire`, but answers only whether the request passes (no Decision is made). */
+  allow(request: PolicyRequest, cost = 1): boolean {
+    const outcome = this.#decide(request, cost);
+    if (outcome === FULL) return this.#allowWhenFull;
+    return outcome === DECIDED && this.#engine.result.allowed;
+  }
+
+  /**
+   * The decision for (user, api) under its most specific rule, in the engine's result: DECIDED,
+   * FULL (no slot for the key) or UNREADABLE (nothing decided or spent).
+   */
+  #decide(request: PolicyRequest, cost: number): number {
+    const key = checkPolicyRequest(request, cost);
+    const { user, api } = request;
+    this.#refreshRules();
+    this.#user = user;
+    this.#api = api;
+    this.#unreadable = false;
+    this.#use(match(this.#compiled, user, api));
+    let entry = this.#index.cached(key) ?? this.#index.locate(key);
+    for (;;) {
+      if (entry === undefined) return FULL;
+      this.#shapeAt = entry.base + this.#stateOffset;
+      if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn) !== RELOCATE) break;
+      this.#index.forget(key);
+      entry = this.#index.locate(key);
+    }
+    if (this.#unreadable) {
+      // The key was shaped under rules this thread cannot read yet (a torn copy, see
+      // rules-store.ts): nothing was decided or spent.
+      this.#unreadable = false;
+      return UNREADABLE;
+    }
+    return DECIDED;
+  }
+
+  /**
+   * Resolves once the request is admitted, waiting for the reported retry time between tries.
+   * Rejects with `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` or can never end,
+   * and with the signal's reason on abort (nothing is held while waiting).
+   */
+  async acquire(request: PolicyRequest, options?: AcquireOptions): Promise<void> {
+    const { cost, maxWaitMs, signal } = checkWaitOptions(options, 'acquire');
+    signal?.throwIfAborted();
+    const deadline = this.#clock.now() + maxWaitMs;
+    const key = `${request?.user} / ${request?.api}`;
+    for (let d = this.tryAcquire(request, cost); !d.allowed; d = this.tryAcquire(request, cost)) {
+      if (d.reason === 'table-full') throw new TableFullError(key); // no wait frees a slot
+      await sleepUntil(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs), signal);
+    }
+  }
+
+  /** Reclaims idle keys; returns how many. */
+  sweep(): number {
+    this.#index.clear();
+    return this.#table.sweep();
+  }
+
+  /** Counts live keys and capacity (O(capacity)). */
+  stats(): RateLimiterStats {
+    return this.#table.report(this.#engine.retries);
+  }
+
+  #now(): Moment {
+    const m = this.#moment;
+    m.ms = this.#clock.now();
+    m.sec = secondsAt(m.ms);
+    return m;
+  }
+
+  /** Recompiles the rules if another thread replaced them. One load when they have not changed. */
+  #refreshRules(): void {
+    const version = storeVersion(this.#rulesWords);
+    if (version === this.#version) return;
+    const { json, version: read } = readRules(this.#rulesWords);
+    try {
+      this.#compiled = compileRules(JSON.parse(json), this.#maxLogSize);
+      this.#version = read;
+    } catch (e) {
+      if (this.#compiled === undefined) throw e; // nothing to fall back on
+      // A torn write by a stalled writer (see rules-store.ts): keep the rules we had.
+    }
+  }
+
+  /** Decides with `rule` from now on (its limits into the engine's group). */
+  #use(rule: CompiledRule): void {
+    this.#rule = rule;
+    if (this.#limitsOf === rule) return;
+    Object.assign(this.#limits, rule.limits);
+    this.#limitsOf = rule;
+  }
+
+  /**
+   * Under the key's lock, before deciding. First the rules: if the key was shaped under rules
+   * newer than this thread's, read them and match the key again, so that the decision and any
+   * reshape happen under rules at least as new as the key's (a key never moves back to older
+   * rules). Then the state: if it was written under a rule of another shape, carry GCRA debt over
+   * (same number of limits) or start the key fresh, and record the rules version.
+   *
+   * Every write is a compareExchange from the value read here, the shape word last: a holder whose
+   * lock was taken over (after `claimTimeoutMs`, from a holder that may be only slow) fails once
+   * another holder has changed the state, and returns false (the engine decides again).
+   */
+  #prepare(w: Int32Array, m: Moment): boolean {
+    if (this.#unreadable) {
+      // An earlier try of this decision found the rules unreadable: start again from the rule.
+      this.#unreadable = false;
+      this.#use(this.#rule);
+    }
+    const at = this.#shapeAt;
+    const versionAt = at + this.#maxStateWords;
+    // Atomics.load under the key's lock: both words are written only under it, by compareExchange.
+    const stored = Atomics.load(w, at);
+    const storedVersion = Atomics.load(w, versionAt);
+    if (stored !== NO_SHAPE && newer(storedVersion, this.#version)) {
+      this.#refreshRules();
+      if (newer(storedVersion, this.#version)) {
+        // The key's rules cannot be read now (a stalled writer tore them; it will publish again):
+        // deciding under older rules could move the key back. Decide nothing, write nothing.
+        this.#unreadable = true;
+        Object.assign(this.#limits, this.#rule.limits, { algorithms: [], offsets: [], words: 0 });
+        this.#limitsOf = null;
+        return true;
+      }
+      this.#use(match(this.#compiled, this.#user, this.#api));
+    }
+    const rule = this.#rule;
+    if (stored === rule.shape && ticksMatch(w, at, rule)) {
+      // The same state under the same or newer rules: record the newer version, so that threads
+      // still holding older rules catch up before they decide.
+      return storedVersion === this.#version || cas(w, versionAt, storedVersion, this.#version);
+    }
+    const g = rule.limits;
+    const oldCount = gcraCount(stored);
+    if (oldCount !== null && rule.tickPs !== null && oldCount === rule.tickPs.length) {
+      // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks (each
+      // word compareExchanged from the value carryDebt read).
+      for (let i = 0; i < oldCount; i++) {
+        if (!carryDebt(w, at + 1 + (g.offsets[i] as number), m.ms, rule.tickPs[i] as number)) return false;
+      }
+    } else if (!this.#writeFresh(w, at + 1, g, m)) {
+      return false;
+    }
+    // The version, then the shape word last, each from the value read above: a holder whose lock
+    // was taken over fails here once another holder has moved the key on.
+    return cas(w, versionAt, storedVersion, this.#version) && cas(w, at, stored, rule.shape);
+  }
+
+  /**
+   * Writes a fresh state for `g` at `state`, every word by compareExchange from the value read
+   * first (a 64-bit word in one), so a holder whose lock was taken over cannot overwrite a newer
+   * holder's state. False if a word changed in between.
+   */
+  #writeFresh(w: Int32Array, state: number, g: Limits, m: Moment): boolean {
+    const before = this.#before;
+    const fresh = this.#fresh;
+    // Atomics.load under the key's lock: the values each compareExchange below expects.
+    for (let i = 0; i < g.words; i++) before[i] = Atomics.load(w, state + i);
+    // The fresh state into private scratch first, at the parity of `state` (its layout's).
+    const p = state & 1;
+    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as Algorithm).init(fresh, p + (g.offsets[i] as number), m);
+    for (let i = 0; i < g.algorithms.length; i++) {
+      const a = g.algorithms[i] as Algorithm;
+      const off = g.offsets[i] as number;
+      let j = 0;
+      if (a.align8 === true) {
+        // Its 64-bit word in one compareExchange: another holder never reads it half written.
+        if (!cas64(w, state + off, before[off + 1] as number, before[off] as number, fresh[p + off + 1] as number, fresh[p + off] as number)) return false;
+        j = 2;
+      }
+      for (; j < a.stateWords; j++) {
+        if (!cas(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
+      }
+    }
+    return true;
+  }
+
+  #slotState(): SlotState {
+    // Arrow functions: the hooks read this limiter's fields.
+    return {
+      initSlot: (w, base) => {
+        // Atomics.store: the slot is claimed (BUSY) by this thread and not yet published.
+        Atomics.store(w, base + this.#stateOffset + this.#maxStateWords, this.#version);
+        Atomics.store(w, base + this.#stateOffset, NO_SHAPE);
+        Atomics.store(w, base + S_LAST_SEC, this.#now().sec);
+        Atomics.store(w, base + S_TAT, 0);
+      },
+      isDead: (w, base) => {
+        return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
+      },
+      retire: (w, base) => {
+        // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
+        if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
+        const token = tryLock(w, base + S_TAT, this.#owner, this.#table.claimTimeoutMs); // a dead holder's lock is taken over
+        // Atomics.load after the failed try: a reclaim that wrote DEAD since the check above (and
+        // may have stopped there) is finished by the table now rather than left for a later sweep.
+        if (token === 0) return Atomics.load(w, base + S_TAT) === DEAD ? ALREADY_DEAD : NOT_IDLE;
+        const at = base + this.#stateOffset;
+        const shape = Atomics.load(w, at);
+        let idle = shape === NO_SHAPE;
+        // The current rule of that shape whose ticks the state records; a state of no current rule
+        // is not judged (kept until its next request moves it over).
+        const rule = this.#compiled.byShape.get(shape)?.find((r) => ticksMatch(w, at, r));
+        if (rule !== undefined) {
+          const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock: never later than the reading
+          const m = this.#now();
+          idle = rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+        }
+        // A key under a rule that no longer exists is kept until its next request moves it over.
+        // compareExchange from our own token to DEAD: no decision runs between check and reclaim.
+        if (idle && Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token) return RETIRED;
+        unlock(w, base + S_TAT, token);
+        return NOT_IDLE;
+      },
+    };
+  }
+}
+
+/**
+ * Whether the key's GCRA state at `at` (its shape word, then the limits) was written in the
+ * rule's ticks: each 64-bit GCRA state records its tick index in its fourth word. True for
+ * other algorithms (their shape says it all).
+ */
+function ticksMatch(w: Int32Array, at: number, rule: CompiledRule): boolean {
+  if (rule.tickPs === null) return true;
+  for (let i = 0; i < rule.tickPs.length; i++) {
+    // Atomics.load under the key's lock (or its reclaim's try-lock): the word is written only there.
+    if (Atomics.load(w, at + 1 + (rule.limits.offsets[i] as number) + 3) !== rule.tickIndex[i]) return false;
+  }
+  return true;
+}
+
+/** Writes `next` at `i` only if it still holds `prev`. */
+function cas(w: Int32Array, i: number, prev: number, next: number): boolean {
+  // compareExchange, not store: a holder whose lock was taken over cannot overwrite newer state.
+  return Atomics.compareExchange(w, i, prev, next) === prev;
+}
+
+/** The number of limits of a GCRA shape (see rules.ts `shapeOf`), or null for other shapes. */
+function gcraCount(shape: number): number | null {
+  return (shape & (1 << 30)) === 0 ? null : (shape >>> 24) & 15;
+}

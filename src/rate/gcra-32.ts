@@ -1,0 +1,174 @@
+import type { Clock } from '../time/clock.js';
+import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
+import { raiseStamp } from '../time/stamps.js';
+import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
+import { ALLOWED, REFUSED, RELOCATE, TOO_LONG } from './gcra-wide.js';
+import { gcraSlotState } from './gcra-slot.js';
+import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import type { SlotState } from '../table/table.js';
+import type { SlotRef } from '../table/slot-index.js';
+
+/** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see time/ticks.ts). */
+const SECONDS_PER_MS = 0.001 * ULP_GUARD;
+
+/**
+ * One GCRA limit at width 32, without a lock: the key's state is its slot's `tat` word, which is
+ * also its reclaim guard (a reclaim turns an idle TAT into DEAD). A decision and a reservation
+ * are the same loop (`#spend`, governor's `measure_and_replace`): load the state, decide on it
+ * with the pure math of math/gcra.ts, write the result by one compareExchange from the snapshot, and
+ * decide again when another thread changed it first.
+ * The 64-bit twin is `WideGcra` (gcra-wide.ts), with the same methods and outcomes.
+ *
+ * Thread-safety: one instance per thread (it holds the snapshot and the last outcome); any number
+ * of threads on the same words.
+ */
+export class Gcra32 {
+  readonly #w: Int32Array;
+  readonly #p: GcraParams;
+  readonly #clock: Clock;
+  /** The key's debt in ticks after the last decision (after the admission, or unspent on a refusal). */
+  debt = 0;
+  /** Ticks until the last refused request would pass (Infinity when cost > burst); a reservation's wait. */
+  waitTicks = 0;
+  /** The clock reading of the last decision, in ms. */
+  nowMs = 0;
+  /** Compare-and-swap attempts lost to other threads. */
+  retries = 0;
+  /** The second of this thread's latest reading: a guess only (see #spend: when to skip the lastSec load). */
+  #sec = 0;
+
+
+  constructor(words: Int32Array, p: GcraParams, clock: Clock) {
+    this.#w = words;
+    this.#p = p;
+    this.#clock = clock;
+  }
+
+  /**
+   * Decides for the key at `ref` (its slot and ctrl word) and, if it passes, counts it in one
+   * compare-and-swap. Returns ALLOWED, REFUSED or RELOCATE; `debt` and `waitTicks` describe it.
+   */
+  decide(ref: SlotRef, cost: number): number {
+    return this.#spend(ref, cost, -1);
+  }
+
+  /**
+   * Counts `cost` now, even beyond the burst, and sets `waitTicks` to the wait before it may act:
+   * ALLOWED, RELOCATE, REFUSED (cost > burst) or TOO_LONG (the wait exceeds `maxWaitTicks`, or
+   * the TAT would run past the horizon; nothing is counted).
+   */
+  reserve(ref: SlotRef, cost: number, maxWaitTicks: number): number {
+    return this.#spend(ref, cost, maxWaitTicks);
+  }
+
+  /**
+   * The one loop of both: snapshot, decide on it (an admission when `maxWaitTicks` < 0, else a
+   * reservation), commit by one compareExchange from the snapshot; decide again on a lost race.
+   */
+  #spend(ref: SlotRef, cost: number, maxWaitTicks: number): number {
+    const w = this.#w;
+    const p = this.#p;
+    const base = ref.base;
+    const ctrl = ref.ctrl;
+    for (;;) {
+      // Atomics.load of tat first, then lastSec, then the clock, then ctrl:
+      // - the clock read after tat keeps tat <= now + tau, so the 32-bit difference decodes;
+      // - lastSec read after tat: if it is older than staleSec, every admission that could have
+      //   written this tat was made before then, so the key is certainly fresh; read before the
+      //   clock, it is never later than now, so the difference is the true idle time;
+      // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
+      // The lastSec load is skipped when this thread saw the word reach the reading's own second
+      // (it only moves forward: the key is fresh and the stamp needs no raise), a hot key's
+      // common case; see docs/design.md, section 2.
+      const tat = Atomics.load(w, base + S_TAT);
+      const guess = ref.secKnown && ref.sec === this.#sec; // likely still that second: try without the load
+      let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
+      let nowMs = this.#clock.now();
+      let nowSec = Math.floor(nowMs * SECONDS_PER_MS);
+      if (guess && nowSec !== lastSec) {
+        // A new second: load lastSec, then read the clock again, in the order above.
+        lastSec = Atomics.load(w, base + S_LAST_SEC);
+        nowMs = this.#clock.now();
+        nowSec = Math.floor(nowMs * SECONDS_PER_MS);
+      }
+      this.#sec = nowSec;
+      if (Atomics.load(w, base + S_CTRL) !== ctrl || tat === DEAD) return RELOCATE;
+      this.nowMs = nowMs;
+      const now32 = ticksAt(nowMs, p);
+      const debt = debtOf(tat, now32, lastSec, nowSec, p);
+      this.debt = debt;
+      if (cost > p.burst) {
+        this.waitTicks = Infinity;
+        return REFUSED;
+      }
+      // The decision, pure: the debt after the spend.
+      let next: number;
+      if (maxWaitTicks < 0) {
+        next = admit(debt, cost, p);
+        if (next < 0) {
+          this.waitTicks = waitTicks(debt, cost, p);
+          return REFUSED;
+        }
+        this.waitTicks = 0;
+      } else {
+        next = debt + cost * p.intervalTicks;
+        this.waitTicks = Math.max(0, next - p.toleranceTicks);
+        if (this.waitTicks > maxWaitTicks || next > MAX_AHEAD_TICKS) return TOO_LONG;
+      }
+      if (cost === 0) return ALLOWED;
+      let newTat = (now32 + next) | 0;
+      if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
+      raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
+      // compareExchange on the key's own tat word: the only write of an admission. If another
+      // thread changed tat since our load, nothing was written and we decide again.
+      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) {
+        // ctrl after the compare-and-swap: unchanged, it landed on our key (a key just charged
+        // is not idle, so it is not reclaimed after). Changed, the slot was reused by a key whose
+        // tat came back to our snapshot: that key is overcharged (conservative); find ours again.
+        if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+        ref.sec = nowSec; // raiseStamp left the word at nowSec or later
+        ref.secKnown = true;
+        this.debt = next;
+        return ALLOWED;
+      }
+      this.retries++;
+    }
+  }
+
+  /** Gives back `cost` intervals of a reservation, never below now. True if it did. */
+  refund(base: number, ctrl: number, cost: number): boolean {
+    const w = this.#w;
+    const p = this.#p;
+    for (;;) {
+      const tat = Atomics.load(w, base + S_TAT);
+      const now32 = ticksAt(this.#clock.now(), p);
+      // ctrl after tat: the key still owns this slot, so the refund lands on its own state.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl || tat === DEAD) return false;
+      const ahead = (tat - now32) | 0;
+      if (ahead <= 0) return false;
+      const back = Math.min(ahead, cost * p.intervalTicks);
+      // compareExchange: a refund that raced with another request simply recomputes.
+      if (Atomics.compareExchange(w, base + S_TAT, tat, (tat - back) | 0) === tat) return true;
+    }
+  }
+
+  /** Cost-1 requests that would pass right after the last decision. */
+  remaining(): number {
+    return remainingAt(this.debt, this.#p);
+  }
+
+  /** The last refusal's wait, or a reservation's, in ms (Infinity: never). */
+  waitMs(): number {
+    return this.waitTicks === Infinity ? Infinity : ticksToMs(this.waitTicks, this.#p);
+  }
+
+  /** How long after the last decision the key's state equals a fresh key's, in ms. */
+  resetMs(): number {
+    return ticksToMs(this.debt, this.#p);
+  }
+
+  /** The table hooks for 32-bit GCRA slots. */
+  slotState(): SlotState {
+    return gcraSlotState(this.#p, this.#clock);
+  }
+}

@@ -1,0 +1,51 @@
+import type { Clock } from '../time/clock.js';
+import { isStale, secondsAt } from '../time/stamps.js';
+import { MAX_AHEAD_TICKS, type GcraParams } from '../math/gcra.js';
+import { ticksAt } from '../time/ticks.js';
+import { DEAD, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
+
+/**
+ * GCRA's view of a 32-bit slot: how a slot starts and goes idle. Shared by the limiter and by the
+ * benchmark variants, so all of them run the same math on the same layout.
+ *
+ * Thread-safety: pure functions over shared words; safe on any thread.
+ */
+
+/** The first TAT of a fresh key at `nowMs`: now in ticks, never the reclaim marker. */
+export function freshTat(nowMs: number, p: GcraParams): number {
+  const tat = ticksAt(nowMs, p);
+  return tat === DEAD ? DEAD + 1 : tat; // one tick later: conservative by a tick
+}
+
+/** The table hooks for 32-bit GCRA slots: a fresh state on insert, and the idle test for reclaims. */
+export function gcraSlotState(p: GcraParams, clock: Clock): SlotState {
+  return {
+    initSlot(w: Int32Array, base: number): void {
+      const nowMs = clock.now();
+      // Stores while the slot is BUSY: no other thread reads its state until the publishing
+      // compareExchange on ctrl, which orders these writes before it.
+      Atomics.store(w, base + S_TAT, freshTat(nowMs, p));
+      Atomics.store(w, base + S_LAST_SEC, secondsAt(nowMs));
+    },
+    isDead(w: Int32Array, base: number): boolean {
+      return Atomics.load(w, base + S_TAT) === DEAD; // a reclaim's marker, written by compareExchange
+    },
+    retire(w: Int32Array, base: number): number {
+      // tat, then lastSec, then the clock: the same order and argument as a decision.
+      const tat = Atomics.load(w, base + S_TAT);
+      if (tat === DEAD) return ALREADY_DEAD; // already being reclaimed: the table finishes it
+      const lastSec = Atomics.load(w, base + S_LAST_SEC);
+      const nowMs = clock.now();
+      const ahead = (tat - ticksAt(nowMs, p)) | 0;
+      // Strictly behind now (not equal): a new key's first tat, read after its claim, is then
+      // later than every value this slot held, so a stale compareExchange can never match it.
+      // Further ahead than any admission leaves it, or stale: the 32-bit value wrapped.
+      const idle = ahead < 0 || ahead > MAX_AHEAD_TICKS || isStale(secondsAt(nowMs), lastSec, p.staleSec);
+      if (!idle) return NOT_IDLE;
+      // The linearisation point of a reclaim: tat goes from the idle value to DEAD. A request that
+      // read the same value and tries to spend from it now fails its CAS and looks the key up again.
+      return Atomics.compareExchange(w, base + S_TAT, tat, DEAD) === tat ? RETIRED : NOT_IDLE;
+    },
+  };
+}

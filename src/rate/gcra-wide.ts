@@ -1,0 +1,315 @@
+import type { Clock } from '../time/clock.js';
+import { ceilPs, ticksToMs } from '../time/ticks.js';
+import { isStale, raiseStamp } from '../time/stamps.js';
+import { MAX_WIDE_AHEAD_TICKS, type GcraParams } from '../math/gcra.js';
+import { add, compare, divmod, mul, pair, sub, toNumber, type Pair, type QuotRem } from '../math/int64.js';
+import { DEAD, S_CTRL, S_LAST_SEC } from '../table/layout.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
+import type { SlotRef } from '../table/slot-index.js';
+import { Ticks64 } from '../time/ticks64.js';
+import { staleUnitAt } from '../time/stamps.js';
+import { bigView, casHalves, halvesOf } from '../math/word64.js';
+
+/**
+ * GCRA at width 64: the lock-free path for limits whose tolerance does not fit 32 bits (a
+ * million a day, a gigabyte a second counted in bytes, bursts up to 2^40).
+ *
+ * The TAT is one 64-bit word, 8-byte aligned in the slot's state area, in ticks modulo 2^64.
+ * Reads take its two int32 halves (no BigInt, no allocation); the only write of an admission is
+ * one 64-bit compareExchange on a `BigInt64Array` over the same memory, from the value the halves
+ * spelled to the new one, so a decision made on a torn read can never land. The arithmetic is
+ * exact on int32 pairs (`math/int64.ts`). The slot's `lastSec` word holds the last admission's unit of
+ * `STALE_UNIT_MS` (about 68 minutes): 2^53 ms is under 2^32 units, so it never wraps, and a key
+ * idle longer than `staleSec` units is certainly fresh, whatever its wrapped TAT says (ticks
+ * finer than 1 us wrap 64 bits within the clock's range; coarser ones cannot, and skip the rule).
+ * docs/design.md, section 2, has the argument.
+ *
+ * Thread-safety: one instance per thread (it holds scratch memory); every method may run on any
+ * number of threads at once over the same table.
+ */
+
+/** The 64-bit reclaim marker: high half DEAD, low half 0. An admission never stores it. */
+const DEAD64 = -(2n ** 63n);
+
+/** The outcome of `decide`. */
+export const ALLOWED = 0;
+export const REFUSED = 1;
+/** The slot no longer holds the key: look it up again. */
+export const RELOCATE = 2;
+
+/** `reserve` results beyond RELOCATE: the wait exceeds the horizon or maxWait. */
+export const TOO_LONG = 3;
+
+/** `#commit` outcomes. */
+const LANDED = 0;
+const LOST = 1;
+const MOVED = 2;
+
+export class WideGcra {
+  readonly #w: Int32Array;
+  readonly #big: BigInt64Array;
+  readonly #p: GcraParams;
+  readonly #clock: Clock;
+  /** Word offset of the TAT's low half from a slot's base (even, so the word is 8-byte aligned). */
+  readonly #tatOffset: number;
+  readonly #staleOn: boolean;
+  readonly #ticks: Ticks64;
+  readonly #now: Pair = pair();
+  /** A word read whole, split into its halves (retire). */
+  readonly #halves: Pair = pair();
+  readonly #fresh: Pair = pair();
+  readonly #d: Pair = pair();
+  readonly #n: Pair = pair();
+  readonly #qr: QuotRem = { q: 0, r: 0 };
+  /** The key's debt after the last decision (after the admission, or unspent on a refusal). */
+  readonly debt: Pair = pair();
+  /** Ticks until the last refused request would pass (Infinity when cost > burst). */
+  waitTicks = 0;
+  /** The clock reading of the last decision, in ms. */
+  nowMs = 0;
+  /** Compare-and-swap attempts lost to other threads. */
+  retries = 0;
+
+  constructor(words: Int32Array, p: GcraParams, clock: Clock, tatOffset: number) {
+    this.#w = words;
+    this.#big = bigView(words.buffer);
+    this.#p = p;
+    this.#clock = clock;
+    this.#tatOffset = tatOffset;
+    this.#staleOn = p.staleSec !== Infinity;
+    this.#ticks = new Ticks64(p.tickPs);
+  }
+
+  /**
+   * Reads the clock into `#now` (whole ticks, floored) and `#fresh` (where a fresh key's TAT
+   * starts: the same, or the next tick for a reading between ticks coarser than 1 ms, so that a
+   * fresh start never gains part of a tick). Exact modulo 2^64 for every reading up to 2^53 ms.
+   */
+  #readClock(): number {
+    const nowMs = this.#clock.now();
+    this.nowMs = nowMs;
+    const t = this.#ticks;
+    t.read(nowMs);
+    this.#now.hi = t.hi;
+    this.#now.lo = t.lo;
+    this.#fresh.hi = t.freshHi;
+    this.#fresh.lo = t.freshLo;
+    return nowMs;
+  }
+
+  /** Current staleness unit. */
+  #unit(nowMs: number): number {
+    return staleUnitAt(nowMs);
+  }
+
+  /**
+   * Sets `#d` to the key's debt (TAT - now, or 0 for a fresh key) and returns whether the key is
+   * fresh. `last` is the stored staleness unit (read after the TAT).
+   */
+  #debt(hi: number, lo: number, last: number, nowMs: number): boolean {
+    const d = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
+    // Not ahead, or further ahead than anything writes (a wrap artefact), or stale: fresh.
+    const fresh = d.hi < 0 || (d.hi === 0 && d.lo === 0) || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
+      (this.#staleOn && isStale(this.#unit(nowMs), last, this.#p.staleSec));
+    if (fresh) { d.hi = 0; d.lo = 0; }
+    return fresh;
+  }
+
+  /** 64-bit compareExchange of the TAT at `at` from (hi, lo) to `next` (see casHalves). */
+  #cas(at: number, hi: number, lo: number, next: Pair): boolean {
+    // Never store the reclaim marker: one tick later instead (conservative by a tick).
+    return casHalves(this.#big, at, hi, lo, next.hi, next.hi === DEAD && next.lo === 0 ? 1 : next.lo);
+  }
+
+  /** Raises the staleness unit to now's: only ever forward (raiseStamp). */
+  #raise(base: number, last: number, nowMs: number): void {
+    raiseStamp(this.#w, base + S_LAST_SEC, last, this.#unit(nowMs));
+  }
+
+
+  // The snapshot a decision is made on, set by #snapshot.
+  #lo = 0;
+  #hi = 0;
+  #last = 0;
+  #isFresh = false;
+
+  /**
+   * Loads the key's state in order: the TAT's halves, then lastSec, then the clock, then ctrl.
+   * The clock read after the TAT keeps a genuine debt within MAX_WIDE_AHEAD_TICKS of now; lastSec
+   * read before the clock is never later than now; ctrl unchanged after the TAT means the TAT is
+   * our key's. Sets the snapshot, `#d` (the debt) and `#qr` (the debt in whole intervals); false
+   * when the slot no longer holds the key.
+   */
+  #snapshot(base: number, ctrl: number, at: number): boolean {
+    const w = this.#w;
+    const lo = Atomics.load(w, at) >>> 0;
+    const hi = Atomics.load(w, at + 1);
+    const last = this.#staleOn ? Atomics.load(w, base + S_LAST_SEC) : 0;
+    const nowMs = this.#readClock();
+    if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return false;
+    this.#lo = lo;
+    this.#hi = hi;
+    this.#last = last;
+    this.#isFresh = this.#debt(hi, lo, last, nowMs);
+    divmod(this.#d.hi, this.#d.lo, this.#p.intervalTicks, this.#qr);
+    return true;
+  }
+
+  /**
+   * Spends `cost` on the snapshot: the TAT (or, for a fresh key, its first tick) plus
+   * `cost * t`, by one compare-and-swap from the snapshot. LANDED, LOST (another thread changed
+   * the TAT: decide again) or MOVED (the compare-and-swap landed, but on a slot that meanwhile
+   * went to another key: that key is overcharged, which is conservative, and ours must be found
+   * again). Leaves the new TAT in `#n`.
+   */
+  #commit(base: number, ctrl: number, at: number, cost: number): number {
+    const next = mul(cost, this.#p.intervalTicks, this.#n);
+    const from = this.#isFresh ? this.#fresh : null;
+    add(from?.hi ?? this.#hi, from?.lo ?? this.#lo, next.hi, next.lo, next);
+    if (this.#staleOn) this.#raise(base, this.#last, this.nowMs);
+    if (!this.#cas(at, this.#hi, this.#lo, next)) {
+      this.retries++;
+      return LOST;
+    }
+    // ctrl after the compare-and-swap: unchanged, the slot held our key when the TAT matched (a
+    // key we just charged is not idle, so it cannot be reclaimed after it). Changed, the slot
+    // was reclaimed and reused, and its new key's TAT came back to our snapshot (a refund can move
+    // a TAT back): our key was not charged.
+    return Atomics.load(this.#w, base + S_CTRL) === ctrl ? LANDED : MOVED;
+  }
+
+  /**
+   * Decides for the key at `ref` (its slot and ctrl word) and, if it passes, counts it in one
+   * compare-and-swap. Returns ALLOWED, REFUSED or RELOCATE; `debt`, `waitTicks` and `nowMs`
+   * describe the outcome.
+   */
+  decide(ref: SlotRef, cost: number): number {
+    return this.#spend(ref.base, ref.ctrl, cost, -1);
+  }
+
+  /**
+   * Counts `cost` now, even beyond the burst, and returns the wait in ticks before it may act
+   * (in `waitTicks`): ALLOWED, RELOCATE, REFUSED (cost > burst) or TOO_LONG (the wait exceeds
+   * `maxWaitTicks`, or would leave the TAT past the horizon; nothing is counted).
+   */
+  reserve(ref: SlotRef, cost: number, maxWaitTicks: number): number {
+    return this.#spend(ref.base, ref.ctrl, cost, maxWaitTicks);
+  }
+
+  /**
+   * The one loop of both: snapshot, decide on it (an admission when `maxWaitTicks` < 0, else a
+   * reservation), commit by one compare-and-swap from the snapshot; decide again on a lost race.
+   */
+  #spend(base: number, ctrl: number, cost: number, maxWaitTicks: number): number {
+    const p = this.#p;
+    const at = base + this.#tatOffset;
+    for (;;) {
+      if (!this.#snapshot(base, ctrl, at)) return RELOCATE;
+      const { q, r } = this.#qr;
+      // The decision, pure, in whole intervals: debt = q * t + r (0 <= r < t).
+      let outcome = ALLOWED;
+      if (cost > p.burst) {
+        this.waitTicks = Infinity;
+        outcome = REFUSED;
+      } else if (maxWaitTicks < 0) {
+        // debt + cost * t <= burst * t
+        const fits = q + cost < p.burst || (q + cost === p.burst && r === 0);
+        this.waitTicks = fits ? 0 : (q + cost - p.burst) * p.intervalTicks + r;
+        if (!fits) outcome = REFUSED;
+      } else {
+        const wait = q + cost >= p.burst ? (q + cost - p.burst) * p.intervalTicks + r : 0;
+        this.waitTicks = wait;
+        // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
+        if (wait > maxWaitTicks || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
+      }
+      if (outcome !== ALLOWED || cost === 0) {
+        // A refusal writes nothing. Re-read the halves: unchanged, the TAT held the snapshot at
+        // the second read (it only grows between reclaims), so the snapshot was not torn.
+        if (outcome !== ALLOWED && ((Atomics.load(this.#w, at) >>> 0) !== this.#lo || Atomics.load(this.#w, at + 1) !== this.#hi)) continue;
+        this.debt.hi = this.#d.hi;
+        this.debt.lo = this.#d.lo;
+        return outcome;
+      }
+      const landed = this.#commit(base, ctrl, at, cost);
+      if (landed === MOVED) return RELOCATE;
+      if (landed === LANDED) {
+        sub(this.#n.hi, this.#n.lo, this.#now.hi, this.#now.lo, this.debt);
+        return ALLOWED;
+      }
+    }
+  }
+
+  /** Gives back `cost` intervals of a reservation, never below now. True if it did. */
+  refund(base: number, ctrl: number, cost: number): boolean {
+    const w = this.#w;
+    const at = base + this.#tatOffset;
+    for (;;) {
+      const lo = Atomics.load(w, at) >>> 0;
+      const hi = Atomics.load(w, at + 1);
+      this.#readClock();
+      // ctrl after the TAT: the key still owns this slot, so the refund lands on its own state.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return false;
+      const ahead = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
+      if (ahead.hi < 0 || (ahead.hi === 0 && ahead.lo === 0)) return false;
+      const back = mul(cost, this.#p.intervalTicks, this.#n);
+      if (compare(back.hi, back.lo, ahead.hi, ahead.lo) > 0) { back.hi = ahead.hi; back.lo = ahead.lo; }
+      const next = sub(hi, lo, back.hi, back.lo, this.#n);
+      // compareExchange: a refund that raced with another request simply recomputes.
+      if (this.#cas(at, hi, lo, next)) return true;
+    }
+  }
+
+  /** Cost-1 requests that would pass right after the last decision. */
+  remaining(): number {
+    const { q, r } = divmod(this.debt.hi, this.debt.lo, this.#p.intervalTicks, this.#qr);
+    return Math.max(0, this.#p.burst - q - (r > 0 ? 1 : 0));
+  }
+
+  /** The last refusal's wait, or a reservation's, in ms rounded up to picoseconds (Infinity: never). */
+  waitMs(): number {
+    return this.waitTicks === Infinity ? Infinity : ceilPs(ticksToMs(this.waitTicks, this.#p));
+  }
+
+  /** How long after the last decision the key's state equals a fresh key's, in ms. */
+  resetMs(): number {
+    return ticksToMs(toNumber(this.debt.hi, this.debt.lo), this.#p);
+  }
+
+  /** The table hooks for 64-bit GCRA slots. */
+  slotState(): SlotState {
+    const w = this.#w;
+    const big = this.#big;
+    const tatOffset = this.#tatOffset;
+    return {
+      initSlot: (_words, base) => {
+        const nowMs = this.#readClock();
+        // Stores while the slot is BUSY: no other thread reads its state until the publishing
+        // compareExchange on ctrl, which orders these writes before it.
+        // The TAT of a key with no debt: now, floored (a ceiling would be a tick of debt). It is
+        // later than anything the slot's previous key held: a reclaim needs that strictly behind.
+        const n = this.#now;
+        Atomics.store(w, base + tatOffset, n.hi === DEAD && n.lo === 0 ? 1 : n.lo | 0);
+        Atomics.store(w, base + tatOffset + 1, n.hi);
+        Atomics.store(w, base + S_LAST_SEC, this.#unit(nowMs) | 0);
+      },
+      isDead: (_words, base) => Atomics.load(big, (base + tatOffset) >> 1) === DEAD64, // one 64-bit read
+      retire: (_words, base) => {
+        // The whole word at once (a reclaim must not act on a torn value), then lastSec, then
+        // the clock: the same order and argument as a decision.
+        const value = Atomics.load(big, (base + tatOffset) >> 1);
+        if (value === DEAD64) return ALREADY_DEAD;
+        const last = Atomics.load(w, base + S_LAST_SEC);
+        const { hi, lo } = halvesOf(value, this.#halves); // the word, read whole, as its halves
+        const nowMs = this.#readClock();
+        const d = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
+        // Strictly behind now (or stale): a new key's first TAT, read after its claim, is then
+        // later than every value this slot held, so a stale compareExchange can never match it.
+        const idle = d.hi < 0 || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
+          (this.#staleOn && isStale(this.#unit(nowMs), last, this.#p.staleSec));
+        if (!idle) return NOT_IDLE;
+        // compareExchange to the marker: the linearisation point of the reclaim.
+        return Atomics.compareExchange(big, (base + tatOffset) >> 1, value, DEAD64) === value ? RETIRED : NOT_IDLE;
+      },
+    };
+  }
+}

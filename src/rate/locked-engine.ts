@@ -1,0 +1,247 @@
+import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
+import { isStale, secondsAt } from '../time/stamps.js';
+import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
+import { GONE, lock, tryLock, unlock } from '../table/slot-lock.js';
+import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
+
+export { group, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
+
+/** The decision finished. */
+export const DONE = 0;
+/** The slot no longer holds the key (reclaimed or reused): look it up again and retry. */
+export const RELOCATE = 1;
+
+/**
+ * Decisions for keys whose state spans several words (several limits, window and log
+ * algorithms, a global cap): take the key's lock, read its state once, let every algorithm
+ * decide, spend from all of them or none, release. Different keys have different locks, so they
+ * never wait on each other; the global cap, when set, is locked inside the key's lock (always in
+ * that order, so no two threads can wait on each other in a cycle).
+ *
+ * Thread-safety: one instance per thread (it keeps scratch verdicts); any number of threads.
+ */
+export class LockedEngine {
+  readonly #w: Int32Array;
+  readonly #key: LimitGroup;
+  readonly #global: LimitGroup | null;
+  readonly #globalArea: StateArea | null;
+  readonly #owner: number;
+  readonly #stealAfterMs: number;
+  readonly #set: LimitSet;
+  readonly #area: StateArea = { lock: 0, lastSec: 0, state: 0 };
+  // Clock readings taken after each lock is held (key, then global): reused objects.
+  readonly #keyMoment: Moment = { ms: 0, sec: 0 };
+  readonly #globalMoment: Moment = { ms: 0, sec: 0 };
+  readonly #clock: () => number;
+  readonly result: LockedResult;
+  /** Each key limit's own remaining and reset after the last decision with detail (LimitSet). */
+  readonly limitRemaining: Float64Array;
+  readonly limitResetMs: Float64Array;
+  /** Whether the current decision committed a spend. */
+  #spent = false;
+  #retries = 0;
+  /** The tokens of the locks the current decision took (the key's, the global cap's). */
+  #keyToken = 0;
+  #globalToken = 0;
+  /**
+   * Whether the key's (the cap's) lock is still ours, for LimitSet.commit: a limit decided again
+   * after losing a race is written only while it is. Made once: no allocation per decision.
+   */
+  readonly #holdsKey = (): boolean => this.#holds(this.#area, this.#keyToken);
+  readonly #holdsGlobal = (): boolean => this.#holds(this.#globalArea as StateArea, this.#globalToken);
+
+  constructor(
+    w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, owner: number,
+    stealAfterMs: number, clock: () => number,
+  ) {
+    this.#w = w;
+    this.#set = new LimitSet(w, clock);
+    this.result = this.#set.result;
+    this.limitRemaining = this.#set.limitRemaining;
+    this.limitResetMs = this.#set.limitResetMs;
+    this.#clock = clock;
+    this.#key = key;
+    this.#global = global?.group ?? null;
+    this.#globalArea = global?.area ?? null;
+    this.#owner = owner;
+    this.#stealAfterMs = stealAfterMs;
+  }
+
+  /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
+  set detail(wanted: boolean) {
+    this.#set.detail = wanted;
+  }
+
+  /** Decisions retried because a lock was taken over or a word changed under us. */
+  get retries(): number {
+    return this.#retries + this.#set.retries;
+  }
+
+  /**
+   * Decides for the key whose slot starts at `base` with ctrl word `ctrl` and state at
+   * `stateBase`. Fills `result`; returns DONE or RELOCATE. `limits` replaces the engine's own
+   * key limits for this call (rules chosen per request); `prepare` runs first under the lock
+   * (it may rewrite the state, returning false if a word changed under it).
+   *
+   * The clock is read only once the lock is held: lock holders then see non-decreasing times, so
+   * no decision can move a window back over one that a later reading already opened.
+   */
+  decide(
+    base: number, ctrl: number, stateBase: number, cost: number,
+    limits: LimitGroup = this.#key, prepare?: (w: Int32Array, m: Moment) => boolean,
+  ): number {
+    const w = this.#w;
+    for (;;) {
+      const token = lock(w, base + S_TAT, this.#owner, this.#stealAfterMs);
+      if (token === GONE) return RELOCATE;
+      // ctrl after taking the lock: a reclaim needs this lock, so while we hold it an unchanged
+      // ctrl means the slot still holds our key.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) {
+        unlock(w, base + S_TAT, token);
+        return RELOCATE;
+      }
+      const area = this.#area; // reused: no allocation per decision
+      area.lock = base + S_TAT;
+      area.lastSec = base + S_LAST_SEC;
+      area.state = stateBase;
+      this.#keyToken = token;
+      this.#spent = false;
+      let ok = prepare === undefined || prepare(w, this.#read(this.#keyMoment));
+      if (ok) {
+        // The snapshot of every limit first, then the clock: a holder that stalls between the two
+        // judges newer state at an older reading, which only overstates the spending.
+        const lastSec = this.#set.load(limits, area);
+        ok = this.#decideLocked(limits, area, this.#read(this.#keyMoment), lastSec, cost, token);
+      }
+      if (ok && this.#spent && !this.#settle(base, token)) {
+        // A reclaim took the lock over and judged the key idle before our commits: they went
+        // with it. Give the cap back its share and decide again on the key's new slot.
+        if (this.#global !== null && this.#globalArea !== null) this.#set.undo(this.#global, this.#globalArea, this.#global.algorithms.length);
+        return RELOCATE;
+      }
+      // Released or not, a decision whose commits all landed is done: each was a compareExchange
+      // from the snapshot, so none can have overwritten a newer holder's. Deciding again would
+      // count the request twice.
+      unlock(w, base + S_TAT, token);
+      if (ok) return DONE;
+      this.#retries++; // a word changed under us (the lock was taken over): decide again
+    }
+  }
+
+  /** With the key locked: decide every key limit, then the global cap, then spend from all. */
+  #decideLocked(limits: LimitGroup, key: StateArea, m: Moment, lastSec: number, cost: number, token: number): boolean {
+    const set = this.#set;
+    const r = this.result;
+    set.check(limits, m, lastSec, cost);
+    r.refusedBy = r.allowed ? null : 'key';
+    // A refusal stands only if the lock was ours throughout: the log's entries are read lazily,
+    // and a view torn by a takeover must not refuse either.
+    if (!r.allowed) return this.#holds(key, token);
+    if (this.#global !== null && this.#globalArea !== null) {
+      const g = this.#globalArea;
+      const globalToken = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
+      this.#globalToken = globalToken;
+      const globalLastSec = set.load(this.#global, g);
+      const gm = this.#read(this.#globalMoment); // read under the global lock, after its snapshot
+      const allowed = set.checkCap(limits, m, lastSec, this.#global, gm, globalLastSec, cost);
+      const committed = allowed && (cost === 0 ||
+        (this.#holds(key, token) && this.#holds(g, globalToken) && set.commit(this.#global, g, gm, globalLastSec, cost, null, this.#holdsGlobal)));
+      unlock(this.#w, g.lock, globalToken);
+      if (!allowed) return true; // refused by the cap: reported by checkCap
+      if (!committed) return false;
+      if (cost === 0) return true;
+      if (!set.commit(limits, key, m, lastSec, cost, null, this.#holdsKey)) {
+        set.undo(this.#global, g, this.#global.algorithms.length);
+        return false;
+      }
+      this.#spent = true;
+      return true;
+    }
+    if (cost === 0 || !this.#holds(key, token)) return cost === 0;
+    this.#spent = set.commit(limits, key, m, lastSec, cost, null, this.#holdsKey);
+    return this.#spent;
+  }
+
+  /**
+   * Whether we still hold the lock of `area`, checked after deciding and before committing: the
+   * algorithms may read state lazily while deciding (the sliding log's entries), and a holder whose
+   * lock was taken over meanwhile may have read a newer holder's uncommitted writes, which its
+   * commit must never build on. Still held now means everything it read was older than any takeover.
+   */
+  #holds(area: StateArea, token: number): boolean {
+    // Atomics.load (seq-cst) after every read of the decision.
+    return Atomics.load(this.#w, area.lock) === token;
+  }
+
+  /**
+   * After our commits: true if they stand. Our lock may have been taken over meanwhile (we
+   * stalled): by a decision, whose commits then fail or build on ours; or by a reclaim, which may
+   * have judged the key idle before our commits. A word that is not our token is cancelled
+   * (compareExchange to free), so such a reclaim fails; DEAD means it already succeeded.
+   */
+  #settle(base: number, token: number): boolean {
+    const w = this.#w;
+    for (;;) {
+      // Atomics.load after our commits (seq-cst): a reclaim that locks after this sees them.
+      const cur = Atomics.load(w, base + S_TAT);
+      if (cur === token || cur === 0) return true;
+      if (cur === DEAD) return false;
+      // compareExchange from the exact token seen: a newer holder's lock is freed (its own
+      // commits are still checked against their snapshots), a reclaim's final step fails.
+      if (Atomics.compareExchange(w, base + S_TAT, cur, 0) === cur) return true;
+    }
+  }
+
+  /** Reads the clock into `m`. */
+  #read(m: Moment): Moment {
+    m.ms = this.#clock();
+    m.sec = secondsAt(m.ms);
+    return m;
+  }
+
+  /** Writes fresh state for every limit of `g` (the slot or area is not yet visible to others). */
+  static init(w: Int32Array, g: LimitGroup, area: StateArea, m: Moment): void {
+    LockedEngine.initStates(w, g, area.state, m);
+    Atomics.store(w, area.lastSec, m.sec);
+    Atomics.store(w, area.lock, 0);
+  }
+
+  /** Writes fresh state for every limit of `g` at `state` (with the key locked, or unshared). */
+  static initStates(w: Int32Array, g: LimitGroup, state: number, m: Moment): void {
+    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).init(w, state + (g.offsets[i] as number), m);
+  }
+
+  /**
+   * The table hooks for locked slots: a fresh state on insert; for a reclaim, the lock is taken
+   * (only if free right now) and its token returned as the word to turn into DEAD, so no decision
+   * can run between the idle check and the reclaim.
+   */
+  static slotState(key: LimitGroup, stateOffset: number, owner: number, stealAfterMs: number, now: () => Moment): SlotState {
+    return {
+      initSlot(w, base) {
+        LockedEngine.init(w, key, { lock: base + S_TAT, lastSec: base + S_LAST_SEC, state: base + stateOffset }, now());
+      },
+      isDead(w, base) {
+        return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
+      },
+      retire(w, base) {
+        if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
+        const token = tryLock(w, base + S_TAT, owner, stealAfterMs); // a dead holder's lock is taken over
+        if (token === 0) return NOT_IDLE;
+        const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock (see LockFreeEngine.retire)
+        const m = now();
+        let idle = true;
+        for (let i = 0; i < key.algorithms.length && idle; i++) {
+          const a = key.algorithms[i] as LimitAlgorithm;
+          idle = a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec));
+        }
+        // compareExchange from our own token to DEAD: reclaimed while locked, so no decision can
+        // run between the idle check and the reclaim.
+        if (idle && Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token) return RETIRED;
+        unlock(w, base + S_TAT, token);
+        return NOT_IDLE;
+      },
+    };
+  }
+}

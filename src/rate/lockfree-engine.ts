@@ -1,0 +1,391 @@
+import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
+import { isStale, secondsAt } from '../time/stamps.js';
+import { NarrowGcra } from '../algorithms/gcra.js';
+import { GlobalBatch, TAKEN } from './global-batch.js';
+import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
+import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import { ageMs, lockToken } from '../table/slot-lock.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
+import type { SlotRef } from '../table/slot-index.js';
+
+/** The decision finished. */
+export const DONE = 0;
+/** #decideBatched could not use the batch: decide on the cap's word. */
+const FALLBACK_EXACT = 2;
+/** The slot no longer holds the key (reclaimed or reused): look it up again and retry. */
+export const RELOCATE = 1;
+
+/**
+ * Decisions without a lock, for keys whose every limit commits in one compareExchange (GCRA at
+ * either width, fixed and sliding windows), with or without a global cap of the same kind:
+ *
+ *   1. snapshot the key's limits (then lastSec), then the global cap's, then read the clock;
+ *   2. decide every limit on the snapshot: a refusal writes nothing;
+ *   3. commit the key's limits in order, each by compareExchange from its snapshot; one that lost
+ *      a race is decided again at the same reading on a new snapshot of it alone, and when it now
+ *      refuses, those before it are taken back and the decision starts again;
+ *   4. commit the global cap the same way (it is the hot word: the key's spends stay while it
+ *      is decided again); when it now refuses, take back the key's spends and start again;
+ *   5. check the slot's guard word and ctrl (a reclaim of this key that raced with the commit).
+ *
+ * A thread that stops anywhere leaves at worst spends that count for a request it never
+ * admitted (conservative); no thread waits for another. See docs/design.md, "Lock-free spends".
+ *
+ * The guard word (the slot's `tat` word) holds the incarnation's free value (twice its ctrl
+ * generation: even), a reclaimer's token (odd) while it checks that the key is idle, or DEAD once
+ * it decided to reclaim. A decision that finds a token after committing cancels it (the reclaim
+ * then fails); one that finds DEAD, or another incarnation's value, decides again.
+ *
+ * Thread-safety: one instance per thread (it holds snapshots and the result); any number of threads.
+ */
+export class LockFreeEngine {
+  readonly #w: Int32Array;
+  readonly #key: LimitGroup;
+  readonly #global: LimitGroup | null;
+  readonly #globalArea: StateArea | null;
+  readonly #set: LimitSet;
+  readonly #area: StateArea = { lock: 0, lastSec: 0, state: 0 };
+  readonly #moment: Moment = { ms: 0, sec: 0 };
+  readonly #clock: () => number;
+  readonly result: LockedResult;
+  /** Each key limit's own remaining and reset after the last decision with detail (LimitSet). */
+  readonly limitRemaining: Float64Array;
+  readonly limitResetMs: Float64Array;
+  readonly #batch: GlobalBatch | null;
+  /** The key's limits when each is one 32-bit GCRA word and there is no cap (#allowGcra), else null. */
+  readonly #gcra: NarrowGcra[] | null;
+  #retries = 0;
+  /** The second of this thread's latest reading in #allowGcra: a guess only (when to skip the lastSec load). */
+  #sec = 0;
+  // The slot being decided, for #stillOurs (a bound method: no closure per decision).
+  #base = 0;
+  #ctrl = 0;
+  readonly #stillOurs = (): boolean => this.#settle(this.#base, this.#ctrl) === DONE;
+
+  constructor(w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, clock: () => number) {
+    this.#w = w;
+    this.#key = key;
+    this.#global = global?.group ?? null;
+    this.#globalArea = global?.area ?? null;
+    this.#set = new LimitSet(w, clock);
+    this.result = this.#set.result;
+    this.limitRemaining = this.#set.limitRemaining;
+    this.limitResetMs = this.#set.limitResetMs;
+    this.#clock = clock;
+    // A global cap of one 32-bit GCRA limit is served to allow() in per-thread batches.
+    const only = global?.group.algorithms.length === 1 ? global.group.algorithms[0] : undefined;
+    this.#gcra = global === null && key.algorithms.every((a) => a instanceof NarrowGcra) ? (key.algorithms as NarrowGcra[]) : null;
+    this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
+  }
+
+  /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
+  set detail(wanted: boolean) {
+    this.#set.detail = wanted;
+  }
+
+  /** Commits that lost a race (key or global word) and were decided again. */
+  get retries(): number {
+    return this.#retries + this.#set.retries + (this.#batch?.retries ?? 0);
+  }
+
+  /** The clock reading of the last decision (what it was judged at). */
+  get nowMs(): number {
+    return this.#moment.ms;
+  }
+
+  /**
+   * Decides for the key at `ref` (its slot and ctrl word) whose state starts at `stateBase`.
+   * Fills `result`; returns DONE or RELOCATE.
+   */
+  decide(ref: SlotRef, stateBase: number, cost: number): number {
+    const base = ref.base;
+    const ctrl = ref.ctrl;
+    const w = this.#w;
+    const set = this.#set;
+    const r = this.result;
+    const key = this.#key;
+    const area = this.#area;
+    area.lock = base + S_TAT;
+    area.lastSec = base + S_LAST_SEC;
+    area.state = stateBase;
+    this.#base = base; // for #stillOurs
+    this.#ctrl = ctrl;
+    if (this.#gcra !== null && !set.detail && set.reserving === null) return this.#allowGcra(ref, stateBase, cost);
+    let exact = false; // the cap's batch could not serve this decision: decide on its word
+    for (;;) {
+      const batch = this.#batch;
+      if (batch !== null && !exact && !set.detail && set.reserving === null) {
+        const outcome = this.#decideBatched(base, ctrl, cost, batch);
+        if (outcome !== FALLBACK_EXACT) return outcome;
+        exact = true;
+        continue;
+      }
+      // 1. Snapshots, then the clock, then ctrl: the reading is not earlier than any state it
+      // judges, and an unchanged ctrl means the snapshot belongs to our key's incarnation.
+      const lastSec = set.load(key, area);
+      const global = this.#global;
+      const g = this.#globalArea as StateArea;
+      const globalLastSec = global === null ? 0 : set.load(global, g);
+      const m = this.#read();
+      // Atomics.load of ctrl after the snapshot: a reused slot is looked up again. The guard is
+      // not read here: a key reclaimed under us holds a fresh key's state, so deciding on it is
+      // harmless, and #settle finds the DEAD guard after any commit and decides again.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      // 2. Decide.
+      set.check(key, m, lastSec, cost);
+      r.refusedBy = r.allowed ? null : 'key';
+      if (!r.allowed) return DONE;
+      if (global !== null && !set.checkCap(key, m, lastSec, global, m, globalLastSec, cost)) return DONE;
+      if (cost === 0) return DONE;
+      // 3. The key's limits.
+      if (!set.commit(key, area, m, lastSec, cost, this.#stillOurs)) {
+        this.#retries++;
+        continue;
+      }
+      // 4. The global cap: the hot word, retried on its own at the same reading (in commit).
+      if (global !== null && !set.commit(global, g, m, globalLastSec, cost)) {
+        // Take the key's spends back only while they are on our key (see #settle).
+        if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
+        set.undo(key, area, key.algorithms.length);
+        this.#retries++;
+        continue; // the cap now refuses: decide again, to report it from a fresh snapshot
+      }
+      // 5. A reclaim that judged the key idle before our commit must not complete.
+      const outcome = this.#settle(base, ctrl);
+      if (outcome === DONE) return DONE;
+      // The key was reclaimed under us: our spend went with it. Give the cap back its share
+      // and decide again on the key's new slot.
+      if (global !== null) set.undo(global, g, global.algorithms.length);
+      return RELOCATE;
+    }
+  }
+
+  /**
+   * `decide` for `allow()` when every key limit is one 32-bit GCRA word and there is no cap: the
+   * same steps, with each limit keeping its own snapshot and verdict (NarrowGcra.load, admits)
+   * instead of the general pass over a Verdict; the commit is LimitSet.commit, as on every path.
+   * The configuration the algorithms table's "GCRA, two limits" row measures.
+   */
+  #allowGcra(ref: SlotRef, stateBase: number, cost: number): number {
+    const w = this.#w;
+    const r = this.result;
+    const base = ref.base;
+    const ctrl = ref.ctrl;
+    const limits = this.#gcra as NarrowGcra[];
+    const offsets = this.#key.offsets;
+    for (;;) {
+      for (let i = 0; i < limits.length; i++) (limits[i] as NarrowGcra).load(w, stateBase + (offsets[i] as number));
+      // Atomics.load of lastSec after the states, then the clock, as in LimitSet.load: a state
+      // written by a recent admission was stamped first, so a stale verdict comes only from
+      // states that old. Skipped when this thread saw the word reach the reading's own second,
+      // as in Gcra32.#spend (a guess from this thread's last reading, checked after the read).
+      const guess = ref.secKnown && ref.sec === this.#sec;
+      let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
+      let m = this.#read();
+      if (guess && m.sec !== lastSec) {
+        lastSec = Atomics.load(w, base + S_LAST_SEC); // a new second: load, then read again
+        m = this.#read();
+      }
+      this.#sec = m.sec;
+      // Atomics.load of ctrl after the snapshot, as in decide.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      r.never = false;
+      r.retryAfterMs = 0;
+      for (let i = 0; i < limits.length; i++) {
+        const a = limits[i] as NarrowGcra;
+        if (!a.admits(m, isStale(m.sec, lastSec, a.staleSec), cost)) {
+          r.allowed = false;
+          r.refusedBy = 'key';
+          if (cost > a.params.burst) {
+            r.never = true;
+            r.retryAfterMs = Infinity;
+          }
+          return DONE;
+        }
+      }
+      r.allowed = true;
+      r.refusedBy = null;
+      if (cost === 0) return DONE;
+      if (!this.#set.commit(this.#key, this.#area, m, lastSec, cost, this.#stillOurs)) {
+        this.#retries++;
+        continue;
+      }
+      // A reclaim that judged the key idle before our commit must not complete (see decide).
+      if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
+      ref.sec = m.sec; // commit raised lastSec to our second or later
+      ref.secKnown = true;
+      return DONE;
+    }
+  }
+
+  /**
+   * `allow()` under a busy global cap: the key's limits as in `decide`, the cap from this
+   * thread's batch (global-batch.ts). DONE, RELOCATE, or FALLBACK_EXACT when the batch cannot
+   * serve (nothing was written).
+   */
+  #decideBatched(base: number, ctrl: number, cost: number, batch: GlobalBatch): number {
+    const w = this.#w;
+    const set = this.#set;
+    const r = this.result;
+    const key = this.#key;
+    const area = this.#area;
+    for (;;) {
+      const lastSec = set.load(key, area);
+      const m = this.#read();
+      // Atomics.load of ctrl after the snapshot, as in decide.
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      set.check(key, m, lastSec, cost);
+      r.refusedBy = r.allowed ? null : 'key';
+      if (!r.allowed || cost === 0) return DONE;
+      if (batch.take(m.ms, cost, this.#clock) !== TAKEN) return FALLBACK_EXACT;
+      if (!set.commit(key, area, m, lastSec, cost, this.#stillOurs)) {
+        batch.giveBack(cost); // not admitted: the permits stay in this thread's batch
+        this.#retries++;
+        continue;
+      }
+      if (this.#settle(base, ctrl) === DONE) return DONE;
+      batch.giveBack(cost); // the key was reclaimed under us: decide again on its new slot
+      return RELOCATE;
+    }
+  }
+
+  /** Whether every limit (and the cap) can hold a reservation (every lock-free algorithm can). */
+  get canReserve(): boolean {
+    return this.#key.algorithms.every((a) => a.reserve !== undefined) && (this.#global?.algorithms.every((a) => a.reserve !== undefined) ?? true);
+  }
+
+  /**
+   * Like `decide`, but a request that must wait up to `maxWaitMs` is counted now and
+   * `result.retryAfterMs` is its wait; `slots` then receives where each limit's slot starts
+   * (key limits, then the cap's), for `refund`.
+   */
+  reserve(ref: SlotRef, stateBase: number, cost: number, maxWaitMs: number, slots: Int32Array): number {
+    this.#set.reserving = maxWaitMs;
+    try {
+      const outcome = this.decide(ref, stateBase, cost);
+      if (outcome === DONE && this.result.allowed && cost > 0) {
+        let i = 0;
+        for (const g of this.#global === null ? [this.#key] : [this.#key, this.#global]) {
+          for (const a of g.algorithms) (a.slotStart as NonNullable<LimitAlgorithm['slotStart']>)(slots.subarray(i, (i += 2)));
+        }
+      }
+      return outcome;
+    } finally {
+      this.#set.reserving = null;
+    }
+  }
+
+  /**
+   * Gives back what is still ahead of now of a reservation's slots (see `reserve`), on every
+   * limit; false when the key's slot was reused or nothing was ahead.
+   */
+  refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array): boolean {
+    const w = this.#w;
+    const m = this.#read();
+    let any = false;
+    let i = 0;
+    const groups: [LimitGroup, number][] = [[this.#key, stateBase]];
+    if (this.#global !== null) groups.push([this.#global, (this.#globalArea as StateArea).state]);
+    for (const [g, state] of groups) {
+      for (let j = 0; j < g.algorithms.length; j++, i += 2) {
+        // ctrl before each refund: the key still owns its slot (the global cap always exists).
+        if (g === this.#key && Atomics.load(w, base + S_CTRL) !== ctrl) return any;
+        const a = g.algorithms[j] as LimitAlgorithm;
+        // On a cap served in batches, only an exact refund is safe (see NarrowGcra.refund).
+        const exact = g !== this.#key && this.#batch !== null;
+        if ((a.refund as NonNullable<LimitAlgorithm['refund']>)(w, state + (g.offsets[j] as number), m, slots[i] as number, slots[i + 1] as number, cost, exact)) any = true;
+      }
+    }
+    return any;
+  }
+
+  /**
+   * After the commits: DONE if they stand, RELOCATE if the key was reclaimed (or its slot reused)
+   * by a reclaim that may not have seen them.
+   */
+  #settle(base: number, ctrl: number): number {
+    const w = this.#w;
+    const free = freeGuard(ctrl);
+    for (;;) {
+      // Atomics.load of the guard after our commits (seq-cst): a reclaim that starts after this
+      // load writes its token first and reads the states after, so it sees our spend. The free
+      // value names the incarnation, so one load also tells that the slot still holds our key.
+      const guard = Atomics.load(w, base + S_TAT);
+      if (guard === free) return DONE;
+      if (guard === DEAD) return RELOCATE;
+      // Another value: ours to act on only if ctrl is still ours (neither a token nor a stray
+      // value names an incarnation; the slot's next key must not get our free value).
+      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      // A token (odd): a reclaim is checking the key and may have read it before our commit.
+      // An even value not ours: an inserter of an earlier claim on this slot that stalled past
+      // its reuse wrote it late (see REUSE_AFTER_TIMEOUTS in table.ts). Either way, put our free
+      // value back with a compareExchange from the exact word seen (a reclaim's own final
+      // compareExchange then fails), and look again.
+      Atomics.compareExchange(w, base + S_TAT, guard, free);
+    }
+  }
+
+  #read(): Moment {
+    const m = this.#moment;
+    m.ms = this.#clock();
+    m.sec = secondsAt(m.ms);
+    return m;
+  }
+
+  /**
+   * The table hooks for lock-free multi-word slots: a fresh state on insert; a reclaim writes its
+   * token into the guard word, checks that every limit is idle, then turns the token into DEAD
+   * (the linearisation point). A token older than `stealAfterMs` belongs to a reclaimer that
+   * stopped: another reclaimer replaces it.
+   */
+  static slotState(key: LimitGroup, stateOffset: number, owner: number, stealAfterMs: number, now: () => Moment): SlotState {
+    return {
+      initSlot(w, base, generation) {
+        const m = now();
+        for (let i = 0; i < key.algorithms.length; i++) (key.algorithms[i] as LimitAlgorithm).init(w, base + stateOffset + (key.offsets[i] as number), m);
+        // Stores while the slot is BUSY: the publishing compareExchange on ctrl orders them first.
+        Atomics.store(w, base + S_LAST_SEC, m.sec);
+        Atomics.store(w, base + S_TAT, freeGuard(generation << 2));
+      },
+      isDead(w, base) {
+        return Atomics.load(w, base + S_TAT) === DEAD; // the guard word holds the reclaim marker
+      },
+      retire(w, base) {
+        const cur = Atomics.load(w, base + S_TAT);
+        if (cur === DEAD) return ALREADY_DEAD;
+        // The free value of the incarnation the table judged (its ctrl is LIVE).
+        const free = freeGuard(Atomics.load(w, base + S_CTRL));
+        // Ours to take: the free value, a stopped reclaimer's token, or a stray even value a late
+        // inserter wrote (see #settle).
+        const nowMs = performance.now();
+        if ((cur & 1) === 1 && ageMs(cur, nowMs) <= stealAfterMs) return NOT_IDLE; // a live reclaimer's token
+        const token = lockToken(owner, nowMs);
+        // compareExchange from the exact word seen (free, or a stopped reclaimer's token): our
+        // token goes in before we read any state, so a decision committing after our reads sees it.
+        if (token === cur || Atomics.compareExchange(w, base + S_TAT, cur, token) !== cur) return NOT_IDLE;
+        // lastSec, then the clock: a stamp never later than the reading (else the idle time,
+        // taken modulo 2^32, would read as stale). States raised since are cancelled by #settle.
+        const lastSec = Atomics.load(w, base + S_LAST_SEC);
+        const m = now();
+        let idle = true;
+        for (let i = 0; i < key.algorithms.length && idle; i++) {
+          const a = key.algorithms[i] as LimitAlgorithm;
+          idle = a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec));
+        }
+        // compareExchange from our token: fails if a decision cancelled it (it committed after our
+        // reads began) or another reclaimer replaced it.
+        if (idle) return Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token ? RETIRED : NOT_IDLE;
+        Atomics.compareExchange(w, base + S_TAT, token, free); // give the guard back, unless cancelled
+        return NOT_IDLE;
+      },
+    };
+  }
+}
+
+/**
+ * The guard word of a slot whose key is not being reclaimed: twice the generation in its ctrl
+ * word (even, 0 to 2^31 - 2: never a token, which is odd, nor DEAD, which is negative).
+ */
+function freeGuard(ctrl: number): number {
+  return (ctrl >>> 2) * 2;
+}

@@ -1,0 +1,416 @@
+import { clockBuffer, clockKind, resolveClock, type Clock } from '../time/clock.js';
+import { AttachRequest } from '../config/attach-request.js';
+import { checkCost, describe } from '../config/check.js';
+import type { AlgorithmName, Moment } from '../algorithms/index.js';
+import { ceilPs, maxWaitTicks, ticksToMs } from '../time/ticks.js';
+import { secondsAt } from '../time/stamps.js';
+import { type GcraParams } from '../math/gcra.js';
+import { ALLOWED, RELOCATE as ONE_RELOCATE, WideGcra } from './gcra-wide.js';
+import { Gcra32 } from './gcra-32.js';
+import { assertWorkerThread, checkWaitOptions, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions, type AcquireSyncOptions, type Reservation } from './waiting.js';
+import { RateLimitTimeoutError, TableFullError } from '../errors.js';
+import { type Limit } from '../config/limit.js';
+import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from '../config/limiter-config.js';
+import { limitStates } from './limit-set.js';
+import { LockedEngine, RELOCATE } from './locked-engine.js';
+import { LockFreeEngine } from './lockfree-engine.js';
+import { engineChoice } from './engine-choice.js';
+import {
+  GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_FORCE_LOCKED, H_GLOBAL_BASE, H_ON_FULL, H_OWNER_SEQ,
+} from '../table/layout.js';
+import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from '../table/slot-index.js';
+import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from '../table/table.js';
+import { checkAttachOptions, parseTableOptions } from '../config/table-options.js';
+import { checkNames, namesOf } from '../config/option-names.js';
+
+export type {
+  AttachOptions, Decision, DecisionReason, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
+} from '../config/types.js';
+import type {
+  AttachOptions, Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
+} from '../config/types.js';
+
+
+/** A reservation on the lock-free paths: cancel() gives back what it counted if its time has not come. */
+class HeldReservation implements Reservation {
+  #done = false;
+  constructor(
+    readonly key: string,
+    readonly cost: number,
+    readonly delayMs: number,
+    readonly actAtMs: number,
+    private readonly clock: Clock,
+    /** Gives back what is still ahead of now of what the reservation counted. */
+    private readonly giveBack: () => boolean,
+  ) {}
+
+  cancel(): boolean {
+    if (this.#done) return false;
+    this.#done = true;
+    if (this.cost === 0 || this.clock.now() >= this.actAtMs) return false;
+    return this.giveBack();
+  }
+}
+
+/** Throws `TypeError`/`RangeError` for a bad key or cost, naming it. */
+export function checkRequest(key: unknown, cost: unknown): void {
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
+  }
+  checkCost(cost);
+}
+
+const OPTION_NAMES = namesOf<RateLimiterOptions>()([
+  'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash', 'slotsPerKey',
+]);
+
+/**
+ * A GCRA rate limiter whose per-key state lives in shared memory. Create it once, pass `handle`
+ * to workers, and `RateLimiter.attach(handle)` there: every instance sees and changes one state.
+ *
+ * Thread-safety: `tryAcquire`, `allow`, `sweep` and `stats` may run at the same time on any
+ * number of threads over the same handle; no call takes a lock or waits for another thread. One
+ * *instance* belongs to the thread that made it (it keeps a small per-thread cache).
+ */
+export class RateLimiter {
+  /** The first (often the only) limit. */
+  limit!: Readonly<Required<Limit>>;
+  /** Every per-key limit, in order. */
+  limits!: readonly Readonly<Required<Limit>>[];
+  /** The global cap, if any. */
+  globalLimit!: Readonly<Required<Limit>> | null;
+  /** The algorithm every limit runs. */
+  algorithm!: AlgorithmName;
+  #table!: SlotTable;
+  #words!: Int32Array;
+  #clock!: Clock;
+  #clockBuffer!: SharedArrayBuffer | null;
+  #p!: GcraParams;
+  #engine: LockedEngine | LockFreeEngine | null = null;
+  /** The one-limit GCRA path (one limit, no cap), at width 32 or 64. */
+  #one: Gcra32 | WideGcra | null = null;
+  #moment: Moment = { ms: 0, sec: 0 };
+  #allowWhenFull!: boolean;
+  #index!: SlotIndex;
+  // The reason of the last #decide call, read by tryAcquire (avoids allocating on `allow`).
+  #reason: DecisionReason = 'allowed';
+
+  constructor(options: RateLimiterOptions) {
+    if (options instanceof AttachRequest) {
+      const { handle, clock } = options;
+      this.#setup(handle.table, clock, options.cacheSize, handle.clock, null);
+      return;
+    }
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError(`options must be an object like { limit, maxKeys }, got ${describe(options)}`);
+    }
+    checkNames(options, OPTION_NAMES, 'options', 'RateLimiter option');
+    const config = parseConfig(options);
+    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize, slotsPerKey } = parseTableOptions(options);
+    // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
+    // plain writes fill its header; attach() reads everything back from there.
+    const compiled = compileConfig(config);
+    const wide = compiled.fast?.width === 64;
+    // Width 32 keeps its TAT in the slot's tat word; width 64 in two aligned state words.
+    const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words;
+    const globalWords = compiled.global?.words ?? 0;
+    const align8 = wide || compiled.key.align8 || compiled.global?.align8 === true;
+    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords, align8, tableClass: 'RateLimiter', slotsPerKey });
+    const w = new Int32Array(buffer);
+    writeConfig(w, config, compiled);
+    w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
+    w[H_CLOCK_KIND] = clockKind(clock);
+    w[H_FORCE_LOCKED] = engineChoice.forceLocked ? 1 : 0;
+    this.#setup(buffer, clock, cacheSize, clockBuffer(clock), config);
+  }
+
+  #setup(
+    buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined,
+    clockBuffer: SharedArrayBuffer | null, fresh: LimiterConfig | null,
+  ): void {
+    const w = checkTableBuffer(buffer, 'RateLimiter');
+    this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'RateLimiter');
+    this.#clockBuffer = clockBuffer;
+    const config = fresh ?? readConfig(w);
+    const compiled = compileConfig(config);
+    this.algorithm = config.algorithm;
+    this.limits = Object.freeze(config.limits.map((l) => Object.freeze({ ...l })));
+    this.limit = this.limits[0] as Readonly<Required<Limit>>;
+    this.globalLimit = config.globalLimit === null ? null : Object.freeze({ ...config.globalLimit });
+    this.#allowWhenFull = w[H_ON_FULL] === 1;
+    if (compiled.fast) {
+      this.#p = compiled.fast;
+      const one = compiled.fast.width === 64 ? new WideGcra(w, compiled.fast, this.#clock, stateOffsetOf(w)) : new Gcra32(w, compiled.fast, this.#clock);
+      this.#one = one;
+      this.#table = new SlotTable(buffer, one.slotState());
+    } else {
+      // Atomics.add: each instance gets its own owner id for its lock tokens.
+      const owner = Atomics.add(w, H_OWNER_SEQ, 1);
+      const now = (): Moment => this.#now();
+      const stateOffset = stateOffsetOf(w);
+      const claimTimeoutMs = w[H_CLAIM_TIMEOUT_MS] as number;
+      // Every limit commits in one compareExchange: no lock. A sliding log keeps one.
+      const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false && w[H_FORCE_LOCKED] !== 1;
+      this.#table = new SlotTable(buffer, lockFree
+        ? LockFreeEngine.slotState(compiled.key, stateOffset, owner, claimTimeoutMs, now)
+        : LockedEngine.slotState(compiled.key, stateOffset, owner, claimTimeoutMs, now));
+      const globalBase = w[H_GLOBAL_BASE] as number;
+      const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
+      const global = compiled.global === null ? null : { group: compiled.global, area };
+      if (global !== null && fresh !== null) LockedEngine.init(w, global.group, area, this.#now());
+      const clock = (): number => this.#clock.now();
+      this.#engine = lockFree
+        ? new LockFreeEngine(w, compiled.key, global, clock)
+        : new LockedEngine(w, compiled.key, global, owner, claimTimeoutMs, clock);
+    }
+    this.#words = this.#table.words;
+    this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
+  }
+
+  /** One clock reading for a locked decision (reuses one object: no allocation per call). */
+  #now(): Moment {
+    const m = this.#moment;
+    m.ms = this.#clock.now();
+    m.sec = secondsAt(m.ms);
+    return m;
+  }
+
+  /**
+   * Returns a limiter over the same shared memory as the one that made `handle`, for use on this
+   * thread. Throws `TypeError` for anything that is not a sluice handle.
+   * Thread-safety: call it on the thread that will use the result.
+   */
+  static attach(handle: RateLimiterHandle, options?: AttachOptions): RateLimiter {
+    if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
+      throw new TypeError(`handle must be a RateLimiter handle ({ table: SharedArrayBuffer, ... }), got ${describe(handle)}`);
+    }
+    if (handle.kind !== undefined && handle.kind !== 'sluice.RateLimiter') {
+      throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a RateLimiter's: attach it with that class`);
+    }
+    const { clock, cacheSize } = checkAttachOptions(options);
+    return new RateLimiter(new AttachRequest<RateLimiterHandle>(handle, clock, cacheSize) as unknown as RateLimiterOptions);
+  }
+
+  /** The structured-cloneable handle: pass it in `workerData`, `postMessage` or a piscina task. */
+  get handle(): RateLimiterHandle {
+    return { kind: 'sluice.RateLimiter', table: this.#words.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+  }
+
+  /**
+   * Checks `key` and, if the request passes, counts it, in one atomic step. `cost` is an integer
+   * >= 0; 0 is a probe that answers without consuming anything. A refused request changes nothing.
+   */
+  tryAcquire(key: string, cost = 1): Decision {
+    if (this.#engine) this.#engine.detail = true;
+    const allowed = this.#decide(key, cost);
+    const reason = this.#reason;
+    if (reason === 'table-full') {
+      const hintMs = this.#engine ? 0 : ticksToMs(this.#p.intervalTicks, this.#p);
+      return { allowed, remaining: 0, retryAfterMs: allowed ? 0 : hintMs, resetAfterMs: 0, reason };
+    }
+    if (this.#engine) {
+      const r = this.#engine.result;
+      const e = this.#engine;
+      const n = this.limits.length;
+      if (n === 1) return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+      return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason, limits: limitStates(e.limitRemaining, e.limitResetMs, n) };
+    }
+    const one = this.#one as Gcra32 | WideGcra;
+    return { allowed, remaining: one.remaining(), retryAfterMs: allowed ? 0 : one.waitMs(), resetAfterMs: one.resetMs(), reason };
+  }
+
+  /** Like `tryAcquire`, but answers only `allowed` and allocates nothing. */
+  allow(key: string, cost = 1): boolean {
+    if (this.#engine) this.#engine.detail = false;
+    return this.#decide(key, cost);
+  }
+
+  /**
+   * Counts `cost` for `key` now and returns when it may act, even beyond the burst, in the
+   * spirit of Go's `Reserve`: callers served this way are in arrival order. Throws
+   * `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` (nothing is counted) or
+   * `cost` > burst (or a window's permits). GCRA limits hold a place any time ahead; a fixed or
+   * sliding window counts the request in the reading's window or the next, so its waits end
+   * within the next window. The sliding log cannot hold a place and throws `TypeError` (use
+   * `acquire`).
+   */
+  reserve(key: string, cost = 1, options?: { maxWaitMs?: number }): Reservation {
+    checkRequest(key, cost);
+    const { maxWaitMs } = checkWaitOptions(options, 'reserve');
+    if (this.#engine) {
+      if (!this.#canReserve) {
+        throw new TypeError(`reserve() cannot hold a place in a sliding log (its entries are the admissions themselves); this limiter runs ${this.algorithm}: use acquire(), which retries at the reported time`);
+      }
+      return this.#reserveLimits(key, cost, maxWaitMs);
+    }
+    const p = this.#p;
+    const maxTicks = maxWaitTicks(maxWaitMs, p);
+    const one = this.#one as Gcra32 | WideGcra;
+    for (;;) {
+      const entry = this.#index.cached(key) ?? this.#index.locate(key);
+      if (entry === undefined) return this.#noSlot(key, cost);
+      const outcome = one.reserve(entry, cost, maxTicks);
+      if (outcome === ONE_RELOCATE) {
+        this.#index.forget(key);
+        continue;
+      }
+      // TOO_LONG, or REFUSED when cost > burst: nothing was counted.
+      if (outcome !== ALLOWED) throw new RateLimitTimeoutError(key, one.waitMs(), maxWaitMs);
+      const delayMs = one.waitMs();
+      return new HeldReservation(key, cost, delayMs, one.nowMs + delayMs, this.#clock, () => one.refund(entry.base, entry.ctrl, cost));
+    }
+  }
+
+  /** A reservation for a key the full table has no slot for: onFull says (TableFullError). */
+  #noSlot(key: string, cost: number): Reservation {
+    if (!this.#allowWhenFull) throw new TableFullError(key);
+    return unheldReservation(key, cost, this.#clock.now());
+  }
+
+  /** Whether `reserve` (and FIFO waiting) is available: every lock-free configuration. */
+  get #canReserve(): boolean {
+    return this.#engine === null || (this.#engine instanceof LockFreeEngine && this.#engine.canReserve);
+  }
+
+  /** The reservation over several limits, windows, or a global cap: the same contract as `reserve`. */
+  #reserveLimits(key: string, cost: number, maxWaitMs: number): Reservation {
+    const engine = this.#engine as LockFreeEngine;
+    const stateOffset = this.#table.stateOffset;
+    const slots = new Int32Array(2 * (this.limits.length + (this.globalLimit ? 1 : 0)));
+    let entry = this.#index.cached(key) ?? this.#index.locate(key);
+    for (;;) {
+      if (entry === undefined) return this.#noSlot(key, cost);
+      if (engine.reserve(entry, entry.base + stateOffset, cost, maxWaitMs, slots) !== RELOCATE) break;
+      entry = this.#relocate(key);
+    }
+    const r = engine.result;
+    if (!r.allowed) throw new RateLimitTimeoutError(key, r.retryAfterMs === Infinity ? Infinity : ceilPs(r.retryAfterMs), maxWaitMs);
+    const delayMs = ceilPs(r.retryAfterMs);
+    const found = entry as SlotRef;
+    const refund = (): boolean => engine.refund(found.base, found.ctrl, found.base + stateOffset, cost, slots);
+    return new HeldReservation(key, cost, delayMs, engine.nowMs + delayMs, this.#clock, refund);
+  }
+
+  /**
+   * Resolves once the request is admitted, waiting its turn. Rejects at once with
+   * `RateLimitTimeoutError` when the wait would exceed `maxWaitMs` or `cost` > burst, and with
+   * the signal's reason on abort; an aborted wait gives back what it had reserved. Waiters are
+   * served in arrival order (each reserves its place), except on a sliding log, where they wait
+   * for the reported retry time and try again.
+   */
+  async acquire(key: string, options?: AcquireOptions): Promise<void> {
+    const { cost, maxWaitMs, signal } = checkWaitOptions(options, 'acquire');
+    signal?.throwIfAborted();
+    if (this.#canReserve) {
+      const r = this.reserve(key, cost, { maxWaitMs });
+      if (r.delayMs === 0) return;
+      try {
+        await sleepUntil(this.#clock, r.actAtMs, signal);
+      } catch (e) {
+        r.cancel();
+        throw e;
+      }
+      return;
+    }
+    const deadline = this.#clock.now() + maxWaitMs;
+    for (let d = this.tryAcquire(key, cost); !d.allowed; d = this.tryAcquire(key, cost)) {
+      if (d.reason === 'table-full') throw new TableFullError(key); // no wait frees a slot
+      await sleepUntil(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs), signal);
+    }
+  }
+
+  /**
+   * Like `acquire`, but blocks this worker thread with `Atomics.wait` until admitted (no
+   * spinning). Throws `RateLimitTimeoutError` as `acquire` rejects; refuses the main thread.
+   */
+  acquireSync(key: string, options?: AcquireSyncOptions): void {
+    assertWorkerThread('acquireSync()');
+    const { cost, maxWaitMs } = checkWaitOptions(options, 'acquireSync');
+    if (this.#canReserve) {
+      const r = this.reserve(key, cost, { maxWaitMs });
+      if (r.delayMs > 0) sleepUntilSync(this.#clock, r.actAtMs);
+      return;
+    }
+    const deadline = this.#clock.now() + maxWaitMs;
+    for (let d = this.tryAcquire(key, cost); !d.allowed; d = this.tryAcquire(key, cost)) {
+      if (d.reason === 'table-full') throw new TableFullError(key);
+      sleepUntilSync(this.#clock, retryAt(key, d.retryAfterMs, this.#clock.now(), deadline, maxWaitMs));
+    }
+  }
+
+  /** Reclaims the slots of idle keys (state equal to a fresh key's); returns how many. */
+  sweep(): number {
+    this.#index.clear();
+    return this.#table.sweep();
+  }
+
+  /** Counts live keys and capacity. O(capacity): for monitoring, not for every request. */
+  stats(): RateLimiterStats {
+    const retries = (this.#engine?.retries ?? 0) + (this.#one?.retries ?? 0);
+    return { ...this.#table.report(retries), width: this.width };
+  }
+
+  /**
+   * The width of the one-limit GCRA state: 32 (one int32 word per key) or 64 (a 64-bit word, for
+   * limits that do not fit 32 bits: see the README's Limits). `null` for several limits, a global
+   * cap, and the window and log algorithms, whose GCRA limits each take the width they need.
+   */
+  get width(): 32 | 64 | null {
+    return this.#one === null ? null : this.#p.width;
+  }
+
+  #decide(key: string, cost: number): boolean {
+    checkRequest(key, cost);
+    const index = this.#index;
+    const entry = index.cached(key) ?? index.locate(key);
+    if (entry === undefined) return this.#full();
+    if (this.#engine) return this.#decideLimits(key, cost, entry);
+    return this.#decideOne(key, cost, entry);
+  }
+
+  /** Drops `key`'s cached slot and finds it again (undefined: the table is full). */
+  #relocate(key: string): SlotRef | undefined {
+    this.#index.forget(key);
+    return this.#index.locate(key);
+  }
+
+  /** The one-limit GCRA path, at either width (gcra-32.ts, gcra-wide.ts). */
+  #decideOne(key: string, cost: number, found: SlotRef): boolean {
+    const one = this.#one as Gcra32 | WideGcra;
+    let entry = found;
+    for (;;) {
+      const outcome = one.decide(entry, cost);
+      if (outcome !== ONE_RELOCATE) {
+        this.#reason = outcome === ALLOWED ? 'allowed' : one.waitTicks === Infinity ? 'exceeds-burst' : 'limited';
+        return outcome === ALLOWED;
+      }
+      const again = this.#relocate(key);
+      if (again === undefined) return this.#full();
+      entry = again;
+    }
+  }
+
+  /** Several limits, the window and log algorithms, or a global cap (lockfree-engine.ts, locked-engine.ts). */
+  #decideLimits(key: string, cost: number, found: SlotRef): boolean {
+    const engine = this.#engine as LockedEngine | LockFreeEngine;
+    const stateOffset = this.#table.stateOffset;
+    for (let entry = found; ;) {
+      // The lock-free engine takes the cached slot reference itself (it keeps a per-thread bound in it).
+      const stateBase = entry.base + stateOffset;
+      const outcome = engine instanceof LockFreeEngine ? engine.decide(entry, stateBase, cost) : engine.decide(entry.base, entry.ctrl, stateBase, cost);
+      if (outcome !== RELOCATE) break;
+      const again = this.#relocate(key);
+      if (again === undefined) return this.#full();
+      entry = again;
+    }
+    const r = engine.result;
+    this.#reason = r.allowed ? 'allowed' : r.refusedBy === 'global' ? 'global-limit' : r.never ? 'exceeds-burst' : 'limited';
+    return r.allowed;
+  }
+
+  #full(): boolean {
+    this.#reason = 'table-full';
+    return this.#allowWhenFull;
+  }
+
+}

@@ -1,0 +1,236 @@
+import { CoarseClock } from './coarse-clock.js';
+import { describe } from '../config/check.js';
+
+/**
+ * A source of time in milliseconds. `now()` must never go backwards, and every thread that shares
+ * a limiter must read the same timeline.
+ */
+export interface Clock {
+  /** Milliseconds on this clock's timeline; may be fractional. */
+  now(): number;
+}
+
+/**
+ * The default clock: `performance.now()`. Monotonic, sub-microsecond, and in Node 20+ every
+ * worker shares the main thread's `performance.timeOrigin`, so all threads read one timeline.
+ *
+ * Thread-safety: stateless; safe on any thread.
+ */
+export const monotonicClock: Clock = Object.freeze({
+  now: (): number => performance.now(),
+});
+
+/** The largest reading a ManualClock holds, in ms: every integer up to it is exact in a double. */
+const MAX_MS = 2 ** 53;
+
+/**
+ * A clock that only moves when told to, for tests. Its time lives in a `SharedArrayBuffer`, so a
+ * limiter attached in a worker reads the same manual time as the main thread.
+ *
+ * Layout: one 64-bit word holding the IEEE-754 bit pattern of the reading in ms, so `now()`
+ * returns exactly the number that was set (fractions included) for any reading from 0 to 2**53.
+ *
+ *   buffer (8 bytes): [ float64 bits of the time in ms, read and written as one BigInt64 ]
+ *
+ * Time never goes backwards: `set` to an earlier time and a negative `advance` throw
+ * `RangeError` and change nothing; so does anything that would leave 0..2**53 ms.
+ *
+ * Thread-safety: `now`, `set` and `advance` are atomic and may be called from any thread.
+ * `advance` from several threads at once all take effect.
+ */
+export class ManualClock implements Clock {
+  /** The shared time word: the float64 bits of the reading in ms. */
+  readonly #timeBits: BigInt64Array;
+  /** This instance's private scratch, viewed both ways to convert bits to and from a double. */
+  readonly #scratchMs = new Float64Array(1);
+  readonly #scratchBits = new BigInt64Array(this.#scratchMs.buffer);
+
+  /** Creates a clock at `startMs` (default 0), or attaches to an existing clock's buffer. */
+  constructor(startMs: number | SharedArrayBuffer = 0) {
+    if (startMs instanceof SharedArrayBuffer) {
+      if (startMs.byteLength !== 8) throw new RangeError(`ManualClock buffer must be 8 bytes, got ${startMs.byteLength}`);
+      this.#timeBits = new BigInt64Array(startMs);
+      return;
+    }
+    const ms = checkMs('startMs', startMs);
+    if (ms > MAX_MS) throw tooLate('startMs', startMs);
+    this.#timeBits = new BigInt64Array(new SharedArrayBuffer(8));
+    // Not yet shared with any other thread: a plain initialisation is enough.
+    this.#timeBits[0] = this.#toBits(ms);
+  }
+
+  /** The shared memory behind this clock; `new ManualClock(buffer)` attaches to it. */
+  get buffer(): SharedArrayBuffer {
+    return this.#timeBits.buffer as SharedArrayBuffer;
+  }
+
+  /** The current manual time in milliseconds. */
+  now(): number {
+    return this.#toMs(this.#loadBits());
+  }
+
+  /** Moves the clock to `ms`, which must not be earlier than now nor above 2**53. */
+  set(ms: number): void {
+    const target = checkMs('ms', ms);
+    if (target > MAX_MS) throw tooLate('ms', ms);
+    const targetBits = this.#toBits(target);
+    for (;;) {
+      // The check "not earlier than now" and the write happen on the same loaded value (the
+      // compareExchange below fails if it changed), so a concurrent advance is never undone.
+      const currentBits = this.#loadBits();
+      const current = this.#toMs(currentBits);
+      if (target < current) {
+        throw new RangeError(`ms must not be earlier than the clock's time (${current}), got ${describe(ms)}`);
+      }
+      // Atomics.compareExchange: writes only if the word still holds the bits just checked.
+      if (Atomics.compareExchange(this.#timeBits, 0, currentBits, targetBits) === currentBits) {
+        // Atomics.notify: wakes threads waiting for manual time to pass (waitUntil / waitUntilSync).
+        Atomics.notify(this.#timeBits, 0);
+        return;
+      }
+    }
+  }
+
+  /** Moves the clock forward by `ms` (>= 0); throws if that would pass 2**53. */
+  advance(ms: number): void {
+    const step = checkMs('ms', ms);
+    for (;;) {
+      const currentBits = this.#loadBits();
+      const current = this.#toMs(currentBits);
+      const next = current + step;
+      if (passesMax(current, step, next)) {
+        const room = MAX_MS - current;
+        throw new RangeError(`ms must be at most ${room} (the clock must stay within 2**53 ms), got ${describe(ms)}`);
+      }
+      // Atomics.compareExchange: the sum is written only over the reading it was computed from,
+      // so concurrent advances from several threads all take effect (a loser retries).
+      if (Atomics.compareExchange(this.#timeBits, 0, currentBits, this.#toBits(next)) === currentBits) {
+        // Atomics.notify: wakes threads waiting for manual time to pass (waitUntil / waitUntilSync).
+        Atomics.notify(this.#timeBits, 0);
+        return;
+      }
+    }
+  }
+
+  /**
+   * Resolves once this clock reads `ms` or later (after `set`/`advance` from any thread), or
+   * rejects with the signal's reason on abort.
+   */
+  async waitUntil(ms: number, signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      signal?.throwIfAborted();
+      const seenBits = this.#loadBits();
+      if (this.#toMs(seenBits) >= ms) return;
+      // Atomics.waitAsync on the time word: returns at once if the word no longer holds the bits
+      // just read (no lost wake-up), else is woken by set/advance's notify, or by the 50 ms
+      // timeout so that an abort is noticed promptly.
+      const wait = Atomics.waitAsync(this.#timeBits, 0, seenBits, 50);
+      if (wait.async) await wait.value;
+    }
+  }
+
+  /** Blocks this thread (not the main one) until this clock reads `ms` or later, or `timeoutMs` passes. */
+  waitUntilSync(ms: number, timeoutMs = Infinity): boolean {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const seenBits = this.#loadBits();
+      if (this.#toMs(seenBits) >= ms) return true;
+      const left = deadline - performance.now();
+      if (left <= 0) return false;
+      // Atomics.wait: returns at once if the word changed since it was read (no lost wake-up),
+      // else sleeps until set/advance notifies (no busy spinning), at most a second at a time.
+      Atomics.wait(this.#timeBits, 0, seenBits, Math.min(left, 1000));
+    }
+  }
+
+  /** The shared word's bits. */
+  #loadBits(): bigint {
+    // Atomics.load: a 64-bit read that cannot tear against a concurrent set/advance.
+    return Atomics.load(this.#timeBits, 0);
+  }
+
+  /** The reading in ms that `bits` encode (through this instance's private scratch). */
+  #toMs(bits: bigint): number {
+    this.#scratchBits[0] = bits;
+    return this.#scratchMs[0] as number;
+  }
+
+  /** The bits that encode the reading `ms` (through this instance's private scratch). */
+  #toBits(ms: number): bigint {
+    this.#scratchMs[0] = ms;
+    return this.#scratchBits[0] as bigint;
+  }
+}
+
+/** Checks that `ms` is a finite number >= 0 and returns it, with -0 made +0. */
+function checkMs(name: string, ms: unknown): number {
+  if (typeof ms !== 'number') throw new TypeError(`${name} must be a number, got ${describe(ms)}`);
+  if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`${name} must be a finite number >= 0, got ${describe(ms)}`);
+  return ms + 0;
+}
+
+/**
+ * Whether `a + b` (both >= 0), whose rounded sum is `sum`, is above 2**53 in exact arithmetic.
+ * The rounding error comes from Knuth's TwoSum, so a sum that rounds down onto 2**53 (such as
+ * (2**53 - 4) + 5) still counts as passing it.
+ */
+function passesMax(a: number, b: number, sum: number): boolean {
+  if (sum !== MAX_MS) return sum > MAX_MS;
+  const bPart = sum - a;
+  const error = (a - (sum - bPart)) + (b - bPart);
+  return error > 0;
+}
+
+/** The error for a reading past what a ManualClock holds. */
+function tooLate(name: string, ms: number): RangeError {
+  return new RangeError(`${name} must be a finite number from 0 to 2**53, got ${describe(ms)}`);
+}
+
+/** How a table header records its limiter's clock, so `attach` can rebuild it in another thread. */
+const CLOCK_MONOTONIC = 0;
+const CLOCK_MANUAL = 1;
+const CLOCK_CUSTOM = 2;
+const CLOCK_COARSE = 3;
+
+/** The header code for `clock`. */
+export function clockKind(clock: Clock): number {
+  if (clock === monotonicClock) return CLOCK_MONOTONIC;
+  if (clock instanceof ManualClock) return CLOCK_MANUAL;
+  return clock instanceof CoarseClock ? CLOCK_COARSE : CLOCK_CUSTOM;
+}
+
+/** The shared memory a clock keeps its time in (what a handle carries), or null. */
+export function clockBuffer(clock: Clock): SharedArrayBuffer | null {
+  return clock instanceof ManualClock || clock instanceof CoarseClock ? clock.buffer : null;
+}
+
+/**
+ * The clock an attached instance uses: the one passed to `attach` if any, else the one the
+ * header names (a ManualClock or CoarseClock over the handle's buffer). A custom clock cannot
+ * travel with a handle: then `attach` must be given it, and this throws a `TypeError` saying so.
+ */
+export function resolveClock(kind: number | undefined, given: Clock | undefined, buffer: SharedArrayBuffer | null, className: string): Clock {
+  if (given !== undefined) {
+    // Every thread must read one timeline. A clock of its own that wraps the table's (to record or
+    // to pause its readings) cannot be told from one that does not; the clocks sluice knows can.
+    const known = given === monotonicClock || given instanceof ManualClock || given instanceof CoarseClock;
+    if ((kind === CLOCK_MANUAL || kind === CLOCK_COARSE) && known && clockBuffer(given) !== buffer) {
+      const name = kind === CLOCK_MANUAL ? 'a ManualClock' : 'a coarseClock()';
+      throw new TypeError(`this ${className} runs on ${name}, which travels with its handle: attach it without options.clock (got ${clockName(given, true)})`);
+    }
+    if (kind === CLOCK_MONOTONIC && known && given !== monotonicClock) {
+      throw new TypeError(`this ${className} runs on performance.now(): attach it without options.clock (got ${clockName(given, false)})`);
+    }
+    return given;
+  }
+  if (kind === CLOCK_MONOTONIC) return monotonicClock;
+  if (kind === CLOCK_MANUAL && buffer instanceof SharedArrayBuffer) return new ManualClock(buffer);
+  if (kind === CLOCK_COARSE && buffer instanceof SharedArrayBuffer) return new CoarseClock(buffer);
+  throw new TypeError(`this limiter uses a custom clock: pass it as ${className}.attach(handle, { clock })`);
+}
+
+/** How an error names one of the clocks sluice knows (`another`: not the table's own). */
+function clockName(clock: Clock, another: boolean): string {
+  if (clock === monotonicClock) return 'monotonicClock';
+  return `${another ? 'another' : 'a'} ${clock instanceof ManualClock ? 'ManualClock' : 'coarseClock()'}`;
+}

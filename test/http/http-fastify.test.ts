@@ -1,0 +1,137 @@
+// The Fastify plugin (sluice/fastify) in a real Fastify 5 app on loopback, driven by a real HTTP
+// client (fetch, and autocannon for concurrent load). Limiters run on a ManualClock: every count
+// is exact. Header fields are parsed as RFC 9651 structured fields.
+import type { AddressInfo } from 'node:net';
+import autocannon from 'autocannon';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { parseList } from 'structured-headers';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock, perMinute, PolicyLimiter, RateLimiter } from '../../src/index.js';
+import { RateLimitedError, sluice, type RouteRateLimit } from '../../src/http/fastify.js';
+
+let apps: FastifyInstance[] = [];
+afterEach(async () => {
+  await Promise.all(apps.map((a) => a.close()));
+  apps = [];
+});
+
+async function start(app: FastifyInstance): Promise<string> {
+  apps.push(app);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+}
+
+describe('sluice/fastify in Fastify 5', () => {
+  it('exactly the limit passes; a refusal goes through the error handler with RateLimit fields and Retry-After', async () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter({ limit: perMinute(3), maxKeys: 16, clock });
+    const app = Fastify();
+    await app.register(sluice, { limiter });
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    const answers: [number, string][] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await fetch(url);
+      answers.push([r.status, await r.text()]);
+      if (i === 3) {
+        expect(r.headers.get('retry-after')).toBe('20');
+        const [item] = parseList(r.headers.get('ratelimit') as string);
+        expect([item?.[0], Object.fromEntries(item?.[1] ?? [])]).toEqual(['3-per-60s', { r: 0, t: 20 }]);
+        expect(parseList(r.headers.get('ratelimit-policy') as string).map(([n]) => n)).toEqual(['3-per-60s']);
+      }
+    }
+    expect(answers.slice(0, 3)).toEqual([[200, 'ok'], [200, 'ok'], [200, 'ok']]);
+    expect(answers[3]?.[0]).toBe(429);
+    // Fastify's default error handler: JSON with the error's code and message.
+    expect(JSON.parse(answers[3]?.[1] as string)).toMatchObject({ statusCode: 429, code: 'SLUICE_RATE_LIMITED', error: 'Too Many Requests', message: 'Too Many Requests: retry later.' });
+    clock.advance(20_000);
+    expect((await fetch(url)).status).toBe(200);
+  });
+
+  it('setErrorHandler sees the refusal (RateLimitedError, with its decision) and shapes the answer', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    const seen: unknown[] = [];
+    app.setErrorHandler((error, _request, reply) => {
+      seen.push(error);
+      if (error instanceof RateLimitedError) {
+        void reply.code(error.statusCode).send({ slowDown: true, retryAfterMs: error.decision.retryAfterMs });
+        return;
+      }
+      void reply.send(error);
+    });
+    await app.register(sluice, { limiter, statusCode: 503 });
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    expect((await fetch(url)).status).toBe(200);
+    const refused = await fetch(url);
+    expect(refused.status).toBe(503);
+    expect(await refused.json()).toEqual({ slowDown: true, retryAfterMs: 60_000 });
+    expect(refused.headers.get('retry-after')).toBe('60');
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toBeInstanceOf(RateLimitedError);
+  });
+
+  it("per-route config: rateLimit false leaves a route alone, a cost of its own spends that much; key reads request.headers", async () => {
+    const limiter = new RateLimiter({ limit: perMinute(4), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    await app.register(sluice, { limiter, key: (request) => String(request.headers['x-api-key'] ?? 'anonymous') });
+    app.get('/health', { config: { rateLimit: false } }, async () => 'up');
+    app.get('/export', { config: { rateLimit: { cost: 3 } } }, async () => 'exported');
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    const as = (path: string, key: string) => fetch(`${url}${path}`, { headers: { 'x-api-key': key } }).then((r) => r.status);
+    for (let i = 0; i < 6; i++) expect(await as('/health', 'alice')).toBe(200);
+    expect(await as('/export', 'alice')).toBe(200); // 3 of 4
+    expect(await as('/export', 'alice')).toBe(429); // 3 more do not fit
+    expect(await as('/', 'alice')).toBe(200); // the last one
+    expect(await as('/', 'alice')).toBe(429);
+    expect(await as('/', 'bob')).toBe(200); // another key
+  });
+
+  it('concurrent load (autocannon, 20 connections): exactly the burst passes', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(50), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    await app.register(sluice, { limiter, key: () => 'everyone' });
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    const result = await autocannon({ url, connections: 20, amount: 400 });
+    expect([result['2xx'], result.non2xx, result.errors]).toEqual([50, 350, 0]);
+  });
+
+  it('two registrations: their RateLimit items add up, each with its own numbers', async () => {
+    const clock = new ManualClock(0);
+    const app = Fastify();
+    await app.register(sluice, { limiter: new RateLimiter({ limit: perMinute(3), maxKeys: 16, clock }) });
+    await app.register(sluice, { limiter: new RateLimiter({ limit: perMinute(10), maxKeys: 16, clock }), key: () => 'all' });
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    const r = await fetch(url);
+    expect(parseList(r.headers.get('ratelimit-policy') as string).map(([n]) => n)).toEqual(['3-per-60s', '10-per-60s']);
+    expect(parseList(r.headers.get('ratelimit') as string).map(([n, p]) => [n, Object.fromEntries(p)])).toEqual([['3-per-60s', { r: 2, t: 20 }], ['10-per-60s', { r: 9, t: 6 }]]);
+  });
+
+  it('a PolicyLimiter: the fields follow the rule the request matches', async () => {
+    const limiter = new PolicyLimiter({ rules: [{ limit: perMinute(10) }, { user: 'free', limit: perMinute(2) }], maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    await app.register(sluice, { limiter, key: (request) => ({ user: String(request.headers['x-user']), api: request.url }) });
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    const r = await fetch(url, { headers: { 'x-user': 'free' } });
+    expect(parseList(r.headers.get('ratelimit-policy') as string).map(([n]) => n)).toEqual(['2-per-60s']);
+  });
+
+  it('checks its options when registered', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 4 });
+    await expect(Fastify().register(sluice, { limiter, header: false } as never)).rejects.toThrow(/options\.header is not a sluice Fastify plugin option; did you mean options\.headers\?/);
+  });
+
+  it("types: a route's config.rateLimit is typed (its cost function gets the Fastify request)", () => {
+    const app = Fastify();
+    // Without the plugin's declaration of config.rateLimit, `request` below would be an implicit any.
+    app.get('/', { config: { rateLimit: { cost: (request) => (request.headers['x-big'] === undefined ? 1 : 2) } } }, async () => 'ok');
+    const off: RouteRateLimit = false;
+    app.get('/off', { config: { rateLimit: off } }, async () => 'ok');
+    apps.push(app);
+  });
+});

@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock, perSecond, RateLimiter, type RateLimiterHandle } from '../../src/index.js';
+
+import { openGate, result, spawn } from '../helpers/workers.js';
+
+interface HammerResult {
+  admitted: number[];
+  casRetries: number;
+}
+
+
+
+
+async function hammer(handle: RateLimiterHandle, workers: number, keys: string[], attempts: number, cost = 1) {
+  const gate = new SharedArrayBuffer(8);
+  const pool = Array.from({ length: workers }, (_, id) => spawn({ mode: 'hammer', handle, id, keys, attempts, cost, gate }));
+  const results = pool.map((w) => result<HammerResult>(w));
+  await openGate(gate, workers);
+  const all = await Promise.all(results);
+  await Promise.all(pool.map((w) => w.terminate()));
+  const perKey = keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] ?? 0), 0));
+  return { perKey, casRetries: all.reduce((sum, r) => sum + r.casRetries, 0) };
+}
+
+describe('real worker_threads sharing one limiter', () => {
+  it('reads the shared ManualClock and shares state with a worker', async () => {
+    const clock = new ManualClock(1234.5);
+    const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 8, clock });
+    limiter.tryAcquire('k', 3);
+    const worker = spawn({ mode: 'clock', handle: limiter.handle, id: 0, key: 'k', cost: 2 });
+    const { d, now } = await result<{ d: { remaining: number; allowed: boolean }; now: number }>(worker);
+    await worker.terminate();
+    expect(now).toBe(1234.5);
+    expect(d).toMatchObject({ allowed: true, remaining: 0 });
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 200 });
+  });
+
+  it('shares one monotonic timeline with workers under the default clock', async () => {
+    const limiter = new RateLimiter({ limit: perSecond(1, { burst: 2 }), maxKeys: 8 });
+    limiter.allow('k');
+    const before = performance.now();
+    const worker = spawn({ mode: 'epoch', handle: limiter.handle, id: 0, key: 'k' });
+    const { now, d } = await result<{ now: number; d: { allowed: boolean; remaining: number } }>(worker);
+    const after = performance.now();
+    await worker.terminate();
+    expect(now).toBeGreaterThanOrEqual(before); // same time origin: the worker's now is not reset
+    expect(now).toBeLessThanOrEqual(after);
+    expect(d).toMatchObject({ allowed: true, remaining: 0 }); // and it spent from the same state
+  });
+
+  it('admits exactly burst in total when 4 workers hammer one key on a frozen clock, and CAS retries happen', async () => {
+    const burst = 100_000;
+    const limiter = new RateLimiter({ limit: perSecond(burst), maxKeys: 8, clock: new ManualClock() });
+    const { perKey, casRetries } = await hammer(limiter.handle, 4, ['hot'], 60_000);
+    expect(perKey[0]).toBe(burst);
+    expect(casRetries).toBeGreaterThan(0); // the workers really raced on the slot
+    expect(limiter.tryAcquire('hot', 0).remaining).toBe(0);
+  });
+
+  it('spends cost atomically: mixed costs never overshoot burst', async () => {
+    const burst = 30_000;
+    const limiter = new RateLimiter({ limit: perSecond(burst), maxKeys: 8, clock: new ManualClock() });
+    const { perKey } = await hammer(limiter.handle, 3, ['hot'], 20_000, 3);
+    expect(perKey[0]).toBe(burst / 3);
+  });
+
+  it('gives each of 3,000 new keys exactly its own quota when 4 workers insert them at once', async () => {
+    const limiter = new RateLimiter({ limit: perSecond(7), maxKeys: 4000, clock: new ManualClock() });
+    const keys = Array.from({ length: 3000 }, (_, i) => `tenant:${i}:api`);
+    const { perKey } = await hammer(limiter.handle, 4, keys, keys.length * 3);
+    expect(perKey.every((n) => n === 7)).toBe(true);
+    expect(limiter.stats().liveKeys).toBe(3000);
+  });
+
+  it('keeps colliding keys apart when 4 workers insert them into one chain at once', async () => {
+    const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 32, clock: new ManualClock(), forceHash: 77 });
+    const keys = Array.from({ length: 48 }, (_, i) => `c${i}`);
+    const { perKey } = await hammer(limiter.handle, 4, keys, keys.length * 4);
+    expect(perKey).toEqual(keys.map(() => 5));
+    expect(limiter.stats().liveKeys).toBe(48);
+  });
+
+  it('stays exact and usable when workers are terminated in the middle of hammering', async () => {
+    const burst = 200_000;
+    const limiter = new RateLimiter({ limit: perSecond(burst), maxKeys: 8, clock: new ManualClock() });
+    const gate = new SharedArrayBuffer(8);
+    const counters = new SharedArrayBuffer(4 * 4);
+    const count = new Int32Array(counters);
+    const pool = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'hammer-forever', handle: limiter.handle, id, key: 'hot', gate, counters }));
+    await openGate(gate, 4);
+    const total = () => count.reduce((a, b) => a + b, 0);
+    while (total() < 20_000) await new Promise((r) => setTimeout(r, 1));
+    await Promise.all(pool.map((w) => w.terminate()));
+    // A worker can die between its CAS and its counter increment: at most one uncounted each.
+    const spent = burst - limiter.tryAcquire('hot', 0).remaining;
+    expect(spent).toBeGreaterThanOrEqual(total());
+    expect(spent).toBeLessThanOrEqual(total() + 4);
+    let more = 0;
+    while (limiter.allow('hot')) more++;
+    expect(spent + more).toBe(burst); // the slot is intact: exactly burst in all
+    expect(limiter.stats().claimed).toBe(0);
+  });
+
+  it('stays usable when workers die inside inserts, reclaims and sweeps', async () => {
+    const clock = new ManualClock();
+    const limiter = new RateLimiter({ limit: perSecond(3), maxKeys: 24, clock, forceHash: 5, claimTimeoutMs: 20 });
+    for (let round = 0; round < 3; round++) {
+      const gate = new SharedArrayBuffer(8);
+      const counters = new SharedArrayBuffer(4 * 4);
+      const count = new Int32Array(counters);
+      const pool = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'churn-forever', handle: limiter.handle, id, gate, counters }));
+      await openGate(gate, 4);
+      while (count.reduce((a, b) => a + b, 0) < 2_000 * (round + 1)) await new Promise((r) => setTimeout(r, 1));
+      await Promise.all(pool.map((w) => w.terminate()));
+    }
+    // At most one unfinished insert per terminated worker can be left claimed.
+    expect(limiter.stats().claimed).toBeLessThanOrEqual(12);
+    clock.advance(10_000);
+    // New keys in the same (fully colliding) chain still get exactly their own quota.
+    for (let i = 0; i < 10; i++) {
+      expect(limiter.tryAcquire(`after-${i}`, 3)).toMatchObject({ allowed: true, remaining: 0 });
+      expect(limiter.allow(`after-${i}`)).toBe(false);
+    }
+  });
+});

@@ -1,0 +1,138 @@
+// The Redis script's edge cases, against a real redis-server (its own socket), the
+// script's time set by setScriptTime: deterministic.
+import { describe, expect, it } from 'vitest';
+import { RateLimitTimeoutError, RedisPolicyLimiter, RedisRateLimiter, type PolicyRule } from '../../src/index.js';
+import { setScriptTime } from '../../src/redis/redis-core.js';
+import { redisLimit, scriptPlan, type RedisLimit } from '../../src/redis/redis-limits.js';
+import { aloneOutcome, batchOutcomes } from '../../src/redis/script-batcher.js';
+import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+
+const available = redisAvailable();
+
+describe.skipIf(!available)('the Redis script at its edges', () => {
+  const redisServer = privateRedis();
+  let n = 0;
+
+
+  it('a fixed window whose permits a change of rules lowered below its count reports remaining 0, never less', async () => {
+    // Same period and algorithm: the count is kept (README). 8 counted, then 5 permits.
+    const fw = (permits: number): PolicyRule[] => [{ algorithm: 'fixed-window', limit: { permits, periodMs: 3_600_000 } }];
+    const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `al${n++}:`, localTier: false, rules: fw(10) });
+    setScriptTime(p, () => 1_000 * 3_600_000 * 1000 + 60_000_000);
+    const u = { user: 'u', api: 'a' };
+    expect(await p.tryAcquire(u, 8)).toMatchObject({ allowed: true, remaining: 2 });
+    p.setRules(fw(5));
+    const refused = await p.tryAcquire(u);
+    const probe = await p.tryAcquire(u, 0);
+    expect({ refused: refused.remaining, probe: probe.remaining }).toEqual({ refused: 0, probe: 0 });
+  });
+
+  it.each([
+    // [algorithm, the key's suffix, the moment its state equals a fresh key's, in ms from now]
+    ['fixed-window', 'fw60000000:0', 60_000 - 25_000], // the window's end
+    ['sliding-window', 'sw60000000:0', 2 * 60_000 - 25_000], // the end of the next window
+    ['sliding-log', 'sl60000000:0', 60_000], // a period after the newest stamp
+  ] as const)('%s: an admission writes its key with an expiry at the moment it holds nothing', async (algorithm, suffix, expectMs) => {
+    const prefix = `exp${n++}:`;
+    const r = new RedisRateLimiter({ redis: redisServer.io, prefix, algorithm, limit: { permits: 5, periodMs: 60_000 }, localTier: false });
+    // 25 s into a minute's window, on the script's clock.
+    setScriptTime(r, () => (1_000_000 * 60_000 + 25_000) * 1000);
+    expect((await r.tryAcquire('k')).allowed).toBe(true);
+    const pttl = await redisServer.io.pttl(`${prefix}{k}:${suffix}`);
+    expect(pttl).toBeLessThanOrEqual(expectMs);
+    expect(pttl).toBeGreaterThan(expectMs - 1_000); // what the call itself took, at most
+    // A refusal and a probe write nothing: the expiry stays.
+    await r.tryAcquire('k', 0);
+    expect(await redisServer.io.pttl(`${prefix}{k}:${suffix}`)).toBeLessThanOrEqual(pttl);
+  });
+
+  it('the GCRA script for one decision decides and writes exactly as the batch script does for a batch of one', async () => {
+    const io = redisServer.io;
+    const gcra = (permits: number, periodMs: number, burst?: number): RedisLimit =>
+      redisLimit('gcra', burst === undefined ? { permits, periodMs } : { permits, periodMs, burst }, 'limit', 1);
+    // Plans of one or two key limits and a cap; within a group the plans share keys (a change of
+    // rules: another k, 1/k µs, reads the fraction another one wrote).
+    const groups: { key: RedisLimit[]; cap: RedisLimit[] }[][] = [
+      [{ key: [gcra(10, 1_000, 3)], cap: [] }, { key: [gcra(3, 1_000, 2)], cap: [] }, { key: [gcra(7, 1_000, 4)], cap: [] }],
+      [{ key: [gcra(5, 1_000, 2), gcra(3, 200)], cap: [gcra(3, 1_000, 2)] }, { key: [gcra(9, 700, 3), gcra(1, 3)], cap: [gcra(2, 1_000, 1)] }],
+    ];
+    const seen = new Set<number>();
+    const lengths = new Set<number>();
+    let fractions = 0;
+    let seed = 12_345;
+    const rand = (n: number): number => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return Math.floor(seed / 2 ** 16) % n; // the high bits: the low ones repeat soon
+    };
+    for (const [g, plans] of groups.entries()) {
+      const keys = (side: string, plan: { key: RedisLimit[]; cap: RedisLimit[] }): string[] => [
+        ...plan.key.map((_, i) => `one${n}:${side}{k}:${i}`),
+        ...plan.cap.map((_, i) => `one${n}:${side}:cap:${i}`),
+      ];
+      let now = 1_700_000_000_000_000 + g;
+      let spentAt = now;
+      for (let step = 0; step < 400; step++) {
+        const plan = plans[rand(plans.length)] as { key: RedisLimit[]; cap: RedisLimit[] };
+        const scripts = scriptPlan(plan.key, plan.cap, 'p:');
+        const script = scripts.script;
+        const single = script.single as { text: string };
+        now += [0, 1, 333, 100_000, 1_000_000][rand(5)] as number;
+        const kind = rand(10);
+        // A spend, a lease, a probe, a refund of a spend made earlier, a late call.
+        const cost = kind === 0 ? -(1 + rand(2)) : kind === 1 ? 0 : 1 + rand(4);
+        const want = kind === 2 ? cost + 1 + rand(5) : cost;
+        const deadline = cost < 0 ? spentAt : kind === 3 ? now - 1 : kind === 4 ? now : 0;
+        if (cost > 0) spentAt = now;
+        const batchKeys = keys('b', plan);
+        const singleKeys = keys('s', plan);
+        const both = [...batchKeys, ...singleKeys];
+        // One transaction: nothing expires while it runs, so both sides read the same states.
+        // Every state is then kept until written again (PERSIST): the next step's two calls,
+        // microseconds apart on Redis's clock, find their keys as this step left them.
+        const tx = io.multi()
+          .eval(script.text, batchKeys.length, ...batchKeys, `1,${cost},${deadline},${want}`, now)
+          .eval(single.text, singleKeys.length, ...singleKeys, cost, deadline, want, now);
+        for (const k of both) tx.pttl(k);
+        for (const k of both) tx.persist(k);
+        tx.mget(...batchKeys).mget(...singleKeys);
+        const results = ((await tx.exec()) ?? []).map(([e, r]) => {
+          if (e) throw e;
+          return r;
+        });
+        const [fromBatch, fromSingle] = results as [number[], number[]];
+        const ttls = results.slice(2, 2 + both.length) as number[];
+        const [stored, storedSingle] = results.slice(2 + 2 * both.length) as (string | null)[][];
+        const outcome = (batchOutcomes(fromBatch as number[], scripts, [cost]))[0];
+        expect(aloneOutcome(fromSingle as number[], scripts, cost), `step ${step}: cost ${cost}, want ${want}, deadline ${deadline}`).toEqual(outcome);
+        expect(storedSingle, `step ${step}: the stored states`).toEqual(stored);
+        // The expiries count on Redis's clock from each write: the same, but for the moment between.
+        for (let i = 0; i < batchKeys.length; i++) {
+          const [b, one] = [ttls[i] as number, ttls[batchKeys.length + i] as number];
+          expect(Math.abs(b - one), `step ${step}: expiries ${b} and ${one} ms`).toBeLessThanOrEqual(2);
+        }
+        seen.add(typeof outcome === 'object' ? outcome.status : -1);
+        lengths.add(fromSingle.length - plan.cap.length - 1);
+        fractions += (stored as (string | null)[]).filter((v) => v?.includes(':')).length;
+      }
+    }
+    n++;
+    // Every kind of answer came up (-1: late), in each form of the single script's reply (none
+    // late, the debt, remaining and reset, six fields), and states with a fraction were read
+    // under another k.
+    expect([...seen].sort()).toEqual([-1, 0, 1, 2, 3]);
+    expect([...lengths].sort()).toEqual([0, 1, 2, 6]);
+    expect(fractions).toBeGreaterThan(0);
+  });
+
+  it('RedisPolicyLimiter.acquire: refuses at once what cannot pass in time, and an aborted wait', async () => {
+    const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `acq${n++}:`, rules: [{ limit: { permits: 1, periodMs: 3_600_000 } }], localTier: false });
+    const u = { user: 'u', api: 'a' };
+    await p.acquire(u); // the one permit
+    await expect(p.acquire(u, { maxWaitMs: 1_000 })).rejects.toThrow(RateLimitTimeoutError);
+    await expect(p.acquire(u, { cost: 2 })).rejects.toThrow(RateLimitTimeoutError); // never fits the burst
+    const controller = new AbortController();
+    controller.abort(new Error('gave up'));
+    await expect(p.acquire(u, { signal: controller.signal })).rejects.toThrow('gave up');
+    await expect(p.acquire(u, { maxWaitMs: -1 })).rejects.toThrow(RangeError);
+  });
+});

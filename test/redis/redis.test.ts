@@ -1,0 +1,317 @@
+// RedisRateLimiter against a real redis-server (started by the test, on its own socket), through
+// both clients: the same decisions as the shared-memory limiter, exact under processes racing,
+// and never a hang or a late spend when the server freezes or dies.
+import { execFile, fork } from 'node:child_process';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { perDay, perHour, perSecond, RateLimiter, RateLimitTimeoutError, RedisRateLimiter, type RedisRateLimiterOptions } from '../../src/index.js';
+import { limitsScript } from '../../src/redis/limits-script.js';
+import { redisLimit } from '../../src/redis/redis-limits.js';
+import { redisAvailable, startRedis, testClients, type TestRedis } from '../helpers/redis-server.js';
+
+const available = redisAvailable();
+const YEAR_MS = 365 * 24 * 3_600_000;
+
+const clients = testClients;
+
+describe.skipIf(!available).each(clients)('RedisRateLimiter over $name', (client) => {
+  let server: TestRedis;
+  let redis: unknown;
+  let n = 0;
+  /**
+   * A limiter with its own prefix, so tests never share keys, and no local tier: these tests
+   * read Redis's own answers (test/redis-tier.test.ts tests the tier's).
+   */
+  const limiter = (options: Omit<RedisRateLimiterOptions, 'redis'>): RedisRateLimiter =>
+    new RedisRateLimiter({ redis, prefix: `t${n++}:`, localTier: false, ...options });
+
+  beforeAll(async () => {
+    server = await startRedis();
+    redis = await client.make(server.socket);
+  });
+  afterAll(async () => {
+    await client.close(redis);
+    await server.stop();
+  });
+
+  it('answers as the shared-memory limiter does: burst, then refusals with the wait', async () => {
+    const r = limiter({ limit: perHour(5) });
+    const m = new RateLimiter({ limit: perHour(5), maxKeys: 4 });
+    for (let i = 0; i < 7; i++) {
+      const [a, b] = [await r.tryAcquire('k'), m.tryAcquire('k')];
+      expect(a.allowed).toBe(b.allowed);
+      expect(a.reason).toBe(b.reason);
+      expect(a.remaining).toBe(b.remaining);
+      // The waits are in whole µs on Redis; the clocks moved a little between the two.
+      expect(Math.abs(a.retryAfterMs - b.retryAfterMs)).toBeLessThan(50);
+      expect(Math.abs(a.resetAfterMs - b.resetAfterMs)).toBeLessThan(50);
+    }
+  });
+
+  it('spends several limits together or not at all, and reports a cost over the burst', async () => {
+    const r = limiter({ limit: [perSecond(10), perHour(3)] });
+    expect(await r.tryAcquire('k', 2)).toMatchObject({ allowed: true, remaining: 1 });
+    expect(await r.tryAcquire('k', 2)).toMatchObject({ allowed: false, reason: 'limited', remaining: 1 });
+    expect(await r.tryAcquire('k', 1)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await r.tryAcquire('k', 11)).toMatchObject({ allowed: false, reason: 'exceeds-burst', retryAfterMs: Infinity });
+    expect(await r.tryAcquire('k', 0)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('a global cap is shared by every key and refuses without spending the key', async () => {
+    const r = limiter({ limit: perHour(10), globalLimit: perHour(3), prefix: 'cap:' });
+    const got = [];
+    for (const k of ['a', 'b', 'c', 'd']) got.push((await r.tryAcquire(k)).reason);
+    expect(got).toEqual(['allowed', 'allowed', 'allowed', 'global-limit']);
+    expect((await r.tryAcquire('d', 0)).remaining).toBe(0); // the cap's remaining
+    const io = new Redis({ path: server.socket });
+    expect(await io.exists('cap:{a}:0/1')).toBe(1);
+    expect(await io.exists('cap:{d}:0/1')).toBe(0); // d's own quota was not spent
+    io.disconnect();
+  });
+
+  it('writes nothing for a refusal or a probe, and lets a key expire when its debt is paid', async () => {
+    const r = limiter({ limit: perSecond(10, { burst: 2 }), prefix: 'exp:' });
+    const io = new Redis({ path: server.socket });
+    expect(await r.allow('k')).toBe(true);
+    const pttl = await io.pttl('exp:{k}:0/1');
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(100); // 100 ms of debt
+    expect(await r.allow('k')).toBe(true);
+    const full = await io.get('exp:{k}:0/1');
+    expect(await r.allow('k')).toBe(false);
+    expect(await r.tryAcquire('k', 0)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await io.get('exp:{k}:0/1')).toBe(full); // neither the refusal nor the probe wrote
+    await new Promise((res) => setTimeout(res, 250));
+    expect(await io.exists('exp:{k}:0/1')).toBe(0); // paid off: gone, as a fresh key
+    await r.tryAcquire('k', 0);
+    expect(await io.exists('exp:{k}:0/1')).toBe(0);
+    io.disconnect();
+  });
+
+  it('keeps user keys apart: braces escaped, long keys hashed', async () => {
+    const r = limiter({ limit: perHour(1) });
+    const keys = ['a}b', 'a%7Db', '{a}', 'x'.repeat(300), 'x'.repeat(301)];
+    for (const k of keys) expect(await r.allow(k)).toBe(true);
+    for (const k of keys) expect(await r.allow(k)).toBe(false);
+  });
+
+  it('refuses bad input at once, naming it, and spends nothing', async () => {
+    const r = limiter({ limit: perHour(1) });
+    expect(() => r.tryAcquire('', 1)).toThrow(TypeError);
+    expect(() => r.tryAcquire('k', -1)).toThrow(/cost must be an integer from 0 to 2\^53 - 1 \(Number.MAX_SAFE_INTEGER\), got -1/);
+    expect(() => new RedisRateLimiter({ redis, limit: perHour(1), timeout: 5 } as never)).toThrow(/options\.timeout is not a RedisRateLimiter option/);
+    expect(() => new RedisRateLimiter({ redis: {}, limit: perHour(1) })).toThrow(/options\.redis must be an ioredis or node-redis client/);
+    expect(() => new RedisRateLimiter({ redis, limit: perHour(1), algorithm: 'leaky' as never })).toThrow(/options\.algorithm must be one of/);
+    expect(() => new RedisRateLimiter({ redis, limit: perHour(1.5), algorithm: 'fixed-window' })).toThrow(/options\.limit\.permits/);
+    expect(() => new RedisRateLimiter({ redis, limit: perHour(2000), algorithm: 'sliding-log' })).toThrow(/options\.limit\.permits/);
+    expect(() => new RedisRateLimiter({ redis, limit: { permits: 1, periodMs: 0.0001 } })).toThrow(/whole number of microseconds/);
+    expect(await r.allow('k')).toBe(true);
+  });
+
+  it('decisions in flight together share script calls and are each exact', async () => {
+    const r = limiter({ limit: perDay(100) });
+    const all = await Promise.all(Array.from({ length: 250 }, () => r.allow('hot')));
+    expect(all.filter(Boolean).length).toBe(100);
+  });
+});
+
+describe.skipIf(!available)('RedisRateLimiter under faults (ioredis)', () => {
+  let server: TestRedis;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it('a frozen server: every call answers by its deadline, and the late calls spend nothing', async () => {
+    const io = new Redis({ path: server.socket, maxRetriesPerRequest: null });
+    const deny = new RedisRateLimiter({ redis: io, limit: perDay(1000), prefix: 'frozen:', timeoutMs: 100 });
+    const allow = new RedisRateLimiter({ redis: io, limit: perDay(1000), prefix: 'frozen:', timeoutMs: 100, onError: 'allow' });
+    expect(await deny.allow('k', 10)).toBe(true); // 990 left
+    server.process.kill('SIGSTOP');
+    try {
+      const t0 = performance.now();
+      const answers = await Promise.all([
+        ...Array.from({ length: 20 }, () => deny.tryAcquire('k', 10)),
+        ...Array.from({ length: 20 }, () => allow.tryAcquire('k', 10)),
+      ]);
+      const took = performance.now() - t0;
+      expect(took).toBeLessThan(400); // 100 ms deadlines; no call hangs
+      expect(answers.every((d) => d.reason === 'unavailable')).toBe(true);
+      expect(answers.filter((d) => d.allowed).length).toBe(20); // onError: 'allow' answered yes
+    } finally {
+      server.process.kill('SIGCONT');
+    }
+    // The 40 calls reach Redis now, past their deadlines: none spends.
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await deny.tryAcquire('k', 0)).remaining).toBe(990);
+    io.disconnect();
+  });
+
+  it('a killed server: calls answer by their deadline; restarted, decisions resume (the script is loaded anew)', async () => {
+    const io = new Redis({ path: server.socket, maxRetriesPerRequest: null, retryStrategy: () => 20 });
+    io.on('error', () => {});
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(5), prefix: 'killed:', timeoutMs: 100 });
+    expect(await r.allow('k')).toBe(true);
+    await server.kill();
+    const t0 = performance.now();
+    const during = await Promise.all(Array.from({ length: 10 }, () => r.tryAcquire('k')));
+    expect(performance.now() - t0).toBeLessThan(400); // 100 ms deadlines: none hangs
+    expect(during.every((d) => d.reason === 'unavailable' && !d.allowed)).toBe(true);
+    await server.relaunch();
+    await new Promise((res) => setTimeout(res, 150)); // the client reconnects
+    // The fresh server had no script: the calls the client queued while it was down reached it
+    // (EVALSHA failed, EVAL loaded it), past their deadlines: none spent. No state survived (no
+    // persistence): the next call is a fresh key's first.
+    expect(await r.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 4 });
+    expect(await io.script('EXISTS', limitsScript([redisLimit('gcra', perDay(5), 'limit', 1)], []).sha)).toEqual([1]);
+    io.disconnect();
+  });
+});
+
+describe.skipIf(!available)('RedisRateLimiter: breaker, local fallback, acquire (ioredis)', () => {
+  let server: TestRedis;
+  let io: Redis;
+  beforeAll(async () => {
+    server = await startRedis();
+    io = new Redis({ path: server.socket, maxRetriesPerRequest: null });
+  });
+  afterAll(async () => {
+    io.disconnect();
+    await server.stop();
+  });
+
+  it('opens after 3 calls Redis did not answer, answers at once while open, closes on a success', async () => {
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(1000), prefix: 'breaker:', timeoutMs: 50 });
+    expect(await r.allow('k')).toBe(true);
+    server.process.kill('SIGSTOP');
+    try {
+      const first = await Promise.all([r.tryAcquire('k'), r.tryAcquire('k'), r.tryAcquire('k')]);
+      expect(first.every((d) => d.degraded === true && d.reason === 'unavailable')).toBe(true);
+      expect(r.breakerOpen).toBe(true);
+      const t0 = performance.now();
+      const fast = await r.tryAcquire('k');
+      expect(performance.now() - t0).toBeLessThan(20); // no 50 ms wait: Redis is not asked
+      expect(fast).toMatchObject({ allowed: false, reason: 'unavailable', degraded: true });
+    } finally {
+      server.process.kill('SIGCONT');
+    }
+    await new Promise((res) => setTimeout(res, 150)); // past the first cooldown (100 ms)
+    expect(r.breakerOpen).toBe(false);
+    const back = await r.tryAcquire('k');
+    expect(back.reason).toBe('allowed');
+    expect(back.degraded).toBeUndefined();
+  });
+
+  it('a frozen server keeps the breaker open: calls queued behind the stuck ones count against it', async () => {
+    // Four calls in flight hold the frozen server; the decisions after them wait unsent and time
+    // out. Counted as failures, they reopen the breaker after each cooldown (100, 200, 400 ms), so
+    // it stays open for most of the outage; not counted, it closed after 100 ms and every call
+    // waited out its deadline.
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(1_000_000), prefix: 'stuck:', timeoutMs: 50, localTier: false, maxBatch: 1 });
+    expect(await r.allow('k')).toBe(true);
+    server.process.kill('SIGSTOP');
+    let open = 0;
+    let seen = 0;
+    try {
+      const until = performance.now() + 700;
+      while (performance.now() < until) {
+        void r.tryAcquire('k');
+        seen++;
+        if (r.breakerOpen) open++;
+        await new Promise((res) => setTimeout(res, 5));
+      }
+    } finally {
+      server.process.kill('SIGCONT');
+    }
+    expect(open / seen).toBeGreaterThan(0.5);
+    await new Promise((res) => setTimeout(res, 1_000)); // past the longest cooldown so far
+    expect((await r.tryAcquire('k')).degraded).toBeUndefined();
+  });
+
+  it('one late reply does not make the deadlines after it early', async () => {
+    // The reply to a call comes after a 400 ms stall of this thread: read then, it puts Redis's
+    // clock 400 ms behind. Taken as the offset, the next deadline would reach Redis 400 ms in
+    // the past, and a healthy server would answer it LATE.
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(1_000), prefix: 'lateReply:', timeoutMs: 150, localTier: false });
+    await r.tryAcquire('k', 0); // learns the offset
+    const p = r.tryAcquire('k');
+    for (let i = 0; i < 10; i++) await null; // the call is on its way
+    const stallUntil = performance.now() + 400;
+    while (performance.now() < stallUntil) { /* this thread is busy */ }
+    await p;
+    await new Promise((res) => setTimeout(res, 50));
+    const d = await r.tryAcquire('k');
+    expect(d.degraded).toBeUndefined();
+    expect(d.allowed).toBe(true);
+  });
+
+  it("onError 'local': the shared-memory limiter enforces the same limits while Redis is away", async () => {
+    const local = new RateLimiter({ limit: perDay(3), maxKeys: 16 });
+    const r = new RedisRateLimiter({ redis: io, limit: perDay(3), prefix: 'local:', timeoutMs: 50, onError: 'local', local });
+    server.process.kill('SIGSTOP');
+    let answers;
+    try {
+      answers = await Promise.all(Array.from({ length: 5 }, () => r.tryAcquire('k')));
+    } finally {
+      server.process.kill('SIGCONT');
+    }
+    expect(answers.map((d) => d.allowed)).toEqual([true, true, true, false, false]);
+    expect(answers.every((d) => d.degraded === true)).toBe(true);
+    expect(answers[4]?.reason).toBe('limited');
+    expect(() => new RedisRateLimiter({ redis: io, limit: perDay(3), local })).toThrow(/options\.local is used only with onError: 'local'/);
+  });
+
+  it('acquire() waits for the reported time, refuses a wait over maxWaitMs, and a cost that never passes', async () => {
+    const r = new RedisRateLimiter({ redis: io, limit: perSecond(20, { burst: 1 }), prefix: 'acquire:' });
+    const t0 = performance.now();
+    for (let i = 0; i < 3; i++) await r.acquire('k');
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(95); // 50 ms apart after the first
+    await expect(r.acquire('k', { maxWaitMs: 10 })).rejects.toThrow(RateLimitTimeoutError);
+    await expect(r.acquire('k', { cost: 2 })).rejects.toThrow(/can never pass/);
+  });
+});
+
+describe.skipIf(!available)('RedisRateLimiter from racing processes', () => {
+  let server: TestRedis;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it('examples/cluster-redis.js: 4 processes x 2 threads share one limit of 100', async () => {
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile(process.execPath, ['examples/cluster-redis.js'], {
+        cwd: new URL('../../', import.meta.url), env: { ...process.env, REDIS_SOCKET: server.socket }, timeout: 30_000,
+      }, (e, stdout) => (e ? reject(e) : resolve(stdout)));
+    });
+    expect(out).toBe('admitted 100 of 400 (limit 100 per hour)\n');
+  });
+
+  it.each([
+    ['one limit', { limit: perDay(1000) }, 1000],
+    ['two limits', { limit: [perHour(2000), perDay(700)] }, 700],
+    ['a global cap', { limit: perDay(5000), globalLimit: perDay(600) }, 600],
+    // Windows of 50 years: the race never straddles a window's edge.
+    ['fixed window', { algorithm: 'fixed-window', limit: { permits: 500, periodMs: 50 * YEAR_MS } }, 500],
+    ['sliding window', { algorithm: 'sliding-window', limit: { permits: 400, periodMs: 50 * YEAR_MS } }, 400],
+    ['sliding log', { algorithm: 'sliding-log', limit: perHour(300) }, 300],
+    ['rules', { rules: [{ limit: perDay(10) }, { user: 'u1', limit: perDay(20) }, { user: 'u1', api: 'search', algorithm: 'sliding-log', limit: perHour(250) }] }, 250],
+    ['fixed windows, two limits and a cap', { algorithm: 'fixed-window', limit: [{ permits: 900, periodMs: 50 * YEAR_MS }, { permits: 450, periodMs: 40 * YEAR_MS }], globalLimit: { permits: 350, periodMs: 50 * YEAR_MS } }, 350],
+  ])('4 processes x 64 calls in flight on one key admit exactly the limit: %s', async (_name, options, expected) => {
+    const prefix = `race${expected}${_name.length}:`;
+    const children = Array.from({ length: 4 }, () => fork(new URL('../fixtures/redis-hammer.mjs', import.meta.url), [], {
+      env: { ...process.env, SOCKET: server.socket, PREFIX: prefix, OPTIONS: JSON.stringify(options), CALLS: '2000', IN_FLIGHT: '64' },
+    }));
+    const results = await Promise.all(children.map((c) => new Promise<{ admitted: number; unavailable: number }>((resolve, reject) => {
+      c.once('message', (m) => resolve(m as { admitted: number; unavailable: number }));
+      c.once('error', reject);
+      c.once('exit', (code) => { if (code !== 0) reject(new Error(`child exited ${code}`)); });
+    })));
+    expect(results.reduce((a, r) => a + r.unavailable, 0)).toBe(0);
+    expect(results.reduce((a, r) => a + r.admitted, 0)).toBe(expected);
+  });
+});

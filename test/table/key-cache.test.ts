@@ -1,0 +1,66 @@
+// The per-thread key cache (src/table/slot-index.ts) turns itself off when most lookups miss it,
+// and tries again later; lookups find the same slots either way.
+import { describe, expect, it } from 'vitest';
+import { monotonicClock, perSecond, RateLimiter } from '../../src/index.js';
+import { gcraParams } from '../../src/math/gcra.js';
+import { gcraSlotState } from '../../src/rate/gcra-slot.js';
+import { SlotTable } from '../../src/table/table.js';
+import { SlotIndex, type SlotRef } from '../../src/table/slot-index.js';
+
+const WINDOW = 16_384; // MIN_WINDOW: the window of a cache of fewer than 8,192 entries
+
+function setup(keyCount: number, cacheSize: number): { index: SlotIndex; keys: string[]; bases: Map<string, number> } {
+  const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: Math.max(4_096, keyCount) });
+  const keys = Array.from({ length: keyCount }, (_, i) => `key-${i}`);
+  for (const k of keys) limiter.allow(k);
+  const table = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock));
+  const probe = new SlotIndex(table, 0);
+  const bases = new Map(keys.map((k) => [k, (probe.locate(k) as SlotRef).base]));
+  return { index: new SlotIndex(table, cacheSize), keys, bases };
+}
+
+/** `n` lookups of keys drawn in turn from `keys` with a stride, checking each slot found. */
+function lookups(s: ReturnType<typeof setup>, n: number, keys = s.keys): void {
+  let wrong = 0;
+  for (let i = 0; i < n; i++) {
+    const k = keys[(i * 7919) % keys.length] as string;
+    const ref = s.index.cached(k) ?? s.index.locate(k);
+    if (ref?.base !== s.bases.get(k)) wrong++;
+  }
+  expect(wrong, 'lookups that found another slot').toBe(0);
+}
+
+describe('the key cache', () => {
+  it('turns off after two windows in a row of more than 80% misses, and is tried again after 32 windows', () => {
+    const s = setup(2_000, 64); // 2,000 keys drawn evenly through 64 entries: nearly every lookup misses
+    lookups(s, 2 * WINDOW - 1);
+    expect(s.index.caching).toBe(true); // one bad window is not enough (a cold start is one)
+    lookups(s, 1);
+    expect(s.index.caching).toBe(false);
+    lookups(s, 31 * WINDOW);
+    expect(s.index.caching).toBe(false);
+    lookups(s, WINDOW);
+    expect(s.index.caching).toBe(true); // a trial
+    lookups(s, 2 * WINDOW);
+    expect(s.index.caching).toBe(false); // it missed again, twice
+  });
+
+  it('stays on while most lookups hit, cold start included', () => {
+    const s = setup(2_000, 4_096); // all 2,000 keys fit: after the first 2,000 misses, hits
+    lookups(s, 40 * WINDOW);
+    expect(s.index.caching).toBe(true);
+  });
+
+  it('is not turned off by one window of misses (a burst of new keys) when hits follow', () => {
+    const s = setup(6_000, 2_048);
+    lookups(s, WINDOW); // 6,000 keys through 2,048 entries: nearly all misses
+    lookups(s, 10 * WINDOW, s.keys.slice(0, 1_000)); // then a working set that fits
+    expect(s.index.caching).toBe(true);
+  });
+
+  it('never runs with cacheSize 0', () => {
+    const s = setup(100, 0);
+    lookups(s, 20 * WINDOW, s.keys.slice(0, 4));
+    expect(s.index.caching).toBe(false);
+  });
+});

@@ -1,0 +1,57 @@
+// Option slotsPerKey: a denser table (down to 1.25 slots per key, 80% full at maxKeys) with
+// longer stripes, so that it still holds maxKeys keys with no stripe full; the default is unchanged.
+import { describe, expect, it } from 'vitest';
+import { ConcurrencyLimiter, ManualClock, perSecond, PolicyLimiter, RateLimiter } from '../../src/index.js';
+import { LocalTier } from '../../src/redis/local-tier.js';
+import { openGate, result, spawn } from '../helpers/workers.js';
+
+describe('slotsPerKey', () => {
+  it.each([1, 2024])('1.25: holds maxKeys keys (hash seed %i) in under 64 bytes each at maxKeyBytes 24', (hashSeed) => {
+    const maxKeys = 100_000;
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, maxKeyBytes: 24, slotsPerKey: 1.25, hashSeed, clock: new ManualClock() });
+    let full = 0;
+    for (let i = 0; i < maxKeys; i++) if (limiter.tryAcquire(`tenant-${String(i).padStart(7, '0')}:api`).reason === 'table-full') full++;
+    expect(full).toBe(0);
+    const s = limiter.stats();
+    expect(s.liveKeys).toBe(maxKeys);
+    expect(s.capacity).toBeGreaterThanOrEqual(1.25 * maxKeys);
+    expect(s.capacity).toBeLessThan(1.25 * maxKeys + 1024); // whole stripes of 1,024
+    expect(s.tableBytes / maxKeys).toBeLessThanOrEqual(64);
+    // Every key still finds its own state: each spent its burst of 1 above.
+    for (let i = 0; i < maxKeys; i += 97) expect(limiter.allow(`tenant-${String(i).padStart(7, '0')}:api`)).toBe(false);
+  });
+
+  it('2 by default: twice maxKeys slots', () => {
+    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096 }).stats().capacity).toBe(8192);
+    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096, slotsPerKey: 4 }).stats().capacity).toBe(16384);
+  });
+
+  it('is taken by every class, and a bad value is refused by name', () => {
+    // 1,250 slots wanted, in whole stripes of 1,024 (of 512 at 1.5): 2,048 (1,536).
+    expect(new PolicyLimiter({ rules: [{ limit: perSecond(1) }], maxKeys: 1000, slotsPerKey: 1.25 }).stats().capacity).toBe(2048);
+    expect(new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 1000, maxKeys: 1000, slotsPerKey: 1.5 }).stats().capacity).toBe(1536);
+    expect(LocalTier.create({ maxKeys: 1000, slotsPerKey: 1.25 }).stats().capacity).toBe(2048);
+    for (const bad of [1.2, 4.5, 0, -1, NaN, Infinity]) {
+      expect(() => new RateLimiter({ limit: perSecond(1), maxKeys: 10, slotsPerKey: bad })).toThrow(RangeError);
+      expect(() => new RateLimiter({ limit: perSecond(1), maxKeys: 10, slotsPerKey: bad })).toThrow(/^options\.slotsPerKey must be from 1\.25 to 4, got /);
+    }
+    expect(() => new RateLimiter({ limit: perSecond(1), maxKeys: 10, slotsPerKey: '2' as never })).toThrow(new TypeError('options.slotsPerKey must be a number, got "2"'));
+  });
+
+  it('4 workers inserting the same keys into a table 80% full give each key one copy', async () => {
+    const keys = Array.from({ length: 8_000 }, (_, i) => `k${i}`);
+    const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: keys.length, slotsPerKey: 1.25, clock: new ManualClock() });
+    const gate = new SharedArrayBuffer(8);
+    const pool = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'hammer', handle: limiter.handle, id, keys, attempts: keys.length, cost: 1, gate }));
+    const replies = pool.map((w) => result<{ admitted: number[]; casRetries: number }>(w));
+    await openGate(gate, 4);
+    const all = await Promise.all(replies);
+    await Promise.all(pool.map((w) => w.terminate()));
+    // A frozen clock and a burst of 1: a key admitted twice had two copies.
+    const admitted = keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] as number), 0));
+    expect(admitted.filter((n) => n !== 1)).toEqual([]);
+    expect(limiter.stats().liveKeys).toBe(keys.length);
+    // The workers raced on the same keys: compare-and-swaps lost.
+    expect(all.reduce((sum, r) => sum + r.casRetries, 0)).toBeGreaterThan(0);
+  });
+});
