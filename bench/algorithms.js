@@ -1,7 +1,7 @@
 // The algorithms suite: what each algorithm admits from the same client, one combined limiter
 // against two chained ones, and what each configuration costs per check and per key.
 import { ManualClock, perMinute, perSecond, RateLimiter } from 'sluice';
-import { compileConfig, parseConfig } from '../dist/config/limiter-config.js';
+import { compileConfig, parseConfig } from '../dist/rate/limiter-config.js';
 import { engineChoice } from '../dist/rate/engine-choice.js';
 import { LabPool } from './lib/lab-pool.js';
 import { BATCH, bytesPerCall, fmt, makeKeys, median, nsPerCall } from './lib/measure.js';

@@ -1,7 +1,6 @@
-import { clockBuffer, clockKind, resolveClock, type Clock } from '../time/clock.js';
-import { AttachRequest } from '../config/attach-request.js';
+import type { Clock } from '../time/clock.js';
 import { ceilNs } from '../time/ticks.js';
-import { checkCost, describe, integerInRange, positiveFinite } from '../config/check.js';
+import { integerInRange, positiveFinite } from '../config/check.js';
 import { isStale, raiseStamp, secondsAt } from '../time/stamps.js';
 import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
 import {
@@ -9,12 +8,12 @@ import {
   now32At, ticksAt, ticksToMs, writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
 import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
-import { H_CLOCK_KIND, H_ON_FULL, H_OWNER_SEQ, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
-import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from '../table/slot-index.js';
+import { S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import type { SlotRef } from '../table/slot-index.js';
 import { GONE, lock, unlock } from '../table/slot-lock.js';
-import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from '../table/table.js';
-import { checkAttachOptions, parseTableOptions } from '../config/table-options.js';
-import { checkNames, namesOf } from '../config/option-names.js';
+import { parseTableOptions } from '../table/table-options.js';
+import { AttachRequest, attachRequest, checkOptionsObject, checkRequest, createTable, TableSite } from '../table/table-site.js';
+import { namesOf } from '../config/option-names.js';
 
 export type { Lease, LeaseDecision } from './lease.js';
 
@@ -88,14 +87,11 @@ const RELOCATE = 1;
  */
 export class ConcurrencyLimiter {
   #p!: LeaseParams;
-  #site!: LeaseSite;
-  #table!: SlotTable;
+  #lease!: LeaseSite;
+  #site!: TableSite;
   #words!: Int32Array;
   #clock!: Clock;
-  #clockBuffer!: SharedArrayBuffer | null;
-  #index!: SlotIndex;
   #owner = 0;
-  #allowWhenFull = false;
   #seen!: Int32Array; //   places as read under the lock
   #aheads!: Int32Array; // ticks until each held place frees
   #taken!: Int32Array; //  places this acquire took
@@ -109,43 +105,35 @@ export class ConcurrencyLimiter {
   #expiryTicks = 0;
   #fracMs = 0;
 
-  constructor(options: ConcurrencyLimiterOptions) {
+  constructor(options: ConcurrencyLimiterOptions);
+  /** @internal `attach`'s way in (see AttachRequest). */
+  constructor(options: ConcurrencyLimiterOptions | AttachRequest<ConcurrencyLimiterHandle>);
+  constructor(options: ConcurrencyLimiterOptions | AttachRequest<ConcurrencyLimiterHandle>) {
     if (options instanceof AttachRequest) {
-      this.#setup(options.handle.table, options.clock, options.cacheSize, options.handle.clock);
+      this.#setup(TableSite.attached(options, 'ConcurrencyLimiter'), options.cacheSize);
       return;
     }
-    if (options === null || typeof options !== 'object') {
-      throw new TypeError(`options must be an object like { maxInFlight, leaseMs, maxKeys }, got ${describe(options)}`);
-    }
-    checkNames(options, OPTION_NAMES, 'options', 'ConcurrencyLimiter option');
+    checkOptionsObject(options, OPTION_NAMES, 'ConcurrencyLimiter', '{ maxInFlight, leaseMs, maxKeys }');
     const maxInFlight = integerInRange('options.maxInFlight', options.maxInFlight, 1, MAX_IN_FLIGHT);
     const leaseMs = positiveFinite('options.leaseMs', options.leaseMs);
     const p = leaseParams(maxInFlight, leaseMs);
-    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize, slotsPerKey } = parseTableOptions(options);
+    const t = parseTableOptions(options);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
-    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords: maxInFlight, globalWords: 0, tableClass: 'ConcurrencyLimiter', slotsPerKey });
-    const w = new Int32Array(buffer);
-    writeLeaseParams(w, p);
-    w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
-    w[H_CLOCK_KIND] = clockKind(clock);
-    this.#setup(buffer, clock, cacheSize, clockBuffer(clock));
+    const buffer = createTable(t, { stateWords: maxInFlight, globalWords: 0, tableClass: 'ConcurrencyLimiter' });
+    writeLeaseParams(new Int32Array(buffer), p);
+    this.#setup(TableSite.created(buffer, 'ConcurrencyLimiter', t.clock), t.cacheSize);
   }
 
-  #setup(buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
-    const w = checkTableBuffer(buffer, 'ConcurrencyLimiter');
-    const p = readLeaseParams(w);
-    this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'ConcurrencyLimiter');
-    this.#clockBuffer = clockBuffer;
+  #setup(site: TableSite, cacheSize: number | undefined): void {
+    const p = readLeaseParams(site.words);
+    this.#site = site;
+    this.#clock = site.clock;
     this.#p = p;
-    this.#allowWhenFull = w[H_ON_FULL] === 1;
-    // Atomics.add: each instance gets its own owner id for its lock tokens.
-    this.#owner = Atomics.add(w, H_OWNER_SEQ, 1);
-    const stateOffset = stateOffsetOf(w);
-    this.#table = new SlotTable(buffer, leaseSlotState(p, stateOffset, this.#owner, this.#clock));
-    this.#words = this.#table.words;
-    this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
-    this.#site = { words: this.#words, clock: this.#clock, p, stateOffset };
+    this.#owner = site.newOwner();
+    site.open(leaseSlotState(p, site.stateOffset, this.#owner, this.#clock), cacheSize);
+    this.#words = site.words;
+    this.#lease = { words: this.#words, clock: this.#clock, p, stateOffset: site.stateOffset };
     this.#seen = new Int32Array(p.maxInFlight);
     this.#aheads = new Int32Array(p.maxInFlight);
     this.#taken = new Int32Array(p.maxInFlight);
@@ -157,16 +145,12 @@ export class ConcurrencyLimiter {
    * Thread-safety: call it on the thread that will use the result.
    */
   static attach(handle: ConcurrencyLimiterHandle, options?: AttachOptions): ConcurrencyLimiter {
-    if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
-      throw new TypeError(`handle must be a ConcurrencyLimiter handle ({ table: SharedArrayBuffer, ... }), got ${describe(handle)}`);
-    }
-    const { clock, cacheSize } = checkAttachOptions(options);
-    return new ConcurrencyLimiter(new AttachRequest<ConcurrencyLimiterHandle>(handle, clock, cacheSize) as unknown as ConcurrencyLimiterOptions);
+    return new ConcurrencyLimiter(attachRequest(handle, options, 'ConcurrencyLimiter'));
   }
 
   /** The structured-cloneable handle: pass it in `workerData`, `postMessage` or a piscina task. */
   get handle(): ConcurrencyLimiterHandle {
-    return { kind: 'sluice.ConcurrencyLimiter', table: this.#words.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+    return this.#site.handle('sluice.ConcurrencyLimiter');
   }
 
   /** Places per key. */
@@ -185,23 +169,17 @@ export class ConcurrencyLimiter {
    * probe that answers without taking anything. A refused request changes nothing.
    */
   tryAcquire(key: string, cost = 1): LeaseDecision {
-    if (typeof key !== 'string' || key.length === 0) {
-      throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
-    }
-    checkCost(cost);
-    const index = this.#index;
-    let slot = index.cached(key) ?? index.locate(key);
-    while (slot !== undefined && this.#decide(slot, cost) === RELOCATE) {
-      index.forget(key);
-      slot = index.locate(key);
-    }
+    checkRequest(key, cost);
+    const site = this.#site;
+    let slot = site.find(key);
+    while (slot !== undefined && this.#decide(slot, cost) === RELOCATE) slot = site.findAgain(key);
     if (slot === undefined) return this.#full(key, cost);
     const p = this.#p;
     const allowed = this.#reason === 'allowed';
     let lease: Lease | null = null;
     if (allowed && cost > 0) {
       const places = Array.from(this.#taken.subarray(0, cost));
-      lease = new HeldLease(key, cost, ticksToMs(this.#expiryTicks, p), this.#site, slot, this.#stamp, this.#expiryTicks, places);
+      lease = new HeldLease(key, cost, ticksToMs(this.#expiryTicks, p), this.#lease, slot, this.#stamp, this.#expiryTicks, places);
     }
     return {
       allowed,
@@ -215,15 +193,14 @@ export class ConcurrencyLimiter {
 
   /** Reclaims the slots of keys that hold no unexpired lease; returns how many. */
   sweep(): number {
-    this.#index.clear();
-    return this.#table.sweep();
+    return this.#site.sweep();
   }
 
   /** Counts keys, slots and held places. O(capacity * maxInFlight): for monitoring only. */
   stats(): ConcurrencyLimiterStats {
     return {
-      ...this.#table.report(this.#retries),
-      placesHeld: placesHeldIn(this.#table, this.#site.stateOffset, this.#clock.now(), this.#p),
+      ...this.#site.report(this.#retries),
+      placesHeld: placesHeldIn(this.#site.table, this.#site.stateOffset, this.#clock.now(), this.#p),
     };
   }
 
@@ -232,7 +209,7 @@ export class ConcurrencyLimiter {
     const w = this.#words;
     const lockAt = slot.base + S_TAT;
     for (;;) {
-      const token = lock(w, lockAt, this.#owner, this.#table.claimTimeoutMs);
+      const token = lock(w, lockAt, this.#owner, this.#site.claimTimeoutMs);
       if (token === GONE) return RELOCATE;
       // Atomics.load of ctrl after taking the lock: a reclaim needs this lock, so while we hold
       // it an unchanged ctrl means the slot still holds our key.
@@ -340,7 +317,7 @@ export class ConcurrencyLimiter {
 
   /** The key found no slot: refused, or allowed untracked (onFull 'allow'). */
   #full(key: string, cost: number): LeaseDecision {
-    const allowed = this.#allowWhenFull;
+    const allowed = this.#site.allowWhenFull;
     const lease = allowed && cost > 0
       ? new HeldLease(key, cost, this.#clock.now() + this.#p.leaseMs, null, null, FREE_PLACE, 0, [])
       : null;

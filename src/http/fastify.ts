@@ -1,6 +1,6 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { checkCost, describe } from '../config/check.js';
-import type { Decision } from '../config/types.js';
+import type { Decision } from '../rate/types.js';
 import { fastifyAddress, makeCheck, setReplyFields, type Outcome, type RateLimitOptions } from './middleware.js';
 
 /**

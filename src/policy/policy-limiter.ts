@@ -2,10 +2,9 @@ import type { Moment } from '../algorithms/index.js';
 import { isStale, secondsAt } from '../time/stamps.js';
 import { carryDebt } from '../algorithms/gcra.js';
 import { cas64 } from '../math/word64.js';
-import { AttachRequest } from '../config/attach-request.js';
-import { clockBuffer, clockKind, resolveClock, type Clock } from '../time/clock.js';
+import type { Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
-import { DEFAULT_MAX_LOG_SIZE } from '../config/limiter-config.js';
+import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
 import { LockedEngine, RELOCATE } from '../rate/locked-engine.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
@@ -13,13 +12,13 @@ import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } 
 import type { Decision, RateLimiterStats } from '../rate/rate-limiter.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { TableFullError } from '../errors.js';
-import { checkNames, namesOf } from '../config/option-names.js';
-import type { AttachOptions } from '../config/types.js';
-import { DEAD, H_CLOCK_KIND, H_MAX_LOG_SIZE, H_ON_FULL, H_OWNER_SEQ, H_STATE_WORDS, S_LAST_SEC, S_TAT } from '../table/layout.js';
-import { DEFAULT_CACHE_SIZE, SlotIndex } from '../table/slot-index.js';
+import { namesOf } from '../config/option-names.js';
+import type { AttachOptions } from '../table/table-options.js';
+import { DEAD, H_MAX_LOG_SIZE, H_STATE_WORDS, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import { tryLock, unlock } from '../table/slot-lock.js';
-import { ALREADY_DEAD, allocateTable, checkTableBuffer, NOT_IDLE, RETIRED, SlotTable, stateOffsetOf, type SlotState } from '../table/table.js';
-import { checkAttachOptions, parseTableOptions } from '../config/table-options.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
+import { parseTableOptions } from '../table/table-options.js';
+import { AttachRequest, attachRequest, checkOptionsObject, createTable, TableSite } from '../table/table-site.js';
 
 export type { PolicyRule } from './rules.js';
 
@@ -109,18 +108,14 @@ const UNREADABLE_RETRY_MS = 1;
  * Thread-safety: every method may run on any thread at the same time; one instance per thread.
  */
 export class PolicyLimiter {
-  #table!: SlotTable;
-  #words!: Int32Array;
+  #site!: TableSite;
   #rulesWords!: Int32Array;
   #clock!: Clock;
-  #clockBuffer!: SharedArrayBuffer | null;
-  #index!: SlotIndex;
   #engine!: LockedEngine;
   #owner = 0;
   #maxLogSize = DEFAULT_MAX_LOG_SIZE;
   #maxStateWords = 0;
   #stateOffset = 0;
-  #allowWhenFull = false;
   #compiled!: CompiledRules;
   #version = -1;
   #moment: Moment = { ms: 0, sec: 0 };
@@ -143,64 +138,54 @@ export class PolicyLimiter {
   #fresh!: Int32Array;
   readonly #prepareFn = (w: Int32Array, m: Moment): boolean => this.#prepare(w, m);
 
-  constructor(options: PolicyLimiterOptions) {
+  constructor(options: PolicyLimiterOptions);
+  /** @internal `attach`'s way in (see AttachRequest). */
+  constructor(options: PolicyLimiterOptions | AttachRequest<PolicyLimiterHandle>);
+  constructor(options: PolicyLimiterOptions | AttachRequest<PolicyLimiterHandle>) {
     if (options instanceof AttachRequest) {
-      this.#setup(options.handle.table, options.handle.rules, options.clock, options.cacheSize, options.handle.clock);
+      this.#setup(TableSite.attached(options, 'PolicyLimiter'), options.handle.rules, options.cacheSize);
       return;
     }
-    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object like { rules, maxKeys }, got ${describe(options)}`);
-    checkNames(options, OPTION_NAMES, 'options', 'PolicyLimiter option');
+    checkOptionsObject(options, OPTION_NAMES, 'PolicyLimiter', '{ rules, maxKeys }');
     const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
     const compiled = compileRules(options.rules, maxLogSize);
     const maxStateWords = integerInRange('options.maxStateWords', options.maxStateWords ?? Math.max(16, compiled.stateWords), compiled.stateWords, 65_537);
-    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, clock, cacheSize, slotsPerKey } = parseTableOptions(options, 128);
+    const t = parseTableOptions(options, 128);
     const maxRulesBytes = integerInRange('options.maxRulesBytes', options.maxRulesBytes ?? 65_536, 64, 2 ** 24);
     const rules = createRulesStore(JSON.stringify(options.rules), maxRulesBytes);
     // align8: the rules' states are laid out for an odd base (after the shape word) in slots whose
     // state offset is even, so their 64-bit words land 8-byte aligned. One word more than reserved
     // for the rules: the rules version the key's state was shaped under.
-    const table = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash: undefined, claimTimeoutMs, stateWords: maxStateWords + 1, globalWords: 0, align8: true, tableClass: 'PolicyLimiter', slotsPerKey });
-    const w = new Int32Array(table);
-    w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
-    w[H_MAX_LOG_SIZE] = maxLogSize;
-    w[H_CLOCK_KIND] = clockKind(clock);
-    this.#setup(table, rules, clock, cacheSize, clockBuffer(clock));
+    const table = createTable(t, { stateWords: maxStateWords + 1, globalWords: 0, align8: true, tableClass: 'PolicyLimiter' });
+    new Int32Array(table)[H_MAX_LOG_SIZE] = maxLogSize;
+    this.#setup(TableSite.created(table, 'PolicyLimiter', t.clock), rules, t.cacheSize);
   }
 
-  #setup(table: SharedArrayBuffer, rules: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined, clockBuffer: SharedArrayBuffer | null): void {
-    const w = checkTableBuffer(table, 'PolicyLimiter');
+  #setup(site: TableSite, rules: SharedArrayBuffer, cacheSize: number | undefined): void {
     if (!(rules instanceof SharedArrayBuffer)) throw new TypeError(`handle.rules must be a SharedArrayBuffer, got ${describe(rules)}`);
-    this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'PolicyLimiter');
-    this.#clockBuffer = clockBuffer;
+    const w = site.words;
+    this.#site = site;
+    this.#clock = site.clock;
     this.#maxLogSize = w[H_MAX_LOG_SIZE] as number;
     this.#maxStateWords = (w[H_STATE_WORDS] as number) - 1; // the last word holds the rules version
-    this.#stateOffset = stateOffsetOf(w);
+    this.#stateOffset = site.stateOffset;
     this.#before = new Int32Array(this.#maxStateWords);
     this.#fresh = new Int32Array(this.#maxStateWords + 1);
-    this.#allowWhenFull = w[H_ON_FULL] === 1;
     this.#rulesWords = new Int32Array(rules);
     this.#refreshRules();
-    // Atomics.add: each instance gets its own owner id for its lock tokens.
-    this.#owner = Atomics.add(w, H_OWNER_SEQ, 1);
-    this.#table = new SlotTable(table, this.#slotState());
-    this.#words = this.#table.words;
-    this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
-    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, this.#table.claimTimeoutMs, () => this.#clock.now());
+    this.#owner = site.newOwner();
+    site.open(this.#slotState(), cacheSize);
+    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, site.claimTimeoutMs, () => this.#clock.now());
   }
 
   /** Returns a limiter over the same memory for this thread. */
   static attach(handle: PolicyLimiterHandle, options?: AttachOptions): PolicyLimiter {
-    if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
-      throw new TypeError(`handle must be a PolicyLimiter handle ({ table, rules, clock }), got ${describe(handle)}`);
-    }
-    if (handle.kind !== 'sluice.PolicyLimiter') throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a PolicyLimiter's: attach it with that class`);
-    const { clock, cacheSize } = checkAttachOptions(options);
-    return new PolicyLimiter(new AttachRequest<PolicyLimiterHandle>(handle, clock, cacheSize) as unknown as PolicyLimiterOptions);
+    return new PolicyLimiter(attachRequest(handle, options, 'PolicyLimiter', 'table, rules, clock'));
   }
 
   /** The structured-cloneable handle. */
   get handle(): PolicyLimiterHandle {
-    return { kind: 'sluice.PolicyLimiter', table: this.#words.buffer as SharedArrayBuffer, rules: this.#rulesWords.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+    return { ...this.#site.handle('sluice.PolicyLimiter'), rules: this.#rulesWords.buffer as SharedArrayBuffer };
   }
 
   /** The rules in force now (a copy). */
@@ -221,7 +206,7 @@ export class PolicyLimiter {
     if (bytes > storeCapacity(this.#rulesWords.buffer as SharedArrayBuffer)) {
       throw new RangeError(`rules take ${bytes} bytes as JSON, over options.maxRulesBytes (${storeCapacity(this.#rulesWords.buffer as SharedArrayBuffer)})`);
     }
-    writeRules(this.#rulesWords, json, this.#owner, this.#table.claimTimeoutMs * 10);
+    writeRules(this.#rulesWords, json, this.#owner, this.#site.claimTimeoutMs * 10);
     this.#refreshRules();
   }
 
@@ -238,7 +223,7 @@ export class PolicyLimiter {
   /** Checks (user, api) against its most specific rule and, if it passes, counts it. */
   tryAcquire(request: PolicyRequest, cost = 1): Decision {
     const outcome = this.#decide(request, cost);
-    if (outcome === FULL) return { allowed: this.#allowWhenFull, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full' };
+    if (outcome === FULL) return { allowed: this.#site.allowWhenFull, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full' };
     if (outcome === UNREADABLE) return { allowed: false, remaining: 0, retryAfterMs: UNREADABLE_RETRY_MS, resetAfterMs: 0, reason: 'limited' };
     const r = this.#engine.result;
     const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
@@ -251,7 +236,7 @@ export class PolicyLimiter {
   /** Like `tryAcquire`, but answers only whether the request passes (no Decision is made). */
   allow(request: PolicyRequest, cost = 1): boolean {
     const outcome = this.#decide(request, cost);
-    if (outcome === FULL) return this.#allowWhenFull;
+    if (outcome === FULL) return this.#site.allowWhenFull;
     return outcome === DECIDED && this.#engine.result.allowed;
   }
 
@@ -267,13 +252,12 @@ export class PolicyLimiter {
     this.#api = api;
     this.#unreadable = false;
     this.#use(match(this.#compiled, user, api));
-    let entry = this.#index.cached(key) ?? this.#index.locate(key);
+    let entry = this.#site.find(key);
     for (;;) {
       if (entry === undefined) return FULL;
       this.#shapeAt = entry.base + this.#stateOffset;
       if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn) !== RELOCATE) break;
-      this.#index.forget(key);
-      entry = this.#index.locate(key);
+      entry = this.#site.findAgain(key);
     }
     if (this.#unreadable) {
       // The key was shaped under rules this thread cannot read yet (a torn copy, see
@@ -302,13 +286,12 @@ export class PolicyLimiter {
 
   /** Reclaims idle keys; returns how many. */
   sweep(): number {
-    this.#index.clear();
-    return this.#table.sweep();
+    return this.#site.sweep();
   }
 
   /** Counts live keys and capacity (O(capacity)). */
   stats(): RateLimiterStats {
-    return this.#table.report(this.#engine.retries);
+    return this.#site.report(this.#engine.retries);
   }
 
   #now(): Moment {
@@ -441,7 +424,7 @@ export class PolicyLimiter {
       retire: (w, base) => {
         // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
         if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
-        const token = tryLock(w, base + S_TAT, this.#owner, this.#table.claimTimeoutMs); // a dead holder's lock is taken over
+        const token = tryLock(w, base + S_TAT, this.#owner, this.#site.claimTimeoutMs); // a dead holder's lock is taken over
         // Atomics.load after the failed try: a reclaim that wrote DEAD since the check above (and
         // may have stopped there) is finished by the table now rather than left for a later sweep.
         if (token === 0) return Atomics.load(w, base + S_TAT) === DEAD ? ALREADY_DEAD : NOT_IDLE;

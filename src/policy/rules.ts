@@ -2,7 +2,7 @@ import { checkAlgorithm, type AlgorithmName } from '../algorithms/index.js';
 import { checkCost, checkWellFormed, describe } from '../config/check.js';
 import { gcraParams, WIDE_TICKS_PS } from '../math/gcra.js';
 import type { Limit } from '../config/limit.js';
-import { compileConfig } from '../config/limiter-config.js';
+import { compileConfig } from '../rate/limiter-config.js';
 import type { LimitGroup } from '../rate/locked-engine.js';
 import { MAX_LIMITS } from '../table/layout.js';
 import { checkNames, namesOf } from '../config/option-names.js';

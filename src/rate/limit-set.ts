@@ -1,5 +1,5 @@
 import type { LimitAlgorithm, Moment, Verdict } from '../algorithms/index.js';
-import type { LimitState } from '../config/types.js';
+import type { LimitState } from './types.js';
 import { isStale, raiseStamp } from '../time/stamps.js';
 import { NarrowGcra } from '../algorithms/gcra.js';
 import { FixedWindow32 } from '../algorithms/fixed-window-32.js';

@@ -1,6 +1,4 @@
-import { clockBuffer, clockKind, resolveClock, type Clock } from '../time/clock.js';
-import { AttachRequest } from '../config/attach-request.js';
-import { checkCost, describe } from '../config/check.js';
+import type { Clock } from '../time/clock.js';
 import type { AlgorithmName, Moment } from '../algorithms/index.js';
 import { ceilPs, maxWaitTicks, ticksToMs } from '../time/ticks.js';
 import { secondsAt } from '../time/stamps.js';
@@ -10,26 +8,20 @@ import { Gcra32 } from './gcra-32.js';
 import { assertWorkerThread, checkWaitOptions, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions, type AcquireSyncOptions, type Reservation } from './waiting.js';
 import { RateLimitTimeoutError, TableFullError } from '../errors.js';
 import { type Limit } from '../config/limit.js';
-import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from '../config/limiter-config.js';
+import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
 import { limitStates } from './limit-set.js';
 import { LockedEngine, RELOCATE } from './locked-engine.js';
 import { LockFreeEngine } from './lockfree-engine.js';
 import { engineChoice } from './engine-choice.js';
-import {
-  GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_FORCE_LOCKED, H_GLOBAL_BASE, H_ON_FULL, H_OWNER_SEQ,
-} from '../table/layout.js';
-import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from '../table/slot-index.js';
-import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf } from '../table/table.js';
-import { checkAttachOptions, parseTableOptions } from '../config/table-options.js';
-import { checkNames, namesOf } from '../config/option-names.js';
+import { GLOBAL_HEADER_WORDS, H_FORCE_LOCKED, H_GLOBAL_BASE } from '../table/layout.js';
+import type { SlotIndex, SlotRef } from '../table/slot-index.js';
+import { AttachRequest, attachRequest, checkOptionsObject, checkRequest, createTable, TableSite } from '../table/table-site.js';
+import { parseTableOptions, type AttachOptions } from '../table/table-options.js';
+import { namesOf } from '../config/option-names.js';
 
-export type {
-  AttachOptions, Decision, DecisionReason, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
-} from '../config/types.js';
-import type {
-  AttachOptions, Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
-} from '../config/types.js';
-
+export type { AttachOptions } from '../table/table-options.js';
+export type { Decision, DecisionReason, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats } from './types.js';
+import type { Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats } from './types.js';
 
 /** A reservation on the lock-free paths: cancel() gives back what it counted if its time has not come. */
 class HeldReservation implements Reservation {
@@ -50,14 +42,6 @@ class HeldReservation implements Reservation {
     if (this.cost === 0 || this.clock.now() >= this.actAtMs) return false;
     return this.giveBack();
   }
-}
-
-/** Throws `TypeError`/`RangeError` for a bad key or cost, naming it. */
-export function checkRequest(key: unknown, cost: unknown): void {
-  if (typeof key !== 'string' || key.length === 0) {
-    throw new TypeError(`key must be a non-empty string, got ${describe(key)}`);
-  }
-  checkCost(cost);
 }
 
 const OPTION_NAMES = namesOf<RateLimiterOptions>()([
@@ -81,32 +65,28 @@ export class RateLimiter {
   globalLimit!: Readonly<Required<Limit>> | null;
   /** The algorithm every limit runs. */
   algorithm!: AlgorithmName;
-  #table!: SlotTable;
-  #words!: Int32Array;
+  #site!: TableSite;
   #clock!: Clock;
-  #clockBuffer!: SharedArrayBuffer | null;
   #p!: GcraParams;
   #engine: LockedEngine | LockFreeEngine | null = null;
   /** The one-limit GCRA path (one limit, no cap), at width 32 or 64. */
   #one: Gcra32 | WideGcra | null = null;
   #moment: Moment = { ms: 0, sec: 0 };
-  #allowWhenFull!: boolean;
   #index!: SlotIndex;
   // The reason of the last #decide call, read by tryAcquire (avoids allocating on `allow`).
   #reason: DecisionReason = 'allowed';
 
-  constructor(options: RateLimiterOptions) {
+  constructor(options: RateLimiterOptions);
+  /** @internal `attach`'s way in (see AttachRequest). */
+  constructor(options: RateLimiterOptions | AttachRequest<RateLimiterHandle>);
+  constructor(options: RateLimiterOptions | AttachRequest<RateLimiterHandle>) {
     if (options instanceof AttachRequest) {
-      const { handle, clock } = options;
-      this.#setup(handle.table, clock, options.cacheSize, handle.clock, null);
+      this.#setup(TableSite.attached(options, 'RateLimiter'), options.cacheSize, null);
       return;
     }
-    if (options === null || typeof options !== 'object') {
-      throw new TypeError(`options must be an object like { limit, maxKeys }, got ${describe(options)}`);
-    }
-    checkNames(options, OPTION_NAMES, 'options', 'RateLimiter option');
+    checkOptionsObject(options, OPTION_NAMES, 'RateLimiter', '{ limit, maxKeys }');
     const config = parseConfig(options);
-    const { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock, cacheSize, slotsPerKey } = parseTableOptions(options);
+    const t = parseTableOptions(options);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
     const compiled = compileConfig(config);
@@ -115,45 +95,36 @@ export class RateLimiter {
     const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words;
     const globalWords = compiled.global?.words ?? 0;
     const align8 = wide || compiled.key.align8 || compiled.global?.align8 === true;
-    const buffer = allocateTable({ maxKeys, maxKeyBytes, hashSeed, forcedHash, claimTimeoutMs, stateWords, globalWords, align8, tableClass: 'RateLimiter', slotsPerKey });
+    const buffer = createTable(t, { stateWords, globalWords, align8, tableClass: 'RateLimiter' });
     const w = new Int32Array(buffer);
     writeConfig(w, config, compiled);
-    w[H_ON_FULL] = onFull === 'allow' ? 1 : 0;
-    w[H_CLOCK_KIND] = clockKind(clock);
     w[H_FORCE_LOCKED] = engineChoice.forceLocked ? 1 : 0;
-    this.#setup(buffer, clock, cacheSize, clockBuffer(clock), config);
+    this.#setup(TableSite.created(buffer, 'RateLimiter', t.clock), t.cacheSize, config);
   }
 
-  #setup(
-    buffer: SharedArrayBuffer, clock: Clock | undefined, cacheSize: number | undefined,
-    clockBuffer: SharedArrayBuffer | null, fresh: LimiterConfig | null,
-  ): void {
-    const w = checkTableBuffer(buffer, 'RateLimiter');
-    this.#clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, 'RateLimiter');
-    this.#clockBuffer = clockBuffer;
+  #setup(site: TableSite, cacheSize: number | undefined, fresh: LimiterConfig | null): void {
+    this.#site = site;
+    const w = site.words;
+    this.#clock = site.clock;
     const config = fresh ?? readConfig(w);
     const compiled = compileConfig(config);
     this.algorithm = config.algorithm;
     this.limits = Object.freeze(config.limits.map((l) => Object.freeze({ ...l })));
     this.limit = this.limits[0] as Readonly<Required<Limit>>;
     this.globalLimit = config.globalLimit === null ? null : Object.freeze({ ...config.globalLimit });
-    this.#allowWhenFull = w[H_ON_FULL] === 1;
     if (compiled.fast) {
       this.#p = compiled.fast;
-      const one = compiled.fast.width === 64 ? new WideGcra(w, compiled.fast, this.#clock, stateOffsetOf(w)) : new Gcra32(w, compiled.fast, this.#clock);
+      const one = compiled.fast.width === 64 ? new WideGcra(w, compiled.fast, this.#clock, site.stateOffset) : new Gcra32(w, compiled.fast, this.#clock);
       this.#one = one;
-      this.#table = new SlotTable(buffer, one.slotState());
+      site.open(one.slotState(), cacheSize);
     } else {
-      // Atomics.add: each instance gets its own owner id for its lock tokens.
-      const owner = Atomics.add(w, H_OWNER_SEQ, 1);
+      const owner = site.newOwner();
       const now = (): Moment => this.#now();
-      const stateOffset = stateOffsetOf(w);
-      const claimTimeoutMs = w[H_CLAIM_TIMEOUT_MS] as number;
       // Every limit commits in one compareExchange: no lock. A sliding log keeps one.
       const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false && w[H_FORCE_LOCKED] !== 1;
-      this.#table = new SlotTable(buffer, lockFree
-        ? LockFreeEngine.slotState(compiled.key, stateOffset, owner, claimTimeoutMs, now)
-        : LockedEngine.slotState(compiled.key, stateOffset, owner, claimTimeoutMs, now));
+      site.open(lockFree
+        ? LockFreeEngine.slotState(compiled.key, site.stateOffset, owner, site.claimTimeoutMs, now)
+        : LockedEngine.slotState(compiled.key, site.stateOffset, owner, site.claimTimeoutMs, now), cacheSize);
       const globalBase = w[H_GLOBAL_BASE] as number;
       const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
       const global = compiled.global === null ? null : { group: compiled.global, area };
@@ -161,10 +132,9 @@ export class RateLimiter {
       const clock = (): number => this.#clock.now();
       this.#engine = lockFree
         ? new LockFreeEngine(w, compiled.key, global, clock)
-        : new LockedEngine(w, compiled.key, global, owner, claimTimeoutMs, clock);
+        : new LockedEngine(w, compiled.key, global, owner, site.claimTimeoutMs, clock);
     }
-    this.#words = this.#table.words;
-    this.#index = new SlotIndex(this.#table, cacheSize ?? DEFAULT_CACHE_SIZE);
+    this.#index = site.index;
   }
 
   /** One clock reading for a locked decision (reuses one object: no allocation per call). */
@@ -181,19 +151,12 @@ export class RateLimiter {
    * Thread-safety: call it on the thread that will use the result.
    */
   static attach(handle: RateLimiterHandle, options?: AttachOptions): RateLimiter {
-    if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
-      throw new TypeError(`handle must be a RateLimiter handle ({ table: SharedArrayBuffer, ... }), got ${describe(handle)}`);
-    }
-    if (handle.kind !== undefined && handle.kind !== 'sluice.RateLimiter') {
-      throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a RateLimiter's: attach it with that class`);
-    }
-    const { clock, cacheSize } = checkAttachOptions(options);
-    return new RateLimiter(new AttachRequest<RateLimiterHandle>(handle, clock, cacheSize) as unknown as RateLimiterOptions);
+    return new RateLimiter(attachRequest(handle, options, 'RateLimiter'));
   }
 
   /** The structured-cloneable handle: pass it in `workerData`, `postMessage` or a piscina task. */
   get handle(): RateLimiterHandle {
-    return { kind: 'sluice.RateLimiter', table: this.#words.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+    return this.#site.handle('sluice.RateLimiter');
   }
 
   /**
@@ -263,7 +226,7 @@ export class RateLimiter {
 
   /** A reservation for a key the full table has no slot for: onFull says (TableFullError). */
   #noSlot(key: string, cost: number): Reservation {
-    if (!this.#allowWhenFull) throw new TableFullError(key);
+    if (!this.#site.allowWhenFull) throw new TableFullError(key);
     return unheldReservation(key, cost, this.#clock.now());
   }
 
@@ -275,7 +238,7 @@ export class RateLimiter {
   /** The reservation over several limits, windows, or a global cap: the same contract as `reserve`. */
   #reserveLimits(key: string, cost: number, maxWaitMs: number): Reservation {
     const engine = this.#engine as LockFreeEngine;
-    const stateOffset = this.#table.stateOffset;
+    const stateOffset = this.#site.stateOffset;
     const slots = new Int32Array(2 * (this.limits.length + (this.globalLimit ? 1 : 0)));
     let entry = this.#index.cached(key) ?? this.#index.locate(key);
     for (;;) {
@@ -340,14 +303,13 @@ export class RateLimiter {
 
   /** Reclaims the slots of idle keys (state equal to a fresh key's); returns how many. */
   sweep(): number {
-    this.#index.clear();
-    return this.#table.sweep();
+    return this.#site.sweep();
   }
 
   /** Counts live keys and capacity. O(capacity): for monitoring, not for every request. */
   stats(): RateLimiterStats {
     const retries = (this.#engine?.retries ?? 0) + (this.#one?.retries ?? 0);
-    return { ...this.#table.report(retries), width: this.width };
+    return { ...this.#site.report(retries), width: this.width };
   }
 
   /**
@@ -370,8 +332,7 @@ export class RateLimiter {
 
   /** Drops `key`'s cached slot and finds it again (undefined: the table is full). */
   #relocate(key: string): SlotRef | undefined {
-    this.#index.forget(key);
-    return this.#index.locate(key);
+    return this.#site.findAgain(key);
   }
 
   /** The one-limit GCRA path, at either width (gcra-32.ts, gcra-wide.ts). */
@@ -393,7 +354,7 @@ export class RateLimiter {
   /** Several limits, the window and log algorithms, or a global cap (lockfree-engine.ts, locked-engine.ts). */
   #decideLimits(key: string, cost: number, found: SlotRef): boolean {
     const engine = this.#engine as LockedEngine | LockFreeEngine;
-    const stateOffset = this.#table.stateOffset;
+    const stateOffset = this.#site.stateOffset;
     for (let entry = found; ;) {
       // The lock-free engine takes the cached slot reference itself (it keeps a per-thread bound in it).
       const stateBase = entry.base + stateOffset;
@@ -410,7 +371,7 @@ export class RateLimiter {
 
   #full(): boolean {
     this.#reason = 'table-full';
-    return this.#allowWhenFull;
+    return this.#site.allowWhenFull;
   }
 
 }

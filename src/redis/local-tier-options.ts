@@ -1,12 +1,8 @@
-import { resolveClock, type Clock } from '../time/clock.js';
+import type { Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
-import { H_CLOCK_KIND } from '../table/layout.js';
-import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
-import { checkTableBuffer } from '../table/table.js';
-import { parseTableOptions, type TableOptions } from '../config/table-options.js';
-import type { RateLimiterStats } from '../config/types.js';
-import { checkNames } from '../config/option-names.js';
-import { checkAttachOptions } from '../config/table-options.js';
+import { parseTableOptions, type TableOptions } from '../table/table-options.js';
+import type { RateLimiterStats } from '../rate/types.js';
+import { checkOptionsObject } from '../table/table-site.js';
 
 /**
  * The local tier's options, handle and stats, and the checks of its arguments: each throws
@@ -60,7 +56,6 @@ export interface LocalTierStats extends Omit<RateLimiterStats, 'casRetries'> {
 /** A refill an instance holds: where its word is and the token it wrote there. */
 export interface RefillToken { at: number; hi: number; lo: number }
 
-export const KIND = 'sluice.LocalTier';
 const OPTION_NAMES = ['maxKeys', 'maxKeyBytes', 'leaseMs', 'refillTimeoutMs', 'clock', 'claimTimeoutMs', 'hashSeed', 'cacheSize', 'forceHash', 'slotsPerKey'];
 
 export function badNumber(name: string, value: unknown): Error {
@@ -76,21 +71,10 @@ export function checkFinite(name: string, value: unknown): void {
 
 /** `create`'s options, checked: the table's, the lease and the refill timeout. */
 export function parseTierOptions(options: LocalTierOptions): TableOptions & { leaseMs: number; refillTimeoutMs: number } {
-  if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
-  checkNames(options, OPTION_NAMES, 'options', 'LocalTier option');
+  checkOptionsObject(options, OPTION_NAMES, 'LocalTier', '{ maxKeys, leaseMs }');
   const table = parseTableOptions({ ...options, maxKeys: options.maxKeys ?? 10_000 });
   const leaseMs = integerInRange('options.leaseMs', options.leaseMs ?? 1000, 1, 2 ** 30);
   const refillTimeoutMs = integerInRange('options.refillTimeoutMs', options.refillTimeoutMs ?? 1000, 1, 2 ** 30);
   return { ...table, leaseMs, refillTimeoutMs };
 }
 
-/** `attach`'s arguments, checked: the clock to use and the per-thread cache size. */
-export function parseAttach(handle: LocalTierHandle, options: { clock?: Clock; cacheSize?: number } | undefined): { clock: Clock; cacheSize: number } {
-  if (handle === null || typeof handle !== 'object' || handle.kind !== KIND || !(handle.table instanceof SharedArrayBuffer)) {
-    throw new TypeError(`handle must be a LocalTier handle ({ kind: '${KIND}', table, clock }), got ${describe(handle)}`);
-  }
-  const w = checkTableBuffer(handle.table, 'LocalTier');
-  const { clock: given, cacheSize } = checkAttachOptions(options);
-  const clock = resolveClock(w[H_CLOCK_KIND], given, handle.clock, 'LocalTier');
-  return { clock, cacheSize: cacheSize ?? DEFAULT_CACHE_SIZE };
-}

@@ -1,11 +1,14 @@
-import { clockBuffer, clockKind, type Clock } from '../time/clock.js';
+import type { Clock } from '../time/clock.js';
 import { describe, integerInRange, isWellFormed } from '../config/check.js';
 import { cas64 } from '../math/word64.js';
-import { H_ALGORITHM, H_CLOCK_KIND, H_MAX_KEYS, H_OWNER_SEQ, S_CTRL } from '../table/layout.js';
+import { H_ALGORITHM, H_MAX_KEYS, S_CTRL } from '../table/layout.js';
 import { SlotRef } from '../table/slot-index.js';
-import { allocateTable, NOT_IDLE, SlotTable, stateOffsetOf } from '../table/table.js';
+import { NOT_IDLE, SlotTable } from '../table/table.js';
+import { attachRequest, createTable, TableSite } from '../table/table-site.js';
+import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
+import type { AttachOptions } from '../table/table-options.js';
 import {
-  badNumber, checkFinite, KIND, parseAttach, parseTierOptions, type LocalTierHandle, type LocalTierOptions, type LocalTierStats,
+  badNumber, checkFinite, parseTierOptions, type LocalTierHandle, type LocalTierOptions, type LocalTierStats,
   type RefillToken,
 } from './local-tier-options.js';
 import {
@@ -57,9 +60,9 @@ const CONSTRUCT = Symbol('LocalTier');
  */
 export class LocalTier {
   readonly #table: SlotTable;
+  readonly #site: TableSite;
   readonly #w: Int32Array;
   readonly #clock: Clock;
-  readonly #clockBuffer: SharedArrayBuffer | null;
   /** Offset of a slot's state words (refusal, lease, refill) from its base. */
   readonly #so: number;
   readonly #leaseMs: number;
@@ -78,47 +81,44 @@ export class LocalTier {
   #casLosses = 0;
   #lateSpends = 0;
 
-  private constructor(token: symbol, buffer: SharedArrayBuffer, clock: Clock, clockBuffer: SharedArrayBuffer | null, cacheSize: number) {
+  private constructor(token: symbol, site: TableSite, cacheSize: number | undefined) {
     if (token !== CONSTRUCT) throw new TypeError('use LocalTier.create(options) or LocalTier.attach(handle)');
-    const w = new Int32Array(buffer);
+    const w = site.words;
+    this.#site = site;
     this.#w = w;
-    this.#clock = clock;
-    this.#clockBuffer = clockBuffer;
-    this.#so = stateOffsetOf(w);
+    this.#clock = site.clock;
+    this.#so = site.stateOffset;
     this.#leaseMs = w[T_LEASE_MS] as number;
     this.#refillTimeoutMs = w[T_REFILL_TIMEOUT_MS] as number;
-    this.#cacheSize = cacheSize;
-    this.#table = new SlotTable(buffer, tierSlotState(this.#so, this.#leaseMs, clock));
-    // Atomics.add: each instance gets its own owner id for its refill stamps (1 to 2^20 - 1).
-    this.#owner = (Atomics.add(w, H_OWNER_SEQ, 1) % FIELD_MASK) + 1;
+    this.#cacheSize = cacheSize ?? DEFAULT_CACHE_SIZE;
+    // Its own key cache (with absent keys, see #cache), not the site's SlotIndex.
+    this.#table = new SlotTable(w.buffer as SharedArrayBuffer, tierSlotState(this.#so, this.#leaseMs, this.#clock));
+    // Each instance gets its own owner id for its refill stamps (1 to 2^20 - 1).
+    this.#owner = (site.newOwner() % FIELD_MASK) + 1;
   }
 
   /** Makes a tier. Throws `TypeError`/`RangeError` naming a bad option. */
   static create(options: LocalTierOptions = {}): LocalTier {
     const o = parseTierOptions(options);
-    const buffer = allocateTable({
-      maxKeys: o.maxKeys, maxKeyBytes: o.maxKeyBytes, hashSeed: o.hashSeed, forcedHash: o.forcedHash,
-      claimTimeoutMs: o.claimTimeoutMs, stateWords: STATE_WORDS, globalWords: 0, align8: true, tableClass: 'LocalTier', slotsPerKey: o.slotsPerKey,
-    });
+    const buffer = createTable(o, { stateWords: STATE_WORDS, globalWords: 0, align8: true, tableClass: 'LocalTier' });
     const w = new Int32Array(buffer);
     // Not shared yet: plain writes. clearAt and the all-keys refusal start at zero (nothing
     // cleared, nothing refused).
     w[H_ALGORITHM] = LOCAL_TIER_TABLE;
-    w[H_CLOCK_KIND] = clockKind(o.clock);
     w[T_LEASE_MS] = o.leaseMs;
     w[T_REFILL_TIMEOUT_MS] = o.refillTimeoutMs;
-    return new LocalTier(CONSTRUCT, buffer, o.clock, clockBuffer(o.clock), o.cacheSize);
+    return new LocalTier(CONSTRUCT, TableSite.created(buffer, 'LocalTier', o.clock), o.cacheSize);
   }
 
   /** The same tier, for this thread. Throws `TypeError` for anything but a LocalTier handle. */
-  static attach(handle: LocalTierHandle, options?: { clock?: Clock; cacheSize?: number }): LocalTier {
-    const { clock, cacheSize } = parseAttach(handle, options);
-    return new LocalTier(CONSTRUCT, handle.table, clock, handle.clock, cacheSize);
+  static attach(handle: LocalTierHandle, options?: AttachOptions): LocalTier {
+    const request = attachRequest(handle, options, 'LocalTier');
+    return new LocalTier(CONSTRUCT, TableSite.attached(request, 'LocalTier'), request.cacheSize);
   }
 
   /** The structured-cloneable handle (workerData, postMessage). */
   get handle(): LocalTierHandle {
-    return { kind: KIND, table: this.#w.buffer as SharedArrayBuffer, clock: this.#clockBuffer };
+    return this.#site.handle('sluice.LocalTier');
   }
 
   /** The tier's lease duration, in ms. */

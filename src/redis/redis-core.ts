@@ -1,5 +1,5 @@
 import { describe, positiveFinite } from '../config/check.js';
-import type { Decision, DecisionReason } from '../config/types.js';
+import type { Decision, DecisionReason } from '../rate/types.js';
 import { redisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
 import { LocalTier } from './local-tier.js';

@@ -1,7 +1,7 @@
 import { describe, integerInRange } from '../config/check.js';
 import type { Limit } from '../config/limit.js';
-import { DEFAULT_MAX_LOG_SIZE } from '../config/limiter-config.js';
-import type { Decision } from '../config/types.js';
+import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
+import type { Decision } from '../rate/types.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type CompiledRules, type PolicyRule } from '../policy/rules.js';
 import { monotonicClock } from '../time/clock.js';

@@ -309,7 +309,9 @@ describe('handle and attach()', () => {
     expect(() => ConcurrencyLimiter.attach(null as never)).toThrow(/handle must be a ConcurrencyLimiter handle/);
     expect(() => ConcurrencyLimiter.attach(limiter.handle, { cacheSize: -1 })).toThrow(RangeError);
     const rate = new RateLimiter({ limit: perSecond(5), maxKeys: 4 });
-    expect(() => ConcurrencyLimiter.attach(rate.handle as never)).toThrow(/made by a RateLimiter, not a ConcurrencyLimiter/);
+    // Every class checks a handle the same way: its kind first, then (a kind lost on the way) its table.
+    expect(() => ConcurrencyLimiter.attach(rate.handle as never)).toThrow(/handle is a "sluice.RateLimiter" handle, not a ConcurrencyLimiter's/);
+    expect(() => ConcurrencyLimiter.attach({ ...rate.handle, kind: undefined } as never)).toThrow(/made by a RateLimiter, not a ConcurrencyLimiter/);
     expect(() => RateLimiter.attach(limiter.handle as never, { clock })).toThrow(TypeError);
   });
 });

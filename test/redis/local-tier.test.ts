@@ -208,7 +208,7 @@ describe('refusal cache', () => {
     expect(() => LocalTier.attach({} as never)).toThrow(TypeError);
     expect(() => LocalTier.attach(null as never)).toThrow(TypeError);
     const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 4 });
-    expect(() => LocalTier.attach(limiter.handle as never)).toThrow(/LocalTier handle/);
+    expect(() => LocalTier.attach(limiter.handle as never)).toThrow(/handle is a "sluice.RateLimiter" handle, not a LocalTier's/);
     expect(() => LocalTier.attach({ ...tier.handle, table: limiter.handle.table })).toThrow(/made by a RateLimiter, not a LocalTier/);
     expect(() => RateLimiter.attach(tier.handle as never)).toThrow(TypeError);
     expect(() => new (LocalTier as unknown as new () => LocalTier)()).toThrow(/LocalTier.create/);

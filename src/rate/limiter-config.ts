@@ -1,8 +1,8 @@
 import { ALGORITHMS, checkAlgorithm, compileLimit, type AlgorithmName } from '../algorithms/index.js';
-import { describe, integerInRange } from './check.js';
+import { describe, integerInRange } from '../config/check.js';
 import { gcraParams, type GcraParams } from '../math/gcra.js';
-import { validateLimit, type Limit } from './limit.js';
-import { group, type LimitGroup } from '../rate/limit-set.js';
+import { validateLimit, type Limit } from '../config/limit.js';
+import { group, type LimitGroup } from './limit-set.js';
 import {
   H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDTH, MAX_LIMITS,
 } from '../table/layout.js';

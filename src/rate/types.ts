@@ -1,6 +1,6 @@
 import type { AlgorithmName } from '../algorithms/index.js';
 import type { Clock } from '../time/clock.js';
-import type { Limit } from './limit.js';
+import type { Limit } from '../config/limit.js';
 
 /**
  * The shapes a RateLimiter takes and gives: options, decisions, handles, stats. Shared by the
@@ -90,14 +90,6 @@ export interface RateLimiterOptions {
   hashSeed?: number;
   /** Testing only: every key hashes to this value, so all keys collide. */
   forceHash?: number;
-}
-
-/** Options for `RateLimiter.attach`. */
-export interface AttachOptions {
-  /** Required when the limiter was created with a custom clock (functions cannot be cloned). */
-  clock?: Clock;
-  /** Per-thread key cache size, as in `RateLimiterOptions`. */
-  cacheSize?: number;
 }
 
 /** A structured-cloneable reference to a limiter's shared memory. */

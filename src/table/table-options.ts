@@ -1,8 +1,8 @@
 import { monotonicClock, type Clock } from '../time/clock.js';
-import { describe, integerInRange } from './check.js';
-import { checkNames } from './option-names.js';
-import { MAX_SLOTS_PER_KEY, MIN_SLOTS_PER_KEY, SLOTS_PER_KEY } from '../table/layout.js';
-import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
+import { describe, integerInRange } from '../config/check.js';
+import { checkNames } from '../config/option-names.js';
+import { MAX_SLOTS_PER_KEY, MIN_SLOTS_PER_KEY, SLOTS_PER_KEY } from './layout.js';
+import { DEFAULT_CACHE_SIZE } from './slot-index.js';
 
 /**
  * The options every limiter class shares (the table, the clock, the per-thread cache), checked
@@ -20,6 +20,14 @@ export interface TableOptions {
   clock: Clock;
   cacheSize: number;
   slotsPerKey: number;
+}
+
+/** Options for every class's `attach`. */
+export interface AttachOptions {
+  /** Required when the limiter was created with a custom clock (functions cannot be cloned). */
+  clock?: Clock;
+  /** Per-thread key cache size, as in `RateLimiterOptions`. */
+  cacheSize?: number;
 }
 
 /** Most keys a table may be sized for. */
@@ -73,12 +81,12 @@ export function checkClock(clock: unknown, name = 'options.clock'): Clock {
  * Checks the options of every class's `attach`: undefined or an object of known names, `clock`
  * a clock (read once, see checkClock), `cacheSize` an integer from 0 to 2^24.
  */
-export function checkAttachOptions(options: unknown): { clock?: Clock; cacheSize?: number } {
+export function checkAttachOptions(options: unknown): AttachOptions {
   if (options === undefined) return {};
   if (options === null || typeof options !== 'object') throw new TypeError(`attach() options must be an object like { clock, cacheSize }, got ${describe(options)}`);
   checkNames(options, ['clock', 'cacheSize'], 'options', 'attach() option');
   const { clock, cacheSize } = options as { clock?: unknown; cacheSize?: unknown };
   if (clock !== undefined) checkClock(clock);
   if (cacheSize !== undefined) integerInRange('options.cacheSize', cacheSize, 0, 2 ** 24);
-  return options as { clock?: Clock; cacheSize?: number };
+  return options as AttachOptions;
 }
