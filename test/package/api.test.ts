@@ -1,6 +1,7 @@
 // The published API, name by name and type by type, against test/package/__snapshots__/api.txt: a new
 // export, a changed signature or an internal that leaks into the package's types shows up here
 // as a diff to review (`vitest -u` accepts it).
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
@@ -80,4 +81,15 @@ describe('the published API', () => {
     const text = ENTRY_POINTS.map((file) => [`# ${file}`, ...surface(program, file)].join('\n')).join('\n\n').replaceAll(root, './');
     await expect(`${text}\n`).toMatchFileSnapshot('./__snapshots__/api.txt');
   }, 60_000);
+
+  it('ships no internal in the built types: attach()\'s way into a constructor is stripped', () => {
+    // npm test builds first; the snapshot above reads the sources, this the .d.ts users get.
+    const dist = new URL('../../dist/', import.meta.url);
+    const files = ['rate/rate-limiter.d.ts', 'policy/policy-limiter.d.ts', 'concurrency/concurrency-limiter.d.ts'];
+    for (const file of files) {
+      const text = readFileSync(new URL(file, dist), 'utf8');
+      expect(text.match(/constructor\(/g), file).toHaveLength(1);
+      expect(text, file).not.toContain('AttachRequest');
+    }
+  });
 });
