@@ -8,9 +8,9 @@ import {
   now32At, ticksAt, ticksToMs, writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
 import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
-import { S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import { S_LAST_SEC } from '../table/layout.js';
 import type { SlotRef } from '../table/slot-index.js';
-import { GONE, lock, unlock } from '../table/slot-lock.js';
+import { RELOCATE, underKeyLock, type LockedDecision } from '../table/slot-lock.js';
 import { parseTableOptions } from '../table/table-options.js';
 import { AttachRequest, attachRequest, checkOptionsObject, checkRequest, createTable, TableSite } from '../table/table-site.js';
 import { namesOf } from '../config/option-names.js';
@@ -71,8 +71,6 @@ export interface ConcurrencyLimiterStats extends RateLimiterStats {
   placesHeld: number;
 }
 
-const DONE = 0;
-const RELOCATE = 1;
 
 /**
  * A concurrency limiter whose per-key state lives in shared memory: at most `maxInFlight` places
@@ -95,7 +93,12 @@ export class ConcurrencyLimiter {
   #seen!: Int32Array; //   places as read under the lock
   #aheads!: Int32Array; // ticks until each held place frees
   #taken!: Int32Array; //  places this acquire took
-  #retries = 0;
+  // The request of the decision in progress, for the locked step (no closure per call).
+  #at = 0;
+  #lastSecAt = 0;
+  #cost = 0;
+  /** This limiter's side of the locked protocol (table/slot-lock.ts): made once. */
+  readonly #step: LockedDecision;
   // Results of the last #decideLocked, read by tryAcquire.
   #reason: LeaseDecision['reason'] = 'allowed';
   #held = 0;
@@ -109,6 +112,15 @@ export class ConcurrencyLimiter {
   /** @internal `attach`'s way in (see AttachRequest). */
   constructor(options: ConcurrencyLimiterOptions | AttachRequest<ConcurrencyLimiterHandle>);
   constructor(options: ConcurrencyLimiterOptions | AttachRequest<ConcurrencyLimiterHandle>) {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the step's getter reads this limiter
+    const limiter = this;
+    this.#step = {
+      retries: 0,
+      decide: () => this.#decideLocked(this.#at, this.#lastSecAt, this.#cost),
+      get spent() { return limiter.#reason === 'allowed' && limiter.#cost > 0; },
+      // The places went with a reclaim: free them (a new key's stamps never equal ours).
+      lost: () => this.#giveBack(this.#at, this.#cost),
+    };
     if (options instanceof AttachRequest) {
       this.#setup(TableSite.attached(options, 'ConcurrencyLimiter'), options.cacheSize);
       return;
@@ -131,7 +143,7 @@ export class ConcurrencyLimiter {
     this.#clock = site.clock;
     this.#p = p;
     this.#owner = site.newOwner();
-    site.open(leaseSlotState(p, site.stateOffset, this.#owner, this.#clock), cacheSize);
+    site.open(leaseSlotState(p, site.stateOffset, this.#owner, site.claimTimeoutMs, this.#clock), cacheSize);
     this.#words = site.words;
     this.#lease = { words: this.#words, clock: this.#clock, p, stateOffset: site.stateOffset };
     this.#seen = new Int32Array(p.maxInFlight);
@@ -199,32 +211,17 @@ export class ConcurrencyLimiter {
   /** Counts keys, slots and held places. O(capacity * maxInFlight): for monitoring only. */
   stats(): ConcurrencyLimiterStats {
     return {
-      ...this.#site.report(this.#retries),
+      ...this.#site.report(this.#step.retries),
       placesHeld: placesHeldIn(this.#site.table, this.#site.stateOffset, this.#clock.now(), this.#p),
     };
   }
 
-  /** Locks the key at `slot` and decides; DONE, or RELOCATE when the slot no longer holds it. */
+  /** Locks the key at `slot` and decides (table/slot-lock.ts); DONE, or RELOCATE when the slot no longer holds it. */
   #decide(slot: SlotRef, cost: number): number {
-    const w = this.#words;
-    const lockAt = slot.base + S_TAT;
-    for (;;) {
-      const token = lock(w, lockAt, this.#owner, this.#site.claimTimeoutMs);
-      if (token === GONE) return RELOCATE;
-      // Atomics.load of ctrl after taking the lock: a reclaim needs this lock, so while we hold
-      // it an unchanged ctrl means the slot still holds our key.
-      if (Atomics.load(w, slot.base + S_CTRL) !== slot.ctrl) {
-        unlock(w, lockAt, token);
-        return RELOCATE;
-      }
-      const at = slot.base + this.#site.stateOffset;
-      const done = this.#decideLocked(at, slot.base + S_LAST_SEC, cost);
-      if (unlock(w, lockAt, token) && done) return DONE;
-      // Our lock was taken over (this thread stalled past claimTimeoutMs) or a place changed
-      // under us: the decision is void. Hand back what it took and decide again.
-      if (done && this.#reason === 'allowed') this.#giveBack(at, cost);
-      this.#retries++;
-    }
+    this.#at = slot.base + this.#site.stateOffset;
+    this.#lastSecAt = slot.base + S_LAST_SEC;
+    this.#cost = cost;
+    return underKeyLock(this.#words, slot.base, slot.ctrl, this.#owner, this.#site.claimTimeoutMs, this.#step);
   }
 
   /**

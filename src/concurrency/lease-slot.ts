@@ -6,8 +6,8 @@ import {
   DEAD, H_ALGORITHM, H_BURST, H_LIMITS_BYTE, H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, LIVE, S_CTRL,
   S_LAST_SEC, S_TAT,
 } from '../table/layout.js';
-import { FREE, tryLock, unlock } from '../table/slot-lock.js';
-import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState, type SlotTable } from '../table/table.js';
+import { FREE, retireLocked } from '../table/slot-lock.js';
+import type { SlotState, SlotTable } from '../table/table.js';
 
 /**
  * A concurrency limiter's view of a slot: its parameters in the table header, the meaning of its
@@ -175,12 +175,12 @@ export function placesHeldIn(table: SlotTable, stateOffset: number, nowMs: numbe
 
 /**
  * The table hooks: a fresh slot has every place free; a key is idle (reclaimable) when it holds
- * no place. The reclaim takes the key lock (only if free right now) and returns its token as the
- * word the table turns into DEAD, so no acquire can run between the idle check and the reclaim.
+ * no place, judged under the key lock (`retireLocked`: taken only if free, or from a holder dead
+ * or stalled for `stealAfterMs`), so no acquire can run between the idle check and the reclaim.
  * A reclaimed key's stamps all lie at or before now, and the slot's next key stamps now + lease
  * or later, so a late `release` (compareExchange from its own stamp) cannot hit the new key.
  */
-export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: number, clock: Clock): SlotState {
+export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: number, stealAfterMs: number, clock: Clock): SlotState {
   return {
     initSlot(w, base) {
       // Stores while the slot is BUSY: nobody reads its state before the publishing
@@ -193,15 +193,8 @@ export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: numbe
       return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
     },
     retire(w, base) {
-      // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
-      if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
-      const token = tryLock(w, base + S_TAT, owner);
-      if (token === FREE) return NOT_IDLE;
       // The clock after the lock: later than every acquire's reading, so stamps decode exactly.
-      // compareExchange from our own token to DEAD: no acquire can run between check and reclaim.
-      if (countHeld(w, base, stateOffset, clock.now(), p) === 0 && Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token) return RETIRED;
-      unlock(w, base + S_TAT, token);
-      return NOT_IDLE;
+      return retireLocked(w, base, owner, stealAfterMs, () => countHeld(w, base, stateOffset, clock.now(), p) === 0);
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { Moment } from '../algorithms/index.js';
+import { swap } from '../algorithms/types.js';
 import { isStale, secondsAt } from '../time/stamps.js';
 import { carryDebt } from '../algorithms/gcra.js';
 import { cas64 } from '../math/word64.js';
@@ -15,8 +16,8 @@ import { TableFullError } from '../errors.js';
 import { namesOf } from '../config/option-names.js';
 import type { AttachOptions } from '../table/table-options.js';
 import { DEAD, H_MAX_LOG_SIZE, H_STATE_WORDS, S_LAST_SEC, S_TAT } from '../table/layout.js';
-import { tryLock, unlock } from '../table/slot-lock.js';
-import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
+import { retireLocked } from '../table/slot-lock.js';
+import type { SlotState } from '../table/table.js';
 import { parseTableOptions } from '../table/table-options.js';
 import { AttachRequest, attachRequest, checkOptionsObject, createTable, TableSite } from '../table/table-site.js';
 
@@ -361,7 +362,7 @@ export class PolicyLimiter {
     if (stored === rule.shape && ticksMatch(w, at, rule)) {
       // The same state under the same or newer rules: record the newer version, so that threads
       // still holding older rules catch up before they decide.
-      return storedVersion === this.#version || cas(w, versionAt, storedVersion, this.#version);
+      return storedVersion === this.#version || swap(w, versionAt, storedVersion, this.#version);
     }
     const g = rule.limits;
     const oldCount = gcraCount(stored);
@@ -376,7 +377,7 @@ export class PolicyLimiter {
     }
     // The version, then the shape word last, each from the value read above: a holder whose lock
     // was taken over fails here once another holder has moved the key on.
-    return cas(w, versionAt, storedVersion, this.#version) && cas(w, at, stored, rule.shape);
+    return swap(w, versionAt, storedVersion, this.#version) && swap(w, at, stored, rule.shape);
   }
 
   /**
@@ -402,7 +403,7 @@ export class PolicyLimiter {
         j = 2;
       }
       for (; j < a.stateWords; j++) {
-        if (!cas(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
+        if (!swap(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
       }
     }
     return true;
@@ -421,30 +422,19 @@ export class PolicyLimiter {
       isDead: (w, base) => {
         return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
       },
-      retire: (w, base) => {
-        // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
-        if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
-        const token = tryLock(w, base + S_TAT, this.#owner, this.#site.claimTimeoutMs); // a dead holder's lock is taken over
-        // Atomics.load after the failed try: a reclaim that wrote DEAD since the check above (and
-        // may have stopped there) is finished by the table now rather than left for a later sweep.
-        if (token === 0) return Atomics.load(w, base + S_TAT) === DEAD ? ALREADY_DEAD : NOT_IDLE;
+      retire: (w, base) => retireLocked(w, base, this.#owner, this.#site.claimTimeoutMs, () => {
         const at = base + this.#stateOffset;
+        // Atomics.load under the key's lock: the shape word is written only under it.
         const shape = Atomics.load(w, at);
-        let idle = shape === NO_SHAPE;
-        // The current rule of that shape whose ticks the state records; a state of no current rule
-        // is not judged (kept until its next request moves it over).
+        if (shape === NO_SHAPE) return true;
+        // The current rule of that shape whose ticks the state records. A state of no current
+        // rule is not judged: it is kept until its next request moves it over.
         const rule = this.#compiled.byShape.get(shape)?.find((r) => ticksMatch(w, at, r));
-        if (rule !== undefined) {
-          const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock: never later than the reading
-          const m = this.#now();
-          idle = rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
-        }
-        // A key under a rule that no longer exists is kept until its next request moves it over.
-        // compareExchange from our own token to DEAD: no decision runs between check and reclaim.
-        if (idle && Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token) return RETIRED;
-        unlock(w, base + S_TAT, token);
-        return NOT_IDLE;
-      },
+        if (rule === undefined) return false;
+        const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock: never later than the reading
+        const m = this.#now();
+        return rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+      }),
     };
   }
 }
@@ -463,11 +453,6 @@ function ticksMatch(w: Int32Array, at: number, rule: CompiledRule): boolean {
   return true;
 }
 
-/** Writes `next` at `i` only if it still holds `prev`. */
-function cas(w: Int32Array, i: number, prev: number, next: number): boolean {
-  // compareExchange, not store: a holder whose lock was taken over cannot overwrite newer state.
-  return Atomics.compareExchange(w, i, prev, next) === prev;
-}
 
 /** The number of limits of a GCRA shape (see rules.ts `shapeOf`), or null for other shapes. */
 function gcraCount(shape: number): number | null {

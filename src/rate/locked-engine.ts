@@ -1,16 +1,13 @@
 import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
 import { isStale, secondsAt } from '../time/stamps.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
-import { GONE, lock, tryLock, unlock } from '../table/slot-lock.js';
-import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
-import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
+import { lock, retireLocked, underKeyLock, unlock, type LockedDecision } from '../table/slot-lock.js';
+import { DEAD, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import type { SlotState } from '../table/table.js';
 
 export { group, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 
-/** The decision finished. */
-export const DONE = 0;
-/** The slot no longer holds the key (reclaimed or reused): look it up again and retry. */
-export const RELOCATE = 1;
+export { DONE, RELOCATE } from '../table/slot-lock.js';
 
 /**
  * Decisions for keys whose state spans several words (several limits, window and log
@@ -40,7 +37,12 @@ export class LockedEngine {
   readonly limitResetMs: Float64Array;
   /** Whether the current decision committed a spend. */
   #spent = false;
-  #retries = 0;
+  // The inputs of the decision in progress, for #run (no closure per call).
+  #cost = 0;
+  #limits!: LimitGroup;
+  #prepare: ((w: Int32Array, m: Moment) => boolean) | undefined;
+  /** This engine's side of the locked protocol (table/slot-lock.ts): made once. */
+  readonly #step: LockedDecision;
   /** The tokens of the locks the current decision took (the key's, the global cap's). */
   #keyToken = 0;
   #globalToken = 0;
@@ -66,6 +68,18 @@ export class LockedEngine {
     this.#globalArea = global?.area ?? null;
     this.#owner = owner;
     this.#stealAfterMs = stealAfterMs;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the step's getter reads this engine
+    const engine = this;
+    this.#step = {
+      retries: 0,
+      decide: (token) => this.#run(token),
+      get spent() { return engine.#spent; },
+      lost: () => {
+        // A reclaim took the lock over and judged the key idle before our commits: they went
+        // with it. Give the cap back its share; the key is decided again in its new slot.
+        if (this.#global !== null && this.#globalArea !== null) this.#set.undo(this.#global, this.#globalArea, this.#global.algorithms.length);
+      },
+    };
   }
 
   /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
@@ -75,7 +89,7 @@ export class LockedEngine {
 
   /** Decisions retried because a lock was taken over or a word changed under us. */
   get retries(): number {
-    return this.#retries + this.#set.retries;
+    return this.#step.retries + this.#set.retries;
   }
 
   /**
@@ -91,42 +105,30 @@ export class LockedEngine {
     base: number, ctrl: number, stateBase: number, cost: number,
     limits: LimitGroup = this.#key, prepare?: (w: Int32Array, m: Moment) => boolean,
   ): number {
-    const w = this.#w;
-    for (;;) {
-      const token = lock(w, base + S_TAT, this.#owner, this.#stealAfterMs);
-      if (token === GONE) return RELOCATE;
-      // ctrl after taking the lock: a reclaim needs this lock, so while we hold it an unchanged
-      // ctrl means the slot still holds our key.
-      if (Atomics.load(w, base + S_CTRL) !== ctrl) {
-        unlock(w, base + S_TAT, token);
-        return RELOCATE;
-      }
-      const area = this.#area; // reused: no allocation per decision
-      area.lock = base + S_TAT;
-      area.lastSec = base + S_LAST_SEC;
-      area.state = stateBase;
-      this.#keyToken = token;
-      this.#spent = false;
-      let ok = prepare === undefined || prepare(w, this.#read(this.#keyMoment));
-      if (ok) {
-        // The snapshot of every limit first, then the clock: a holder that stalls between the two
-        // judges newer state at an older reading, which only overstates the spending.
-        const lastSec = this.#set.load(limits, area);
-        ok = this.#decideLocked(limits, area, this.#read(this.#keyMoment), lastSec, cost, token);
-      }
-      if (ok && this.#spent && !this.#settle(base, token)) {
-        // A reclaim took the lock over and judged the key idle before our commits: they went
-        // with it. Give the cap back its share and decide again on the key's new slot.
-        if (this.#global !== null && this.#globalArea !== null) this.#set.undo(this.#global, this.#globalArea, this.#global.algorithms.length);
-        return RELOCATE;
-      }
-      // Released or not, a decision whose commits all landed is done: each was a compareExchange
-      // from the snapshot, so none can have overwritten a newer holder's. Deciding again would
-      // count the request twice.
-      unlock(w, base + S_TAT, token);
-      if (ok) return DONE;
-      this.#retries++; // a word changed under us (the lock was taken over): decide again
+    const area = this.#area; // reused: no allocation per decision
+    area.lock = base + S_TAT;
+    area.lastSec = base + S_LAST_SEC;
+    area.state = stateBase;
+    this.#cost = cost;
+    this.#limits = limits;
+    this.#prepare = prepare;
+    return underKeyLock(this.#w, base, ctrl, this.#owner, this.#stealAfterMs, this.#step);
+  }
+
+  /** One try of a decision, with the key's lock held as `token`; false: decide again. */
+  #run(token: number): boolean {
+    const area = this.#area;
+    const limits = this.#limits;
+    this.#keyToken = token;
+    this.#spent = false;
+    let ok = this.#prepare === undefined || this.#prepare(this.#w, this.#read(this.#keyMoment));
+    if (ok) {
+      // The snapshot of every limit first, then the clock: a holder that stalls between the two
+      // judges newer state at an older reading, which only overstates the spending.
+      const lastSec = this.#set.load(limits, area);
+      ok = this.#decideLocked(limits, area, this.#read(this.#keyMoment), lastSec, this.#cost, token);
     }
+    return ok;
   }
 
   /** With the key locked: decide every key limit, then the global cap, then spend from all. */
@@ -135,9 +137,9 @@ export class LockedEngine {
     const r = this.result;
     set.check(limits, m, lastSec, cost);
     r.refusedBy = r.allowed ? null : 'key';
-    // A refusal stands only if the lock was ours throughout: the log's entries are read lazily,
-    // and a view torn by a takeover must not refuse either.
-    if (!r.allowed) return this.#holds(key, token);
+    // A refusal stands only if the lock was ours throughout (the log's entries are read lazily,
+    // and a view torn by a takeover must not refuse either): underKeyLock checks that.
+    if (!r.allowed) return true;
     if (this.#global !== null && this.#globalArea !== null) {
       const g = this.#globalArea;
       const globalToken = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
@@ -174,25 +176,6 @@ export class LockedEngine {
     return Atomics.load(this.#w, area.lock) === token;
   }
 
-  /**
-   * After our commits: true if they stand. Our lock may have been taken over meanwhile (we
-   * stalled): by a decision, whose commits then fail or build on ours; or by a reclaim, which may
-   * have judged the key idle before our commits. A word that is not our token is cancelled
-   * (compareExchange to free), so such a reclaim fails; DEAD means it already succeeded.
-   */
-  #settle(base: number, token: number): boolean {
-    const w = this.#w;
-    for (;;) {
-      // Atomics.load after our commits (seq-cst): a reclaim that locks after this sees them.
-      const cur = Atomics.load(w, base + S_TAT);
-      if (cur === token || cur === 0) return true;
-      if (cur === DEAD) return false;
-      // compareExchange from the exact token seen: a newer holder's lock is freed (its own
-      // commits are still checked against their snapshots), a reclaim's final step fails.
-      if (Atomics.compareExchange(w, base + S_TAT, cur, 0) === cur) return true;
-    }
-  }
-
   /** Reads the clock into `m`. */
   #read(m: Moment): Moment {
     m.ms = this.#clock();
@@ -226,21 +209,16 @@ export class LockedEngine {
         return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
       },
       retire(w, base) {
-        if (Atomics.load(w, base + S_TAT) === DEAD) return ALREADY_DEAD;
-        const token = tryLock(w, base + S_TAT, owner, stealAfterMs); // a dead holder's lock is taken over
-        if (token === 0) return NOT_IDLE;
-        const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock (see LockFreeEngine.retire)
-        const m = now();
-        let idle = true;
-        for (let i = 0; i < key.algorithms.length && idle; i++) {
-          const a = key.algorithms[i] as LimitAlgorithm;
-          idle = a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec));
-        }
-        // compareExchange from our own token to DEAD: reclaimed while locked, so no decision can
-        // run between the idle check and the reclaim.
-        if (idle && Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token) return RETIRED;
-        unlock(w, base + S_TAT, token);
-        return NOT_IDLE;
+        // Idle under the key's lock: every limit's state equals a fresh key's.
+        return retireLocked(w, base, owner, stealAfterMs, () => {
+          const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock (see LockFreeEngine.retire)
+          const m = now();
+          for (let i = 0; i < key.algorithms.length; i++) {
+            const a = key.algorithms[i] as LimitAlgorithm;
+            if (!a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec))) return false;
+          }
+          return true;
+        });
       },
     };
   }

@@ -1,8 +1,10 @@
-import { DEAD } from './layout.js';
+import { DEAD, S_CTRL, S_TAT } from './layout.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED } from './table.js';
 
 /**
  * A per-key lock in one int32 word (the slot's `tat` word, for keys whose state spans several
- * words). 0 is free, DEAD means the key was reclaimed, anything else is a holder's token:
+ * words), and the one protocol every locked decision and reclaim follows (`underKeyLock`,
+ * `retireLocked`). 0 is free, DEAD means the key was reclaimed, anything else is a holder's token:
  *
  *   token = stamp (20 bits, ms modulo 2^20) << 11 | owner (10 bits) << 1 | 1
  *
@@ -71,4 +73,115 @@ export function tryLock(w: Int32Array, index: number, owner: number, stealAfterM
 export function unlock(w: Int32Array, index: number, token: number): boolean {
   // compareExchange from our token: never frees a lock that someone else now holds.
   return Atomics.compareExchange(w, index, token, FREE) === token;
+}
+
+/** `underKeyLock`: the decision finished. */
+export const DONE = 0;
+/** `underKeyLock`: the slot no longer holds the key (reclaimed or reused): look it up again. */
+export const RELOCATE = 1;
+
+/**
+ * A decision made under a key's lock, for `underKeyLock`. Allocation-free: the caller keeps one
+ * and sets its inputs before each call.
+ */
+export interface LockedDecision {
+  /** Decisions started again (a word changed under one, or its lock was taken over). */
+  retries: number;
+  /**
+   * Decides and commits with the key's lock held as `token`. Every write is a compareExchange
+   * from a value read under the lock, so a holder whose lock was taken over cannot overwrite a
+   * newer holder's state. False when a word changed under it: nothing of it stands, and it is
+   * decided again.
+   */
+  decide(token: number): boolean;
+  /** Whether the last `decide` wrote to the key's state (an admission, not a refusal or probe). */
+  readonly spent: boolean;
+  /**
+   * The spend of the last `decide` went with a reclaim that took the lock over (the slot is
+   * DEAD): give back what it wrote anywhere else, such as a global cap. The key is decided again
+   * in its new slot.
+   */
+  lost(): void;
+}
+
+/**
+ * The one protocol of every decision on a locked key (a sliding log, several limits with a
+ * lock, rules, leases): take the key's lock in the slot's tat word, check that the slot still
+ * holds the key, decide, and settle. `ctrl` is the slot's ctrl word when the key was found.
+ * Returns DONE, or RELOCATE when the slot no longer holds the key.
+ *
+ * - A refusal (or a probe) stands only if the lock was ours throughout: a decision whose lock
+ *   was taken over may have read a newer holder's half-made state.
+ * - An admission stands once its writes landed (each a compareExchange from its snapshot), even
+ *   if the lock was taken over meanwhile: deciding again would count it twice. Only a reclaim
+ *   that took the lock over voids it (see `settle`).
+ *
+ * Safe at every step if this thread stops there for ever: before the lock nothing is held; with
+ * the lock held, others take it over after `stealAfterMs`; every write is a compareExchange from
+ * what was read under the lock.
+ */
+export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: number, stealAfterMs: number, d: LockedDecision): number {
+  const lockAt = base + S_TAT;
+  for (;;) {
+    const token = lock(w, lockAt, owner, stealAfterMs);
+    if (token === GONE) return RELOCATE;
+    // Atomics.load of ctrl after taking the lock: a reclaim needs this lock, so while we hold it
+    // an unchanged ctrl means the slot still holds our key.
+    if (Atomics.load(w, base + S_CTRL) !== ctrl) {
+      unlock(w, lockAt, token);
+      return RELOCATE;
+    }
+    let ok = d.decide(token);
+    if (ok && d.spent) {
+      if (!settle(w, lockAt, token)) {
+        d.lost();
+        return RELOCATE;
+      }
+    } else if (ok && Atomics.load(w, lockAt) !== token) {
+      // Atomics.load (seq-cst) after every read of the decision: a refusal made while the lock
+      // was taken over is decided again.
+      ok = false;
+    }
+    unlock(w, lockAt, token);
+    if (ok) return DONE;
+    d.retries++;
+  }
+}
+
+/**
+ * After an admission's writes: true if they stand. Our lock may have been taken over meanwhile
+ * (we stalled): by a decision, whose writes then fail or build on ours; or by a reclaim, which
+ * may have judged the key idle before our writes. A word that is not our token is cancelled
+ * (compareExchange to free), so such a reclaim fails; DEAD means it already succeeded.
+ */
+function settle(w: Int32Array, lockAt: number, token: number): boolean {
+  for (;;) {
+    // Atomics.load after our writes (seq-cst): a reclaim that locks after this sees them.
+    const cur = Atomics.load(w, lockAt);
+    if (cur === token || cur === FREE) return true;
+    if (cur === DEAD) return false;
+    // compareExchange from the exact token seen: a newer holder's lock is freed (its own writes
+    // are still checked against their snapshots), a reclaim's final step fails.
+    if (Atomics.compareExchange(w, lockAt, cur, FREE) === cur) return true;
+  }
+}
+
+/**
+ * The reclaim hook of a locked slot (`SlotState.retire`): try the key's lock (only if free, or
+ * held longer than `stealAfterMs` by a holder that died or stalled), judge the key idle under
+ * it, and turn our own token into DEAD, so no decision can run between the check and the
+ * reclaim. RETIRED, ALREADY_DEAD or NOT_IDLE.
+ */
+export function retireLocked(w: Int32Array, base: number, owner: number, stealAfterMs: number, idle: (w: Int32Array, base: number) => boolean): number {
+  const lockAt = base + S_TAT;
+  // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
+  if (Atomics.load(w, lockAt) === DEAD) return ALREADY_DEAD;
+  const token = tryLock(w, lockAt, owner, stealAfterMs);
+  // Atomics.load after a failed try: a reclaim that wrote DEAD since the check above (and may
+  // have stopped there) is finished by the table now rather than left for a later sweep.
+  if (token === FREE) return Atomics.load(w, lockAt) === DEAD ? ALREADY_DEAD : NOT_IDLE;
+  // compareExchange from our own token to DEAD: the linearisation point of the reclaim.
+  if (idle(w, base) && Atomics.compareExchange(w, lockAt, token, DEAD) === token) return RETIRED;
+  unlock(w, lockAt, token);
+  return NOT_IDLE;
 }
