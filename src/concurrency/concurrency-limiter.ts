@@ -1,11 +1,11 @@
 import type { Clock } from '../time/clock.js';
-import { ceilNs } from '../time/ticks.js';
+import { ceilNs, ticksAt, ticksToMs, wholeTicksAt } from '../time/ticks.js';
 import { integerInRange, positiveFinite } from '../config/check.js';
 import { isStale, raiseStamp, secondsAt } from '../time/stamps.js';
 import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
 import {
   FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
-  now32At, ticksAt, ticksToMs, writeLeaseParams, type LeaseParams,
+  writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
 import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
 import { S_LAST_SEC } from '../table/layout.js';
@@ -235,8 +235,8 @@ export class ConcurrencyLimiter {
     const seen = this.#seen;
     // The clock after taking the lock: no earlier than any stamp writer's reading (see lease-slot.ts).
     const nowMs = this.#clock.now();
-    const nowTicks = ticksAt(nowMs, p);
-    const now32 = now32At(nowMs, p);
+    const nowTicks = wholeTicksAt(nowMs, p);
+    const now32 = ticksAt(nowMs, p);
     const nowSec = secondsAt(nowMs);
     this.#fracMs = Math.max(0, nowMs - ticksToMs(nowTicks, p)); // the reading's part below a tick
     // Atomics.load of every place, then of lastSec: an acquire raises lastSec before it stamps,

@@ -1,7 +1,7 @@
 import type { Clock } from '../time/clock.js';
 import { describe } from '../config/check.js';
 import { isStale, secondsAt } from '../time/stamps.js';
-import { ticksAt as ticks32, ULP_GUARD } from '../time/ticks.js';
+import { ceilTicks, ticksAt } from '../time/ticks.js';
 import {
   DEAD, H_ALGORITHM, H_BURST, H_LIMITS_BYTE, H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, LIVE, S_CTRL,
   S_LAST_SEC, S_TAT,
@@ -67,28 +67,22 @@ export interface LeaseParams {
   maxInFlight: number;
   /** The lease duration as given. */
   leaseMs: number;
-  /** The tick in nanoseconds: 1000, 10000, ... */
-  tickNs: number;
+  /** The tick in picoseconds: 10^6 (1 us), 10^7, ... (the header keeps it in ns). */
+  tickPs: number;
   /** `leaseMs` in ticks, rounded up; at most 2^29. */
   leaseTicks: number;
   /** A key whose last acquire is older than this many whole seconds holds no lease. */
   staleSec: number;
 }
 
-function ceilTicks(ns: number, tickNs: number): number {
-  const exact = ns / tickNs;
-  const nearest = Math.round(exact);
-  // Accept a float that is an integer to 1e-9, so 100 ms does not become 100,001 us.
-  return Math.abs(exact - nearest) <= 1e-9 * Math.max(1, exact) ? nearest : Math.ceil(exact);
-}
-
 /** Chooses the tick for a lease of `leaseMs` (already checked positive and finite). */
 export function leaseParams(maxInFlight: number, leaseMs: number): LeaseParams {
   for (let tickNs = MIN_TICK_NS; tickNs <= MAX_TICK_NS; tickNs *= 10) {
-    const leaseTicks = Math.max(1, ceilTicks(leaseMs * 1e6, tickNs));
+    const tickPs = tickNs * 1000;
+    const leaseTicks = Math.max(1, ceilTicks((leaseMs * 1e9) / tickPs));
     if (leaseTicks > MAX_LEASE_TICKS) continue;
     const staleSec = Math.ceil((leaseTicks * tickNs) / 1e9) + 2;
-    return { maxInFlight, leaseMs, tickNs, leaseTicks, staleSec };
+    return { maxInFlight, leaseMs, tickPs, leaseTicks, staleSec };
   }
   throw new RangeError(`options.leaseMs must be at most ${MAX_LEASE_MS} (about 17 years), got ${describe(leaseMs)}`);
 }
@@ -98,7 +92,7 @@ export function writeLeaseParams(w: Int32Array, p: LeaseParams): void {
   w[H_ALGORITHM] = CONCURRENCY_TABLE;
   w[H_BURST] = p.maxInFlight;
   w[H_TOLERANCE_TICKS] = p.leaseTicks;
-  w[H_TICK_NS] = p.tickNs;
+  w[H_TICK_NS] = p.tickPs / 1000;
   w[H_STALE_SEC] = p.staleSec;
   new Float64Array(w.buffer, H_LIMITS_BYTE, 1)[0] = p.leaseMs;
 }
@@ -111,28 +105,10 @@ export function readLeaseParams(w: Int32Array): LeaseParams {
   return {
     maxInFlight: w[H_BURST] as number,
     leaseMs: new Float64Array(w.buffer, H_LIMITS_BYTE, 1)[0] as number,
-    tickNs: w[H_TICK_NS] as number,
+    tickPs: (w[H_TICK_NS] as number) * 1000,
     leaseTicks: w[H_TOLERANCE_TICKS] as number,
     staleSec: w[H_STALE_SEC] as number,
   };
-}
-
-/**
- * Whole ticks elapsed at `nowMs` (the ulp guard keeps 1234.567 ms on tick 1234567 at 1 us): for
- * comparisons on one thread; above 2^53 ticks the low bits are not exact, so stamps use `now32`.
- */
-export function ticksAt(nowMs: number, p: LeaseParams): number {
-  return Math.floor(((nowMs * 1e6) / p.tickNs) * ULP_GUARD);
-}
-
-/** Ticks elapsed at `nowMs` modulo 2^32, exact for every reading up to 2^53 ms. */
-export function now32At(nowMs: number, p: LeaseParams): number {
-  return ticks32(nowMs, { tickPs: p.tickNs * 1000 });
-}
-
-/** Converts ticks to milliseconds. */
-export function ticksToMs(ticks: number, p: LeaseParams): number {
-  return (ticks * p.tickNs) / 1e6;
 }
 
 /**
@@ -150,7 +126,7 @@ export function heldFor(place: number, now32: number, stale: boolean): number {
  * snapshot (stats and idle checks). Places first, then lastSec, as in a decision.
  */
 export function countHeld(w: Int32Array, base: number, stateOffset: number, nowMs: number, p: LeaseParams): number {
-  const now32 = now32At(nowMs, p);
+  const now32 = ticksAt(nowMs, p);
   const at = base + stateOffset;
   let held = 0;
   // Atomics.load of each place: a stamp seen here had lastSec raised before it was written.

@@ -1,5 +1,6 @@
 import type { Clock } from '../time/clock.js';
-import { FREE_PLACE, now32At, ticksAt, type LeaseParams } from './lease-slot.js';
+import { FREE_PLACE, type LeaseParams } from './lease-slot.js';
+import { ticksAt, wholeTicksAt } from '../time/ticks.js';
 import type { Decision, DecisionReason } from '../rate/rate-limiter.js';
 import { S_CTRL } from '../table/layout.js';
 import type { SlotRef } from '../table/slot-index.js';
@@ -98,7 +99,7 @@ export class HeldLease implements Lease {
     // Expired by the whole tick count, or by the exact 32-bit stamp (the whole count is a float,
     // inexact past 2^53 ticks): either says so, and the lease reports that it had expired.
     const nowMs = site.clock.now();
-    const expired = ticksAt(nowMs, site.p) >= this.#expiryTicks || ((now32At(nowMs, site.p) - this.#stamp) | 0) >= 0;
+    const expired = wholeTicksAt(nowMs, site.p) >= this.#expiryTicks || ((ticksAt(nowMs, site.p) - this.#stamp) | 0) >= 0;
     const at = slot.base + site.stateOffset;
     let freed = true;
     for (const i of this.#places) {

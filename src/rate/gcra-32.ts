@@ -8,15 +8,20 @@ import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
 import type { SlotRef } from '../table/slot-index.js';
 
+/** `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund. */
+const ADMIT = 0;
+const RESERVE = 1;
+const REFUND = 2;
+
 /** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see time/ticks.ts). */
 const SECONDS_PER_MS = 0.001 * ULP_GUARD;
 
 /**
  * One GCRA limit at width 32, without a lock: the key's state is its slot's `tat` word, which is
- * also its reclaim guard (a reclaim turns an idle TAT into DEAD). A decision and a reservation
- * are the same loop (`#spend`, governor's `measure_and_replace`): load the state, decide on it
- * with the pure math of math/gcra.ts, write the result by one compareExchange from the snapshot, and
- * decide again when another thread changed it first.
+ * also its reclaim guard (a reclaim turns an idle TAT into DEAD). A decision, a reservation and
+ * a refund are one loop (`#spend`, governor's `measure_and_replace`): load the state, decide on
+ * it with the pure math of math/gcra.ts, write the result by one compareExchange from the
+ * snapshot, and decide again when another thread changed it first.
  * The 64-bit twin is `WideGcra` (gcra-wide.ts), with the same methods and outcomes.
  *
  * Thread-safety: one instance per thread (it holds the snapshot and the last outcome); any number
@@ -49,7 +54,7 @@ export class Gcra32 {
    * compare-and-swap. Returns ALLOWED, REFUSED or RELOCATE; `debt` and `waitTicks` describe it.
    */
   decide(ref: SlotRef, cost: number): number {
-    return this.#spend(ref, cost, -1);
+    return this.#spend(ref, cost, ADMIT, 0);
   }
 
   /**
@@ -58,14 +63,23 @@ export class Gcra32 {
    * the TAT would run past the horizon; nothing is counted).
    */
   reserve(ref: SlotRef, cost: number, maxWaitTicks: number): number {
-    return this.#spend(ref, cost, maxWaitTicks);
+    return this.#spend(ref, cost, RESERVE, maxWaitTicks);
   }
 
   /**
-   * The one loop of both: snapshot, decide on it (an admission when `maxWaitTicks` < 0, else a
-   * reservation), commit by one compareExchange from the snapshot; decide again on a lost race.
+   * Gives back `cost` intervals of a reservation made on the key at `ref`, never below now. True
+   * if it did (false: nothing of it is still ahead, or the key left the slot).
    */
-  #spend(ref: SlotRef, cost: number, maxWaitTicks: number): number {
+  refund(ref: SlotRef, cost: number): boolean {
+    return this.#spend(ref, cost, REFUND, 0) === ALLOWED;
+  }
+
+  /**
+   * The one loop of all three (`mode`): snapshot, decide on it with the pure math of
+   * math/gcra.ts, commit by one compareExchange from the snapshot, check the key still owns the
+   * slot; decide again on a lost race.
+   */
+  #spend(ref: SlotRef, cost: number, mode: number, maxWaitTicks: number): number {
     const w = this.#w;
     const p = this.#p;
     const base = ref.base;
@@ -97,13 +111,16 @@ export class Gcra32 {
       const now32 = ticksAt(nowMs, p);
       const debt = debtOf(tat, now32, lastSec, nowSec, p);
       this.debt = debt;
-      if (cost > p.burst) {
+      // The decision, pure: the debt after it.
+      let next: number;
+      if (mode === REFUND) {
+        // What is still ahead of now, up to the reservation's own cost: never below now.
+        if (debt === 0) return REFUSED;
+        next = debt - Math.min(debt, cost * p.intervalTicks);
+      } else if (cost > p.burst) {
         this.waitTicks = Infinity;
         return REFUSED;
-      }
-      // The decision, pure: the debt after the spend.
-      let next: number;
-      if (maxWaitTicks < 0) {
+      } else if (mode === ADMIT) {
         next = admit(debt, cost, p);
         if (next < 0) {
           this.waitTicks = waitTicks(debt, cost, p);
@@ -118,37 +135,27 @@ export class Gcra32 {
       if (cost === 0) return ALLOWED;
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
-      raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
-      // compareExchange on the key's own tat word: the only write of an admission. If another
-      // thread changed tat since our load, nothing was written and we decide again.
+      if (mode !== REFUND) raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
+      // compareExchange on the key's own tat word: the only write. If another thread changed
+      // tat since our load, nothing was written and we decide again.
       if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) {
         // ctrl after the compare-and-swap: unchanged, it landed on our key (a key just charged
         // is not idle, so it is not reclaimed after). Changed, the slot was reused by a key whose
-        // tat came back to our snapshot: that key is overcharged (conservative); find ours again.
-        if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
-        ref.sec = nowSec; // raiseStamp left the word at nowSec or later
-        ref.secKnown = true;
+        // tat came back to our snapshot: a charge overcharges that key (conservative); find ours
+        // again. A refund cannot get there (docs/design.md, "Reservations": every tat of a
+        // slot's next key is later than any this key held), and would be taken back if it did.
+        if (Atomics.load(w, base + S_CTRL) !== ctrl) {
+          if (mode === REFUND) Atomics.compareExchange(w, base + S_TAT, newTat, tat); // from our own write only
+          return RELOCATE;
+        }
+        if (mode !== REFUND) {
+          ref.sec = nowSec; // raiseStamp left the word at nowSec or later
+          ref.secKnown = true;
+        }
         this.debt = next;
         return ALLOWED;
       }
       this.retries++;
-    }
-  }
-
-  /** Gives back `cost` intervals of a reservation, never below now. True if it did. */
-  refund(base: number, ctrl: number, cost: number): boolean {
-    const w = this.#w;
-    const p = this.#p;
-    for (;;) {
-      const tat = Atomics.load(w, base + S_TAT);
-      const now32 = ticksAt(this.#clock.now(), p);
-      // ctrl after tat: the key still owns this slot, so the refund lands on its own state.
-      if (Atomics.load(w, base + S_CTRL) !== ctrl || tat === DEAD) return false;
-      const ahead = (tat - now32) | 0;
-      if (ahead <= 0) return false;
-      const back = Math.min(ahead, cost * p.intervalTicks);
-      // compareExchange: a refund that raced with another request simply recomputes.
-      if (Atomics.compareExchange(w, base + S_TAT, tat, (tat - back) | 0) === tat) return true;
     }
   }
 

@@ -40,6 +40,11 @@ export const RELOCATE = 2;
 /** `reserve` results beyond RELOCATE: the wait exceeds the horizon or maxWait. */
 export const TOO_LONG = 3;
 
+/** `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund. */
+const ADMIT = 0;
+const RESERVE = 1;
+const REFUND = 2;
+
 /** `#commit` outcomes. */
 const LANDED = 0;
 const LOST = 1;
@@ -162,11 +167,17 @@ export class WideGcra {
    * went to another key: that key is overcharged, which is conservative, and ours must be found
    * again). Leaves the new TAT in `#n`.
    */
-  #commit(base: number, ctrl: number, at: number, cost: number): number {
+  #commit(base: number, ctrl: number, at: number, cost: number, mode: number): number {
     const next = mul(cost, this.#p.intervalTicks, this.#n);
-    const from = this.#isFresh ? this.#fresh : null;
-    add(from?.hi ?? this.#hi, from?.lo ?? this.#lo, next.hi, next.lo, next);
-    if (this.#staleOn) this.#raise(base, this.#last, this.nowMs);
+    if (mode === REFUND) {
+      // TAT - min(debt, cost * t): back to now at the furthest (the snapshot is not fresh).
+      if (compare(next.hi, next.lo, this.#d.hi, this.#d.lo) > 0) { next.hi = this.#d.hi; next.lo = this.#d.lo; }
+      sub(this.#hi, this.#lo, next.hi, next.lo, next);
+    } else {
+      const from = this.#isFresh ? this.#fresh : null;
+      add(from?.hi ?? this.#hi, from?.lo ?? this.#lo, next.hi, next.lo, next);
+      if (this.#staleOn) this.#raise(base, this.#last, this.nowMs);
+    }
     if (!this.#cas(at, this.#hi, this.#lo, next)) {
       this.retries++;
       return LOST;
@@ -174,8 +185,18 @@ export class WideGcra {
     // ctrl after the compare-and-swap: unchanged, the slot held our key when the TAT matched (a
     // key we just charged is not idle, so it cannot be reclaimed after it). Changed, the slot
     // was reclaimed and reused, and its new key's TAT came back to our snapshot (a refund can move
-    // a TAT back): our key was not charged.
-    return Atomics.load(this.#w, base + S_CTRL) === ctrl ? LANDED : MOVED;
+    // a TAT back): our key was not charged, and that key is overcharged (conservative). A refund
+    // cannot get there (docs/design.md, "Reservations"), and would be taken back if it did.
+    if (Atomics.load(this.#w, base + S_CTRL) === ctrl) return LANDED;
+    if (mode === REFUND) this.#cas(at, next.hi, next.lo, this.#snapshotTat()); // from our own write only
+    return MOVED;
+  }
+
+  /** The snapshot's TAT as a pair (scratch: `#halves`). */
+  #snapshotTat(): Pair {
+    this.#halves.hi = this.#hi;
+    this.#halves.lo = this.#lo;
+    return this.#halves;
   }
 
   /**
@@ -184,7 +205,7 @@ export class WideGcra {
    * describe the outcome.
    */
   decide(ref: SlotRef, cost: number): number {
-    return this.#spend(ref.base, ref.ctrl, cost, -1);
+    return this.#spend(ref.base, ref.ctrl, cost, ADMIT, 0);
   }
 
   /**
@@ -193,14 +214,22 @@ export class WideGcra {
    * `maxWaitTicks`, or would leave the TAT past the horizon; nothing is counted).
    */
   reserve(ref: SlotRef, cost: number, maxWaitTicks: number): number {
-    return this.#spend(ref.base, ref.ctrl, cost, maxWaitTicks);
+    return this.#spend(ref.base, ref.ctrl, cost, RESERVE, maxWaitTicks);
   }
 
   /**
-   * The one loop of both: snapshot, decide on it (an admission when `maxWaitTicks` < 0, else a
-   * reservation), commit by one compare-and-swap from the snapshot; decide again on a lost race.
+   * Gives back `cost` intervals of a reservation made on the key at `ref`, never below now. True
+   * if it did (false: nothing of it is still ahead, or the key left the slot).
    */
-  #spend(base: number, ctrl: number, cost: number, maxWaitTicks: number): number {
+  refund(ref: SlotRef, cost: number): boolean {
+    return this.#spend(ref.base, ref.ctrl, cost, REFUND, 0) === ALLOWED;
+  }
+
+  /**
+   * The one loop of all three (`mode`): snapshot, decide on it, commit by one compare-and-swap
+   * from the snapshot (`#commit`); decide again on a lost race.
+   */
+  #spend(base: number, ctrl: number, cost: number, mode: number, maxWaitTicks: number): number {
     const p = this.#p;
     const at = base + this.#tatOffset;
     for (;;) {
@@ -208,10 +237,13 @@ export class WideGcra {
       const { q, r } = this.#qr;
       // The decision, pure, in whole intervals: debt = q * t + r (0 <= r < t).
       let outcome = ALLOWED;
-      if (cost > p.burst) {
+      if (mode === REFUND) {
+        // What is still ahead of now, up to the reservation's own cost: never below now.
+        if (this.#isFresh) outcome = REFUSED;
+      } else if (cost > p.burst) {
         this.waitTicks = Infinity;
         outcome = REFUSED;
-      } else if (maxWaitTicks < 0) {
+      } else if (mode === ADMIT) {
         // debt + cost * t <= burst * t
         const fits = q + cost < p.burst || (q + cost === p.burst && r === 0);
         this.waitTicks = fits ? 0 : (q + cost - p.burst) * p.intervalTicks + r;
@@ -230,32 +262,12 @@ export class WideGcra {
         this.debt.lo = this.#d.lo;
         return outcome;
       }
-      const landed = this.#commit(base, ctrl, at, cost);
+      const landed = this.#commit(base, ctrl, at, cost, mode);
       if (landed === MOVED) return RELOCATE;
       if (landed === LANDED) {
         sub(this.#n.hi, this.#n.lo, this.#now.hi, this.#now.lo, this.debt);
         return ALLOWED;
       }
-    }
-  }
-
-  /** Gives back `cost` intervals of a reservation, never below now. True if it did. */
-  refund(base: number, ctrl: number, cost: number): boolean {
-    const w = this.#w;
-    const at = base + this.#tatOffset;
-    for (;;) {
-      const lo = Atomics.load(w, at) >>> 0;
-      const hi = Atomics.load(w, at + 1);
-      this.#readClock();
-      // ctrl after the TAT: the key still owns this slot, so the refund lands on its own state.
-      if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return false;
-      const ahead = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
-      if (ahead.hi < 0 || (ahead.hi === 0 && ahead.lo === 0)) return false;
-      const back = mul(cost, this.#p.intervalTicks, this.#n);
-      if (compare(back.hi, back.lo, ahead.hi, ahead.lo) > 0) { back.hi = ahead.hi; back.lo = ahead.lo; }
-      const next = sub(hi, lo, back.hi, back.lo, this.#n);
-      // compareExchange: a refund that raced with another request simply recomputes.
-      if (this.#cas(at, hi, lo, next)) return true;
     }
   }
 

@@ -220,7 +220,7 @@ export class RateLimiter {
       // TOO_LONG, or REFUSED when cost > burst: nothing was counted.
       if (outcome !== ALLOWED) throw new RateLimitTimeoutError(key, one.waitMs(), maxWaitMs);
       const delayMs = one.waitMs();
-      return new HeldReservation(key, cost, delayMs, one.nowMs + delayMs, this.#clock, () => one.refund(entry.base, entry.ctrl, cost));
+      return new HeldReservation(key, cost, delayMs, one.nowMs + delayMs, this.#clock, () => one.refund(entry, cost));
     }
   }
 

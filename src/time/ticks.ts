@@ -57,6 +57,16 @@ export function ticksAt(nowMs: number, p: { tickPs: number }): number {
 }
 
 /**
+ * Whole ticks of `tickPs` elapsed at `nowMs`, not wrapped: for arithmetic on one thread (a
+ * lease's expiry). Above 2^53 ticks the low bits are not exact; shared words take `ticksAt`.
+ */
+export function wholeTicksAt(nowMs: number, p: { tickPs: number }): number {
+  // One rounding: a whole number of ticks per ms, or of ms per tick, for the ticks that use it.
+  const ticks = p.tickPs >= 1e9 ? nowMs / (p.tickPs / 1e9) : nowMs * (1e9 / p.tickPs);
+  return Math.floor(ticks * ULP_GUARD);
+}
+
+/**
  * Like `ticksAt`, but rounded up for a reading between two ticks: a stamp written with it never
  * counts as older than it is.
  */
@@ -98,9 +108,12 @@ export function floorDiv(a: number, b: number): number {
   return snapFloor(a / b, readingSlackMs(a) / b + (a / b) * 2 ** -52);
 }
 
-/** Converts ticks of `tickPs` to milliseconds. */
+/**
+ * Converts ticks of `tickPs` to milliseconds: exact (below 2^53 ms) for ticks of a whole number
+ * of ms, whose count times the tick would pass 2^53 ps within days.
+ */
 export function ticksToMs(ticks: number, p: { tickPs: number }): number {
-  return (ticks * p.tickPs) / 1e9;
+  return p.tickPs >= 1e9 ? ticks * (p.tickPs / 1e9) : (ticks * p.tickPs) / 1e9;
 }
 
 /**
