@@ -271,14 +271,15 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
  * Re-expresses a 64-bit GCRA state ([lo, hi, unit, tick index] at `at`) in ticks of `newTickPs`,
  * keeping its debt exactly or rounding it up: the new TAT is the first tick at or after the old
  * one in real time (in exact integers: tenths of a picosecond, BigInt; a rule change is rare),
- * capped at the furthest a TAT may run ahead. For a rule change under the key's lock; writes
- * with compareExchange from the values read, false if a word changed under it.
+ * capped at the furthest a TAT may run ahead. For a rule change under the key's lock: `read`
+ * holds the four words as the caller loaded them (at `o`), before it checked the lock was still
+ * its own; each is written by compareExchange from that value, false if one changed since.
  */
-export function carryDebt(w: Int32Array, at: number, ms: number, newTickPs: number): boolean {
-  const lo = Atomics.load(w, at);
-  const hi = Atomics.load(w, at + 1);
-  const unit = Atomics.load(w, at + 2);
-  const index = Atomics.load(w, at + 3);
+export function carryDebt(w: Int32Array, at: number, read: Int32Array, o: number, ms: number, newTickPs: number): boolean {
+  const lo = read[o] as number;
+  const hi = read[o + 1] as number;
+  const unit = read[o + 2] as number;
+  const index = read[o + 3] as number;
   const oldTickPs = WIDE_TICKS_PS[index] as number;
   const oldNow = pair();
   ticks64(ms, { tickPs: oldTickPs }, oldNow, pair());

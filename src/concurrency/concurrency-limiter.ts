@@ -8,7 +8,7 @@ import {
   writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
 import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
-import { S_LAST_SEC } from '../table/layout.js';
+import { S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotRef } from '../table/slot-index.js';
 import { RELOCATE, underKeyLock, type LockedDecision } from '../table/slot-lock.js';
 import { parseTableOptions } from '../table/table-options.js';
@@ -94,6 +94,7 @@ export class ConcurrencyLimiter {
   #aheads!: Int32Array; // ticks until each held place frees
   #taken!: Int32Array; //  places this acquire took
   // The request of the decision in progress, for the locked step (no closure per call).
+  #base = 0;
   #at = 0;
   #lastSecAt = 0;
   #cost = 0;
@@ -116,10 +117,12 @@ export class ConcurrencyLimiter {
     const limiter = this;
     this.#step = {
       retries: 0,
-      decide: () => this.#decideLocked(this.#at, this.#lastSecAt, this.#cost),
+      decide: (token) => this.#decideLocked(token),
       get spent() { return limiter.#reason === 'allowed' && limiter.#cost > 0; },
-      // The places went with a reclaim: free them (a new key's stamps never equal ours).
-      lost: () => this.#giveBack(this.#at, this.#cost),
+      // The stamps went with a reclaim: a DEAD slot's are wiped by its next insert; in a slot
+      // that already holds another key they stay until they expire (that key is overcharged,
+      // never undercharged: freeing them could free a stamp of its own that equals ours).
+      lost: () => {},
     };
     if (options instanceof AttachRequest) {
       this.#setup(TableSite.attached(options, 'ConcurrencyLimiter'), options.cacheSize);
@@ -218,6 +221,7 @@ export class ConcurrencyLimiter {
 
   /** Locks the key at `slot` and decides (table/slot-lock.ts); DONE, or RELOCATE when the slot no longer holds it. */
   #decide(slot: SlotRef, cost: number): number {
+    this.#base = slot.base;
     this.#at = slot.base + this.#site.stateOffset;
     this.#lastSecAt = slot.base + S_LAST_SEC;
     this.#cost = cost;
@@ -228,7 +232,10 @@ export class ConcurrencyLimiter {
    * With the key locked: reads the places, decides, takes `cost` free places if allowed and
    * clears expired ones. False if a place changed under us (the caller decides again).
    */
-  #decideLocked(at: number, lastSecAt: number, cost: number): boolean {
+  #decideLocked(token: number): boolean {
+    const at = this.#at;
+    const lastSecAt = this.#lastSecAt;
+    const cost = this.#cost;
     const p = this.#p;
     const w = this.#words;
     const n = p.maxInFlight;
@@ -267,6 +274,10 @@ export class ConcurrencyLimiter {
       this.#reason = 'allowed';
       take = cost;
     }
+    // Atomics.load of the lock word after every read, before the first write: still ours, no
+    // reclaim can have taken the key since we locked, so what we read was its places, and each
+    // write below is a compareExchange from those values (table/slot-lock.ts, underKeyLock).
+    if (Atomics.load(w, this.#base + S_TAT) !== token) return false;
     let expiry = nowTicks + p.leaseTicks;
     let stamp = (now32 + p.leaseTicks) | 0;
     if (stamp === FREE_PLACE) { expiry += 1; stamp = (stamp + 1) | 0; } // never stamp the free marker: one tick later

@@ -6,7 +6,7 @@ import { cas64 } from '../math/word64.js';
 import type { Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
-import { LockedEngine, RELOCATE } from '../rate/locked-engine.js';
+import { LockedEngine, RELOCATE, type Prepare } from '../rate/locked-engine.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
 import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
@@ -137,7 +137,7 @@ export class PolicyLimiter {
   // Scratch for a fresh state: the words read before it is written, and the state itself.
   #before!: Int32Array;
   #fresh!: Int32Array;
-  readonly #prepareFn = (w: Int32Array, m: Moment): boolean => this.#prepare(w, m);
+  readonly #prepareFn: Prepare = (w, m, holds) => this.#prepare(w, m, holds);
 
   constructor(options: PolicyLimiterOptions);
   /** @internal `attach`'s way in (see AttachRequest). */
@@ -331,11 +331,13 @@ export class PolicyLimiter {
    * rules). Then the state: if it was written under a rule of another shape, carry GCRA debt over
    * (same number of limits) or start the key fresh, and record the rules version.
    *
-   * Every write is a compareExchange from the value read here, the shape word last: a holder whose
-   * lock was taken over (after `claimTimeoutMs`, from a holder that may be only slow) fails once
-   * another holder has changed the state, and returns false (the engine decides again).
+   * Every read comes first, then `holds()` (the lock is still ours: what was read is this key's,
+   * not a reclaimed slot's next key's), then every write, each a compareExchange from the value
+   * read, the shape word last: a holder whose lock was taken over (after `claimTimeoutMs`, from a
+   * holder that may be only slow) fails once another holder has changed the state, and returns
+   * false (the engine decides again).
    */
-  #prepare(w: Int32Array, m: Moment): boolean {
+  #prepare(w: Int32Array, m: Moment, holds: () => boolean): boolean {
     if (this.#unreadable) {
       // An earlier try of this decision found the rules unreadable: start again from the rule.
       this.#unreadable = false;
@@ -362,15 +364,26 @@ export class PolicyLimiter {
     if (stored === rule.shape && ticksMatch(w, at, rule)) {
       // The same state under the same or newer rules: record the newer version, so that threads
       // still holding older rules catch up before they decide.
-      return storedVersion === this.#version || swap(w, versionAt, storedVersion, this.#version);
+      return storedVersion === this.#version || (holds() && swap(w, versionAt, storedVersion, this.#version));
     }
     const g = rule.limits;
     const oldCount = gcraCount(stored);
-    if (oldCount !== null && rule.tickPs !== null && oldCount === rule.tickPs.length) {
-      // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks (each
-      // word compareExchanged from the value carryDebt read).
-      for (let i = 0; i < oldCount; i++) {
-        if (!carryDebt(w, at + 1 + (g.offsets[i] as number), m.ms, rule.tickPs[i] as number)) return false;
+    // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
+    const carry = oldCount !== null && rule.tickPs !== null && oldCount === rule.tickPs.length;
+    const before = this.#before;
+    // Atomics.load of every word the writes below expect (four per GCRA state, or the new rule's
+    // words), then of the lock word: still ours, so these were this key's words.
+    if (carry) {
+      for (let i = 0; i < (oldCount as number); i++) {
+        for (let j = 0; j < 4; j++) before[4 * i + j] = Atomics.load(w, at + 1 + (g.offsets[i] as number) + j);
+      }
+    } else {
+      for (let i = 0; i < g.words; i++) before[i] = Atomics.load(w, at + 1 + i);
+    }
+    if (!holds()) return false;
+    if (carry) {
+      for (let i = 0; i < (oldCount as number); i++) {
+        if (!carryDebt(w, at + 1 + (g.offsets[i] as number), before, 4 * i, m.ms, (rule.tickPs as readonly number[])[i] as number)) return false;
       }
     } else if (!this.#writeFresh(w, at + 1, g, m)) {
       return false;
@@ -381,15 +394,13 @@ export class PolicyLimiter {
   }
 
   /**
-   * Writes a fresh state for `g` at `state`, every word by compareExchange from the value read
-   * first (a 64-bit word in one), so a holder whose lock was taken over cannot overwrite a newer
-   * holder's state. False if a word changed in between.
+   * Writes a fresh state for `g` at `state`, every word by compareExchange from the value in
+   * `#before` (read by #prepare, a 64-bit word in one), so a holder whose lock was taken over
+   * cannot overwrite a newer holder's state. False if a word changed in between.
    */
   #writeFresh(w: Int32Array, state: number, g: Limits, m: Moment): boolean {
     const before = this.#before;
     const fresh = this.#fresh;
-    // Atomics.load under the key's lock: the values each compareExchange below expects.
-    for (let i = 0; i < g.words; i++) before[i] = Atomics.load(w, state + i);
     // The fresh state into private scratch first, at the parity of `state` (its layout's).
     const p = state & 1;
     for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as Algorithm).init(fresh, p + (g.offsets[i] as number), m);

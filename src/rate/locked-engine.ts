@@ -10,6 +10,14 @@ export { group, type LimitGroup, type LockedResult, type StateArea } from './lim
 export { DONE, RELOCATE } from '../table/slot-lock.js';
 
 /**
+ * Runs under the key's lock before a decision and may rewrite the key's state (PolicyLimiter's
+ * rule change). Like every locked writer it reads first, then checks `holds()` (the lock is
+ * still ours) before its first write, and writes by compareExchange from what it read; false if
+ * a word changed or the lock was lost (the decision starts again).
+ */
+export type Prepare = (w: Int32Array, m: Moment, holds: () => boolean) => boolean;
+
+/**
  * Decisions for keys whose state spans several words (several limits, window and log
  * algorithms, a global cap): take the key's lock, read its state once, let every algorithm
  * decide, spend from all of them or none, release. Different keys have different locks, so they
@@ -40,7 +48,7 @@ export class LockedEngine {
   // The inputs of the decision in progress, for #run (no closure per call).
   #cost = 0;
   #limits!: LimitGroup;
-  #prepare: ((w: Int32Array, m: Moment) => boolean) | undefined;
+  #prepare: Prepare | undefined;
   /** This engine's side of the locked protocol (table/slot-lock.ts): made once. */
   readonly #step: LockedDecision;
   /** The tokens of the locks the current decision took (the key's, the global cap's). */
@@ -103,7 +111,7 @@ export class LockedEngine {
    */
   decide(
     base: number, ctrl: number, stateBase: number, cost: number,
-    limits: LimitGroup = this.#key, prepare?: (w: Int32Array, m: Moment) => boolean,
+    limits: LimitGroup = this.#key, prepare?: Prepare,
   ): number {
     const area = this.#area; // reused: no allocation per decision
     area.lock = base + S_TAT;
@@ -121,7 +129,7 @@ export class LockedEngine {
     const limits = this.#limits;
     this.#keyToken = token;
     this.#spent = false;
-    let ok = this.#prepare === undefined || this.#prepare(this.#w, this.#read(this.#keyMoment));
+    let ok = this.#prepare === undefined || this.#prepare(this.#w, this.#read(this.#keyMoment), this.#holdsKey);
     if (ok) {
       // The snapshot of every limit first, then the clock: a holder that stalls between the two
       // judges newer state at an older reading, which only overstates the spending.

@@ -88,18 +88,22 @@ export interface LockedDecision {
   /** Decisions started again (a word changed under one, or its lock was taken over). */
   retries: number;
   /**
-   * Decides and commits with the key's lock held as `token`. Every write is a compareExchange
-   * from a value read under the lock, so a holder whose lock was taken over cannot overwrite a
-   * newer holder's state. False when a word changed under it: nothing of it stands, and it is
+   * Decides and commits with the key's lock held as `token`. Its reads come first; then, before
+   * its first write, it checks that the lock word still holds `token` (a takeover before that
+   * point may have been a reclaim, and the slot may hold another key by now); every write is a
+   * compareExchange from a value read before that check, so it lands only on the words of our
+   * key (or on a new key's words that equal them, which at worst overcharges that key).
+   * False when a word changed under it or the lock was lost: nothing of it stands, and it is
    * decided again.
    */
   decide(token: number): boolean;
   /** Whether the last `decide` wrote to the key's state (an admission, not a refusal or probe). */
   readonly spent: boolean;
   /**
-   * The spend of the last `decide` went with a reclaim that took the lock over (the slot is
-   * DEAD): give back what it wrote anywhere else, such as a global cap. The key is decided again
-   * in its new slot.
+   * The spend of the last `decide` went with a reclaim that took the lock over: the slot is
+   * DEAD, or already holds another key. Give back what it wrote outside the slot (a global cap);
+   * never touch the slot's words (another key's may equal ours). The key is decided again in its
+   * new slot.
    */
   lost(): void;
 }
@@ -133,7 +137,7 @@ export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: n
     }
     let ok = d.decide(token);
     if (ok && d.spent) {
-      if (!settle(w, lockAt, token)) {
+      if (!settle(w, base, ctrl, token)) {
         d.lost();
         return RELOCATE;
       }
@@ -151,16 +155,22 @@ export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: n
 /**
  * After an admission's writes: true if they stand. Our lock may have been taken over meanwhile
  * (we stalled): by a decision, whose writes then fail or build on ours; or by a reclaim, which
- * may have judged the key idle before our writes. A word that is not our token is cancelled
- * (compareExchange to free), so such a reclaim fails; DEAD means it already succeeded.
+ * may have judged the key idle before our writes, and whose slot an insert may since have given
+ * to another key (storing FREE into this word). A word that is not our token is cancelled
+ * (compareExchange to free) while ctrl shows the slot still holds our key, so such a reclaim
+ * fails; DEAD, or a changed ctrl, means it already succeeded.
  */
-function settle(w: Int32Array, lockAt: number, token: number): boolean {
+function settle(w: Int32Array, base: number, ctrl: number, token: number): boolean {
+  const lockAt = base + S_TAT;
   for (;;) {
     // Atomics.load after our writes (seq-cst): a reclaim that locks after this sees them.
     const cur = Atomics.load(w, lockAt);
-    if (cur === token || cur === FREE) return true;
+    if (cur === token) return true;
     if (cur === DEAD) return false;
-    // compareExchange from the exact token seen: a newer holder's lock is freed (its own writes
+    // Atomics.load of ctrl after seeing the lock lost: changed, the key left the slot (a
+    // reclaim finished; the slot may hold another key, the word being that key's).
+    if (Atomics.load(w, base + S_CTRL) !== ctrl) return false;
+    // compareExchange from the exact word seen: a newer holder's lock is freed (its own writes
     // are still checked against their snapshots), a reclaim's final step fails.
     if (Atomics.compareExchange(w, lockAt, cur, FREE) === cur) return true;
   }

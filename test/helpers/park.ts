@@ -1,0 +1,46 @@
+// A worker parked at its Nth clock reading (fixtures/park-request-worker.mjs), for tests that stop
+// a request or a sweep at a chosen step.
+import { Worker } from 'node:worker_threads';
+
+const parkWorker = new URL('../fixtures/park-request-worker.mjs', import.meta.url);
+export const FROZEN_MS = 5_000;
+
+/** Spins for `ms` of real time: lock tokens are stamped with performance.now(). */
+export function pastTimeout(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
+
+export interface Parked {
+  worker: Worker;
+  /** Whether it parked (false: it finished without reaching that reading). */
+  parked: boolean;
+  next<T>(): Promise<T>;
+  resume(): void;
+  /** kind 'lease': release the lease now. */
+  release(): void;
+}
+
+/** Starts a park worker and resolves once it parked at reading `parkAt` (or finished). */
+export async function park(kind: string, handle: unknown, request: unknown, cost: number, parkAt: number, frozenMs = FROZEN_MS): Promise<Parked> {
+  const flags = new Int32Array(new SharedArrayBuffer(16));
+  const worker = new Worker(parkWorker, { workerData: { kind, handle, request, cost, parkAt, flags: flags.buffer, frozenMs } });
+  const messages: unknown[] = [];
+  let wake: (() => void) | null = null;
+  let failure: unknown = null;
+  worker.on('message', (m) => { messages.push(m); wake?.(); });
+  worker.on('error', (e) => { failure = e; wake?.(); });
+  const next = async <T>(): Promise<T> => {
+    while (messages.length === 0) {
+      if (failure !== null) throw failure;
+      await new Promise<void>((r) => { wake = r; });
+    }
+    return messages.shift() as T;
+  };
+  while (Atomics.load(flags, 0) === 0 && messages.length === 0) {
+    if (failure !== null) throw failure;
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  const go = (i: number) => { Atomics.store(flags, i, 1); Atomics.notify(flags, i); };
+  return { worker, parked: Atomics.load(flags, 0) === 1, next, resume: () => go(1), release: () => go(2) };
+}
