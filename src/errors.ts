@@ -3,8 +3,6 @@ import { describe } from './config/check.js';
 /**
  * The errors sluice throws besides `TypeError` and `RangeError` (which name the argument at
  * fault). Each keeps what it reports across threads: see `Carried`.
- *
- * Thread-safety: plain values, safe on any thread.
  */
 
 /**

@@ -21,7 +21,7 @@ export type {
 export { limitTasks } from './pool/limit-tasks.js';
 export type { LimitTasksOptions } from './pool/limit-tasks.js';
 export { RateLimitTimeoutError, TableFullError } from './errors.js';
-export type { AcquireOptions, AcquireSyncOptions, Reservation } from './rate/waiting.js';
+export type { AcquireOptions, AcquireSyncOptions, Reservation, ReserveOptions } from './rate/waiting.js';
 export { ManualClock, monotonicClock } from './time/clock.js';
 export { coarseClock } from './time/coarse-clock.js';
 export type { CoarseClock } from './time/coarse-clock.js';

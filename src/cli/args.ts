@@ -5,8 +5,6 @@
  *
  * Every function here throws `UsageError` on bad input, with a message that names the option and
  * the value; the entry point prints it with the subcommand's usage and exits with status 2.
- *
- * Thread-safety: pure functions and plain data; safe on any thread.
  */
 import { parseArgs } from 'node:util';
 import type { Limit } from '../config/limit.js';

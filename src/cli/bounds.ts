@@ -6,8 +6,6 @@
  * Each bound follows from what the algorithm checks before it admits, whatever the order in which
  * threads take their turns, and allows for how the limiter rounds clock readings (to ticks of
  * `tickNs`, see math/gcra.ts). Write P for permits, T for periodMs, B for burst.
- *
- * Thread-safety: pure functions; safe on any thread.
  */
 import type { AlgorithmName } from '../algorithms/index.js';
 import { floorDiv } from '../time/ticks.js';

@@ -31,19 +31,9 @@ import type { SlotState, SlotTable } from '../table/table.js';
  * H_BURST = maxInFlight, H_TOLERANCE_TICKS = lease in ticks, H_TICK_NS = the tick, H_STALE_SEC =
  * staleSec below, H_ALGORITHM = CONCURRENCY_TABLE, and the float64 at H_LIMITS_BYTE = leaseMs.
  *
- * Wrap-around. Stamps are ticks modulo 2^32; a tick is the smallest power of ten nanoseconds, at
- * least 1 us, for which the lease fits in 2^29 ticks. A place decodes as `(stamp - now) | 0`:
- * - An unexpired stamp was written after a clock reading no later than ours (its writer read the
- *   clock under the key lock, before unlocking; we read it after locking), so it is at most
- *   2^29 ticks ahead and decodes exactly.
- * - An expired stamp decodes as expired until 2^31 ticks after its expiry (at least 35 minutes).
- *   Every acquire clears the expired places it sees, so a stamp gets older than that only if no
- *   acquire ran on the key in those 2^31 ticks. Each acquire raises the key's `lastSec` to its
- *   own second before writing its stamps, and a decision reads lastSec after the places; the last
- *   raise then came before that expiry, so `nowSec - lastSec >= 2^31 ticks - 1 s`, more than
- *   `staleSec = ceil(lease in s) + 2` (the lease is at most 2^29 ticks): the rule "stale, so
- *   every place is free" applies, whatever the stamp decodes to. Conversely, when that rule
- *   fires, every stamp was written more than staleSec > lease seconds ago: it has expired.
+ * Stamps are ticks modulo 2^32, the lease at most 2^29 of them: an unexpired stamp decodes
+ * exactly, and an expired one either decodes as expired or belongs to a key idle for longer than
+ * `staleSec`, which frees every place (docs/design.md, section 7, "Wrap-around").
  *
  * Thread-safety: pure functions over shared words; safe on any thread.
  */

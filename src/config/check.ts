@@ -1,8 +1,6 @@
 /**
  * Argument checks shared by every entry point. Each throws before anything is changed, and the
  * message names the argument and the value it was given.
- *
- * Thread-safety: pure functions, safe on any thread.
  */
 
 /** Renders a value for an error message without throwing on exotic inputs. */

@@ -3,8 +3,6 @@
  * `brust`, `usr`) would otherwise be ignored, or worse, read as its default: a rule with `usr`
  * becomes a second default rule. Such a name is refused with a `TypeError` that names it, the
  * closest known name and every known one, before anything is built or changed.
- *
- * Thread-safety: pure functions.
  */
 
 /**

@@ -28,8 +28,6 @@ import type { Decision } from '../rate/rate-limiter.js';
  * when it is full, the same meaning on a 200 and on a 429 (where Retry-After says when the
  * refused request itself, of its cost, would pass). Several limits give one item each, each with
  * its own `r` and `t` (`decision.limits`). `rateLimitHeaders` reads its limits as GCRA ones.
- *
- * Thread-safety: pure functions over plain data; safe on any thread.
  */
 
 /** Header field name (lower-case, as HTTP/2 and Node's `getHeaders()` spell them) to value. Plain data, safe to send between threads. */

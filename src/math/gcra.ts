@@ -17,8 +17,6 @@ import { isStale, STALE_UNIT_MS } from '../time/stamps.js';
  * - 32: the TAT is one int32 word (modulo 2^32): ticks of 10 ns to 1 ms, `tau` at most 2^29 ticks;
  * - 64: the TAT is a 64-bit word: ticks of 1 ps and up, `tau` up to 2^61 ticks.
  * The constructor takes the 32-bit width whenever it holds the limit with the promised rounding.
- *
- * Thread-safety: every function here is pure.
  */
 export interface GcraParams {
   /** 32: one int32 TAT word; 64: a 64-bit TAT (`src/rate/gcra-wide.ts`). */

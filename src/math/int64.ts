@@ -6,8 +6,6 @@
  *
  * Every function writes into a caller-owned `Pair` (no allocation) and may alias its output
  * with an input.
- *
- * Thread-safety: pure functions over caller-owned objects.
  */
 
 /** A 64-bit two's complement integer: `hi` signed int32, `lo` unsigned 32-bit. */

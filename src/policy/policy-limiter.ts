@@ -10,7 +10,7 @@ import { LockedEngine, RELOCATE, type Prepare } from '../rate/locked-engine.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
 import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
-import type { Decision, RateLimiterStats } from '../rate/rate-limiter.js';
+import type { Decision, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { TableFullError } from '../errors.js';
 import { namesOf } from '../config/option-names.js';
@@ -29,32 +29,21 @@ export interface PolicyRequest {
   api: string;
 }
 
-/** Options for `new PolicyLimiter`. */
-export interface PolicyLimiterOptions {
+/**
+ * Options for `new PolicyLimiter`. `maxKeys` counts (user, api) pairs; `clock`, `onFull`,
+ * `slotsPerKey`, `maxLogSize`, `claimTimeoutMs` (also how long a dead lock holder blocks a pair),
+ * `cacheSize` and `hashSeed` mean what they mean for RateLimiter, with the same defaults.
+ */
+export interface PolicyLimiterOptions
+  extends Pick<RateLimiterOptions, 'maxKeys' | 'clock' | 'onFull' | 'slotsPerKey' | 'maxLogSize' | 'claimTimeoutMs' | 'cacheSize' | 'hashSeed'> {
   /** The rules; exactly one has neither `user` nor `api` (the default). */
   rules: readonly PolicyRule[];
-  /** How many (user, api) pairs can be live at once. */
-  maxKeys: number;
-  /** As for RateLimiter; a ManualClock or coarseClock() travels with the handle. */
-  clock?: Clock;
-  /** As for RateLimiter. Default `'deny'`. */
-  onFull?: 'deny' | 'allow';
   /** Longest user + api, in UTF-8 bytes plus a few for the length prefix. Default 128. */
   maxKeyBytes?: number;
-  /** As for RateLimiter. Default 2. */
-  slotsPerKey?: number;
   /** State words reserved per key for any future rules. Default: what the rules need, at least 16. */
   maxStateWords?: number;
   /** Room for the rules as JSON. Default 65,536 bytes. */
   maxRulesBytes?: number;
-  /** Largest sliding-log `permits`. Default 1,000. */
-  maxLogSize?: number;
-  /** As for RateLimiter (also how long a dead lock holder blocks a key). Default 1,000 ms. */
-  claimTimeoutMs?: number;
-  /** Per-thread key cache entries. Default 65,536. */
-  cacheSize?: number;
-  /** Seed for the key hash. */
-  hashSeed?: number;
 }
 
 /** `#decide` outcomes. */

@@ -11,8 +11,6 @@ import { checkNames, namesOf } from '../config/option-names.js';
  * Policy rules as data: which limits apply to a (user, api) pair, and their validation and
  * compilation. A rule with neither `user` nor `api` is the default; the most specific rule wins:
  * (user, api), then api, then user, then the default.
- *
- * Thread-safety: plain data and pure functions; compiled rules belong to one thread.
  */
 export interface PolicyRule {
   /** The user this rule is for; omitted: any user. */

@@ -10,8 +10,6 @@ import {
 /**
  * What a limiter enforces, as stored in its table header so that `attach` rebuilds exactly the
  * same limiter in every thread.
- *
- * Thread-safety: plain data and pure functions.
  */
 export interface LimiterConfig {
   algorithm: AlgorithmName;

@@ -5,7 +5,7 @@ import { secondsAt } from '../time/stamps.js';
 import { type GcraParams } from '../math/gcra.js';
 import { ALLOWED, RELOCATE as ONE_RELOCATE, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
-import { assertWorkerThread, checkWaitOptions, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions, type AcquireSyncOptions, type Reservation } from './waiting.js';
+import { assertWorkerThread, checkWaitOptions, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions, type AcquireSyncOptions, type Reservation, type ReserveOptions } from './waiting.js';
 import { RateLimitTimeoutError, TableFullError } from '../errors.js';
 import { type Limit } from '../config/limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
@@ -197,9 +197,14 @@ export class RateLimiter {
    * within the next window. The sliding log cannot hold a place and throws `TypeError` (use
    * `acquire`).
    */
-  reserve(key: string, cost = 1, options?: { maxWaitMs?: number }): Reservation {
+  reserve(key: string, options?: ReserveOptions): Reservation {
+    const { cost, maxWaitMs } = checkWaitOptions(options, 'reserve');
     checkRequest(key, cost);
-    const { maxWaitMs } = checkWaitOptions(options, 'reserve');
+    return this.#reserve(key, cost, maxWaitMs);
+  }
+
+  /** `reserve` with its arguments checked. */
+  #reserve(key: string, cost: number, maxWaitMs: number): Reservation {
     if (this.#engine) {
       if (!this.#canReserve) {
         throw new TypeError(`reserve() cannot hold a place in a sliding log (its entries are the admissions themselves); this limiter runs ${this.algorithm}: use acquire(), which retries at the reported time`);
@@ -265,7 +270,8 @@ export class RateLimiter {
     const { cost, maxWaitMs, signal } = checkWaitOptions(options, 'acquire');
     signal?.throwIfAborted();
     if (this.#canReserve) {
-      const r = this.reserve(key, cost, { maxWaitMs });
+      checkRequest(key, cost);
+      const r = this.#reserve(key, cost, maxWaitMs);
       if (r.delayMs === 0) return;
       try {
         await sleepUntil(this.#clock, r.actAtMs, signal);
@@ -290,7 +296,8 @@ export class RateLimiter {
     assertWorkerThread('acquireSync()');
     const { cost, maxWaitMs } = checkWaitOptions(options, 'acquireSync');
     if (this.#canReserve) {
-      const r = this.reserve(key, cost, { maxWaitMs });
+      checkRequest(key, cost);
+      const r = this.#reserve(key, cost, maxWaitMs);
       if (r.delayMs > 0) sleepUntilSync(this.#clock, r.actAtMs);
       return;
     }

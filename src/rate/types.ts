@@ -5,8 +5,6 @@ import type { Limit } from '../config/limit.js';
 /**
  * The shapes a RateLimiter takes and gives: options, decisions, handles, stats. Shared by the
  * other limiter classes, which answer with the same `Decision`.
- *
- * Thread-safety: types only; every value of them is plain, structured-cloneable data.
  */
 
 /** Why a decision came out the way it did. */

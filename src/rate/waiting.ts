@@ -20,20 +20,21 @@ export function unheldReservation(key: string, cost: number, nowMs: number): Res
   return { key, cost, delayMs: 0, actAtMs: nowMs, cancel: () => false };
 }
 
-/** Options for `acquire`. */
-export interface AcquireOptions {
+/** Options for `reserve`: what the request costs, and how long it may wait at most. */
+export interface ReserveOptions {
   /** Cost of the request, an integer >= 0. Default 1. */
   cost?: number;
-  /** Longest acceptable wait; a longer one rejects at once. Default Infinity. */
+  /** Longest acceptable wait; a longer one is refused at once (`RateLimitTimeoutError`). Default Infinity. */
   maxWaitMs?: number;
-  /** Aborts the wait; whatever was reserved is given back. */
-  signal?: AbortSignal;
 }
 
-/** Options for `acquireSync`. */
-export interface AcquireSyncOptions {
-  cost?: number;
-  maxWaitMs?: number;
+/** Options for `acquireSync`: as for `reserve`. */
+export type AcquireSyncOptions = ReserveOptions;
+
+/** Options for `acquire`: as for `reserve`, and a signal. */
+export interface AcquireOptions extends ReserveOptions {
+  /** Aborts the wait; whatever was reserved is given back. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -55,7 +56,7 @@ export interface Reservation {
 const WAIT_OPTION_NAMES = {
   acquire: ['cost', 'maxWaitMs', 'signal'],
   acquireSync: ['cost', 'maxWaitMs'],
-  reserve: ['maxWaitMs'],
+  reserve: ['cost', 'maxWaitMs'],
 } as const;
 
 /**
@@ -65,7 +66,10 @@ const WAIT_OPTION_NAMES = {
  */
 export function checkWaitOptions(options: unknown, method: keyof typeof WAIT_OPTION_NAMES): { cost: number; maxWaitMs: number; signal: AbortSignal | undefined } {
   if (options === undefined) return { cost: 1, maxWaitMs: Infinity, signal: undefined };
-  if (options === null || typeof options !== 'object') throw new TypeError(`${method}() options must be an object like { maxWaitMs }, got ${describe(options)}`);
+  if (typeof options === 'number') {
+    throw new TypeError(`${method}() takes the cost in its options, as acquire() does: ${method}(key, { cost: ${options} }), got ${describe(options)}`);
+  }
+  if (options === null || typeof options !== 'object') throw new TypeError(`${method}() options must be an object like { cost, maxWaitMs }, got ${describe(options)}`);
   checkNames(options, WAIT_OPTION_NAMES[method], 'options', `${method}() option`);
   const { cost = 1, maxWaitMs, signal } = options as AcquireOptions;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`options.signal must be an AbortSignal, got ${describe(signal)}`);

@@ -1,36 +1,27 @@
 import type { Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
 import { parseTableOptions, type TableOptions } from '../table/table-options.js';
-import type { RateLimiterStats } from '../rate/types.js';
+import type { RateLimiterOptions, RateLimiterStats } from '../rate/types.js';
 import { checkOptionsObject } from '../table/table-site.js';
 
 /**
  * The local tier's options, handle and stats, and the checks of its arguments: each throws
  * before anything changes, naming the argument and the value it was given.
- *
- * Thread-safety: types and pure functions.
  */
 
 /** Options for `LocalTier.create`. */
-export interface LocalTierOptions {
+export interface LocalTierOptions
+  extends Partial<Pick<RateLimiterOptions, 'slotsPerKey' | 'claimTimeoutMs' | 'hashSeed' | 'cacheSize' | 'forceHash'>> {
   /** Keys the table is sized for (default 10,000). */
   maxKeys?: number;
   /** Longest key in UTF-8 bytes (default 64); a longer key is simply not cached. */
   maxKeyBytes?: number;
-  /** Slots allocated per key, 1.25 to 4 (default 2): as for RateLimiter. */
-  slotsPerKey?: number;
   /** How long a lease's permits may be spent, counted from when they were asked for (default 1000). */
   leaseMs?: number;
   /** After this long another thread may take over a key's refill (default 1000). */
   refillTimeoutMs?: number;
   /** The tier's clock (default performance.now()): the timeline of every `...Ms` argument. */
   clock?: Clock;
-  /** As for RateLimiter: the table's insert-claim timeout, hash seed, per-thread cache size. */
-  claimTimeoutMs?: number;
-  hashSeed?: number;
-  cacheSize?: number;
-  /** Tests only: every key hashes to this value (they all collide). */
-  forceHash?: number;
 }
 
 /** What `attach` needs: two SharedArrayBuffers and a tag, so it survives structured cloning. */

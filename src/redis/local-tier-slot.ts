@@ -30,48 +30,11 @@ import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.
  *            marker); lease word: closed for good (a reclaim is under way).
  * ```
  *
- * Times never wrap. Every time is a whole ms stored in full (a clock that starts with the process,
- * as performance.now() does, reaches 2^44 ms after 557 years) and compared with a reading exactly,
- * in doubles: there is no modular difference to misread, so an entry untouched for any time at
- * all decodes as what it is (written at ms 0, read at 2^32 + 1: expired long ago). What is given
- * up: nothing is stored at or above LIMIT_MS; a reading there finds nothing refused.
- *
- * Validity. An answer counts only if asked at or after clearAt; `clear()` raises clearAt to the
- * ms after its reading, so everything asked before (or in the same ms) is ignored at once.
- * Comparing times needs no generation counter, so a lease fits one word: its askedAt is both its
- * validity and the origin of its expiry.
- *
- * Order. Within one occupancy of a slot (one ctrl generation):
- * - every write of a refusal word is a compareExchange from the value read to a numerically
- *   larger one (a later askedAt, or the same askedAt and a later until), and DEAD is larger than
- *   any value: the word only increases;
- * - the lease word's stamp never decreases once it holds a lease (an offer needs an askedAt no
- *   earlier than the lease it replaces; a take changes the count alone); DEAD ends it;
- * - clearAt and the all-keys refusal only increase.
- *
- * Torn reads. The hit path reads a refusal word as hi, then lo: hi from a value X, lo from a value
- * Y no earlier than X. If their hi agree, the pair is Y. If not, Y.hi is larger and the pair has
- * Y's field with a smaller stamp: it says "refused" for less time than Y does, and counts as valid
- * only if Y does (Y = DEAD: its lo is 0, so the pair ends at a stamp at most X's). So a reading
- * never reports more than a value the word really held. A take reads a lease word as lo, then hi
- * (the other way round, for its compareExchange on lo alone; local-tier.ts).
- *
- * A fresh slot's refusal word is stamped ANSWER_WINDOW_MS before its insert, not at it: an answer
- * is asked for before the key's slot exists (the first refusal inserts the key), and the word
- * takes no answer asked before its stamp.
- *
- * Reuse. A thread can load a word, stall, and compareExchange after the slot was reclaimed and
- * given to another key. Such a write must fail: no value of a new occupant equals any value of an
- * old one. A reclaim kills the refusal word only from a value whose until is more than
- * ANSWER_WINDOW_MS before its reading r (and closes the lease word first, below), so every refusal
- * value of the old occupant has a stamp below floor(r) - ANSWER_WINDOW_MS, while the new occupant
- * starts at its insert's reading (later) less that window, and only increases. The lease word is
- * closed (DEAD) only from a value idle at the reclaimer's reading: no lease yet, or a lease with
- * askedAt + leaseMs strictly before floor(r). Every lease of the new occupant is unexpired when
- * offered, after its insert, so its askedAt is larger than every askedAt of the old one; its NONE
- * value is stamped at its insert, and the old occupant's at its own insert, which came before its
- * refusal word's first stamp plus the window, so before floor(r). The refill word carries no
- * safety: a stale write there only delays a refill.
+ * The invariants, each argued word by word and with every stall in docs/design.md ("The local
+ * tier's words"): times are whole ms stored in full, never wrapped; an answer counts only if asked
+ * at or after clearAt; within one occupancy every word only increases; a torn read never reports
+ * more than a value the word held; and no value of a slot's next occupant equals one of the old
+ * one, so a write that stalled across a reclaim and reuse fails.
  *
  * Thread-safety: pure functions over shared words; safe on any thread.
  */

@@ -52,8 +52,8 @@ const CONSTRUCT = Symbol('LocalTier');
  * asked after the last clear: pass `askedAtMs`, the reading taken before asking Redis, so that an
  * answer under the old limits that arrives after the clear is ignored.
  *
- * The words, their order and the argument that no stalled thread causes a wrong answer:
- * local-tier-slot.ts.
+ * The words and their order: local-tier-slot.ts; the argument that no stalled thread causes a
+ * wrong answer: docs/design.md, "The local tier's words".
  *
  * Thread-safety: every method may run on any number of threads at once over one handle; none
  * takes a lock or waits. An instance belongs to the thread that made it (a per-thread key cache).

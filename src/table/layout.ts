@@ -44,8 +44,6 @@
  *   LIVE  (2): holds a key.                          payload = generation (30 bits)
  *   TOMB  (3): reclaimed; may be reused.             payload = generation of the last occupant
  * ```
- *
- * Thread-safety: constants only.
  */
 
 /** Identifies a sluice table buffer ("SLCE"). */

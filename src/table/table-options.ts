@@ -7,8 +7,6 @@ import { DEFAULT_CACHE_SIZE } from './slot-index.js';
 /**
  * The options every limiter class shares (the table, the clock, the per-thread cache), checked
  * once here so that each class names and bounds them the same way.
- *
- * Thread-safety: pure functions.
  */
 export interface TableOptions {
   maxKeys: number;

@@ -13,8 +13,6 @@ export interface Clock {
 /**
  * The default clock: `performance.now()`. Monotonic, sub-microsecond, and in Node 20+ every
  * worker shares the main thread's `performance.timeOrigin`, so all threads read one timeline.
- *
- * Thread-safety: stateless; safe on any thread.
  */
 export const monotonicClock: Clock = Object.freeze({
   now: (): number => performance.now(),

@@ -9,8 +9,6 @@
  *   than 1 ns (`readingSlackMs`);
  * - a duration that is a whole number of ticks up to float noise is that number; anything more
  *   rounds up (`ceilTicks`), so a limit is never loosened by rounding.
- *
- * Thread-safety: pure functions.
  */
 
 /** Largest clock reading every limiter accepts: 2^53 ms, about 285,000 years. */

@@ -43,8 +43,10 @@ describe('misspelt and unknown names', () => {
   it('acquire, acquireSync and reserve options: maxWait is refused naming maxWaitMs', async () => {
     const limiter = new RateLimiter({ limit, maxKeys: 4 });
     await expect(limiter.acquire('k', { maxWait: 5 } as never)).rejects.toThrow(/^options\.maxWait is not a acquire\(\) option; did you mean options\.maxWaitMs\?/);
-    expect(() => limiter.reserve('k', 1, { maxWait: 5 } as never)).toThrow(/^options\.maxWait is not a reserve\(\) option; did you mean options\.maxWaitMs\?/);
-    expect(() => limiter.reserve('k', 1, { cost: 2 } as never)).toThrow(/^options\.cost is not a reserve\(\) option \(known: maxWaitMs\)/);
+    expect(() => limiter.reserve('k', { maxWait: 5 } as never)).toThrow(/^options\.maxWait is not a reserve\(\) option; did you mean options\.maxWaitMs\?/);
+    expect(() => limiter.reserve('k', { cots: 2 } as never)).toThrow(/^options\.cots is not a reserve\(\) option; did you mean options\.cost\?/);
+    // The cost where reserve() took it before it took options as acquire() does: named, not misread.
+    expect(() => limiter.reserve('k', 2 as never)).toThrow(/^reserve\(\) takes the cost in its options, as acquire\(\) does: reserve\(key, \{ cost: 2 \}\), got 2$/);
     // Nothing was spent by the refused calls.
     expect(limiter.tryAcquire('k', 0).remaining).toBe(5);
   });
@@ -62,11 +64,11 @@ describe('misspelt and unknown names', () => {
 describe('null and wrong kinds where options belong', () => {
   const limiter = new RateLimiter({ limit, maxKeys: 4 });
 
-  it('attach(handle, null), reserve(key, 1, null), acquire(key, null), ruleFor(null): typed errors', async () => {
+  it('attach(handle, null), reserve(key, null), acquire(key, null), ruleFor(null): typed errors', async () => {
     expect(() => RateLimiter.attach(limiter.handle, null as never)).toThrow(/^attach\(\) options must be an object like \{ clock, cacheSize \}, got null$/);
     expect(() => ConcurrencyLimiter.attach(new ConcurrencyLimiter({ maxInFlight: 1, leaseMs: 10, maxKeys: 4 }).handle, null as never)).toThrow(TypeError);
-    expect(() => limiter.reserve('k', 1, null as never)).toThrow(/^reserve\(\) options must be an object like \{ maxWaitMs \}, got null$/);
-    await expect(limiter.acquire('k', null as never)).rejects.toThrow(/^acquire\(\) options must be an object like \{ maxWaitMs \}, got null$/);
+    expect(() => limiter.reserve('k', null as never)).toThrow(/^reserve\(\) options must be an object like \{ cost, maxWaitMs \}, got null$/);
+    await expect(limiter.acquire('k', null as never)).rejects.toThrow(/^acquire\(\) options must be an object like \{ cost, maxWaitMs \}, got null$/);
     const policy = new PolicyLimiter({ rules: [{ limit }], maxKeys: 4 });
     expect(() => PolicyLimiter.attach(policy.handle, null as never)).toThrow(TypeError);
     expect(() => policy.ruleFor(null as never)).toThrow(/^request must be an object like \{ user, api \}, got null$/);

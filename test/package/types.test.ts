@@ -4,7 +4,7 @@ import { describe, expectTypeOf, it } from 'vitest';
 import {
   coarseClock, ManualClock, perSecond, RateLimiter, RedisRateLimiter,
   type AttachOptions, type Clock, type CoarseClock, type Decision, type DecisionReason, type Limit, type LimitState,
-  type RateLimiterHandle, type RateLimiterOptions, type Reservation,
+  type AcquireOptions, type AcquireSyncOptions, type RateLimiterHandle, type RateLimiterOptions, type Reservation, type ReserveOptions,
 } from '../../src/index.js';
 
 describe('the published types', () => {
@@ -34,7 +34,12 @@ describe('the published types', () => {
   it('the methods: allow is a boolean, tryAcquire a Decision, the Redis limiter the same Decision in a promise', () => {
     expectTypeOf<RateLimiter['allow']>().toEqualTypeOf<(key: string, cost?: number) => boolean>();
     expectTypeOf<RateLimiter['tryAcquire']>().toEqualTypeOf<(key: string, cost?: number) => Decision>();
-    expectTypeOf<RateLimiter['reserve']>().returns.toEqualTypeOf<Reservation>();
+    expectTypeOf<RateLimiter['reserve']>().toEqualTypeOf<(key: string, options?: ReserveOptions) => Reservation>();
+    // One calling pattern: reserve, acquireSync and acquire take the cost in their options.
+    expectTypeOf<ReserveOptions>().toEqualTypeOf<{ cost?: number; maxWaitMs?: number }>();
+    expectTypeOf<AcquireSyncOptions>().toEqualTypeOf<ReserveOptions>();
+    expectTypeOf<AcquireOptions>().toExtend<ReserveOptions>();
+    expectTypeOf<AcquireOptions['signal']>().toEqualTypeOf<AbortSignal | undefined>();
     expectTypeOf<RedisRateLimiter['tryAcquire']>().returns.toEqualTypeOf<Promise<Decision>>();
     expectTypeOf(RateLimiter.attach).parameter(0).toEqualTypeOf<RateLimiterHandle>();
     expectTypeOf(perSecond).returns.toExtend<Limit>();

@@ -63,7 +63,7 @@ describe('a global cap served in per-thread batches gives back only what is its 
     const { main, b, c, clock, call, check } = setup(perHour(16, { burst: 16 }));
     main.tryAcquire('slow', 16);
     clock.set(1000);
-    const reservation = main.reserve('slow', 16, { maxWaitMs: Infinity }); // cap slot [1000, 1000.064) ms
+    const reservation = main.reserve('slow', { cost: 16, maxWaitMs: Infinity }); // cap slot [1000, 1000.064) ms
     expect(reservation.delayMs).toBeGreaterThan(0);
     call(b, 1000.001, 1); // b's batch: slots from 1000.001 + h, past the reservation's slot
     clock.set(1000.002);

@@ -67,7 +67,7 @@ describe('a decision whose reading is older than the state it loads', () => {
       clock.set(1001); // 1 ms after the worker's reading, reservations queue on the cap as far as they may
       for (let c = 50_000; c >= 1;) {
         try {
-          limiter.reserve(`r${reservations}`, c, { maxWaitMs: Infinity });
+          limiter.reserve(`r${reservations}`, { cost: c, maxWaitMs: Infinity });
           reservations++;
         } catch {
           c = Math.floor(c / 2);

@@ -21,21 +21,21 @@ describe('reserve() with several limits', () => {
   it('counts nothing when the wait is over maxWaitMs or a cost over a burst', () => {
     const clock = new ManualClock();
     const limiter = new RateLimiter({ limit: [perSecond(2), perMinute(5)], maxKeys: 4, clock });
-    limiter.reserve('k', 2);
-    expect(() => limiter.reserve('k', 1, { maxWaitMs: 499 })).toThrow(RateLimitTimeoutError);
+    limiter.reserve('k', { cost: 2 });
+    expect(() => limiter.reserve('k', { cost: 1, maxWaitMs: 499 })).toThrow(RateLimitTimeoutError);
     try {
-      limiter.reserve('k', 1, { maxWaitMs: 499 });
+      limiter.reserve('k', { cost: 1, maxWaitMs: 499 });
     } catch (e) {
       expect(e).toMatchObject({ name: 'RateLimitTimeoutError', retryAfterMs: 500, key: 'k' });
     }
-    expect(() => limiter.reserve('k', 3)).toThrow(/can never pass/);
-    expect(limiter.reserve('k', 1, { maxWaitMs: 500 }).delayMs).toBe(500); // nothing was counted before
+    expect(() => limiter.reserve('k', { cost: 3 })).toThrow(/can never pass/);
+    expect(limiter.reserve('k', { cost: 1, maxWaitMs: 500 }).delayMs).toBe(500); // nothing was counted before
   });
 
   it('cancel() gives back, on every limit, the part of its slots still ahead', () => {
     const clock = new ManualClock();
     const limiter = new RateLimiter({ limit: [perSecond(2), perMinute(5)], maxKeys: 4, clock });
-    limiter.reserve('k', 2);
+    limiter.reserve('k', { cost: 2 });
     const third = limiter.reserve('k');
     const fourth = limiter.reserve('k');
     expect([third.delayMs, fourth.delayMs]).toEqual([500, 1000]);

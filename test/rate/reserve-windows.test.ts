@@ -35,7 +35,7 @@ describe('reserve() on a fixed window', () => {
   it('lets nothing act now on the next window\'s count, even with room in it', () => {
     const clock = new ManualClock(1500);
     const limiter = new RateLimiter({ limit: perSecond(3), algorithm: 'fixed-window', maxKeys: 4, clock });
-    limiter.reserve('k', 3);
+    limiter.reserve('k', { cost: 3 });
     expect(limiter.reserve('k').delayMs).toBe(500); // window 2 holds 1 of 3
     expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 500, remaining: 0 });
     clock.set(2000);
@@ -45,10 +45,10 @@ describe('reserve() on a fixed window', () => {
   it('counts nothing when refused: too long a wait, past the next window, or a cost over permits', () => {
     const clock = new ManualClock(1500);
     const limiter = new RateLimiter({ limit: perSecond(3), algorithm: 'fixed-window', maxKeys: 4, clock });
-    limiter.reserve('k', 3);
-    expect(() => limiter.reserve('k', 1, { maxWaitMs: 499 })).toThrow(RateLimitTimeoutError);
-    expect(() => limiter.reserve('k', 4)).toThrow(/can never pass/);
-    limiter.reserve('k', 3, { maxWaitMs: 500 }); // window 2 was untouched
+    limiter.reserve('k', { cost: 3 });
+    expect(() => limiter.reserve('k', { cost: 1, maxWaitMs: 499 })).toThrow(RateLimitTimeoutError);
+    expect(() => limiter.reserve('k', { cost: 4 })).toThrow(/can never pass/);
+    limiter.reserve('k', { cost: 3, maxWaitMs: 500 }); // window 2 was untouched
     expect(() => limiter.reserve('k')).toThrow(/would wait 1500 ms, further ahead than/);
     clock.set(2000);
     expect(limiter.tryAcquire('k', 0).remaining).toBe(0);
@@ -57,7 +57,7 @@ describe('reserve() on a fixed window', () => {
   it('cancel() gives the count back while the state holds the reserved window', () => {
     const clock = new ManualClock(1500);
     const limiter = new RateLimiter({ limit: perSecond(3), algorithm: 'fixed-window', maxKeys: 4, clock });
-    limiter.reserve('k', 3);
+    limiter.reserve('k', { cost: 3 });
     const r = limiter.reserve('k');
     expect(r.delayMs).toBe(500);
     expect(r.cancel()).toBe(true);
@@ -83,7 +83,7 @@ describe('reserve() on a sliding window', () => {
   it('cancel() gives the count back, from the previous window once a later reservation moved on', () => {
     const clock = new ManualClock(1000);
     const limiter = new RateLimiter({ limit: perSecond(3), algorithm: 'sliding-window', maxKeys: 4, clock });
-    limiter.reserve('k', 2);
+    limiter.reserve('k', { cost: 2 });
     const third = limiter.reserve('k');
     expect(third.delayMs).toBe(0);
     const fourth = limiter.reserve('k'); // moves the state to window 2
@@ -222,7 +222,7 @@ describe('reservations, admissions and cancels against what each window promises
             if (limiter.allow(o.key, o.cost) && o.cost > 0) acts.push({ key: o.key, at: clock.now(), cost: o.cost });
           } else if (o.kind === 'reserve') {
             try {
-              const r = limiter.reserve(o.key, o.cost, { maxWaitMs: o.maxWaitMs });
+              const r = limiter.reserve(o.key, { cost: o.cost, maxWaitMs: o.maxWaitMs });
               expect(r.delayMs).toBeLessThanOrEqual(o.maxWaitMs);
               if (o.cost > 0) pending.push({ r, key: o.key });
             } catch (e) {

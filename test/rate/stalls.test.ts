@@ -84,7 +84,7 @@ describe('a reservation stalled between its snapshot and its commit', () => {
     let n = 0;
     for (;;) {
       try {
-        limiter.reserve('k', 1, { maxWaitMs: MAX_WAIT_MS });
+        limiter.reserve('k', { cost: 1, maxWaitMs: MAX_WAIT_MS });
         n++;
       } catch {
         return n;
@@ -111,7 +111,7 @@ describe('a reservation stalled between its snapshot and its commit', () => {
     let mine = 0;
     for (;;) {
       try {
-        limiter.reserve('k', 1, { maxWaitMs: MAX_WAIT_MS });
+        limiter.reserve('k', { cost: 1, maxWaitMs: MAX_WAIT_MS });
         mine++;
       } catch {
         break;

@@ -11,7 +11,7 @@ describe('reserve()', () => {
     const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 4, clock });
     const delays = Array.from({ length: 8 }, () => limiter.reserve('k').delayMs);
     expect(delays).toEqual([0, 0, 0, 0, 0, 200, 400, 600]);
-    const r = limiter.reserve('k', 2);
+    const r = limiter.reserve('k', { cost: 2 });
     expect(r).toMatchObject({ delayMs: 1000, actAtMs: 1000, cost: 2 });
   });
 
@@ -19,7 +19,7 @@ describe('reserve()', () => {
     const clock = new ManualClock();
     const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 4, clock });
     for (let i = 0; i < 5; i++) limiter.reserve('k');
-    const late = limiter.reserve('k', 2);
+    const late = limiter.reserve('k', { cost: 2 });
     expect(late.delayMs).toBe(400);
     expect(late.cancel()).toBe(true);
     expect(late.cancel()).toBe(false);
@@ -34,15 +34,15 @@ describe('reserve()', () => {
     const clock = new ManualClock();
     const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 4, clock });
     for (let i = 0; i < 5; i++) limiter.allow('k');
-    expect(() => limiter.reserve('k', 1, { maxWaitMs: 199 })).toThrow(RateLimitTimeoutError);
+    expect(() => limiter.reserve('k', { cost: 1, maxWaitMs: 199 })).toThrow(RateLimitTimeoutError);
     try {
-      limiter.reserve('k', 1, { maxWaitMs: 199 });
+      limiter.reserve('k', { cost: 1, maxWaitMs: 199 });
     } catch (e) {
       expect(e).toMatchObject({ name: 'RateLimitTimeoutError', retryAfterMs: 200, key: 'k' });
     }
-    expect(() => limiter.reserve('k', 6)).toThrow(/can never pass/);
-    expect(limiter.reserve('k', 1, { maxWaitMs: 200 }).delayMs).toBe(200); // nothing was counted before
-    expect(() => limiter.reserve('k', 1, { maxWaitMs: -1 })).toThrow(/options\.maxWaitMs must be a number >= 0, got -1/);
+    expect(() => limiter.reserve('k', { cost: 6 })).toThrow(/can never pass/);
+    expect(limiter.reserve('k', { cost: 1, maxWaitMs: 200 }).delayMs).toBe(200); // nothing was counted before
+    expect(() => limiter.reserve('k', { cost: 1, maxWaitMs: -1 })).toThrow(/options\.maxWaitMs must be a number >= 0, got -1/);
   });
 
   it('cannot hold a place in a sliding log (windows can: test/reserve-windows.test.ts)', () => {

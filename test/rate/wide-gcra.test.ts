@@ -373,7 +373,7 @@ describe('width 64 against an exact BigInt reference (fast-check)', () => {
               const want = model.reserve(op.key, now, cost, refusesWait);
               let got: Reservation | RateLimitTimeoutError;
               try {
-                got = limiter.reserve(op.key, cost, maxWaitMs === undefined ? {} : { maxWaitMs });
+                got = limiter.reserve(op.key, maxWaitMs === undefined ? { cost } : { cost, maxWaitMs });
               } catch (e) {
                 if (!(e instanceof RateLimitTimeoutError)) throw e;
                 got = e;
@@ -430,10 +430,10 @@ describe('reserve(), cancel() and acquire() at width 64', () => {
     const clock = new ManualClock(10_000);
     const limiter = new RateLimiter({ limit: PER_DAY, maxKeys: 4, clock });
     expect(limiter.width).toBe(64);
-    expect(limiter.reserve('k', 1e6).delayMs).toBe(0);
+    expect(limiter.reserve('k', { cost: 1e6 }).delayMs).toBe(0);
     const first = limiter.reserve('k');
     expect(first).toMatchObject({ delayMs: 86.4, actAtMs: 10_086.4 });
-    const second = limiter.reserve('k', 3);
+    const second = limiter.reserve('k', { cost: 3 });
     expect(second.delayMs).toBe(345.6);
     expect(second.cancel()).toBe(true);
     expect(second.cancel()).toBe(false); // idempotent
@@ -446,20 +446,20 @@ describe('reserve(), cancel() and acquire() at width 64', () => {
   it('reserves a whole burst of 2^40 at a time, exactly, and refuses one that would pass the horizon', () => {
     const clock = new ManualClock(0);
     const giga = new RateLimiter({ limit: GIGA, maxKeys: 4, clock });
-    expect(giga.reserve('k', 2 ** 40).delayMs === 0).toBe(true);
-    expect(giga.reserve('k', 2 ** 40).delayMs).toBe(1_099_511.627776); // 2^40 ns
-    expect(giga.reserve('k', 2 ** 40).delayMs).toBe(2_199_023.255552);
+    expect(giga.reserve('k', { cost: 2 ** 40 }).delayMs === 0).toBe(true);
+    expect(giga.reserve('k', { cost: 2 ** 40 }).delayMs).toBe(1_099_511.627776); // 2^40 ns
+    expect(giga.reserve('k', { cost: 2 ** 40 }).delayMs).toBe(2_199_023.255552);
     expect(giga.tryAcquire('k', 0)).toMatchObject({ remaining: 0, resetAfterMs: 3_298_534.883328 });
     // 1 a day with a burst of 2^40: the tolerance is half the signed 64-bit range of its 20 ms
     // ticks, so a second full burst in reserve would leave the TAT past the horizon.
     const daily = new RateLimiter({ limit: { permits: 1, periodMs: 86_400_000, burst: 2 ** 40 }, maxKeys: 4, clock });
     expect(daily.width).toBe(64);
     expect(daily.tryAcquire('k', 2 ** 40).allowed).toBe(true);
-    const error = (() => { try { daily.reserve('k', 2 ** 40); } catch (e) { return e; } return null; })();
+    const error = (() => { try { daily.reserve('k', { cost: 2 ** 40 }); } catch (e) { return e; } return null; })();
     expect(error).toBeInstanceOf(RateLimitTimeoutError);
     expect((error as RateLimitTimeoutError).retryAfterMs).toBe(2 ** 40 * 86_400_000);
     expect(daily.tryAcquire('k', 0).resetAfterMs).toBe(2 ** 40 * 86_400_000); // nothing was counted
-    expect(daily.reserve('k', 2 ** 39).delayMs).toBe(2 ** 39 * 86_400_000); // half of it fits
+    expect(daily.reserve('k', { cost: 2 ** 39 }).delayMs).toBe(2 ** 39 * 86_400_000); // half of it fits
   });
 
   it('acquire() waits on manual time for its turn, in arrival order', async () => {
@@ -539,14 +539,14 @@ describe('regressions: waits, coarse ticks, -0 (found by the tests above, fixed)
     limiter.tryAcquire('k', 2 ** 40);
     // 13 more wait 13 intervals of 10 ns: 0.00013 ms, exactly what reserve('k', 13) reports.
     // Got: RateLimitTimeoutError 'would wait 0.00013 ms, more than maxWaitMs (0.00013)'.
-    expect(limiter.reserve('k', 13, { maxWaitMs: 0.00013 }).delayMs).toBe(0.00013);
+    expect(limiter.reserve('k', { cost: 13, maxWaitMs: 0.00013 }).delayMs).toBe(0.00013);
   });
 
   it('reserve() accepts a wait equal to maxWaitMs (width 32)', () => {
     const limiter = new RateLimiter({ limit: { permits: 7, periodMs: 60_000, burst: 3 }, maxKeys: 4, clock: new ManualClock(1_000) });
     limiter.tryAcquire('k', 3);
     // One more waits 8571.4286 ms (an interval of 85,714,286 ticks of 100 ns); got: refused.
-    expect(limiter.reserve('k', 1, { maxWaitMs: 8571.4286 }).delayMs).toBe(8571.4286);
+    expect(limiter.reserve('k', { cost: 1, maxWaitMs: 8571.4286 }).delayMs).toBe(8571.4286);
   });
 
   // Was bug 2 (fixed). (minor). For ticks coarser than 1 ms, ticks64 floors nowMs / tickMs with snapFloor,

@@ -25,7 +25,7 @@ describe('sweep() after a cancelled reservation for the next window', () => {
     const limiter = new RateLimiter({ limit: perSecond(3), algorithm: 'sliding-window', maxKeys: 4, clock });
     expect([1, 2, 3].map(() => limiter.allow('k'))).toEqual([true, true, true]);
     clock.set(1500); // window 0's 3 weigh 1.5: one more fits now
-    const r = limiter.reserve('k', 3); // waits for window 2; window 1 never held a count
+    const r = limiter.reserve('k', { cost: 3 }); // waits for window 2; window 1 never held a count
     expect(r.delayMs).toBe(500);
     expect(r.cancel()).toBe(true);
     limiter.sweep();

@@ -1,0 +1,54 @@
+// PolicyLimiter: a rule change plus a reclaim, with the decision parked right after
+// #prepare's holds() (test-only Atomics.load hook, park-after-check-worker.mjs): after #prepare
+// read the pair's words for a reshape, before its first compareExchange. Interleaving:
+//   'k' shaped under the default GCRA rule; setRules gives user 'k' a fixed window (new shape).
+//   W: lock ('k','a'), reads shape (GCRA) + words, holds() -> PARKED
+//   main: spin past claimTimeoutMs; sweep() takes over and reclaims idle 'k'; the victim pair
+//      (same home slot) takes the slot: NO_SHAPE, words = 'k''s old GCRA words; it reshapes and
+//      spends its 2 per hour (fixed window, another shape)
+//   W resumes: writeFresh compareExchanges from the words it read; the victim's reshape changed
+//      them, so they fail, or (the unused words) land harmlessly; the shape swap fails.
+// The victim admits exactly 2, 'k' at most 2 (its new rule).
+import { describe, expect, it } from 'vitest';
+import { perHour, PolicyLimiter, type PolicyRule } from '../../src/index.js';
+import { H_SLOT_WORDS, HEADER_WORDS } from '../../src/table/layout.js';
+import { FROZEN_MS, lockIndexOf, parkAfterCheck, pastTimeout } from '../helpers/park-after-check.js';
+
+const clock = { now: () => FROZEN_MS };
+const slotIndex = (p: PolicyLimiter, key: string) =>
+  (lockIndexOf(p.handle.table, key) - 1 - HEADER_WORDS) / (new Int32Array(p.handle.table)[H_SLOT_WORDS] as number);
+
+describe('a policy reshape stalled between holds() and its writes, rules changed, pair reclaimed', () => {
+  it('the victim pair in the reused slot keeps its count', async () => {
+    const base: PolicyRule[] = [{ limit: perHour(1) }];
+    const options = { maxKeys: 8, claimTimeoutMs: 20, clock, hashSeed: 12345 };
+    const probe = new PolicyLimiter({ rules: base, ...options });
+    probe.tryAcquire({ user: 'k', api: 'a' }, 0);
+    const home = slotIndex(probe, '1:ka');
+    let victim = '';
+    for (let i = 0; i < 2000 && victim === ''; i++) {
+      const p = new PolicyLimiter({ rules: base, ...options });
+      p.tryAcquire({ user: `v${i}`, api: 'a' }, 0);
+      if (slotIndex(p, `${`v${i}`.length}:v${i}a`) === home) victim = `v${i}`;
+    }
+    expect(victim).not.toBe('');
+    const fw: PolicyRule['limit'] = { permits: 2, periodMs: 3_600_000 };
+    const policy = new PolicyLimiter({ rules: [...base, { user: victim, algorithm: 'fixed-window', limit: fw }], ...options });
+    expect(policy.tryAcquire({ user: 'k', api: 'a' }, 0).allowed).toBe(true); // shaped GCRA, idle
+    policy.setRules([...base, { user: victim, algorithm: 'fixed-window', limit: fw }, { user: 'k', algorithm: 'sliding-window', limit: fw }]);
+    const w = await parkAfterCheck('policy', policy.handle, { user: 'k', api: 'a' }, 1, lockIndexOf(policy.handle.table, '1:ka'));
+    expect(w.parked).toBe(true);
+    pastTimeout(30);
+    expect(policy.sweep()).toBe(1);
+    let admitted = 0;
+    for (let i = 0; i < 3; i++) if (policy.tryAcquire({ user: victim, api: 'a' }).allowed) admitted++;
+    expect(slotIndex(policy, `${victim.length}:${victim}a`)).toBe(home);
+    w.resume();
+    const late = await w.next<{ allowed: boolean }>();
+    await w.worker.terminate();
+    let k = late.allowed ? 1 : 0;
+    for (let i = 0; i < 3; i++) if (policy.tryAcquire({ user: victim, api: 'a' }).allowed) admitted++;
+    for (let i = 0; i < 3; i++) if (policy.tryAcquire({ user: 'k', api: 'a' }).allowed) k++;
+    expect({ admitted, k }).toEqual({ admitted: 2, k: 2 });
+  });
+});
