@@ -113,12 +113,10 @@ export class ConcurrencyLimiter {
   /** @internal `attach`'s way in (see AttachRequest). */
   constructor(options: ConcurrencyLimiterOptions | AttachRequest<ConcurrencyLimiterHandle>);
   constructor(options: ConcurrencyLimiterOptions | AttachRequest<ConcurrencyLimiterHandle>) {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the step's getter reads this limiter
-    const limiter = this;
     this.#step = {
-      retries: 0,
-      decide: (token) => this.#decideLocked(token),
-      get spent() { return limiter.#reason === 'allowed' && limiter.#cost > 0; },
+      restarts: 0,
+      spent: false,
+      run: (token) => this.#decideLocked(token),
       // The stamps went with a reclaim: a DEAD slot's are wiped by its next insert; in a slot
       // that already holds another key they stay until they expire (that key is overcharged,
       // never undercharged: freeing them could free a stamp of its own that equals ours).
@@ -214,7 +212,7 @@ export class ConcurrencyLimiter {
   /** Counts keys, slots and held places. O(capacity * maxInFlight): for monitoring only. */
   stats(): ConcurrencyLimiterStats {
     return {
-      ...this.#site.report(this.#step.retries),
+      ...this.#site.report(this.#step.restarts),
       placesHeld: placesHeldIn(this.#site.table, this.#site.stateOffset, this.#clock.now(), this.#p),
     };
   }
@@ -233,6 +231,7 @@ export class ConcurrencyLimiter {
    * clears expired ones. False if a place changed under us (the caller decides again).
    */
   #decideLocked(token: number): boolean {
+    this.#step.spent = false;
     const at = this.#at;
     const lastSecAt = this.#lastSecAt;
     const cost = this.#cost;
@@ -273,6 +272,7 @@ export class ConcurrencyLimiter {
     } else {
       this.#reason = 'allowed';
       take = cost;
+      this.#step.spent = cost > 0; // once its stamps land (a false return discards the try)
     }
     // Atomics.load of the lock word after every read, before the first write: still ours, no
     // reclaim can have taken the key since we locked, so what we read was its places, and each

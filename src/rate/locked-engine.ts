@@ -26,7 +26,7 @@ export type Prepare = (w: Int32Array, m: Moment, holds: () => boolean) => boolea
  *
  * Thread-safety: one instance per thread (it keeps scratch verdicts); any number of threads.
  */
-export class LockedEngine {
+export class LockedEngine implements LockedDecision {
   readonly #w: Int32Array;
   readonly #key: LimitGroup;
   readonly #global: LimitGroup | null;
@@ -43,14 +43,14 @@ export class LockedEngine {
   /** Each key limit's own remaining and reset after the last decision with detail (LimitSet). */
   readonly limitRemaining: Float64Array;
   readonly limitResetMs: Float64Array;
-  /** Whether the current decision committed a spend. */
-  #spent = false;
+  /** Whether the current decision committed a spend (LockedDecision). */
+  spent = false;
+  /** Decisions started again under the locked protocol (LockedDecision). */
+  restarts = 0;
   // The inputs of the decision in progress, for #run (no closure per call).
   #cost = 0;
   #limits!: LimitGroup;
   #prepare: Prepare | undefined;
-  /** This engine's side of the locked protocol (table/slot-lock.ts): made once. */
-  readonly #step: LockedDecision;
   /** The tokens of the locks the current decision took (the key's, the global cap's). */
   #keyToken = 0;
   #globalToken = 0;
@@ -76,18 +76,6 @@ export class LockedEngine {
     this.#globalArea = global?.area ?? null;
     this.#owner = owner;
     this.#stealAfterMs = stealAfterMs;
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the step's getter reads this engine
-    const engine = this;
-    this.#step = {
-      retries: 0,
-      decide: (token) => this.#run(token),
-      get spent() { return engine.#spent; },
-      lost: () => {
-        // A reclaim took the lock over and judged the key idle before our commits: they went
-        // with it. Give the cap back its share; the key is decided again in its new slot.
-        if (this.#global !== null && this.#globalArea !== null) this.#set.undo(this.#global, this.#globalArea, this.#global.algorithms.length);
-      },
-    };
   }
 
   /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
@@ -97,7 +85,7 @@ export class LockedEngine {
 
   /** Decisions retried because a lock was taken over or a word changed under us. */
   get retries(): number {
-    return this.#step.retries + this.#set.retries;
+    return this.restarts + this.#set.retries;
   }
 
   /**
@@ -120,15 +108,17 @@ export class LockedEngine {
     this.#cost = cost;
     this.#limits = limits;
     this.#prepare = prepare;
-    return underKeyLock(this.#w, base, ctrl, this.#owner, this.#stealAfterMs, this.#step);
+    // This engine is its own side of the locked protocol (table/slot-lock.ts): `run`, `spent`,
+    // `lost`, plain members, so the protocol's calls stay direct.
+    return underKeyLock(this.#w, base, ctrl, this.#owner, this.#stealAfterMs, this);
   }
 
   /** One try of a decision, with the key's lock held as `token`; false: decide again. */
-  #run(token: number): boolean {
+  run(token: number): boolean {
     const area = this.#area;
     const limits = this.#limits;
     this.#keyToken = token;
-    this.#spent = false;
+    this.spent = false;
     let ok = this.#prepare === undefined || this.#prepare(this.#w, this.#read(this.#keyMoment), this.#holdsKey);
     if (ok) {
       // The snapshot of every limit first, then the clock: a holder that stalls between the two
@@ -165,12 +155,12 @@ export class LockedEngine {
         set.undo(this.#global, g, this.#global.algorithms.length);
         return false;
       }
-      this.#spent = true;
+      this.spent = true;
       return true;
     }
     if (cost === 0 || !this.#holds(key, token)) return cost === 0;
-    this.#spent = set.commit(limits, key, m, lastSec, cost, null, this.#holdsKey);
-    return this.#spent;
+    this.spent = set.commit(limits, key, m, lastSec, cost, null, this.#holdsKey);
+    return this.spent;
   }
 
   /**
@@ -182,6 +172,14 @@ export class LockedEngine {
   #holds(area: StateArea, token: number): boolean {
     // Atomics.load (seq-cst) after every read of the decision.
     return Atomics.load(this.#w, area.lock) === token;
+  }
+
+  /**
+   * A reclaim took the lock over and judged the key idle before our commits: they went with it.
+   * Give the cap back its share; the key is decided again in its new slot.
+   */
+  lost(): void {
+    if (this.#global !== null && this.#globalArea !== null) this.#set.undo(this.#global, this.#globalArea, this.#global.algorithms.length);
   }
 
   /** Reads the clock into `m`. */

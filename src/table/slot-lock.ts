@@ -86,7 +86,7 @@ export const RELOCATE = 1;
  */
 export interface LockedDecision {
   /** Decisions started again (a word changed under one, or its lock was taken over). */
-  retries: number;
+  restarts: number;
   /**
    * Decides and commits with the key's lock held as `token`. Its reads come first; then, before
    * its first write, it checks that the lock word still holds `token` (a takeover before that
@@ -96,11 +96,11 @@ export interface LockedDecision {
    * False when a word changed under it or the lock was lost: nothing of it stands, and it is
    * decided again.
    */
-  decide(token: number): boolean;
-  /** Whether the last `decide` wrote to the key's state (an admission, not a refusal or probe). */
-  readonly spent: boolean;
+  run(token: number): boolean;
+  /** Whether the last `run` wrote to the key's state (an admission, not a refusal or probe). */
+  spent: boolean;
   /**
-   * The spend of the last `decide` went with a reclaim that took the lock over: the slot is
+   * The spend of the last `run` went with a reclaim that took the lock over: the slot is
    * DEAD, or already holds another key. Give back what it wrote outside the slot (a global cap);
    * never touch the slot's words (another key's may equal ours). The key is decided again in its
    * new slot.
@@ -135,7 +135,7 @@ export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: n
       unlock(w, lockAt, token);
       return RELOCATE;
     }
-    let ok = d.decide(token);
+    let ok = d.run(token);
     if (ok && d.spent) {
       if (!settle(w, base, ctrl, token)) {
         d.lost();
@@ -148,7 +148,7 @@ export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: n
     }
     unlock(w, lockAt, token);
     if (ok) return DONE;
-    d.retries++;
+    d.restarts++;
   }
 }
 
