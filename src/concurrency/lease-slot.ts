@@ -147,6 +147,7 @@ export function placesHeldIn(table: SlotTable, stateOffset: number, nowMs: numbe
  * or later, so a late `release` (compareExchange from its own stamp) cannot hit the new key.
  */
 export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: number, stealAfterMs: number, clock: Clock): SlotState {
+  const idle = (w: Int32Array, base: number): boolean => countHeld(w, base, stateOffset, clock.now(), p) === 0;
   return {
     initSlot(w, base) {
       // Stores while the slot is BUSY: nobody reads its state before the publishing
@@ -160,7 +161,7 @@ export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: numbe
     },
     retire(w, base) {
       // The clock after the lock: later than every acquire's reading, so stamps decode exactly.
-      return retireLocked(w, base, owner, stealAfterMs, () => countHeld(w, base, stateOffset, clock.now(), p) === 0);
+      return retireLocked(w, base, owner, stealAfterMs, idle);
     },
   };
 }

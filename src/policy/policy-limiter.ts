@@ -409,6 +409,21 @@ export class PolicyLimiter {
     return true;
   }
 
+  /** Whether the pair at `base` is idle, judged under its lock (the reclaim hook's test). */
+  readonly #idle = (w: Int32Array, base: number): boolean => {
+    const at = base + this.#stateOffset;
+    // Atomics.load under the key's lock: the shape word is written only under it.
+    const shape = Atomics.load(w, at);
+    if (shape === NO_SHAPE) return true;
+    // The current rule of that shape whose ticks the state records. A state of no current
+    // rule is not judged: it is kept until its next request moves it over.
+    const rule = this.#compiled.byShape.get(shape)?.find((r) => ticksMatch(w, at, r));
+    if (rule === undefined) return false;
+    const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock: never later than the reading
+    const m = this.#now();
+    return rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+  };
+
   #slotState(): SlotState {
     // Arrow functions: the hooks read this limiter's fields.
     return {
@@ -422,19 +437,7 @@ export class PolicyLimiter {
       isDead: (w, base) => {
         return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
       },
-      retire: (w, base) => retireLocked(w, base, this.#owner, this.#site.claimTimeoutMs, () => {
-        const at = base + this.#stateOffset;
-        // Atomics.load under the key's lock: the shape word is written only under it.
-        const shape = Atomics.load(w, at);
-        if (shape === NO_SHAPE) return true;
-        // The current rule of that shape whose ticks the state records. A state of no current
-        // rule is not judged: it is kept until its next request moves it over.
-        const rule = this.#compiled.byShape.get(shape)?.find((r) => ticksMatch(w, at, r));
-        if (rule === undefined) return false;
-        const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock: never later than the reading
-        const m = this.#now();
-        return rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
-      }),
+      retire: (w, base) => retireLocked(w, base, this.#owner, this.#site.claimTimeoutMs, this.#idle),
     };
   }
 }

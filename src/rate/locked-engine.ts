@@ -207,6 +207,16 @@ export class LockedEngine implements LockedDecision {
    * can run between the idle check and the reclaim.
    */
   static slotState(key: LimitGroup, stateOffset: number, owner: number, stealAfterMs: number, now: () => Moment): SlotState {
+    // Idle, judged under the key's lock: every limit's state equals a fresh key's. Made once.
+    const idle = (w: Int32Array, base: number): boolean => {
+      const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock (see LockFreeEngine.retire)
+      const m = now();
+      for (let i = 0; i < key.algorithms.length; i++) {
+        const a = key.algorithms[i] as LimitAlgorithm;
+        if (!a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec))) return false;
+      }
+      return true;
+    };
     return {
       initSlot(w, base) {
         LockedEngine.init(w, key, { lock: base + S_TAT, lastSec: base + S_LAST_SEC, state: base + stateOffset }, now());
@@ -215,16 +225,7 @@ export class LockedEngine implements LockedDecision {
         return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
       },
       retire(w, base) {
-        // Idle under the key's lock: every limit's state equals a fresh key's.
-        return retireLocked(w, base, owner, stealAfterMs, () => {
-          const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock (see LockFreeEngine.retire)
-          const m = now();
-          for (let i = 0; i < key.algorithms.length; i++) {
-            const a = key.algorithms[i] as LimitAlgorithm;
-            if (!a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec))) return false;
-          }
-          return true;
-        });
+        return retireLocked(w, base, owner, stealAfterMs, idle);
       },
     };
   }
