@@ -77,6 +77,13 @@ const CASES: Case[] = [
     keyBound: 100,
     globalBound: 250,
   },
+  // A dense table: 40 slots for 27 keys that all collide, so tombstones and claims crowd the
+  // one probe chain (slotsPerKey 1.25 takes the long stripes of 80% full tables).
+  { name: 'gcra, one limit, slotsPerKey 1.25', options: { limit: perSecond(200), slotsPerKey: 1.25 }, keyBound: 200, epochs: 4 },
+  {
+    name: 'sliding log, slotsPerKey 1.25',
+    options: { algorithm: 'sliding-log', limit: win(200), maxLogSize: 256, slotsPerKey: 1.25 }, keyBound: 200, epochs: 4,
+  },
 ];
 
 // The same storm with window reservations: on the hot keys, half the attempts reserve (waiting as
