@@ -53,12 +53,12 @@ describe('an acquire stalled with its key lock held', () => {
   });
 
   it('a sweep takes the lock over, reclaims the idle key, and the stalled acquire decides again in its new slot', async () => {
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 250, clock });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 1000, clock });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const { flags, reply, worker } = await parkedAcquire(limiter, 'k');
     // Within the timeout the lock is the worker's: a sweep leaves the key alone.
     expect(limiter.sweep()).toBe(0);
-    pastTimeout(255);
+    pastTimeout(1010);
     // Past it, the sweep takes the lock over: no place is held yet, so the key is idle.
     expect(limiter.sweep()).toBe(1);
     expect(limiter.stats().liveKeys).toBe(0);
