@@ -4,7 +4,7 @@ import { integerInRange, positiveFinite } from '../config/check.js';
 import { isStale, raiseStamp, secondsAt } from '../time/stamps.js';
 import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
 import {
-  freePlace, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
+  FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
   writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
 import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
@@ -95,8 +95,6 @@ export class ConcurrencyLimiter {
   #taken!: Int32Array; //  places this acquire took
   // The request of the decision in progress, for the locked step (no closure per call).
   #base = 0;
-  /** The free value of the places of the key being decided (its incarnation's, see freePlace). */
-  #free = 0;
   #at = 0;
   #lastSecAt = 0;
   #cost = 0;
@@ -222,7 +220,6 @@ export class ConcurrencyLimiter {
   /** Locks the key at `slot` and decides (table/slot-lock.ts); DONE, or RELOCATE when the slot no longer holds it. */
   #decide(slot: SlotRef, cost: number): number {
     this.#base = slot.base;
-    this.#free = freePlace(slot.ctrl);
     this.#at = slot.base + this.#site.stateOffset;
     this.#lastSecAt = slot.base + S_LAST_SEC;
     this.#cost = cost;
@@ -238,7 +235,6 @@ export class ConcurrencyLimiter {
     const at = this.#at;
     const lastSecAt = this.#lastSecAt;
     const cost = this.#cost;
-    const free = this.#free;
     const p = this.#p;
     const w = this.#words;
     const n = p.maxInFlight;
@@ -257,7 +253,7 @@ export class ConcurrencyLimiter {
     let held = 0;
     let longest = 0;
     for (let i = 0; i < n; i++) {
-      const ahead = heldFor(seen[i] as number, free, now32, stale);
+      const ahead = heldFor(seen[i] as number, now32, stale);
       if (ahead === 0) continue;
       this.#aheads[held++] = ahead;
       if (ahead > longest) longest = ahead;
@@ -284,15 +280,15 @@ export class ConcurrencyLimiter {
     if (Atomics.load(w, this.#base + S_TAT) !== token) return false;
     let expiry = nowTicks + p.leaseTicks;
     let stamp = (now32 + p.leaseTicks) | 0;
-    if (stamp === free) { expiry += 1; stamp = (stamp + 1) | 0; } // never stamp the free value: one tick later
+    if (stamp === FREE_PLACE) { expiry += 1; stamp = (stamp + 1) | 0; } // never stamp the free marker: one tick later
     this.#stamp = stamp;
     this.#expiryTicks = expiry;
     if (take > 0) raiseStamp(w, lastSecAt, lastSec, nowSec); // only ever forward
     let taken = 0;
     for (let i = 0; i < n; i++) {
       const v = seen[i] as number;
-      if (v === free && taken === take) continue;
-      if (heldFor(v, free, now32, stale) > 0) continue;
+      if (v === FREE_PLACE && taken === take) continue;
+      if (heldFor(v, now32, stale) > 0) continue;
       if (taken < take) {
         // compareExchange from the value read under the lock: fails only if a late release
         // freed this expired place meanwhile, or a thread whose lock we took over wrote it.
@@ -304,7 +300,7 @@ export class ConcurrencyLimiter {
       } else {
         // compareExchange of an expired place to free: keeps old stamps from ageing into the
         // wrap-around; losing to a release (which also frees it) is fine.
-        Atomics.compareExchange(w, at + i, v, free);
+        Atomics.compareExchange(w, at + i, v, FREE_PLACE);
       }
     }
     if (take > 0) {
@@ -323,7 +319,7 @@ export class ConcurrencyLimiter {
   #giveBack(at: number, count: number): void {
     for (let i = 0; i < count; i++) {
       // compareExchange from our own stamp: only undoes our own write.
-      Atomics.compareExchange(this.#words, at + (this.#taken[i] as number), this.#stamp, this.#free);
+      Atomics.compareExchange(this.#words, at + (this.#taken[i] as number), this.#stamp, FREE_PLACE);
     }
   }
 
@@ -331,7 +327,7 @@ export class ConcurrencyLimiter {
   #full(key: string, cost: number): LeaseDecision {
     const allowed = this.#site.allowWhenFull;
     const lease = allowed && cost > 0
-      ? new HeldLease(key, cost, this.#clock.now() + this.#p.leaseMs, null, null, 0, 0, [])
+      ? new HeldLease(key, cost, this.#clock.now() + this.#p.leaseMs, null, null, FREE_PLACE, 0, [])
       : null;
     return { allowed, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full', lease };
   }

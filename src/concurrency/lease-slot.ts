@@ -3,7 +3,7 @@ import { describe } from '../config/check.js';
 import { isStale, secondsAt } from '../time/stamps.js';
 import { ceilTicks, ticksAt } from '../time/ticks.js';
 import {
-  ctrlWord, DEAD, H_ALGORITHM, H_BURST, H_LIMITS_BYTE, H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, LIVE, S_CTRL,
+  DEAD, H_ALGORITHM, H_BURST, H_LIMITS_BYTE, H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, LIVE, S_CTRL,
   S_LAST_SEC, S_TAT,
 } from '../table/layout.js';
 import { FREE, retireLocked } from '../table/slot-lock.js';
@@ -17,15 +17,14 @@ import type { SlotState, SlotTable } from '../table/table.js';
  * one slot, as laid out by table/layout.ts, with maxInFlight state words:
  * +------+-----------+-----------+------+----------+---------+---------+-----+-------------+-----+
  * | ctrl | tat: the  | lastSec:  | hash | keyBytes | place 0 | place 1 | ... | place N-1   | key |
- * |      | key lock  | 2nd of    |      |          | free (freePlace(ctrl)), or the expiry |     |
- * |      | (slot-    | the last  |      |          | of the lease holding it, ticks mod 2^32 |   |
+ * |      | key lock  | 2nd of    |      |          | FREE_PLACE (0), or the expiry of the  |     |
+ * |      | (slot-    | the last  |      |          | lease holding it, in ticks mod 2^32   |     |
  * |      | lock.ts)  | acquire   |      |          |                                       |     |
  * +------+-----------+-----------+------+----------+---------+---------+-----+-------------+-----+
  * ```
  *
  * A lease of cost c holds c places, each stamped with its expiry. A place is free when it holds
- * the incarnation's free value (`freePlace`: its ctrl generation, so it differs from the free
- * value of the slot's next key) or a stamp that is not ahead of now. The places are the limit: every write of a stamp
+ * FREE_PLACE or a stamp that is not ahead of now. The places are the limit: every write of a stamp
  * is a compareExchange from a free value, so at most maxInFlight places are held, whatever races.
  *
  * Header words reused from the rate limiter's layout (their names there, their meaning here):
@@ -41,16 +40,8 @@ import type { SlotState, SlotTable } from '../table/table.js';
 
 /** The `H_ALGORITHM` id of a concurrency table; `RateLimiter.attach` refuses it as unknown. */
 export const CONCURRENCY_TABLE = 256;
-/**
- * The value of a place no lease holds, in the incarnation whose ctrl word is `ctrl`: its
- * generation, complemented (-1 - generation: far from the small stamps of a clock that starts
- * near 0). A slot's next key has another, so a stamp or clear that stalled across a reclaim and
- * reuse (a compareExchange from a free value read in the old incarnation) fails on the new key's
- * places. A stamp that would equal it is stored one tick later.
- */
-export function freePlace(ctrl: number): number {
-  return ~(ctrl >>> 2);
-}
+/** A place no lease holds. A stamp that would equal it is stored one tick later. */
+export const FREE_PLACE = 0;
 /** The most places per key. */
 export const MAX_IN_FLIGHT = 1024;
 
@@ -112,11 +103,10 @@ export function readLeaseParams(w: Int32Array): LeaseParams {
 
 /**
  * Ticks until `place` frees by expiry, 0 if it is free now. `now32` is now in ticks modulo 2^32;
- * `free` is the incarnation's free value; `stale` is the lastSec rule of section 7 of
- * docs/design.md (every stamp of the slot has expired).
+ * `stale` is the lastSec rule of the header comment (every stamp of the slot has expired).
  */
-export function heldFor(place: number, free: number, now32: number, stale: boolean): number {
-  if (place === free || stale) return 0;
+export function heldFor(place: number, now32: number, stale: boolean): number {
+  if (place === FREE_PLACE || stale) return 0;
   const ahead = (place - now32) | 0;
   return ahead > 0 ? ahead : 0;
 }
@@ -128,12 +118,9 @@ export function heldFor(place: number, free: number, now32: number, stale: boole
 export function countHeld(w: Int32Array, base: number, stateOffset: number, nowMs: number, p: LeaseParams): number {
   const now32 = ticksAt(nowMs, p);
   const at = base + stateOffset;
-  // Atomics.load of ctrl first: the free value of the incarnation whose places follow (under the
-  // key lock, or in a snapshot that may race: then a place of another incarnation may count).
-  const free = freePlace(Atomics.load(w, base + S_CTRL));
   let held = 0;
   // Atomics.load of each place: a stamp seen here had lastSec raised before it was written.
-  for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), free, now32, false) > 0) held++;
+  for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), now32, false) > 0) held++;
   if (held === 0) return 0;
   // Atomics.load of lastSec after the places: at least the second of every stamp seen above.
   return isStale(secondsAt(nowMs), Atomics.load(w, base + S_LAST_SEC), p.staleSec) ? 0 : held;
@@ -157,17 +144,15 @@ export function placesHeldIn(table: SlotTable, stateOffset: number, nowMs: numbe
  * no place, judged under the key lock (`retireLocked`: taken only if free, or from a holder dead
  * or stalled for `stealAfterMs`), so no acquire can run between the idle check and the reclaim.
  * A reclaimed key's stamps all lie at or before now, and the slot's next key stamps now + lease
- * or later (with a clock that moves), so a late `release` (compareExchange from its own stamp)
- * cannot hit the new key; and the new key's free value is not the old one's.
+ * or later, so a late `release` (compareExchange from its own stamp) cannot hit the new key.
  */
 export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: number, stealAfterMs: number, clock: Clock): SlotState {
   const idle = (w: Int32Array, base: number): boolean => countHeld(w, base, stateOffset, clock.now(), p) === 0;
   return {
-    initSlot(w, base, generation) {
+    initSlot(w, base) {
       // Stores while the slot is BUSY: nobody reads its state before the publishing
-      // compareExchange on ctrl (LIVE with `generation`), which orders these writes before it.
-      const free = freePlace(ctrlWord(LIVE, generation));
-      for (let i = 0; i < p.maxInFlight; i++) Atomics.store(w, base + stateOffset + i, free);
+      // compareExchange on ctrl, which orders these writes before it.
+      for (let i = 0; i < p.maxInFlight; i++) Atomics.store(w, base + stateOffset + i, FREE_PLACE);
       Atomics.store(w, base + S_LAST_SEC, secondsAt(clock.now()));
       Atomics.store(w, base + S_TAT, FREE);
     },

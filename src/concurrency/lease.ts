@@ -1,5 +1,5 @@
 import type { Clock } from '../time/clock.js';
-import { freePlace, type LeaseParams } from './lease-slot.js';
+import { FREE_PLACE, type LeaseParams } from './lease-slot.js';
 import { ticksAt, wholeTicksAt } from '../time/ticks.js';
 import type { Decision, DecisionReason } from '../rate/rate-limiter.js';
 import { S_CTRL } from '../table/layout.js';
@@ -101,12 +101,11 @@ export class HeldLease implements Lease {
     const nowMs = site.clock.now();
     const expired = wholeTicksAt(nowMs, site.p) >= this.#expiryTicks || ((ticksAt(nowMs, site.p) - this.#stamp) | 0) >= 0;
     const at = slot.base + site.stateOffset;
-    const free = freePlace(slot.ctrl);
     let freed = true;
     for (const i of this.#places) {
       // compareExchange from this lease's own stamp: a place taken over after expiry holds a later
-      // stamp (or the free value) and is left alone.
-      if (Atomics.compareExchange(w, at + i, this.#stamp, free) !== this.#stamp) freed = false;
+      // stamp (or FREE_PLACE) and is left alone.
+      if (Atomics.compareExchange(w, at + i, this.#stamp, FREE_PLACE) !== this.#stamp) freed = false;
     }
     return freed && !expired;
   }
