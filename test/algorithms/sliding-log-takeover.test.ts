@@ -24,6 +24,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
 import { GLOBAL_HEADER_WORDS, HEADER_WORDS, H_GLOBAL_BASE, H_SLOT_WORDS, H_STATE_OFFSET, LIVE, S_CTRL } from '../../src/table/layout.js';
 import { replaySlidingLog, type Admission } from '../helpers/model.js';
+import { pastTimeout } from '../helpers/park.js';
 
 const fixture = new URL('../fixtures/cas-park-worker.mjs', import.meta.url);
 const PERIOD_MS = 1000;
@@ -36,11 +37,6 @@ interface Reply {
   writes: { n: number; word: string; expected: number; replacement: number; landed: boolean }[];
 }
 
-/** Spins for `ms` of real time: a lock's timeout must really pass. */
-function pastTimeout(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until);
-}
 
 async function until(what: string, done: () => boolean): Promise<void> {
   const end = Date.now() + 20_000;

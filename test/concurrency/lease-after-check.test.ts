@@ -12,7 +12,9 @@
 // held by a stamp no lease owns, until it expires; never a place more than maxInFlight.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { FROZEN_MS, lockIndexOf, parkAfterCheck, pastTimeout } from '../helpers/park-after-check.js';
+import { FROZEN_MS, pastTimeout } from '../helpers/park.js';
+import { parkAfterCheck } from '../helpers/park-after-check.js';
+import { lockIndexOf } from '../helpers/slots.js';
 
 const clock = { now: () => FROZEN_MS };
 type Reply = { allowed: boolean; parked: boolean };

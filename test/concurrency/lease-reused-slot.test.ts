@@ -9,37 +9,16 @@
 //      charges 'other'), and 'other' is left full with nobody holding a lease on it;
 //   2. slot reused by the same key: the lease counts, but its release() sees a changed ctrl,
 //      frees nothing, and the key stays full until the lease expires (a lost lease).
-import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
+import { FROZEN_MS, park, pastTimeout } from '../helpers/park.js';
 
-const parkWorker = new URL('../fixtures/park-request-worker.mjs', import.meta.url);
-const FROZEN_MS = 5_000;
 const clock = { now: () => FROZEN_MS };
-
-function pastTimeout(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until);
-}
 
 type Reply = { allowed: boolean; reason: string };
 
-async function parkedAcquire(limiter: ConcurrencyLimiter, key: string) {
-  const flags = new Int32Array(new SharedArrayBuffer(16));
-  const worker = new Worker(parkWorker, {
-    workerData: { kind: 'lease', handle: limiter.handle, request: key, cost: 1, parkAt: 1, flags: flags.buffer, frozenMs: FROZEN_MS },
-  });
-  const messages: unknown[] = [];
-  let wake: (() => void) | null = null;
-  worker.on('message', (m) => { messages.push(m); wake?.(); });
-  const next = async <T>(): Promise<T> => {
-    while (messages.length === 0) await new Promise<void>((r) => { wake = r; });
-    return messages.shift() as T;
-  };
-  while (Atomics.load(flags, 0) === 0) await new Promise((r) => setTimeout(r, 1));
-  const go = (i: number) => { Atomics.store(flags, i, 1); Atomics.notify(flags, i); };
-  return { worker, next, resume: () => go(1), release: () => go(2) };
-}
+/** An acquire of `key` on a worker, parked at its first clock reading (taken with the key's lock held). */
+const parkedAcquire = (limiter: ConcurrencyLimiter, key: string) => park('lease', limiter.handle, key, 1, 1);
 
 describe('an acquire parked under its key lock while sweep() reclaims the key and the slot is reused', () => {
   it('slot reused by another key: the parked acquire must not be admitted on that key\'s places', async () => {

@@ -12,7 +12,9 @@
 // Expected: W allowed, and after its release no place held.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { lockIndexOf, parkAt, pastTimeout, slotOf } from '../helpers/park-at.js';
+import { pastTimeout } from '../helpers/park.js';
+import { parkAfterCheck } from '../helpers/park-after-check.js';
+import { lockIndexOf, slotOf } from '../helpers/slots.js';
 
 describe('a stamp equal to what a next incarnation\'s free value would be', () => {
   // collides: the stamp is -3 = the next free value (fails on HEAD); control: one tick earlier, -4 (passes)
@@ -27,7 +29,7 @@ describe('a stamp equal to what a next incarnation\'s free value would be', () =
     // Precondition: the stamp is an ordinary stamp of this incarnation, equal to the next one's free value.
     expect(before.places[0] === ~((before.ctrl >>> 2) + 1)).toBe(collides);
     t = tS + 2; // the lease expired 1 ms ago
-    const w = await parkAt('lease', limiter.handle, t, lockIndexOf(limiter.handle.table, 'k'), 'k', 1);
+    const w = await parkAfterCheck('lease', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'), t);
     expect(w.parked).toBe(true);
     pastTimeout(30);
     expect(limiter.sweep()).toBe(1);

@@ -1,5 +1,7 @@
-// A worker parked at its Nth clock reading (fixtures/park-request-worker.mjs), for tests that stop
-// a request or a sweep at a chosen step.
+// Workers stopped at a chosen step, for tests that take a lock over, reclaim a key or reuse its
+// slot while a request or a sweep is half done: `park` stops one at its Nth clock reading
+// (fixtures/park-request-worker.mjs); park-after-check.ts stops one right after its lock check.
+// Every parking worker shares the flags protocol: [0] parked, [1] go, [2] release the lease.
 import { Worker } from 'node:worker_threads';
 
 const parkWorker = new URL('../fixtures/park-request-worker.mjs', import.meta.url);
@@ -13,7 +15,7 @@ export function pastTimeout(ms: number): void {
 
 export interface Parked {
   worker: Worker;
-  /** Whether it parked (false: it finished without reaching that reading). */
+  /** Whether it parked (false: it finished without reaching that step). */
   parked: boolean;
   next<T>(): Promise<T>;
   resume(): void;
@@ -21,10 +23,13 @@ export interface Parked {
   release(): void;
 }
 
-/** Starts a park worker and resolves once it parked at reading `parkAt` (or finished). */
-export async function park(kind: string, handle: unknown, request: unknown, cost: number, parkAt: number, frozenMs = FROZEN_MS): Promise<Parked> {
+/**
+ * Starts the parking worker at `url` with `workerData` (plus its `flags`) and resolves once it
+ * parked or posted a message; its messages are queued for `next`.
+ */
+export async function startParked(url: URL, workerData: object): Promise<Parked> {
   const flags = new Int32Array(new SharedArrayBuffer(16));
-  const worker = new Worker(parkWorker, { workerData: { kind, handle, request, cost, parkAt, flags: flags.buffer, frozenMs } });
+  const worker = new Worker(url, { workerData: { ...workerData, flags: flags.buffer } });
   const messages: unknown[] = [];
   let wake: (() => void) | null = null;
   let failure: unknown = null;
@@ -43,4 +48,9 @@ export async function park(kind: string, handle: unknown, request: unknown, cost
   }
   const go = (i: number) => { Atomics.store(flags, i, 1); Atomics.notify(flags, i); };
   return { worker, parked: Atomics.load(flags, 0) === 1, next, resume: () => go(1), release: () => go(2) };
+}
+
+/** Starts a park worker of `kind` and resolves once it parked at clock reading `parkAt` (or finished). */
+export function park(kind: string, handle: unknown, request: unknown, cost: number, parkAt: number, frozenMs = FROZEN_MS): Promise<Parked> {
+  return startParked(parkWorker, { kind, handle, request, cost, parkAt, frozenMs });
 }

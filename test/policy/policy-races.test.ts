@@ -3,8 +3,8 @@
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perSecond, PolicyLimiter, type PolicyRule } from '../../src/index.js';
-import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT, TOMB } from '../../src/table/layout.js';
-import { keyOffsetOf } from '../../src/table/table.js';
+import { DEAD, S_CTRL, S_TAT, TOMB } from '../../src/table/layout.js';
+import { slotBaseOf } from '../helpers/slots.js';
 import { result } from '../helpers/workers.js';
 
 const workerUrl = new URL('../fixtures/policy-worker.mjs', import.meta.url);
@@ -101,19 +101,6 @@ describe('PolicyLimiter: a thread that cannot read the rules a pair was moved to
   });
 });
 
-/** The first word of the slot holding `key` (its length-prefixed "user" + "api"), or -1. */
-function slotOf(policy: PolicyLimiter, key: string): number {
-  const w = new Int32Array(policy.handle.table);
-  const slotWords = w[H_SLOT_WORDS] as number;
-  const want = new TextEncoder().encode(key);
-  for (let base = HEADER_WORDS; base + slotWords <= w.length; base += slotWords) {
-    if (((w[base + S_CTRL] as number) & 3) !== LIVE || w[base + S_KEY_BYTES] !== want.length) continue;
-    const bytes = new Uint8Array(w.buffer, (base + keyOffsetOf(w)) * 4, want.length);
-    if (bytes.every((b, i) => b === want[i])) return base;
-  }
-  return -1;
-}
-
 describe('PolicyLimiter: a reclaim left half done by a thread that stopped', () => {
   // maxKeys 1: one stripe of two slots. 'busy' holds quota for an hour; 'gone' is idle.
   function setup() {
@@ -123,7 +110,7 @@ describe('PolicyLimiter: a reclaim left half done by a thread that stopped', () 
     expect(policy.tryAcquire({ user: 'gone', api: 'x' }).allowed).toBe(true);
     expect(policy.tryAcquire({ user: 'busy', api: 'x' }).allowed).toBe(true);
     clock.advance(10_000);
-    const base = slotOf(policy, '4:gonex');
+    const base = slotBaseOf(policy.handle.table, '4:gonex');
     expect(base).toBeGreaterThan(0);
     // What a reclaimer leaves when it stops right after its linearisation point: the reclaim
     // marker in the key's lock word, ctrl still LIVE.
@@ -143,7 +130,7 @@ describe('PolicyLimiter: a reclaim left half done by a thread that stopped', () 
   it('a new key that needs the slot finishes it and takes the slot', () => {
     const { policy, w, base } = setup();
     expect(policy.tryAcquire({ user: 'new', api: 'x' })).toMatchObject({ allowed: true, reason: 'allowed' });
-    expect(slotOf(policy, '3:newx')).toBe(base);
+    expect(slotBaseOf(policy.handle.table, '3:newx')).toBe(base);
     expect(Atomics.load(w, base + S_TAT)).not.toBe(DEAD);
     expect(policy.stats()).toMatchObject({ liveKeys: 2, tombstones: 0 });
   });

@@ -12,7 +12,9 @@
 // admission fewer for its period; never one more. Each key admits at most its limit.
 import { describe, expect, it } from 'vitest';
 import { perHour, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
-import { FROZEN_MS, lockIndexOf, parkAfterCheck, pastTimeout } from '../helpers/park-after-check.js';
+import { FROZEN_MS, pastTimeout } from '../helpers/park.js';
+import { parkAfterCheck } from '../helpers/park-after-check.js';
+import { lockIndexOf } from '../helpers/slots.js';
 
 const configs: [string, Partial<RateLimiterOptions>][] = [
   ['a sliding log', { limit: perHour(2), algorithm: 'sliding-log' }],

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, perDay, perHour, perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
 import { HEADER_WORDS, H_SLOT_WORDS, LIVE, S_CTRL, S_TAT } from '../../src/table/layout.js';
 import { raiseStamp } from '../../src/time/stamps.js';
+import { pastTimeout } from '../helpers/park.js';
 
 const stallWorker = new URL('../fixtures/stall-worker.mjs', import.meta.url);
 const FROZEN_MS = 5_000;
@@ -19,11 +20,6 @@ async function parked(flags: Int32Array, done: { finished: boolean }): Promise<b
   return true;
 }
 
-/** Spins for `ms` of real time: a lock or claim timeout must really pass. */
-function pastTimeout(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until);
-}
 
 const configs: [string, Partial<RateLimiterOptions>][] = [
   ['two GCRA limits', { limit: [perHour(10), perDay(1_000)] }],
