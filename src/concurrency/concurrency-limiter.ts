@@ -22,7 +22,8 @@ export type { Lease, LeaseDecision } from './lease.js';
  * gives them back with `lease.release()` (or at the end of a `using` block). A lease that is not
  * released within `leaseMs` expires and its places become free again: that is what happens to the
  * leases of a worker that dies (or forgets) before releasing. The state of every key lives in
- * shared memory (see lease-slot.ts for the slot layout and the wrap-around argument).
+ * shared memory (lease-slot.ts draws the slot; docs/design.md, section 7, has the wrap-around
+ * argument).
  *
  * An acquire takes the key's lock (table/slot-lock.ts), reads its places, decides, and stamps the
  * places it takes, each with a compareExchange from the free value it read. A release needs no
@@ -33,8 +34,8 @@ export type { Lease, LeaseDecision } from './lease.js';
  *
  * What a worker terminated mid-call leaves: killed before its stamps, nothing; after them, a lease
  * nobody will release, whose places free at expiry; killed holding the key lock, a lock that the
- * next acquire of the key takes over after `claimTimeoutMs`; killed inside a release, the places
- * it had not yet freed, which free at expiry.
+ * next acquire of the key, or a sweep, takes over after `claimTimeoutMs`; killed inside a
+ * release, the places it had not yet freed, which free at expiry.
  */
 
 /**
@@ -95,8 +96,6 @@ export class ConcurrencyLimiter {
   #taken!: Int32Array; //  places this acquire took
   // The request of the decision in progress, for the locked step (no closure per call).
   #base = 0;
-  #at = 0;
-  #lastSecAt = 0;
   #cost = 0;
   /** This limiter's side of the locked protocol (table/slot-lock.ts): made once. */
   readonly #step: LockedDecision;
@@ -220,8 +219,6 @@ export class ConcurrencyLimiter {
   /** Locks the key at `slot` and decides (table/slot-lock.ts); DONE, or RELOCATE when the slot no longer holds it. */
   #decide(slot: SlotRef, cost: number): number {
     this.#base = slot.base;
-    this.#at = slot.base + this.#site.stateOffset;
-    this.#lastSecAt = slot.base + S_LAST_SEC;
     this.#cost = cost;
     return underKeyLock(this.#words, slot.base, slot.ctrl, this.#owner, this.#site.claimTimeoutMs, this.#step);
   }
@@ -232,8 +229,8 @@ export class ConcurrencyLimiter {
    */
   #decideLocked(token: number): boolean {
     this.#step.spent = false;
-    const at = this.#at;
-    const lastSecAt = this.#lastSecAt;
+    const at = this.#base + this.#site.stateOffset;
+    const lastSecAt = this.#base + S_LAST_SEC;
     const cost = this.#cost;
     const p = this.#p;
     const w = this.#words;

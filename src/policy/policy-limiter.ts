@@ -358,12 +358,13 @@ export class PolicyLimiter {
     const g = rule.limits;
     const oldCount = gcraCount(stored);
     // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
-    const carry = oldCount !== null && rule.tickPs !== null && oldCount === rule.tickPs.length;
+    const tickPs = rule.tickPs;
+    const carry = oldCount !== null && tickPs !== null && oldCount === tickPs.length;
     const before = this.#before;
     // Atomics.load of every word the writes below expect (four per GCRA state, or the new rule's
     // words), then of the lock word: still ours, so these were this key's words.
     if (carry) {
-      for (let i = 0; i < (oldCount as number); i++) {
+      for (let i = 0; i < oldCount; i++) {
         for (let j = 0; j < 4; j++) before[4 * i + j] = Atomics.load(w, at + 1 + (g.offsets[i] as number) + j);
       }
     } else {
@@ -371,8 +372,8 @@ export class PolicyLimiter {
     }
     if (!holds()) return false;
     if (carry) {
-      for (let i = 0; i < (oldCount as number); i++) {
-        if (!carryDebt(w, at + 1 + (g.offsets[i] as number), before, 4 * i, m.ms, (rule.tickPs as readonly number[])[i] as number)) return false;
+      for (let i = 0; i < oldCount; i++) {
+        if (!carryDebt(w, at + 1 + (g.offsets[i] as number), before, 4 * i, m.ms, tickPs[i] as number)) return false;
       }
     } else if (!this.#writeFresh(w, at + 1, g, m)) {
       return false;

@@ -4,16 +4,13 @@ import { NarrowGcra } from '../algorithms/gcra.js';
 import { GlobalBatch, TAKEN } from './global-batch.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
-import { ageMs, lockToken } from '../table/slot-lock.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
 import type { SlotRef } from '../table/slot-index.js';
+// DONE and RELOCATE: the outcomes of every multi-word engine, locked or not (rate-limiter.ts reads both alike).
+import { ageMs, DONE, lockToken, RELOCATE } from '../table/slot-lock.js';
 
-/** The decision finished. */
-export const DONE = 0;
-/** #decideBatched could not use the batch: decide on the cap's word. */
+/** #decideBatched could not use the batch: decide on the cap's word (beside DONE and RELOCATE). */
 const FALLBACK_EXACT = 2;
-/** The slot no longer holds the key (reclaimed or reused): look it up again and retry. */
-export const RELOCATE = 1;
 
 /**
  * Decisions without a lock, for keys whose every limit commits in one compareExchange (GCRA at
