@@ -42,6 +42,9 @@ export class NarrowGcra implements LimitAlgorithm {
   #next = 0;
   #written = 0;
   #spentCost = 0;
+  // The latest reading and its ticks (#debt); per thread, like the snapshot.
+  #readMs = NaN;
+  #readTicks = 0;
 
   constructor(p: GcraParams) {
     this.#p = p;
@@ -49,7 +52,12 @@ export class NarrowGcra implements LimitAlgorithm {
   }
 
   #debt(m: Moment, stale: boolean): number {
-    this.#now32 = ticksAt(m.ms, this.#p);
+    // The reading in ticks, converted once per reading (a coarse or manual clock repeats it).
+    if (m.ms !== this.#readMs) {
+      this.#readMs = m.ms;
+      this.#readTicks = ticksAt(m.ms, this.#p);
+    }
+    this.#now32 = this.#readTicks;
     return stale ? 0 : debtOf(this.#tat, this.#now32, 0, 0, this.#p);
   }
 

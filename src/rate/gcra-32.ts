@@ -41,6 +41,11 @@ export class Gcra32 {
   retries = 0;
   /** The second of this thread's latest reading: a guess only (see #spend: when to skip the lastSec load). */
   #sec = 0;
+  // The latest reading converted (#convert): a clock that repeats its reading (coarseClock(), a
+  // ManualClock) converts it once. Per thread, plain: a cache of a pure function of the reading.
+  #readMs = NaN;
+  #readSec = 0;
+  #readTicks = 0;
 
 
   constructor(words: Int32Array, p: GcraParams, clock: Clock) {
@@ -97,18 +102,20 @@ export class Gcra32 {
       const tat = Atomics.load(w, base + S_TAT);
       const guess = ref.secKnown && ref.sec === this.#sec; // likely still that second: try without the load
       let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
-      let nowMs = this.#clock.now();
-      let nowSec = Math.floor(nowMs * SECONDS_PER_MS);
+      let nowMs = this.#convert(this.#clock.now());
+      let nowSec = this.#readSec;
       if (guess && nowSec !== lastSec) {
         // A new second: load lastSec, then read the clock again, in the order above.
         lastSec = Atomics.load(w, base + S_LAST_SEC);
-        nowMs = this.#clock.now();
-        nowSec = Math.floor(nowMs * SECONDS_PER_MS);
+        nowMs = this.#convert(this.#clock.now());
+        nowSec = this.#readSec;
       }
       this.#sec = nowSec;
-      if (Atomics.load(w, base + S_CTRL) !== ctrl || tat === DEAD) return RELOCATE;
+      // ctrl by a plain read: the tat load above (seq-cst) makes any reuse of the slot that wrote
+      // the value it saw visible to this read (docs/design.md, "Plain reads of ctrl").
+      if (w[base + S_CTRL] !== ctrl || tat === DEAD) return RELOCATE;
       this.nowMs = nowMs;
-      const now32 = ticksAt(nowMs, p);
+      const now32 = this.#readTicks;
       const debt = debtOf(tat, now32, lastSec, nowSec, p);
       this.debt = debt;
       // The decision, pure: the debt after it.
@@ -144,7 +151,9 @@ export class Gcra32 {
         // tat came back to our snapshot: a charge overcharges that key (conservative); find ours
         // again. A refund cannot get there (docs/design.md, "Reservations": every tat of a
         // slot's next key is later than any this key held), and would be taken back if it did.
-        if (Atomics.load(w, base + S_CTRL) !== ctrl) {
+        // A plain read, as before the decision: a tat value written after a reuse, which the
+        // compareExchange just read, makes that reuse's ctrl visible here.
+        if (w[base + S_CTRL] !== ctrl) {
           if (mode === REFUND) Atomics.compareExchange(w, base + S_TAT, newTat, tat); // from our own write only
           return RELOCATE;
         }
@@ -157,6 +166,16 @@ export class Gcra32 {
       }
       this.retries++;
     }
+  }
+
+  /** Returns `nowMs`, with its second and its ticks in #readSec and #readTicks. */
+  #convert(nowMs: number): number {
+    if (nowMs !== this.#readMs) {
+      this.#readMs = nowMs;
+      this.#readSec = Math.floor(nowMs * SECONDS_PER_MS);
+      this.#readTicks = ticksAt(nowMs, this.#p);
+    }
+    return nowMs;
   }
 
   /** Cost-1 requests that would pass right after the last decision. */

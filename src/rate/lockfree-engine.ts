@@ -184,8 +184,10 @@ export class LockFreeEngine {
         m = this.#read();
       }
       this.#sec = m.sec;
-      // Atomics.load of ctrl after the snapshot, as in decide.
-      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      // ctrl after the snapshot, as in decide, but by a plain read: every state word here is an
+      // int32 loaded by Atomics.load, so a value written after a reuse of the slot makes that
+      // reuse's ctrl visible to this read (docs/design.md, "Plain reads of ctrl").
+      if (w[base + S_CTRL] !== ctrl) return RELOCATE;
       r.never = false;
       r.retryAfterMs = 0;
       for (let i = 0; i < limits.length; i++) {
