@@ -1,6 +1,7 @@
 import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
 import { isStale, secondsAt } from '../time/stamps.js';
 import { NarrowGcra } from '../algorithms/gcra.js';
+import { FixedWindow32 } from '../algorithms/fixed-window-32.js';
 import { GlobalBatch, TAKEN } from './global-batch.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
@@ -51,6 +52,13 @@ export class LockFreeEngine {
   readonly #batch: GlobalBatch | null;
   /** The key's limits when each is one 32-bit GCRA word and there is no cap (#allowGcra), else null. */
   readonly #gcra: NarrowGcra[] | null;
+  /**
+   * Whether every key limit keeps one int32 word, loaded and written only by int32 Atomics
+   * operations (NarrowGcra, FixedWindow32): ctrl may then be read plainly after the snapshot
+   * (docs/design.md, "Plain reads of ctrl"). The 64-bit and two-word states are written by a 64-bit
+   * compareExchange, which an int32 load does not synchronise with.
+   */
+  readonly #plainCtrl: boolean;
   #retries = 0;
   /** The second of this thread's latest reading in #allowGcra: a guess only (when to skip the lastSec load). */
   #sec = 0;
@@ -72,6 +80,7 @@ export class LockFreeEngine {
     // A global cap of one 32-bit GCRA limit is served to allow() in per-thread batches.
     const only = global?.group.algorithms.length === 1 ? global.group.algorithms[0] : undefined;
     this.#gcra = global === null && key.algorithms.every((a) => a instanceof NarrowGcra) ? (key.algorithms as NarrowGcra[]) : null;
+    this.#plainCtrl = key.algorithms.every((a) => a instanceof NarrowGcra || a instanceof FixedWindow32);
     this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
   }
 
@@ -97,7 +106,6 @@ export class LockFreeEngine {
   decide(ref: SlotRef, stateBase: number, cost: number): number {
     const base = ref.base;
     const ctrl = ref.ctrl;
-    const w = this.#w;
     const set = this.#set;
     const r = this.result;
     const key = this.#key;
@@ -124,10 +132,11 @@ export class LockFreeEngine {
       const g = this.#globalArea as StateArea;
       const globalLastSec = global === null ? 0 : set.load(global, g);
       const m = this.#read();
-      // Atomics.load of ctrl after the snapshot: a reused slot is looked up again. The guard is
-      // not read here: a key reclaimed under us holds a fresh key's state, so deciding on it is
-      // harmless, and #settle finds the DEAD guard after any commit and decides again.
-      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      // ctrl after the snapshot: a reused slot is looked up again. The guard is not read here: a
+      // key reclaimed under us holds a fresh key's state, so deciding on it is harmless, and
+      // #settle finds the DEAD guard after any commit and decides again. A plain read when the
+      // key's states are int32 words (#plainCtrl), else Atomics.load.
+      if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
       // 2. Decide.
       set.check(key, m, lastSec, cost);
       r.refusedBy = r.allowed ? null : 'key';
@@ -223,7 +232,6 @@ export class LockFreeEngine {
    * serve (nothing was written).
    */
   #decideBatched(base: number, ctrl: number, cost: number, batch: GlobalBatch): number {
-    const w = this.#w;
     const set = this.#set;
     const r = this.result;
     const key = this.#key;
@@ -231,8 +239,8 @@ export class LockFreeEngine {
     for (;;) {
       const lastSec = set.load(key, area);
       const m = this.#read();
-      // Atomics.load of ctrl after the snapshot, as in decide.
-      if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      // ctrl after the snapshot, as in decide.
+      if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
       set.check(key, m, lastSec, cost);
       r.refusedBy = r.allowed ? null : 'key';
       if (!r.allowed || cost === 0) return DONE;
@@ -322,6 +330,15 @@ export class LockFreeEngine {
       // compareExchange then fails), and look again.
       Atomics.compareExchange(w, base + S_TAT, guard, free);
     }
+  }
+
+  /**
+   * The slot's ctrl word, read after the key's snapshot: plainly when every key state is an int32
+   * word (the snapshot's Atomics.load of a value written after a reuse makes the reuse's ctrl
+   * visible), else by Atomics.load.
+   */
+  #ctrlAt(base: number): number {
+    return this.#plainCtrl ? (this.#w[base + S_CTRL] as number) : Atomics.load(this.#w, base + S_CTRL);
   }
 
   #read(): Moment {
