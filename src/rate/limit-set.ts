@@ -111,6 +111,16 @@ export class LimitSet {
    * reads the clock only after this: no state it judges is later than its reading.
    */
   load(g: LimitGroup, area: StateArea): number {
+    this.loadStates(g, area);
+    // Atomics.load of lastSec after the states (the order of the one-limit path): every commit
+    // raises lastSec before its compareExchange, so if a state we loaded was written by a recent
+    // admission, the lastSec we load now records it, and a stale verdict can only come from
+    // states that really are that old.
+    return Atomics.load(this.#w, area.lastSec);
+  }
+
+  /** `load` without lastSec: the caller loads it (or knows a bound on it) before reading the clock. */
+  loadStates(g: LimitGroup, area: StateArea): void {
     const w = this.#w;
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
@@ -120,11 +130,6 @@ export class LimitSet {
       else if (a instanceof FixedWindow32) a.load(w, at);
       else a.load(w, at);
     }
-    // Atomics.load of lastSec after the states (the order of the one-limit path): every commit
-    // raises lastSec before its compareExchange, so if a state we loaded was written by a recent
-    // admission, the lastSec we load now records it, and a stale verdict can only come from
-    // states that really are that old.
-    return Atomics.load(w, area.lastSec);
   }
 
   /**

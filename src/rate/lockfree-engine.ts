@@ -60,7 +60,7 @@ export class LockFreeEngine {
    */
   readonly #plainCtrl: boolean;
   #retries = 0;
-  /** The second of this thread's latest reading in #allowGcra: a guess only (when to skip the lastSec load). */
+  /** The second of this thread's latest reading: a guess only (#stampThenRead: when to skip the lastSec load). */
   #sec = 0;
   // The slot being decided, for #stillOurs (a bound method: no closure per decision).
   #base = 0;
@@ -120,18 +120,19 @@ export class LockFreeEngine {
     for (;;) {
       const batch = this.#batch;
       if (batch !== null && !exact && !set.detail && set.reserving === null) {
-        const outcome = this.#decideBatched(base, ctrl, cost, batch);
+        const outcome = this.#decideBatched(ref, cost, batch);
         if (outcome !== FALLBACK_EXACT) return outcome;
         exact = true;
         continue;
       }
       // 1. Snapshots, then the clock, then ctrl: the reading is not earlier than any state it
       // judges, and an unchanged ctrl means the snapshot belongs to our key's incarnation.
-      const lastSec = set.load(key, area);
+      set.loadStates(key, area);
       const global = this.#global;
       const g = this.#globalArea as StateArea;
       const globalLastSec = global === null ? 0 : set.load(global, g);
-      const m = this.#read();
+      const lastSec = this.#stampThenRead(ref);
+      const m = this.#moment;
       // ctrl after the snapshot: a reused slot is looked up again. The guard is not read here: a
       // key reclaimed under us holds a fresh key's state, so deciding on it is harmless, and
       // #settle finds the DEAD guard after any commit and decides again. A plain read when the
@@ -158,7 +159,7 @@ export class LockFreeEngine {
       }
       // 5. A reclaim that judged the key idle before our commit must not complete.
       const outcome = this.#settle(base, ctrl);
-      if (outcome === DONE) return DONE;
+      if (outcome === DONE) return this.#stamped(ref);
       // The key was reclaimed under us: our spend went with it. Give the cap back its share
       // and decide again on the key's new slot.
       if (global !== null) set.undo(global, g, global.algorithms.length);
@@ -181,18 +182,8 @@ export class LockFreeEngine {
     const offsets = this.#key.offsets;
     for (;;) {
       for (let i = 0; i < limits.length; i++) (limits[i] as NarrowGcra).load(w, stateBase + (offsets[i] as number));
-      // Atomics.load of lastSec after the states, then the clock, as in LimitSet.load: a state
-      // written by a recent admission was stamped first, so a stale verdict comes only from
-      // states that old. Skipped when this thread saw the word reach the reading's own second,
-      // as in Gcra32.#spend (a guess from this thread's last reading, checked after the read).
-      const guess = ref.secKnown && ref.sec === this.#sec;
-      let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
-      let m = this.#read();
-      if (guess && m.sec !== lastSec) {
-        lastSec = Atomics.load(w, base + S_LAST_SEC); // a new second: load, then read again
-        m = this.#read();
-      }
-      this.#sec = m.sec;
+      const lastSec = this.#stampThenRead(ref);
+      const m = this.#moment;
       // ctrl after the snapshot, as in decide, but by a plain read: every state word here is an
       // int32 loaded by Atomics.load, so a value written after a reuse of the slot makes that
       // reuse's ctrl visible to this read (docs/design.md, "Plain reads of ctrl").
@@ -220,9 +211,7 @@ export class LockFreeEngine {
       }
       // A reclaim that judged the key idle before our commit must not complete (see decide).
       if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
-      ref.sec = m.sec; // commit raised lastSec to our second or later
-      ref.secKnown = true;
-      return DONE;
+      return this.#stamped(ref);
     }
   }
 
@@ -231,14 +220,17 @@ export class LockFreeEngine {
    * thread's batch (global-batch.ts). DONE, RELOCATE, or FALLBACK_EXACT when the batch cannot
    * serve (nothing was written).
    */
-  #decideBatched(base: number, ctrl: number, cost: number, batch: GlobalBatch): number {
+  #decideBatched(ref: SlotRef, cost: number, batch: GlobalBatch): number {
+    const base = ref.base;
+    const ctrl = ref.ctrl;
     const set = this.#set;
     const r = this.result;
     const key = this.#key;
     const area = this.#area;
     for (;;) {
-      const lastSec = set.load(key, area);
-      const m = this.#read();
+      set.loadStates(key, area);
+      const lastSec = this.#stampThenRead(ref);
+      const m = this.#moment;
       // ctrl after the snapshot, as in decide.
       if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
       set.check(key, m, lastSec, cost);
@@ -250,7 +242,7 @@ export class LockFreeEngine {
         this.#retries++;
         continue;
       }
-      if (this.#settle(base, ctrl) === DONE) return DONE;
+      if (this.#settle(base, ctrl) === DONE) return this.#stamped(ref);
       batch.giveBack(cost); // the key was reclaimed under us: decide again on its new slot
       return RELOCATE;
     }
@@ -339,6 +331,35 @@ export class LockFreeEngine {
    */
   #ctrlAt(base: number): number {
     return this.#plainCtrl ? (this.#w[base + S_CTRL] as number) : Atomics.load(this.#w, base + S_CTRL);
+  }
+
+  /**
+   * After the key's states were loaded: Atomics.load of its lastSec, then the clock into
+   * `#moment`; returns the lastSec the decision judges by. A state written by a recent admission
+   * was stamped first (LimitSet.commit raises lastSec before its compareExchanges), so a stale
+   * verdict comes only from states that old; and a stamp loaded before the reading is not later
+   * than it. The load is skipped when this thread saw the word reach the second of its latest
+   * reading (it only moves forward), as in Gcra32.#spend: a guess, checked after the read; in a
+   * new second the word is loaded and the clock read again (docs/design.md, section 2).
+   */
+  #stampThenRead(ref: SlotRef): number {
+    const at = ref.base + S_LAST_SEC;
+    const guess = ref.secKnown && ref.sec === this.#sec;
+    let lastSec = guess ? ref.sec : Atomics.load(this.#w, at);
+    let m = this.#read();
+    if (guess && m.sec !== lastSec) {
+      lastSec = Atomics.load(this.#w, at); // a new second: load, then read again
+      m = this.#read();
+    }
+    this.#sec = m.sec;
+    return lastSec;
+  }
+
+  /** DONE after a commit landed on our key: LimitSet.commit raised its lastSec to the reading's second or later. */
+  #stamped(ref: SlotRef): number {
+    ref.sec = this.#moment.sec;
+    ref.secKnown = true;
+    return DONE;
   }
 
   #read(): Moment {

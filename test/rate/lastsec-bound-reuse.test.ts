@@ -6,9 +6,9 @@
 // both instances, and a one-shot hook runs B's calls inside A's clock read (after A's tat load,
 // before its ctrl check).
 import { describe, expect, it } from 'vitest';
-import { perMinute, perSecond, RateLimiter, type Limit } from '../../src/index.js';
+import { perMinute, perSecond, RateLimiter, type Limit, type RateLimiterOptions } from '../../src/index.js';
 
-function setup(limit: Limit | Limit[]) {
+function setup(limit: Limit | Limit[], options: Partial<RateLimiterOptions> = {}) {
   let t = 5_000_100; // ms: second 5000
   let hook: (() => void) | null = null;
   const clock = {
@@ -19,20 +19,23 @@ function setup(limit: Limit | Limit[]) {
       return t;
     },
   };
-  const a = new RateLimiter({ limit, maxKeys: 4, forceHash: 12345, clock });
+  const a = new RateLimiter({ ...options, limit, maxKeys: 4, forceHash: 12345, clock });
   const b = RateLimiter.attach(a.handle, { clock });
   return { a, b, advance: (ms: number) => { t += ms; }, arm: (f: () => void) => { hook = f; } };
 }
 
-const CASES: [string, Limit | Limit[]][] = [
+const CASES: [string, Limit | Limit[], Partial<RateLimiterOptions>?][] = [
   ['one limit (Gcra32)', perSecond(1000, { burst: 2 })],
   ['two limits (allowGcra)', [perSecond(1000, { burst: 2 }), perMinute(60_000, { burst: 3 })]],
+  // The lock-free engine's other paths keep the same bound (#stampThenRead).
+  ['a fixed window (decide)', { permits: 2, periodMs: 5 }, { algorithm: 'fixed-window' }],
+  ['a limit and a global cap served in batches (#decideBatched)', perSecond(1000, { burst: 2 }), { globalLimit: perSecond(1e6, { burst: 1e5 }) }],
 ];
 
 describe('the lastSec bound when the slot is reclaimed and reused under a decision', () => {
-  for (const [name, limit] of CASES) {
+  for (const [name, limit, options] of CASES) {
     it(`${name}: reused by the same key, whose burst B spent`, () => {
-      const s = setup(limit);
+      const s = setup(limit, options);
       expect(s.a.allow('k')).toBe(true);
       expect(s.a.allow('k')).toBe(true); // the bound is now second 5000
       expect(s.a.allow('k')).toBe(false);
@@ -47,7 +50,7 @@ describe('the lastSec bound when the slot is reclaimed and reused under a decisi
     });
 
     it(`${name}: reused by another key with the same hash`, () => {
-      const s = setup(limit);
+      const s = setup(limit, options);
       expect(s.a.allow('k')).toBe(true);
       expect(s.a.allow('k')).toBe(true);
       s.arm(() => {
