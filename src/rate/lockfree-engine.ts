@@ -17,7 +17,8 @@ const FALLBACK_EXACT = 2;
  * Decisions without a lock, for keys whose every limit commits in one compareExchange (GCRA at
  * either width, fixed and sliding windows), with or without a global cap of the same kind:
  *
- *   1. snapshot the key's limits (then lastSec), then the global cap's, then read the clock;
+ *   1. snapshot the key's limits, then the global cap's, then the key's lastSec (unless this thread
+ *      knows a bound on it), then read the clock;
  *   2. decide every limit on the snapshot: a refusal writes nothing;
  *   3. commit the key's limits in order, each by compareExchange from its snapshot; one that lost
  *      a race is decided again at the same reading on a new snapshot of it alone, and when it now
