@@ -42,7 +42,8 @@ export class NarrowGcra implements LimitAlgorithm {
   #next = 0;
   #written = 0;
   #spentCost = 0;
-  // The latest reading and its ticks (#debt); per thread, like the snapshot.
+  // The latest reading and its ticks (#debt); per thread, like the snapshot. The same cache as
+  // Gcra32#convert, inline for the reason given there.
   #readMs = NaN;
   #readTicks = 0;
 

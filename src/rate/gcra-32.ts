@@ -43,6 +43,8 @@ export class Gcra32 {
   #sec = 0;
   // The latest reading converted (#convert): a clock that repeats its reading (coarseClock(), a
   // ManualClock) converts it once. Per thread, plain: a cache of a pure function of the reading.
+  // NarrowGcra#debt keeps the same cache of ticks. Kept inline in both: one shared helper object
+  // measured about 5% slower per check on coarseClock() (A/B in one process, both orders).
   #readMs = NaN;
   #readSec = 0;
   #readTicks = 0;
