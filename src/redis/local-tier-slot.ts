@@ -39,6 +39,22 @@ import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.
  * Thread-safety: pure functions over shared words; safe on any thread.
  */
 
+/**
+ * One thread's reference to a key's slot (what `SlotRef` is to a rate limiter's table), with the
+ * last refusal this thread read there: Redis said that no request of the key could pass before
+ * `until`, asking at `stamp`. That stays true whatever later happens to the slot (a refusal is
+ * only ever raised, and a slot is reclaimed only once its refusal is over), except after a
+ * `clear()` at or after `stamp`; so until `until` the thread answers from here and one load of
+ * clearAt, not the slot's words. Per thread, plain fields.
+ */
+export class TierRef {
+  /** -Infinity: no refusal read yet (a number, not a flag: every reading is below none). */
+  until = -Infinity;
+  stamp = 0;
+
+  constructor(readonly base: number, readonly ctrl: number) {}
+}
+
 /** The `H_ALGORITHM` id of a local tier's table (`RateLimiter.attach` refuses it). */
 export const LOCAL_TIER_TABLE = 257;
 

@@ -2,7 +2,6 @@ import type { Clock } from '../time/clock.js';
 import { describe, integerInRange, isWellFormed } from '../config/check.js';
 import { cas64 } from '../math/word64.js';
 import { H_ALGORITHM, H_MAX_KEYS, S_CTRL } from '../table/layout.js';
-import { SlotRef } from '../table/slot-index.js';
 import { NOT_IDLE, SlotTable } from '../table/table.js';
 import { attachRequest, createTable, TableSite } from '../table/table-site.js';
 import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
@@ -14,7 +13,7 @@ import {
 import {
   DEAD_HI, FIELD_MASK, hiOf, HELD, LEASE, loadClearAt, LIMIT_MS, LOCAL_TIER_TABLE, loOf, MAX_PERMITS, NONE, REFILL,
   REFUSAL, refusalWrite, retireSlot, stampAt, stampOf, STATE_WORDS, T_ALL, T_CLEAR, T_INSERTS, T_LEASE_MS, T_REFILL_TIMEOUT_MS,
-  tierSlotState, WRITE,
+  tierSlotState, TierRef, WRITE,
 } from './local-tier-slot.js';
 
 export type { LocalTierHandle, LocalTierOptions, LocalTierStats } from './local-tier-options.js';
@@ -74,7 +73,7 @@ export class LocalTier {
    * stays absent while the count is unchanged, so a key that was never refused costs a Map
    * lookup, not the table's (its UTF-8, hash and probe: 0.2 us of a Redis decision's 1.2 us of JS).
    */
-  readonly #cache = new Map<string, SlotRef | number>();
+  readonly #cache = new Map<string, TierRef | number>();
   readonly #refills = new Map<string, RefillToken>();
   /** A refusal word being built: [lo, hi]. */
   readonly #out = new Int32Array(2);
@@ -127,7 +126,7 @@ export class LocalTier {
   }
 
   /** The cached location of `key`, found (or, when `insert`, inserted) on a miss; undefined: not cached. */
-  #lookup(key: string, insert: boolean): SlotRef | undefined {
+  #lookup(key: string, insert: boolean): TierRef | undefined {
     const cached = this.#cache.get(key);
     if (typeof cached === 'object') return cached;
     const w = this.#w;
@@ -151,8 +150,8 @@ export class LocalTier {
     } else {
       slot = table.find(bytes, hash);
     }
-    let entry: SlotRef | number | undefined;
-    if (slot >= 0) entry = new SlotRef(table.base(slot), table.foundCtrl);
+    let entry: TierRef | number | undefined;
+    if (slot >= 0) entry = new TierRef(table.base(slot), table.foundCtrl);
     else if (!insert) entry = inserts; // absent (a full stripe, when inserting, is not recorded)
     if (entry !== undefined && this.#cacheSize > 0) {
       if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
@@ -166,12 +165,18 @@ export class LocalTier {
     return this.#clock.now();
   }
 
-  /** Ms until `key` may pass, as far as the cache knows; 0 when not known refused. */
+  /**
+   * Ms until `key` may pass, as far as the cache knows; 0 when not known refused. A refusal this
+   * thread read before answers until it ends (a raise made since by another thread is seen after).
+   */
   refusedFor(key: string, nowMs: number = this.#clock.now()): number {
     if (typeof nowMs !== 'number' || nowMs - nowMs !== 0) throw badNumber('nowMs', nowMs);
     const w = this.#w;
     // The hot path (a key this thread has a slot for) looks no further than this get.
     let cached = this.#cache.get(key);
+    // A refusal this thread read before and still running: it holds unless a clear came after it
+    // was asked (TierRef). clearAt loaded as below: a clear that this call happens after is seen.
+    if (typeof cached === 'object' && nowMs < cached.until && cached.stamp >= loadClearAt(w)) return cached.until - nowMs;
     for (;;) {
       const ref = typeof cached === 'object' ? cached : this.#lookup(key, false);
       if (ref === undefined) return 0;
@@ -187,7 +192,12 @@ export class LocalTier {
         const stamp = (hi >>> 0) * 4096 + (lo >>> 20);
         // No refusal recorded (a fresh slot's word), or one from before the last clear.
         if ((lo & FIELD_MASK) === 0 || stamp < clearAt) return 0;
-        const left = stamp + (lo & FIELD_MASK) - nowMs;
+        const until = stamp + (lo & FIELD_MASK);
+        // Kept for the next calls: a raise made since only lengthens the refusal, and the memo is
+        // read again from the word once it runs out.
+        ref.until = until;
+        ref.stamp = stamp;
+        const left = until - nowMs;
         return left > 0 ? left : 0;
       }
       this.#cache.delete(key);
@@ -208,6 +218,9 @@ export class LocalTier {
     for (;;) {
       const ref = this.#lookup(key, true);
       if (ref === undefined) return false;
+      // This thread's memo of the refusal (TierRef) is read again from the word: a thread sees its
+      // own raise at once (other threads' once their memo runs out).
+      ref.until = -Infinity;
       const at = ref.base + this.#so + REFUSAL;
       // Atomics.load of each half: the 64-bit compareExchange below is from exactly this pair.
       const hi = Atomics.load(w, at + 1);
