@@ -33,3 +33,29 @@ export function createMapGcra(limit) {
     },
   };
 }
+
+/**
+ * `allow` of the same Map GCRA, reading `performance` once instead of the global on every call
+ * (the global is an accessor in Node 20, 7 ns a read here; sluice's default clock reads it once
+ * per thread). For scale beside the reference above, which reads the global as a user would.
+ * @param {{ permits: number, periodMs: number, burst?: number }} limit
+ */
+export function createMapGcraReadOnce(limit) {
+  const perf = performance;
+  const intervalMs = limit.periodMs / limit.permits;
+  const toleranceMs = (limit.burst ?? limit.permits) * intervalMs;
+  /** @type {Map<string, number>} */
+  const tats = new Map();
+  return {
+    /** @param {string} key */
+    allow(key, cost = 1) {
+      const now = perf.now();
+      const tat = tats.get(key);
+      const debt = tat === undefined || tat < now ? 0 : tat - now;
+      const next = debt + cost * intervalMs;
+      if (next > toleranceMs) return false;
+      tats.set(key, now + next);
+      return true;
+    },
+  };
+}

