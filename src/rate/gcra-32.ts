@@ -12,6 +12,8 @@ import type { SlotRef } from '../table/slot-index.js';
 const ADMIT = 0;
 const RESERVE = 1;
 const REFUND = 2;
+/** A decision that writes: not an outcome of `#spend`. */
+const COMMIT = -1;
 
 /** Milliseconds to seconds, lifted by the same ulp guard as `ticksAt` (see time/ticks.ts). */
 const SECONDS_PER_MS = 0.001 * ULP_GUARD;
@@ -91,63 +93,90 @@ export class Gcra32 {
     const p = this.#p;
     const base = ref.base;
     const ctrl = ref.ctrl;
+    // The snapshot of tat comes first, then lastSec, then the clock, then ctrl:
+    // - the clock read after tat keeps tat <= now + tau, so the 32-bit difference decodes;
+    // - lastSec read after tat: if it is older than staleSec, every admission that could have
+    //   written this tat was made before then, so the key is certainly fresh; read before the
+    //   clock, it is never later than now, so the difference is the true idle time;
+    // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
+    // The lastSec load is skipped when this thread saw the word reach the reading's own second
+    // (it only moves forward: the key is fresh and the stamp needs no raise), a hot key's
+    // common case; see docs/design.md, section 2.
+    // The snapshot is an Atomics.load, except for an admission on a key this thread charged in the
+    // second of its latest reading: it starts from what it wrote then (`ref.tat`, "A thread's own
+    // write" in docs/design.md, section 2). Its compareExchange lands only if the word still holds
+    // that value; any other outcome is taken only after a load finds that value still there.
+    let own = mode === ADMIT && cost > 0 && ref.secKnown && ref.sec === this.#sec;
+    let tat = own ? ref.tat : Atomics.load(w, base + S_TAT);
     for (;;) {
-      // Atomics.load of tat first, then lastSec, then the clock, then ctrl:
-      // - the clock read after tat keeps tat <= now + tau, so the 32-bit difference decodes;
-      // - lastSec read after tat: if it is older than staleSec, every admission that could have
-      //   written this tat was made before then, so the key is certainly fresh; read before the
-      //   clock, it is never later than now, so the difference is the true idle time;
-      // - ctrl unchanged after the tat read means that tat belongs to our key's incarnation.
-      // The lastSec load is skipped when this thread saw the word reach the reading's own second
-      // (it only moves forward: the key is fresh and the stamp needs no raise), a hot key's
-      // common case; see docs/design.md, section 2.
-      const tat = Atomics.load(w, base + S_TAT);
       const guess = ref.secKnown && ref.sec === this.#sec; // likely still that second: try without the load
       let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
       let nowMs = this.#convert(this.#clock.now());
       let nowSec = this.#readSec;
       if (guess && nowSec !== lastSec) {
-        // A new second: load lastSec, then read the clock again, in the order above.
+        // A new second: load tat (our write no longer stands for it) and lastSec, then read the
+        // clock again, in the order above.
+        if (own) {
+          tat = Atomics.load(w, base + S_TAT);
+          own = false;
+        }
         lastSec = Atomics.load(w, base + S_LAST_SEC);
         nowMs = this.#convert(this.#clock.now());
         nowSec = this.#readSec;
       }
       this.#sec = nowSec;
-      // ctrl by a plain read: the tat load above (seq-cst) makes any reuse of the slot that wrote
-      // the value it saw visible to this read (docs/design.md, "Plain reads of ctrl").
-      if (w[base + S_CTRL] !== ctrl || tat === DEAD) return RELOCATE;
+      // ctrl by a plain read: the tat load (seq-cst) makes any reuse of the slot that wrote the
+      // value it saw visible to this read (docs/design.md, "Plain reads of ctrl"). Our own write
+      // is checked after the compareExchange, or after the load below.
+      if (!own && (w[base + S_CTRL] !== ctrl || tat === DEAD)) return RELOCATE;
       this.nowMs = nowMs;
       const now32 = this.#readTicks;
       const debt = debtOf(tat, now32, lastSec, nowSec, p);
       this.debt = debt;
-      // The decision, pure: the debt after it.
-      let next: number;
+      // The decision, pure: the debt after it, or an outcome that writes nothing.
+      let next = 0;
+      let outcome = COMMIT;
       if (mode === REFUND) {
         // What is still ahead of now, up to the reservation's own cost: never below now.
-        if (debt === 0) return REFUSED;
-        next = debt - Math.min(debt, cost * p.intervalTicks);
+        if (debt === 0) outcome = REFUSED;
+        else next = debt - Math.min(debt, cost * p.intervalTicks);
       } else if (cost > p.burst) {
         this.waitTicks = Infinity;
-        return REFUSED;
+        outcome = REFUSED;
       } else if (mode === ADMIT) {
         next = admit(debt, cost, p);
         if (next < 0) {
           this.waitTicks = waitTicks(debt, cost, p);
-          return REFUSED;
+          outcome = REFUSED;
+        } else {
+          this.waitTicks = 0;
         }
-        this.waitTicks = 0;
       } else {
         next = debt + cost * p.intervalTicks;
         this.waitTicks = Math.max(0, next - p.toleranceTicks);
-        if (this.waitTicks > maxWaitTicks || next > MAX_AHEAD_TICKS) return TOO_LONG;
+        if (this.waitTicks > maxWaitTicks || next > MAX_AHEAD_TICKS) outcome = TOO_LONG;
       }
-      if (cost === 0) return ALLOWED;
+      if (outcome === COMMIT && cost === 0) outcome = ALLOWED; // a probe writes nothing
+      if (outcome !== COMMIT) {
+        if (!own) return outcome;
+        // Decided on our own write, and nothing to write: it stands if the word still holds it
+        // (the decision is then the one a load would have made, from a reading a load earlier).
+        // Atomics.load, then ctrl by a plain read, as before deciding; else decide on what it holds.
+        own = false;
+        const held = Atomics.load(w, base + S_TAT);
+        if (held !== tat) {
+          tat = held;
+          continue;
+        }
+        return w[base + S_CTRL] === ctrl ? outcome : RELOCATE;
+      }
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
       if (mode !== REFUND) raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
       // compareExchange on the key's own tat word: the only write. If another thread changed
-      // tat since our load, nothing was written and we decide again.
-      if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) {
+      // tat since our snapshot, nothing was written and we decide again.
+      const seen = Atomics.compareExchange(w, base + S_TAT, tat, newTat);
+      if (seen === tat) {
         // ctrl after the compare-and-swap: unchanged, it landed on our key (a key just charged
         // is not idle, so it is not reclaimed after). Changed, the slot was reused by a key whose
         // tat came back to our snapshot: a charge overcharges that key (conservative); find ours
@@ -159,6 +188,7 @@ export class Gcra32 {
           if (mode === REFUND) Atomics.compareExchange(w, base + S_TAT, newTat, tat); // from our own write only
           return RELOCATE;
         }
+        ref.tat = newTat;
         if (mode !== REFUND) {
           ref.sec = nowSec; // raiseStamp left the word at nowSec or later
           ref.secKnown = true;
@@ -166,7 +196,12 @@ export class Gcra32 {
         this.debt = next;
         return ALLOWED;
       }
-      this.retries++;
+      // Another thread changed tat since our snapshot (a loss counted as a race only when the
+      // snapshot was a load). What the compareExchange read is a seq-cst read of the word, as a
+      // load is: the next snapshot, followed by lastSec and the clock as above.
+      if (own) own = false;
+      else this.retries++;
+      tat = seen;
     }
   }
 

@@ -17,6 +17,13 @@ export class SlotRef {
    */
   sec = 0;
   secKnown = false;
+  /**
+   * The key's tat word as this thread last wrote it (Gcra32, 32-bit GCRA): set with `sec` on every
+   * admission, so while `secKnown` and `sec` is the second of this thread's reading, it is a write
+   * of this thread's from that same second, which an admission may start from instead of a load
+   * (see Gcra32#spend). Per thread, plain.
+   */
+  tat = 0;
 
   constructor(readonly base: number, readonly ctrl: number) {}
 }

@@ -81,6 +81,9 @@ const CASES: Case[] = [
   },
   // The coarse clock: readings of one shared word (0.05 ms steps here, so that the hot key's
   // admissions spread over many readings), older than other threads' readings at times.
+  // One limit on the coarse clock: many admissions per reading and per second, each thread
+  // starting from its own last write of the hot key (Gcra32, "A thread's own write").
+  { name: 'gcra, one limit, coarse clock', options: { limit: perSecond(5_000, { burst: 50 }) }, coarse: true },
   { name: 'gcra, two limits, coarse clock', options: { limit: [perSecond(4_000, { burst: 20 }), perSecond(2_000, { burst: 200 })] }, coarse: true },
   { name: 'gcra with a global cap, coarse clock', options: { limit: perSecond(2_500, { burst: 25 }), globalLimit: perSecond(4_000, { burst: 40 }) }, coarse: true },
   { name: 'fixed window, one limit', options: { algorithm: 'fixed-window', limit: { permits: 100, periodMs: 50 } } },
