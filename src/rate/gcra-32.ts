@@ -37,8 +37,6 @@ export class Gcra32 {
   debt = 0;
   /** Ticks until the last refused request would pass (Infinity when cost > burst); a reservation's wait. */
   waitTicks = 0;
-  /** The clock reading of the last decision, in ms. */
-  nowMs = 0;
   /** Compare-and-swap attempts lost to other threads. */
   retries = 0;
   /** The second of this thread's latest reading: a guess only (see #spend: when to skip the lastSec load). */
@@ -111,7 +109,7 @@ export class Gcra32 {
     for (;;) {
       const guess = ref.secKnown && ref.sec === this.#sec; // likely still that second: try without the load
       let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
-      let nowMs = this.#convert(this.#clock.now());
+      this.#convert(this.#clock.now());
       let nowSec = this.#readSec;
       if (guess && nowSec !== lastSec) {
         // A new second: load tat (our write no longer stands for it) and lastSec, then read the
@@ -121,7 +119,7 @@ export class Gcra32 {
           own = false;
         }
         lastSec = Atomics.load(w, base + S_LAST_SEC);
-        nowMs = this.#convert(this.#clock.now());
+        this.#convert(this.#clock.now());
         nowSec = this.#readSec;
       }
       this.#sec = nowSec;
@@ -129,7 +127,6 @@ export class Gcra32 {
       // value it saw visible to this read (docs/design.md, "Plain reads of ctrl"). Our own write
       // is checked after the compareExchange, or after the load below.
       if (!own && (w[base + S_CTRL] !== ctrl || tat === DEAD)) return RELOCATE;
-      this.nowMs = nowMs;
       const now32 = this.#readTicks;
       const debt = debtOf(tat, now32, lastSec, nowSec, p);
       this.debt = debt;
@@ -205,14 +202,18 @@ export class Gcra32 {
     }
   }
 
-  /** Returns `nowMs`, with its second and its ticks in #readSec and #readTicks. */
-  #convert(nowMs: number): number {
+  /** The clock reading of the last decision, in ms (the reading last converted). */
+  get nowMs(): number {
+    return this.#readMs;
+  }
+
+  /** Keeps `nowMs` (`nowMs` above), with its second and its ticks in #readSec and #readTicks. */
+  #convert(nowMs: number): void {
     if (nowMs !== this.#readMs) {
       this.#readMs = nowMs;
       this.#readSec = Math.floor(nowMs * SECONDS_PER_MS);
       this.#readTicks = ticksAt(nowMs, this.#p);
     }
-    return nowMs;
   }
 
   /** Cost-1 requests that would pass right after the last decision. */
