@@ -38,6 +38,7 @@ export function createMapGcra(limit) {
  * `allow` of the same Map GCRA, reading `performance` once instead of the global on every call
  * (the global is an accessor in Node 20, 7 ns a read here; sluice's default clock reads it once
  * per thread). For scale beside the reference above, which reads the global as a user would.
+ * Written out again rather than shared: a clock passed in would change what the reference costs.
  * @param {{ permits: number, periodMs: number, burst?: number }} limit
  */
 export function createMapGcraReadOnce(limit) {

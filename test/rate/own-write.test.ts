@@ -7,31 +7,17 @@
 // - an outcome that writes nothing (a refusal, over the burst) is taken only if a load finds our
 //   write still in the word: a refund by another thread since must be seen;
 // - every decision, allowed or not, equals a single limiter's given the same calls (seeded).
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter, type Decision } from '../../src/index.js';
 import { S_TAT } from '../../src/table/layout.js';
 import { slotBaseOf } from '../helpers/slots.js';
 import { mulberry32 } from '../helpers/random.js';
-
-const realLoad = Atomics.load;
-afterEach(() => {
-  Atomics.load = realLoad;
-});
+import { loadsDuring } from '../helpers/atomics-spy.js';
 
 /** Atomics.load calls on `key`'s tat word made by `f`. */
 function tatLoads(limiter: RateLimiter, key: string, f: () => void): number {
   const at = slotBaseOf(limiter.handle.table, key) + S_TAT;
-  let n = 0;
-  Atomics.load = ((arr: Int32Array, i: number) => {
-    if (arr.buffer === limiter.handle.table && i === at) n++;
-    return realLoad(arr, i);
-  }) as typeof Atomics.load;
-  try {
-    f();
-  } finally {
-    Atomics.load = realLoad;
-  }
-  return n;
+  return loadsDuring(f, (array, index) => array.buffer === limiter.handle.table && index === at);
 }
 
 function pair(ms: number, burst: number) {

@@ -3,30 +3,11 @@
 // on one thread stand for threads (each has its own memo). What must hold: "refused or not" is
 // exactly what the shared words say, a clear() by any thread ends every memo at once, and a raise
 // by another thread is seen no later than when the memo runs out.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/time/clock.js';
 import { LocalTier } from '../../src/redis/local-tier.js';
 import { ANSWER_WINDOW_MS } from '../../src/redis/local-tier-slot.js';
-
-const realLoad = Atomics.load;
-afterEach(() => {
-  Atomics.load = realLoad;
-});
-
-/** Atomics.load calls made by `f`. */
-function loadsDuring(f: () => void): number {
-  let n = 0;
-  Atomics.load = ((arr: Int32Array, i: number) => {
-    n++;
-    return realLoad(arr, i);
-  }) as typeof Atomics.load;
-  try {
-    f();
-  } finally {
-    Atomics.load = realLoad;
-  }
-  return n;
-}
+import { loadsDuring } from '../helpers/atomics-spy.js';
 
 function threeAt(ms: number, options: { maxKeys?: number; forceHash?: number } = {}) {
   const clock = new ManualClock(ms);
