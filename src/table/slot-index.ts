@@ -24,6 +24,8 @@ export class SlotRef {
    * (see Gcra32#spend). Per thread, plain.
    */
   tat = 0;
+  /** Admissions left that load tat instead of starting from `tat` (Gcra32's backoff). Per thread, plain. */
+  ownSkip = 0;
 
   constructor(readonly base: number, readonly ctrl: number) {}
 }

@@ -10,6 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter, type Decision } from '../../src/index.js';
 import { S_TAT } from '../../src/table/layout.js';
+import { OWN_BACKOFF } from '../../src/rate/gcra-32.js';
 import { slotBaseOf } from '../helpers/slots.js';
 import { mulberry32 } from '../helpers/random.js';
 import { loadsDuring } from '../helpers/atomics-spy.js';
@@ -54,6 +55,21 @@ describe('an admission from this thread\'s own write', () => {
     expect(a.allow('k')).toBe(false);
     expect(b.allow('k')).toBe(false);
     expect(a.stats().casRetries).toBe(0);
+  });
+
+  it('after a miss of its own write, loads for the next OWN_BACKOFF admissions of that key, then starts from its write again', () => {
+    const { a, b } = pair(5_000.5, 1_000);
+    expect(a.allow('k')).toBe(true);
+    expect(tatLoads(a, 'k', () => a.allow('k'))).toBe(0);
+    expect(b.allow('k')).toBe(true); // a's write is no longer in the word
+    expect(tatLoads(a, 'k', () => expect(a.allow('k')).toBe(true))).toBe(0); // the miss: a failed exchange, no load
+    let loads = 0;
+    for (let i = 0; i < OWN_BACKOFF; i++) loads += tatLoads(a, 'k', () => expect(a.allow('k')).toBe(true));
+    expect(loads).toBe(OWN_BACKOFF);
+    expect(tatLoads(a, 'k', () => expect(a.allow('k')).toBe(true))).toBe(0);
+    expect(b.allow('other')).toBe(true);
+    expect(tatLoads(a, 'other', () => a.allow('other'))).toBeGreaterThan(0); // a's first: found and loaded
+    expect(tatLoads(a, 'other', () => a.allow('other'))).toBe(0); // another key's backoff is its own
   });
 
   it('takes an outcome that writes nothing only from the word: a refusal and over-the-burst see another thread\'s reservation', () => {
