@@ -17,7 +17,7 @@ const REFUND = 2;
  * since this thread's own write. A key several threads share misses its own write often, and a
  * miss costs a failed compareExchange and a second clock reading where a load costs one load: two
  * workers drawing evenly from 1,000 shared keys checked 15% slower without a backoff, 6% with 16,
- * 1% (within noise) with 64, while one worker's keys never miss (bench: contention lab).
+ * 1-4% with 64 (the rounds' spread), while one worker's keys never miss (contention lab cells).
  */
 export const OWN_BACKOFF = 64;
 
