@@ -7,15 +7,11 @@
 //    memory model.
 // 2. Which configurations read ctrl plainly: int32-only key states may skip Atomics.load of ctrl;
 //    a 64-bit or two-word state (64-bit compareExchange) must keep it.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
 import { S_CTRL } from '../../src/table/layout.js';
 import { slotBaseOf } from '../helpers/slots.js';
-
-const realLoad = Atomics.load;
-afterEach(() => {
-  Atomics.load = realLoad;
-});
+import { loadsDuring } from '../helpers/atomics-spy.js';
 
 type Opts = Omit<RateLimiterOptions, 'maxKeys' | 'clock'>;
 const twoGcra: Opts = { limit: [perSecond(10, { burst: 2 }), perMinute(600, { burst: 50 })] };
@@ -53,15 +49,7 @@ function ctrlLoads(opts: Opts, call: 'allow' | 'tryAcquire'): number {
   a.allow('k');
   clock.advance(1);
   const at = slotBaseOf(a.handle.table, 'k') + S_CTRL;
-  let count = 0;
-  Atomics.load = ((arr: Int32Array, i: number) => {
-    if (arr.buffer === a.handle.table && i === at) count++;
-    return realLoad(arr, i);
-  }) as typeof Atomics.load;
-  if (call === 'allow') a.allow('k');
-  else a.tryAcquire('k');
-  Atomics.load = realLoad;
-  return count;
+  return loadsDuring(() => (call === 'allow' ? a.allow('k') : a.tryAcquire('k')), (arr, i) => arr.buffer === a.handle.table && i === at);
 }
 
 describe('which states read ctrl plainly', () => {
