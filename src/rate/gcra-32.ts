@@ -15,9 +15,10 @@ const REFUND = 2;
 /**
  * Admissions of a key that start from a load after another thread was found to have written it
  * since this thread's own write. A key several threads share misses its own write often, and a
- * miss costs a failed compareExchange and a second clock reading where a load costs one load: two
- * workers drawing evenly from 1,000 shared keys checked 15% slower without a backoff, 6% with 16,
- * 1-4% with 64 (the rounds' spread), while one worker's keys never miss (contention lab cells).
+ * miss costs a failed compareExchange (or a confirming load), then a load and a second clock
+ * reading, where starting from a load costs the load alone: two workers drawing evenly from
+ * 1,000 shared keys checked 15% slower without a backoff, 6% with 16, 1-4% with 64 (the rounds'
+ * spread), while one worker's keys never miss (contention lab cells).
  */
 export const OWN_BACKOFF = 64;
 
@@ -32,7 +33,8 @@ const SECONDS_PER_MS = 0.001 * ULP_GUARD;
  * also its reclaim guard (a reclaim turns an idle TAT into DEAD). A decision, a reservation and
  * a refund are one loop (`#spend`, governor's `measure_and_replace`): load the state, decide on
  * it with the pure math of math/gcra.ts, write the result by one compareExchange from the
- * snapshot, and decide again when another thread changed it first.
+ * snapshot, and decide again when another thread changed it first. An admission in the second
+ * of the thread's own last write to the key first tries that write as the snapshot (`decide`).
  * The 64-bit twin is `WideGcra` (gcra-wide.ts), with the same methods and outcomes.
  *
  * Thread-safety: one instance per thread (it holds the snapshot and the last outcome); any number
@@ -70,6 +72,59 @@ export class Gcra32 {
    * compare-and-swap. Returns ALLOWED, REFUSED or RELOCATE; `debt` and `waitTicks` describe it.
    */
   decide(ref: SlotRef, cost: number): number {
+    // An admission in the second of this thread's own latest write to the key starts from that
+    // write (`ref.tat`) instead of a load ("A thread's own write", docs/design.md, section 2).
+    // Written out here, apart from #spend's loop: the path every hot key takes compiles small.
+    if (cost > 0 && ref.secKnown && ref.sec === this.#sec) {
+      if (ref.ownSkip !== 0) {
+        ref.ownSkip--; // another thread wrote this key since our own write lately: load, for a while
+        return this.#spend(ref, cost, ADMIT, 0);
+      }
+      this.#convert(this.#clock.now());
+      const sec = this.#readSec;
+      if (sec !== ref.sec) {
+        // A new second: our write no longer stands for it; #spend loads tat and lastSec, then
+        // reads the clock again.
+        this.#sec = sec;
+      } else {
+        const p = this.#p;
+        const w = this.#w;
+        const base = ref.base;
+        const tat = ref.tat;
+        const now32 = this.#readTicks;
+        // lastSec reached this second (ref.sec): the key is fresh and needs no raise.
+        const debt = debtOf(tat, now32, sec, sec, p);
+        this.debt = debt;
+        const next = admit(debt, cost, p);
+        if (next < 0) {
+          // Nothing to write: the refusal stands if the word still holds our write. The load is
+          // seq-cst, and the plain ctrl read after it sees any reuse of the slot that wrote the
+          // value it read ("Plain reads of ctrl"), as on #spend's path.
+          if (Atomics.load(w, base + S_TAT) === tat) {
+            this.waitTicks = waitTicks(debt, cost, p);
+            return w[base + S_CTRL] === ref.ctrl ? REFUSED : RELOCATE;
+          }
+        } else {
+          let newTat = (now32 + next) | 0;
+          if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
+          // Lands only if the word still holds our write: the decision is then the one a load
+          // would have made, at this reading. Seq-cst, like every write of tat.
+          if (Atomics.compareExchange(w, base + S_TAT, tat, newTat) === tat) {
+            // ctrl after the compareExchange (a plain read, as in #spend): changed, the slot was
+            // reused by a key whose tat came back to our write: an overcharge of that key; find
+            // ours again.
+            if (w[base + S_CTRL] !== ref.ctrl) return RELOCATE;
+            ref.tat = newTat;
+            this.debt = next;
+            this.waitTicks = 0;
+            return ALLOWED;
+          }
+        }
+        // Another thread wrote the key since our write (not counted as a lost race): decide on
+        // a load, and keep loading for the key's next OWN_BACKOFF admissions.
+        ref.ownSkip = OWN_BACKOFF;
+      }
+    }
     return this.#spend(ref, cost, ADMIT, 0);
   }
 
@@ -109,38 +164,22 @@ export class Gcra32 {
     // The lastSec load is skipped when this thread saw the word reach the reading's own second
     // (it only moves forward: the key is fresh and the stamp needs no raise), a hot key's
     // common case; see docs/design.md, section 2.
-    // The snapshot is an Atomics.load, except for an admission on a key this thread charged in the
-    // second of its latest reading: it starts from what it wrote then (`ref.tat`, "A thread's own
-    // write" in docs/design.md, section 2). Its compareExchange lands only if the word still holds
-    // that value; any other outcome is taken only after a load finds that value still there.
-    let own = mode === ADMIT && cost > 0 && ref.secKnown && ref.sec === this.#sec;
-    if (own && ref.ownSkip !== 0) {
-      // Another thread wrote this key since our own write lately: load, for a while.
-      ref.ownSkip--;
-      own = false;
-    }
-    let tat = own ? ref.tat : Atomics.load(w, base + S_TAT);
+    let tat = Atomics.load(w, base + S_TAT);
     for (;;) {
       const guess = ref.secKnown && ref.sec === this.#sec; // likely still that second: try without the load
       let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
       this.#convert(this.#clock.now());
       let nowSec = this.#readSec;
       if (guess && nowSec !== lastSec) {
-        // A new second: load tat (our write no longer stands for it) and lastSec, then read the
-        // clock again, in the order above.
-        if (own) {
-          tat = Atomics.load(w, base + S_TAT);
-          own = false;
-        }
+        // A new second: load lastSec, then read the clock again, in the order above.
         lastSec = Atomics.load(w, base + S_LAST_SEC);
         this.#convert(this.#clock.now());
         nowSec = this.#readSec;
       }
       this.#sec = nowSec;
       // ctrl by a plain read: the tat load (seq-cst) makes any reuse of the slot that wrote the
-      // value it saw visible to this read (docs/design.md, "Plain reads of ctrl"). Our own write
-      // is checked after the compareExchange, or after the load below.
-      if (!own && (w[base + S_CTRL] !== ctrl || tat === DEAD)) return RELOCATE;
+      // value it saw visible to this read (docs/design.md, "Plain reads of ctrl").
+      if (w[base + S_CTRL] !== ctrl || tat === DEAD) return RELOCATE;
       const now32 = this.#readTicks;
       const debt = debtOf(tat, now32, lastSec, nowSec, p);
       this.debt = debt;
@@ -168,20 +207,7 @@ export class Gcra32 {
         if (this.waitTicks > maxWaitTicks || next > MAX_AHEAD_TICKS) outcome = TOO_LONG;
       }
       if (outcome === COMMIT && cost === 0) outcome = ALLOWED; // a probe writes nothing
-      if (outcome !== COMMIT) {
-        if (!own) return outcome;
-        // Decided on our own write, and nothing to write: it stands if the word still holds it
-        // (the decision is then the one a load would have made, from a reading a load earlier).
-        // Atomics.load, then ctrl by a plain read, as before deciding; else decide on what it holds.
-        own = false;
-        const held = Atomics.load(w, base + S_TAT);
-        if (held !== tat) {
-          ref.ownSkip = OWN_BACKOFF;
-          tat = held;
-          continue;
-        }
-        return w[base + S_CTRL] === ctrl ? outcome : RELOCATE;
-      }
+      if (outcome !== COMMIT) return outcome;
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
       if (mode !== REFUND) raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
@@ -208,15 +234,10 @@ export class Gcra32 {
         this.debt = next;
         return ALLOWED;
       }
-      // Another thread changed tat since our snapshot (a loss counted as a race only when the
-      // snapshot was a load). What the compareExchange read is a seq-cst read of the word, as a
-      // load is: the next snapshot, followed by lastSec and the clock as above.
-      if (own) {
-        ref.ownSkip = OWN_BACKOFF;
-        own = false;
-      } else {
-        this.retries++;
-      }
+      // Another thread changed tat since our snapshot. What the compareExchange read is a
+      // seq-cst read of the word, as a load is: the next snapshot, followed by lastSec and the
+      // clock as above.
+      this.retries++;
       tat = seen;
     }
   }

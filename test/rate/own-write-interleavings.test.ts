@@ -61,10 +61,13 @@ describe('own-path interleavings', () => {
     const { a, b, model } = setup();
     expect(a.tryAcquire('k')).toEqual(model.tryAcquire('k'));
     const r = inside(a, 'k', 'cas', () => {
-      const g = b.reserve('k', { cost: 2, maxWaitMs: 1_000 });
-      const m = model.reserve('k', { cost: 2, maxWaitMs: 1_000 });
+      // Beyond the burst (1 + 3 of 3), so the reservation waits and its cancel gives all of it back.
+      const g = b.reserve('k', { cost: 3, maxWaitMs: 1_000 });
+      const m = model.reserve('k', { cost: 3, maxWaitMs: 1_000 });
+      expect(g.delayMs).toBeGreaterThan(0);
       expect(g.delayMs).toBe(m.delayMs);
-      expect(g.cancel()).toBe(m.cancel());
+      expect(g.cancel()).toBe(true);
+      expect(m.cancel()).toBe(true);
     }, () => a.tryAcquire('k'));
     expect(r.ran).toBe(true);
     expect(r.loads).toBe(0); // the own path: no load of tat
@@ -151,6 +154,28 @@ describe('own-path interleavings', () => {
     // k on j's state.
     expect((r.result as Decision).allowed).toBe(true);
     expect(b.allow('j')).toBe(false); // j: its one admission only
+  });
+
+  it('k\'s slot reused by j inside the own CAS, j\'s word equal to k\'s write: the CAS lands on j, k is found again and spent once', () => {
+    const WRAP_MS = 2 ** 32 / 1e5; // 10 ns ticks
+    const { a, b, set, now } = setup(perSecond(1000, { burst: 1 }));
+    const t0 = now();
+    expect(a.allow('k')).toBe(true); // a's write: t0 + 1 ms, the whole burst
+    const base = slotBaseOf(a.handle.table, 'k');
+    set(t0 + 1); // the same second, the burst refilled: a admits from its own write
+    const r = inside(a, 'k', 'cas', () => {
+      // Before a's CAS lands: a wrap later, k is idle and swept, and j takes its slot with one
+      // admission whose TAT is k's write plus 2^32 ticks: the same int32, so a's CAS lands on j.
+      set(t0 + WRAP_MS);
+      expect(b.sweep()).toBe(1);
+      expect(b.allow('j')).toBe(true);
+      expect(slotBaseOf(a.handle.table, 'j')).toBe(base);
+    }, () => a.allow('k'));
+    expect(r.ran).toBe(true);
+    expect(r.result).toBe(true);
+    expect(slotBaseOf(a.handle.table, 'k')).not.toBe(base); // k found again, in a slot of its own
+    // k was counted where it lives now: with a burst of 1, nothing more passes at this instant.
+    expect([a.allow('k'), b.allow('k'), b.allow('j')]).toEqual([false, false, false]);
   });
 
   it('own path over negative second boundaries matches a single limiter', () => {

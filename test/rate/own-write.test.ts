@@ -62,7 +62,7 @@ describe('an admission from this thread\'s own write', () => {
     expect(a.allow('k')).toBe(true);
     expect(tatLoads(a, 'k', () => a.allow('k'))).toBe(0);
     expect(b.allow('k')).toBe(true); // a's write is no longer in the word
-    expect(tatLoads(a, 'k', () => expect(a.allow('k')).toBe(true))).toBe(0); // the miss: a failed exchange, no load
+    expect(tatLoads(a, 'k', () => expect(a.allow('k')).toBe(true))).toBe(1); // the miss: a failed exchange, then a load
     let loads = 0;
     for (let i = 0; i < OWN_BACKOFF; i++) loads += tatLoads(a, 'k', () => expect(a.allow('k')).toBe(true));
     expect(loads).toBe(OWN_BACKOFF);
