@@ -21,8 +21,12 @@ import { LATE, LUA_PUSH_LATE, luaPushDecision, luaReturnDecision } from './scrip
  * "tat:frac:k"); its debt `d` in units is (tat - now) * k + frac, 0 when past. A request of cost
  * c passes when d + c * T <= tau (T the interval, tau = burst * T, both in units), and never when
  * c > burst. Written under another rule (another k), the fraction is read in ours, rounded up:
- * never less debt. A whole TAT is handed to SET as a number (Redis writes it with every digit, in
- * a form tonumber reads back exactly), which spares a string.format on most writes.
+ * never less debt. A whole TAT (every TAT under k = 1, most others) is stored as the 8 bytes of
+ * its double (`struct.pack('>d')`, exact: an integer below 2^53). Redis 7.0 turns a number handed
+ * to a command into text with snprintf("%.17g"), which took 0.3 us of the 2.8 us a decision cost
+ * Redis in batches of 16 (INFO commandstats, 64 calls in flight); packed, a decision cost 2.85 us
+ * of Redis's CPU against 3.26, and 64 calls in flight reached 315-323k decisions/s against
+ * 282-291k (same runs, alternating).
  */
 export function gcraScript(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[], single: boolean): string {
   const nl = keyLimits.length;
@@ -157,8 +161,11 @@ function floorDiv(expr: string, T: number): string {
 
 /**
  * Lua that declares `name`, the debt in units (of 1/k µs) of the state stored at `key` at `now`:
- * 0 for a missing key or a TAT already past. A plain TAT reads with one tonumber; "tat:frac:k'"
- * has its fraction converted from 1/k' to 1/k, rounded up (never less debt).
+ * 0 for a missing key or a TAT already past. A whole TAT is an 8-byte big-endian double, told
+ * apart by its first byte: no integer's is a digit (0's is a zero byte, a positive one's at
+ * least 0x3F, a negative one's at least 0x80), and every decimal form starts with one.
+ * "tat:frac:k'" has its fraction converted from 1/k' to 1/k, rounded up (never less debt); a
+ * plain decimal TAT (as stored before the packed form) reads with one tonumber.
  */
 function luaDebt(name: string, key: string, k: number, indent: string): string {
   return [
@@ -166,14 +173,19 @@ function luaDebt(name: string, key: string, k: number, indent: string): string {
     'do',
     `  local v = redis.call('GET', ${key})`,
     '  if v then',
-    '    local tat = tonumber(v)',
-    '    if tat then',
-    `      ${name} = (tat - now) * ${k}`,
+    '    local b = string.byte(v)',
+    '    if b < 48 or b > 57 then',
+    `      ${name} = (struct.unpack('>d', v) - now) * ${k}`,
     '    else',
-    "      local whole, frac, stored = string.match(v, '^(%d+):(%d+):(%d+)$')",
-    '      frac, stored = tonumber(frac), tonumber(stored)',
-    `      if stored ~= ${k} then frac = math.ceil(frac * ${k} / stored) end`,
-    `      ${name} = (tonumber(whole) - now) * ${k} + frac`,
+    '      local tat = tonumber(v)',
+    '      if tat then',
+    `        ${name} = (tat - now) * ${k}`,
+    '      else',
+    "        local whole, frac, stored = string.match(v, '^(%d+):(%d+):(%d+)$')",
+    '        frac, stored = tonumber(frac), tonumber(stored)',
+    `        if stored ~= ${k} then frac = math.ceil(frac * ${k} / stored) end`,
+    `        ${name} = (tonumber(whole) - now) * ${k} + frac`,
+    '      end',
     '    end',
     `    if ${name} < 0 then ${name} = 0 end`,
     '  end',
@@ -189,12 +201,12 @@ function luaDebt(name: string, key: string, k: number, indent: string): string {
 function luaStore(key: string, k: number, expr: string, mayBeSpent: boolean, indent: string): string {
   const px = `math.ceil(d / ${k} / 1000)`;
   const write = k === 1
-    ? [`redis.call('SET', ${key}, now + d, 'PX', ${px})`]
+    ? [`redis.call('SET', ${key}, struct.pack('>d', now + d), 'PX', ${px})`]
     : [
       `local whole = math.floor(d / ${k})`,
       `local frac = d - whole * ${k}`,
       `if frac > 0 then redis.call('SET', ${key}, string.format('%.0f:%.0f:${k}', now + whole, frac), 'PX', ${px})`,
-      `else redis.call('SET', ${key}, now + whole, 'PX', ${px}) end`,
+      `else redis.call('SET', ${key}, struct.pack('>d', now + whole), 'PX', ${px}) end`,
     ];
   const body = mayBeSpent
     ? [`if d <= 0 then redis.call('DEL', ${key}) else`, ...write.map((l) => `  ${l}`), 'end']

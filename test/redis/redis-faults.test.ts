@@ -67,19 +67,22 @@ async function redisNowUs(io: Redis): Promise<number> {
   return Number(s) * 1e6 + Number(us);
 }
 
-/** A key's stored GCRA state ("tat" in µs, or "tat:frac:k"): units spent and when the first was. */
-function spentOf(v: string, nowUs: number): { units: number; atUs: number } {
-  const [tat, frac] = v.split(':');
-  // k = 1 for this limit: whole µs, no fraction.
-  expect(frac, `stored state ${v} has a fraction: the limit's interval is whole µs`).toBeUndefined();
-  const units = Math.round((Number(tat) - nowUs) / T_US);
-  return { units, atUs: Number(tat) - units * T_US };
+/**
+ * A key's stored GCRA state (a whole TAT in µs as an 8-byte big-endian double; "tat:frac:k" with
+ * a fraction): units spent and when the first was.
+ */
+function spentOf(v: Buffer, nowUs: number): { units: number; atUs: number } {
+  // k = 1 for this limit: whole µs, no fraction, so always the packed form (never a digit first).
+  expect(v.length === 8 && !(v[0] as number >= 0x30 && v[0] as number <= 0x39), `stored state ${v.toString('hex')} is not a packed whole TAT`).toBe(true);
+  const tat = v.readDoubleBE(0);
+  const units = Math.round((tat - nowUs) / T_US);
+  return { units, atUs: tat - units * T_US };
 }
 
 /** Stored values of `keys`, in order (null: not stored). */
-async function readAll(io: Redis, keys: string[]): Promise<(string | null)[]> {
-  const out: (string | null)[] = [];
-  for (let i = 0; i < keys.length; i += 1000) out.push(...(await io.mget(keys.slice(i, i + 1000))));
+async function readAll(io: Redis, keys: string[]): Promise<(Buffer | null)[]> {
+  const out: (Buffer | null)[] = [];
+  for (let i = 0; i < keys.length; i += 1000) out.push(...(await io.mgetBuffer(keys.slice(i, i + 1000))));
   return out;
 }
 
@@ -372,14 +375,14 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     // 5. SIGSTOP: calls that reached the frozen server arrived when it resumed, after their
     // deadlines, and spent nothing (the script answered LATE); MONITOR shows when each ran.
     if (fault === 'SIGSTOP') {
-      const redisKeyOf = new Map<string, { c: Call; v: string | null }>(calls.map((c, i) => [`${keyBase(prefix, c.key)}0/1`, { c, v: stored[i] ?? null }]));
+      const redisKeyOf = new Map<string, { c: Call; v: Buffer | null }>(calls.map((c, i) => [`${keyBase(prefix, c.key)}0/1`, { c, v: stored[i] ?? null }]));
       // A probe key's last call: the latest deadline of its 11.
       for (const c of probeCalls) redisKeyOf.set(`${keyBase(`${prefix}p:`, c.key)}0/1`, { c, v: null });
       const ran = scriptRuns(monitored, new Set(redisKeyOf.keys()));
       let lateArrivals = 0;
       const promptLate: string[] = [];
       for (const [redisKey, times] of ran) {
-        const { c, v } = redisKeyOf.get(redisKey) as { c: Call; v: string | null };
+        const { c, v } = redisKeyOf.get(redisKey) as { c: Call; v: Buffer | null };
         const at = Math.max(...times);
         if (at > (c.t0 + TIMEOUT_MS + offHi) * 1000 + CLOCK_SLACK_US) lateArrivals++;
         // Run in time (on a fresh key), yet neither counted nor answered: it was told a deadline

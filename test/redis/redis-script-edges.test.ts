@@ -124,6 +124,46 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
     expect(fractions).toBeGreaterThan(0);
   });
 
+  it('stores a whole TAT as the 8 bytes of its double, and a TAT with a fraction as "tat:frac:k"', async () => {
+    const io = redisServer.io;
+    const nowUs = 1_765_000_000_123_456; // an epoch reading in µs: 16 digits
+    /** A limiter on its own prefix at `nowUs`, and the one Redis key its key 'k' has after `cost`. */
+    const spend = async (limit: { permits: number; periodMs: number }, cost: number): Promise<string> => {
+      const prefix = `st${n++}:`;
+      const r = new RedisRateLimiter({ redis: io, prefix, limit, localTier: false });
+      setScriptTime(r, () => nowUs);
+      expect((await r.tryAcquire('k', cost)).allowed).toBe(true);
+      const keys = await io.keys(`${prefix}*`);
+      expect(keys).toHaveLength(1);
+      return keys[0] as string;
+    };
+    const packed = await io.getBuffer(await spend({ permits: 5, periodMs: 5_000 }, 2));
+    expect(packed?.length).toBe(8);
+    expect(packed?.readDoubleBE(0)).toBe(nowUs + 2_000_000); // two intervals of 1 s
+    // 3 per second: an interval of 333,333 1/3 µs, so a TAT with a fraction (k = 3).
+    expect(await io.get(await spend({ permits: 3, periodMs: 1_000 }, 1))).toBe(`${nowUs + 333_333}:1:3`);
+  });
+
+  it('reads a TAT stored in decimal (as releases before the packed form wrote it) as the same debt', async () => {
+    const io = redisServer.io;
+    const nowUs = 1_765_000_000_123_456;
+    const limit = { permits: 5, periodMs: 5_000 }; // an interval of 1 s, burst 5
+    const make = (): RedisRateLimiter => {
+      const r = new RedisRateLimiter({ redis: io, prefix: `dec${n++}:`, limit, localTier: false });
+      setScriptTime(r, () => nowUs);
+      return r;
+    };
+    // Three intervals of debt: spent here (packed), and written in decimal by hand.
+    const spent = make();
+    expect((await spent.tryAcquire('k', 3)).allowed).toBe(true);
+    const [spentKey] = await io.keys(`dec${n - 1}:{k}:*`);
+    const legacy = make();
+    const legacyKey = (spentKey as string).replace(/^dec\d+:/, `dec${n - 1}:`);
+    await io.set(legacyKey, String(nowUs + 3_000_000), 'PX', 3_000);
+    for (const cost of [0, 1, 2, 1]) expect(await legacy.tryAcquire('k', cost)).toEqual(await spent.tryAcquire('k', cost));
+    expect((await io.getBuffer(legacyKey))?.length).toBe(8); // written back in the packed form
+  });
+
   it('RedisPolicyLimiter.acquire: refuses at once what cannot pass in time, and an aborted wait', async () => {
     const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `acq${n++}:`, rules: [{ limit: { permits: 1, periodMs: 3_600_000 } }], localTier: false });
     const u = { user: 'u', api: 'a' };
