@@ -1,4 +1,4 @@
-// Exact interleavings inside an admission that starts from the thread's own write (Gcra32.#spend,
+// Exact interleavings inside an admission that starts from the thread's own write (Gcra32.decide,
 // docs/design.md section 2, "A thread's own write"). Each compares with a single limiter given the
 // same calls in their linearisation order, or checks the GCRA bound.
 import { afterEach, describe, expect, it } from 'vitest';

@@ -144,9 +144,9 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
     expect(await io.get(await spend({ permits: 3, periodMs: 1_000 }, 1))).toBe(`${nowUs + 333_333}:1:3`);
   });
 
-  it('reads a TAT stored in decimal (as releases before the packed form wrote it) as the same debt', async () => {
+  it.each([1_765_000_000_123_456, -5_000_000])('reads a TAT stored in decimal (as releases before the packed form wrote it) as the same debt, at %d µs', async (nowUs) => {
+    // -5 s (the tests' time override only): the decimal text is "-2000000", 8 bytes, never packed.
     const io = redisServer.io;
-    const nowUs = 1_765_000_000_123_456;
     const limit = { permits: 5, periodMs: 5_000 }; // an interval of 1 s, burst 5
     const make = (): RedisRateLimiter => {
       const r = new RedisRateLimiter({ redis: io, prefix: `dec${n++}:`, limit, localTier: false });
@@ -162,6 +162,27 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
     await io.set(legacyKey, String(nowUs + 3_000_000), 'PX', 3_000);
     for (const cost of [0, 1, 2, 1]) expect(await legacy.tryAcquire('k', cost)).toEqual(await spent.tryAcquire('k', cost));
     expect((await io.getBuffer(legacyKey))?.length).toBe(8); // written back in the packed form
+  });
+
+  it.each([
+    ['5 per 5 s (k = 1: whole TATs)', { permits: 5, periodMs: 5_000 }],
+    ['3 per s (k = 3: TATs with a fraction)', { permits: 3, periodMs: 1_000 }],
+  ] as const)('%s: decides at script times from -5 s to 2^53 µs as at 10^15, shifted', async (_name, limit) => {
+    // The tests' time override may read negative or small times: the stored forms must still
+    // read back as what was written (a negative text TAT starts with '-', not a packed byte).
+    const run = async (t0: number): Promise<unknown[]> => {
+      const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `sh${n++}:`, limit, localTier: false });
+      let t = t0;
+      setScriptTime(r, () => t);
+      const out: unknown[] = [];
+      for (const [dt, cost] of [[0, 1], [0, 1], [10, 1], [400_000, 2], [0, 1], [2_000_000, 1], [0, 0], [0, 3]] as const) {
+        t += dt;
+        out.push(await r.tryAcquire('k', cost));
+      }
+      return out;
+    };
+    const want = await run(1e15);
+    for (const t0 of [-5_000_000, -1, 0, 7, 2 ** 53 - 10_000_000]) expect(await run(t0), `from ${t0}`).toEqual(want);
   });
 
   it('RedisPolicyLimiter.acquire: refuses at once what cannot pass in time, and an aborted wait', async () => {
