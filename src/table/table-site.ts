@@ -3,7 +3,8 @@ import { checkCost, describe } from '../config/check.js';
 import { checkNames } from '../config/option-names.js';
 import { H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_ON_FULL, H_OWNER_SEQ, type TableClass } from './layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './slot-index.js';
-import { allocateTable, checkTableBuffer, SlotTable, stateOffsetOf, type SlotState, type TableSpec } from './table.js';
+import { SlotTable, type SlotState } from './table.js';
+import { allocateTable, checkTableBuffer, stateOffsetOf, type TableSpec } from './table-buffer.js';
 import { checkAttachOptions, type AttachOptions, type TableOptions } from './table-options.js';
 
 /**

@@ -61,7 +61,7 @@ describe('a worker terminated while holding a key lock (sliding log: the one alg
     expect(limiter.tryAcquire('victim', 4).allowed).toBe(true);
     expect(limiter.allow('bystander')).toBe(true);
     const { HEADER_WORDS, H_SLOT_WORDS, S_CTRL, LIVE } = await import('../../src/table/layout.js');
-    const { keyOffsetOf } = await import('../../src/table/table.js');
+    const { keyOffsetOf } = await import('../../src/table/table-buffer.js');
     const w = new Int32Array(limiter.handle.table);
     const keyAt = keyOffsetOf(w);
     const slotWords = w[H_SLOT_WORDS] as number;

@@ -4,7 +4,7 @@ import { Worker } from 'node:worker_threads';
 import { LocalTier } from '../../src/redis/local-tier.js';
 import { DEAD_HI, FIELD_MASK, LEASE, REFUSAL, stampOf } from '../../src/redis/local-tier-slot.js';
 import { H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES } from '../../src/table/layout.js';
-import { keyOffsetOf, stateOffsetOf } from '../../src/table/table.js';
+import { keyOffsetOf, stateOffsetOf } from '../../src/table/table-buffer.js';
 
 const workerUrl = new URL('../fixtures/local-tier-worker.mjs', import.meta.url);
 

@@ -1,7 +1,7 @@
 // Where a key lives in a table, read from the outside (a snapshot, for tests that stage a reclaim
 // or a reuse of its slot).
 import { H_SLOT_WORDS, H_STATE_OFFSET, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT } from '../../src/table/layout.js';
-import { keyOffsetOf } from '../../src/table/table.js';
+import { keyOffsetOf } from '../../src/table/table-buffer.js';
 import type { PolicyLimiter, PolicyRequest } from '../../src/index.js';
 
 /** The first word of the live slot holding the table key `key` (as the table encodes it), or -1. */

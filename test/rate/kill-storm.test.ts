@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, type Limit, type RateLimiterOptions } from '../../src/index.js';
 import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT } from '../../src/table/layout.js';
-import { keyOffsetOf } from '../../src/table/table.js';
+import { keyOffsetOf } from '../../src/table/table-buffer.js';
 import { replayFixedWindow, replaySlidingWindow, type Admission, type ModelReport } from '../helpers/model.js';
 import { mulberry32 } from '../helpers/random.js';
 

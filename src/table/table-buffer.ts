@@ -1,0 +1,109 @@
+import { keyWords } from './hash.js';
+import {
+  GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLASS, H_GLOBAL_BASE, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
+  H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STATE_OFFSET, H_STATE_WORDS, H_STRIPES, H_VERSION,
+  HEADER_WORDS, LAYOUT_VERSION, MAGIC, SLOT_HEADER_WORDS, slotsPerStripeFor, TABLE_CLASSES, type TableClass,
+} from './layout.js';
+
+/**
+ * A table's buffer as a whole: its allocation and header (`allocateTable`), the check that a
+ * handle's buffer is a table of this layout and class (`checkTableBuffer`), and where a slot's
+ * state and key words start. The slots themselves are table.ts's.
+ */
+
+/** Throws `TypeError` unless `buffer` holds a sluice table of this layout; returns its words. */
+export function checkTableBuffer(buffer: SharedArrayBuffer, tableClass?: TableClass): Int32Array {
+  const words = new Int32Array(buffer);
+  if (words.length < HEADER_WORDS || words[H_MAGIC] !== MAGIC) {
+    throw new TypeError('handle does not hold a sluice table (bad magic number)');
+  }
+  if (words[H_VERSION] !== LAYOUT_VERSION) {
+    throw new TypeError(`handle holds table layout version ${words[H_VERSION]}, this sluice reads ${LAYOUT_VERSION}`);
+  }
+  // A handle's `kind` may be lost on the way (copied field by field, stripped): the table says.
+  const made = TABLE_CLASSES[(words[H_CLASS] as number) - 1];
+  if (tableClass !== undefined && made !== tableClass) {
+    throw new TypeError(`handle.table was made by a ${made ?? 'unknown class'}, not a ${tableClass}: attach it with ${made === undefined ? 'the class that made it' : `${made}.attach`}`);
+  }
+  return words;
+}
+
+/** Offset of a slot's state words from its base, for the table in `words`. */
+export function stateOffsetOf(words: Int32Array): number {
+  return words[H_STATE_OFFSET] as number;
+}
+
+/** Offset of a slot's key words from its base, for the table in `words`: after the state words. */
+export function keyOffsetOf(words: Int32Array): number {
+  return (words[H_STATE_OFFSET] as number) + (words[H_STATE_WORDS] as number);
+}
+
+/** Geometry and identity of a new table. */
+export interface TableSpec {
+  maxKeys: number;
+  maxKeyBytes: number;
+  hashSeed: number;
+  /** When set, every key hashes to this value (tests force collisions with it). */
+  forcedHash: number | undefined;
+  claimTimeoutMs: number;
+  /** State words per slot, after its header (0 on the one-limit 32-bit GCRA path). */
+  stateWords: number;
+  /** Words of the global area at the end of the buffer (0 for none). */
+  globalWords: number;
+  /** Place the state words 8-byte aligned in every slot (they hold a 64-bit word). */
+  align8?: boolean;
+  /** The class the table is for: only that class attaches to it. */
+  tableClass: TableClass;
+  /** Slots allocated per key of maxKeys (option slotsPerKey). */
+  slotsPerKey: number;
+}
+
+/**
+ * Allocates and formats a table buffer. The caller fills its own header fields (H_INTERVAL_TICKS
+ * and the like) before sharing the buffer. Not shared with any thread yet: plain writes suffice.
+ */
+export function allocateTable(spec: TableSpec): SharedArrayBuffer {
+  const slotsWanted = Math.max(Math.ceil(spec.maxKeys * spec.slotsPerKey), 2);
+  const slotsPerStripe = slotsPerStripeFor(spec.slotsPerKey, slotsWanted);
+  const stripes = Math.ceil(slotsWanted / slotsPerStripe);
+  // With align8, the state starts on an even word of a slot with an even number of words: slots
+  // start at even words (the header is 128 words), so the state is 8-byte aligned in every slot.
+  // The state right after the slot's header, the key after it: a decision reads and writes the
+  // header and the state, which then share a cache line in most slots, and its writes do not
+  // land on the line holding the next slot's header (found: two GCRA limits on two workers ran
+  // 6% faster this way than with the state after the key).
+  let stateOffset = SLOT_HEADER_WORDS;
+  if (spec.align8 === true) stateOffset += stateOffset & 1;
+  let slotWords = stateOffset + spec.stateWords + keyWords(spec.maxKeyBytes);
+  if (spec.align8 === true) slotWords += slotWords & 1;
+  const slotArea = stripes * slotsPerStripe * slotWords;
+  const globalWords = spec.globalWords > 0 ? GLOBAL_HEADER_WORDS + spec.globalWords : 0;
+  const bytes = (HEADER_WORDS + slotArea + globalWords) * 4;
+  let buffer: SharedArrayBuffer;
+  try {
+    buffer = new SharedArrayBuffer(bytes);
+  } catch (e) {
+    throw new RangeError(
+      `options.maxKeys ${spec.maxKeys} needs a table of ${bytes} bytes (${slotWords * 4} per slot, ${spec.slotsPerKey} slots per key), ` +
+        `which could not be allocated: lower maxKeys, maxKeyBytes or the per-key state (${e instanceof Error ? e.message : String(e)})`,
+      { cause: e },
+    );
+  }
+  const w = new Int32Array(buffer);
+  w[H_MAGIC] = MAGIC;
+  w[H_VERSION] = LAYOUT_VERSION;
+  w[H_STRIPES] = stripes;
+  w[H_SLOTS_PER_STRIPE] = slotsPerStripe;
+  w[H_SLOT_WORDS] = slotWords;
+  w[H_MAX_KEY_BYTES] = spec.maxKeyBytes;
+  w[H_MAX_KEYS] = spec.maxKeys;
+  w[H_HASH_MODE] = spec.forcedHash === undefined ? 0 : 1;
+  w[H_HASH_VALUE] = spec.forcedHash ?? 0;
+  w[H_HASH_SEED] = spec.hashSeed;
+  w[H_CLAIM_TIMEOUT_MS] = spec.claimTimeoutMs;
+  w[H_STATE_WORDS] = spec.stateWords;
+  w[H_STATE_OFFSET] = stateOffset;
+  w[H_CLASS] = TABLE_CLASSES.indexOf(spec.tableClass) + 1;
+  w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea : 0;
+  return buffer;
+}
