@@ -23,11 +23,10 @@ import { LATE, LUA_PUSH_LATE, luaPushDecision, luaReturnDecision } from './scrip
  * c > burst. Written under another rule (another k), the fraction is read in ours, rounded up:
  * never less debt. A whole TAT (every TAT under k = 1; under k > 1, one whose debt is a multiple
  * of k) is stored as the 8 bytes of its double (`struct.pack('>d')`, exact: an integer below
- * 2^53). Redis 7.0 turns a number handed
- * to a command into text with snprintf("%.17g"), which took 0.3 us of the 2.8 us a decision cost
- * Redis in batches of 16 (INFO commandstats, 64 calls in flight); packed, a decision cost 2.85 us
- * of Redis's CPU against 3.26, and 64 calls in flight reached 315-323k decisions/s against
- * 282-291k (same runs, alternating).
+ * 2^53). Redis 7.0 turns a number handed to a command into text with snprintf("%.17g"), which
+ * took 0.3 us of the 2.8 us a decision cost Redis in batches of 16 (INFO commandstats, 64 calls
+ * in flight); packed, a decision cost 2.85 us of Redis's CPU against 3.26, and 64 calls in
+ * flight reached 315-323k decisions/s against 282-291k (same runs, alternating).
  */
 export function gcraScript(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[], single: boolean): string {
   const nl = keyLimits.length;
