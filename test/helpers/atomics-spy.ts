@@ -1,18 +1,41 @@
-// Counting Atomics.load calls: which words a code path reads atomically (tests that a path skips a
-// load, or keeps one). Restores Atomics.load however `f` ends.
+// Hooks on Atomics.load and Atomics.compareExchange: which words a code path reads atomically
+// (tests that a path skips a load, or keeps one), and work run by "another thread" at a chosen
+// step of a protocol. Restores both however `f` ends.
+
+/** Called before the real operation runs, with its arguments. */
+export interface AtomicsHooks {
+  load?: (array: Int32Array, index: number) => void;
+  cas?: (array: Int32Array, index: number, expected: number, value: number) => void;
+}
+
+/** Runs `f` with `hooks` called before every Atomics.load / compareExchange (nested calls included). */
+export function withAtomicsHooks<T>(hooks: AtomicsHooks, f: () => T): T {
+  const realLoad = Atomics.load;
+  const realCas = Atomics.compareExchange;
+  const { load, cas } = hooks;
+  if (load !== undefined) {
+    Atomics.load = ((array: Int32Array, index: number) => {
+      load(array, index);
+      return realLoad(array, index);
+    }) as typeof Atomics.load;
+  }
+  if (cas !== undefined) {
+    Atomics.compareExchange = ((array: Int32Array, index: number, expected: number, value: number) => {
+      cas(array, index, expected, value);
+      return realCas(array, index, expected, value);
+    }) as typeof Atomics.compareExchange;
+  }
+  try {
+    return f();
+  } finally {
+    Atomics.load = realLoad;
+    Atomics.compareExchange = realCas;
+  }
+}
 
 /** Atomics.load calls made by `f` on words for which `match(array, index)` holds (every call without it). */
 export function loadsDuring(f: () => void, match: (array: Int32Array, index: number) => boolean = () => true): number {
-  const realLoad = Atomics.load;
   let n = 0;
-  Atomics.load = ((array: Int32Array, index: number) => {
-    if (match(array, index)) n++;
-    return realLoad(array, index);
-  }) as typeof Atomics.load;
-  try {
-    f();
-  } finally {
-    Atomics.load = realLoad;
-  }
+  withAtomicsHooks({ load: (array, index) => { if (match(array, index)) n++; } }, f);
   return n;
 }

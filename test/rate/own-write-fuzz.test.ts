@@ -9,19 +9,13 @@
 //   its CAS, its validation load, its lookup), without moving the clock once the outer read it.
 // Every such point comes before the outer's linearisation point, so the model runs the nested
 // operations first, then the outer's: every answer must be equal.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { perSecond, RateLimiter, RateLimitTimeoutError, TableFullError, type Limit, type Reservation } from '../../src/index.js';
 import { BUSY, DEAD, H_SLOT_WORDS, HEADER_WORDS, S_CTRL, S_LAST_SEC, S_TAT } from '../../src/table/layout.js';
 import { gcraParams } from '../../src/math/gcra.js';
+import { withAtomicsHooks, type AtomicsHooks } from '../helpers/atomics-spy.js';
 import { mulberry32 } from '../helpers/random.js';
 import { slotBaseOf } from '../helpers/slots.js';
-
-const realLoad = Atomics.load;
-const realCas = Atomics.compareExchange;
-afterEach(() => {
-  Atomics.load = realLoad;
-  Atomics.compareExchange = realCas;
-});
 
 type Held = { got: Reservation; want: Reservation; owner: number };
 
@@ -179,15 +173,14 @@ function run(seed: number, limit: Limit, startMs: number, hooks: boolean, steps:
     }
   }
 
-  if (hooks) {
-    Atomics.load = ((arr: Int32Array, i: number) => {
+  const nest: AtomicsHooks = {
+    load(arr, i) {
       if (!nested && outer >= 0 && arr.buffer === table && isWord(i, S_TAT)) {
         if (!structural && noBusy()) maybeNest(!clockRead);
         tatTouched = true;
       }
-      return realLoad(arr, i);
-    }) as typeof Atomics.load;
-    Atomics.compareExchange = ((arr: Int32Array, i: number, e: number, v: number) => {
+    },
+    cas(arr, i, _e, v) {
       if (!nested && outer >= 0 && arr.buffer === table) {
         if (isWord(i, S_TAT)) {
           if (!structural && noBusy()) maybeNest(!clockRead);
@@ -198,30 +191,30 @@ function run(seed: number, limit: Limit, startMs: number, hooks: boolean, steps:
         // corner, docs/design.md section 2): nested calls after it are not "before" the outer.
         else if (isWord(i, S_LAST_SEC)) structural = true;
       }
-      return realCas(arr, i, e, v);
-    }) as typeof Atomics.compareExchange;
-  }
+    },
+  };
 
-  for (let step = 0; step < steps; step++) {
-    const r = rand();
-    if (r < 0.12) {
-      advance();
-      continue;
+  // The hooks cover the steps only: not the final probes below, nor the next run.
+  withAtomicsHooks(hooks ? nest : {}, () => {
+    for (let step = 0; step < steps; step++) {
+      const r = rand();
+      if (r < 0.12) {
+        advance();
+        continue;
+      }
+      const i = Math.floor(rand() * N);
+      const isSweep = r > 0.97;
+      outer = isSweep ? -1 : i; // no hooks inside a whole sweep (several linearisation points)
+      tatTouched = false;
+      clockRead = false;
+      structural = false;
+      try {
+        op(i, false);
+      } finally {
+        outer = -1;
+      }
     }
-    const i = Math.floor(rand() * N);
-    const isSweep = r > 0.97;
-    outer = isSweep ? -1 : i; // no hooks inside a whole sweep (several linearisation points)
-    tatTouched = false;
-    clockRead = false;
-    structural = false;
-    try {
-      op(i, false);
-    } finally {
-      outer = -1;
-    }
-  }
-  Atomics.load = realLoad;
-  Atomics.compareExchange = realCas;
+  });
   // Final states: a probe of every key on every thread equals the model's.
   for (const key of keys) {
     for (const th of threads) expect(th.tryAcquire(key, 0), where(`final probe ${key}`)).toEqual(model.tryAcquire(key, 0));

@@ -1,17 +1,11 @@
 // Exact interleavings inside an admission that starts from the thread's own write (Gcra32.decide,
 // docs/design.md section 2, "A thread's own write"). Each compares with a single limiter given the
 // same calls in their linearisation order, or checks the GCRA bound.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { perSecond, RateLimiter, type Decision } from '../../src/index.js';
 import { S_TAT } from '../../src/table/layout.js';
+import { withAtomicsHooks } from '../helpers/atomics-spy.js';
 import { slotBaseOf } from '../helpers/slots.js';
-
-const realLoad = Atomics.load;
-const realCas = Atomics.compareExchange;
-afterEach(() => {
-  Atomics.load = realLoad;
-  Atomics.compareExchange = realCas;
-});
 
 /** Runs `during` once, inside the first Atomics `kind` on `key`'s tat word made by `f`; counts tat loads. */
 function inside(limiter: RateLimiter, key: string, kind: 'load' | 'cas', during: () => void, f: () => unknown): { result: unknown; ran: boolean; loads: number } {
@@ -31,20 +25,19 @@ function inside(limiter: RateLimiter, key: string, kind: 'load' | 'cas', during:
       busy = false;
     }
   };
-  Atomics.load = ((arr: Int32Array, i: number) => {
-    hook(arr, i, 'load');
-    return realLoad(arr, i);
-  }) as typeof Atomics.load;
-  Atomics.compareExchange = ((arr: Int32Array, i: number, e: number, v: number) => {
-    hook(arr, i, 'cas');
-    return realCas(arr, i, e, v);
-  }) as typeof Atomics.compareExchange;
-  try {
-    return { result: f(), ran, loads };
-  } finally {
-    Atomics.load = realLoad;
-    Atomics.compareExchange = realCas;
-  }
+  const result = withAtomicsHooks({ load: (arr, i) => hook(arr, i, 'load'), cas: (arr, i) => hook(arr, i, 'cas') }, f);
+  return { result, ran, loads };
+}
+
+/**
+ * After `t0`, a wrap of 10 ns ticks later: k (admitted once at t0, in `base`) is idle and swept,
+ * and j takes its slot with one admission, whose TAT is k's write plus 2^32 ticks: the same int32.
+ */
+function reuseByJ(b: RateLimiter, set: (ms: number) => void, t0: number, base: number): void {
+  set(t0 + 2 ** 32 / 1e5);
+  expect(b.sweep()).toBe(1);
+  expect(b.allow('j')).toBe(true);
+  expect(slotBaseOf(b.handle.table, 'j')).toBe(base);
 }
 
 function setup(limit = perSecond(1000, { burst: 3 }), startMs = 5_000_100.25) {
@@ -136,19 +129,12 @@ describe('own-path interleavings', () => {
   });
 
   it('k\'s slot reused by j inside the load that confirms an own-path refusal, j\'s word equal to k\'s write: k is decided on its own state', () => {
-    const WRAP_MS = 2 ** 32 / 1e5; // 10 ns ticks
     const { a, b, set, now } = setup(perSecond(1000, { burst: 1 }));
     const t0 = now();
     expect(a.allow('k')).toBe(true); // a's write: t0 + 1 ms, the whole burst
     const base = slotBaseOf(a.handle.table, 'k');
-    const r = inside(a, 'k', 'load', () => {
-      // After a's reading: a wrap later, k is idle and swept, and j takes its slot with one
-      // admission, whose TAT is k's write plus 2^32 ticks: the same int32.
-      set(t0 + WRAP_MS);
-      expect(b.sweep()).toBe(1);
-      expect(b.allow('j')).toBe(true);
-      expect(slotBaseOf(a.handle.table, 'j')).toBe(base);
-    }, () => a.tryAcquire('k'));
+    // After a's reading, j takes k's slot with a word equal to a's write.
+    const r = inside(a, 'k', 'load', () => reuseByJ(b, set, t0, base), () => a.tryAcquire('k'));
     expect(r.ran).toBe(true);
     // The load found a's own value, but in j's slot: a finds k again (fresh) instead of refusing
     // k on j's state.
@@ -157,20 +143,13 @@ describe('own-path interleavings', () => {
   });
 
   it('k\'s slot reused by j inside the own CAS, j\'s word equal to k\'s write: the CAS lands on j, k is found again and spent once', () => {
-    const WRAP_MS = 2 ** 32 / 1e5; // 10 ns ticks
     const { a, b, set, now } = setup(perSecond(1000, { burst: 1 }));
     const t0 = now();
     expect(a.allow('k')).toBe(true); // a's write: t0 + 1 ms, the whole burst
     const base = slotBaseOf(a.handle.table, 'k');
     set(t0 + 1); // the same second, the burst refilled: a admits from its own write
-    const r = inside(a, 'k', 'cas', () => {
-      // Before a's CAS lands: a wrap later, k is idle and swept, and j takes its slot with one
-      // admission whose TAT is k's write plus 2^32 ticks: the same int32, so a's CAS lands on j.
-      set(t0 + WRAP_MS);
-      expect(b.sweep()).toBe(1);
-      expect(b.allow('j')).toBe(true);
-      expect(slotBaseOf(a.handle.table, 'j')).toBe(base);
-    }, () => a.allow('k'));
+    // Before a's CAS lands, j takes k's slot with a word equal to a's write: the CAS lands on j.
+    const r = inside(a, 'k', 'cas', () => reuseByJ(b, set, t0, base), () => a.allow('k'));
     expect(r.ran).toBe(true);
     expect(r.result).toBe(true);
     expect(slotBaseOf(a.handle.table, 'k')).not.toBe(base); // k found again, in a slot of its own
