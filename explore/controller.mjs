@@ -1,0 +1,231 @@
+// Drives the explored threads of one scenario through one schedule. The threads are real
+// workers running the real code (worker.mjs); exactly one of them moves at a time, from one
+// shared access to the next, so a run is a function of its schedule: the same choices give the
+// same run, access for access.
+//
+// At every step the controller lists its options: which stopped thread goes next and, when that
+// thread is about to read the clock, what the clock says. The first option is always "the thread
+// that moved last goes on, and time stays"; the others cost a preemption, a time move, or both.
+// A chooser (search.mjs) picks one. What the run did comes back as an Execution: the trace of
+// every access, each thread's calls (their readings and steps) and return values.
+import { MessageChannel, receiveMessageOnPort, Worker } from 'node:worker_threads';
+import { libraryOf } from './lib.mjs';
+import {
+  ARG0, ARG1, AT_POINT, BUF, BYTE, Control, DONE, ELEM, ELEMS, GRANT, IDLE, K, KIND, KINDS, READING, Real,
+  RESULT, RUNNING, STATUS, STEP,
+} from './wire.mjs';
+
+const WORKER = new URL('./worker.mjs', import.meta.url);
+const WRITES = new Set([K.store, K.cas, K.add, K.sub, K.and, K.or, K.xor, K.exchange, K.write]);
+/** A thread that read without writing for this many of its steps, in a row, is waiting on others. */
+const SPIN_STEPS = 24;
+
+export class ScheduleAborted extends Error {}
+
+/** A pool of explored threads, reused run after run. */
+export class Explorer {
+  #threads = [];
+  #lib;
+
+  /** `lib`: the URL of the build under test (dist/index.js or a mutated copy). */
+  constructor(threads, lib) {
+    this.#lib = lib;
+    for (let t = 0; t < threads; t++) this.#threads.push(this.#spawn());
+  }
+
+  #spawn() {
+    const control = Control.create();
+    const { port1, port2 } = new MessageChannel();
+    const worker = new Worker(WORKER, { workerData: { control: control.buffer, port: port2 }, transferList: [port2] });
+    worker.unref();
+    let error = null;
+    worker.on('error', (e) => { error = e; });
+    return { control, port: port1, worker, error: () => error };
+  }
+
+  get lib() {
+    return this.#lib;
+  }
+
+  async close() {
+    await Promise.all(this.#threads.map((t) => t.worker.terminate()));
+    this.#threads = [];
+  }
+
+  /** Replaces every thread after a run that was cut short (its threads are stuck mid-call). */
+  async #respawn(n) {
+    await this.close();
+    for (let t = 0; t < n; t++) this.#threads.push(this.#spawn());
+  }
+
+  #waitStopped(th) {
+    const i32 = th.control.i32;
+    for (let spins = 0; Real.load(i32, STATUS) === RUNNING; spins++) {
+      if (spins > 2000) {
+        Real.wait(i32, STATUS, RUNNING, 1000);
+        const e = th.error();
+        if (e !== null) throw e;
+      }
+    }
+    return Real.load(i32, STATUS);
+  }
+
+  #waitIdle(th) {
+    const i32 = th.control.i32;
+    for (let spins = 0; Real.load(i32, STATUS) !== IDLE; spins++) {
+      if (spins > 2000) {
+        Real.wait(i32, STATUS, Real.load(i32, STATUS), 1000);
+        const e = th.error();
+        if (e !== null) throw e;
+      }
+    }
+  }
+
+  #grant(th, step) {
+    const i32 = th.control.i32;
+    i32[STEP] = step;
+    Real.store(i32, STATUS, RUNNING);
+    Real.add(i32, GRANT, 1);
+    Real.notify(i32, GRANT);
+  }
+
+  #request(th) {
+    const c = th.control;
+    const kind = c.i32[KIND];
+    return { kind, buf: c.i32[BUF], byte: c.i32[BYTE], elem: c.i32[ELEM], a0: c.get(ARG0), a1: c.get(ARG1) };
+  }
+
+  /**
+   * Runs `scenario` (its default export and its module URL) under `chooser`. Returns the
+   * Execution, or throws ScheduleAborted when the run passed `maxSteps` (the threads are replaced).
+   */
+  async run(scenarioUrl, scenario, chooser, { maxSteps = 20_000, params = {} } = {}) {
+    const n = scenario.threads.length;
+    while (this.#threads.length < n) this.#threads.push(this.#spawn());
+    const threads = this.#threads.slice(0, n);
+    const lib = await libraryOf(this.#lib);
+    const setup = scenario.setup(lib, params);
+    const buffers = setup.buffers;
+    const shadow = buffers.map((b) => new Uint8Array(b).slice());
+    const trace = [];
+    const pending = new Array(n).fill(null);
+    const status = new Array(n).fill(RUNNING);
+    const time = scenario.time;
+    let now = time.startMs;
+
+    // Set-up: each thread in turn, every access granted, up to its ctx.ready() and then to its
+    // first access after it.
+    for (let t = 0; t < n; t++) {
+      const th = threads[t];
+      this.#waitIdle(th);
+      th.port.postMessage({ scenario: scenarioUrl, thread: t, data: setup.data, buffers, lib: this.#lib });
+      this.#grant(th, -1);
+      for (let readySeen = false; ;) {
+        status[t] = this.#waitStopped(th);
+        if (status[t] !== AT_POINT) break;
+        const req = this.#request(th);
+        if (readySeen) { pending[t] = req; break; }
+        if (req.kind === K.ready) readySeen = true;
+        if (req.kind === K.clock) th.control.put(READING, time.startMs);
+        // From ctx.ready() on, the thread may change nothing until its first point is granted.
+        if (readySeen) syncShadow(buffers, shadow);
+        this.#grant(th, -1);
+      }
+      const unseen = checkShadow(buffers, shadow, null);
+      if (unseen !== null) throw new Error(`explorer: a write it did not see: ${unseen}`);
+    }
+
+    let last = -1;
+    const quiet = new Array(n).fill(0);
+    let step = 0;
+    for (;;) {
+      const live = [];
+      for (let t = 0; t < n; t++) if (status[t] === AT_POINT) live.push(t);
+      if (live.length === 0) break;
+      if (step >= maxSteps) {
+        await this.#respawn(this.#threads.length);
+        throw new ScheduleAborted(`no end after ${maxSteps} steps`);
+      }
+      // A thread that has only read for a while waits on another: while some thread that is not
+      // waiting can move, switching away from it is free and it is not picked (CHESS's yield).
+      const busy = live.filter((t) => quiet[t] < SPIN_STEPS);
+      const enabled = busy.length > 0 ? busy : live;
+      const lastEnabled = enabled.includes(last);
+      const options = [];
+      const order = lastEnabled ? [last, ...enabled.filter((t) => t !== last)] : enabled;
+      for (const t of order) {
+        const preempt = lastEnabled && t !== last ? 1 : 0;
+        if (pending[t].kind === K.clock) {
+          time.moves.forEach((m, i) => options.push({ thread: t, move: i, preempt, timeMove: i === 0 ? 0 : 1 }));
+        } else {
+          options.push({ thread: t, move: -1, preempt, timeMove: 0 });
+        }
+      }
+      const pick = options[chooser.choose(options, step)];
+      const t = pick.thread;
+      const th = threads[t];
+      const req = pending[t];
+      if (req.kind === K.clock) {
+        now = time.moves[pick.move].to(now);
+        th.control.put(READING, now);
+      }
+      this.#grant(th, step);
+      status[t] = this.#waitStopped(th);
+      const result = th.control.get(RESULT);
+      const entry = { step, thread: t, kind: KINDS[req.kind], buf: req.buf, byte: req.byte, elem: req.elem < 0 ? 'clock' : ELEMS[req.elem], a0: req.a0, a1: req.a1, result, move: pick.move };
+      trace.push(entry);
+      if (WRITES.has(req.kind) || req.kind === K.clock && pick.move > 0) {
+        quiet.fill(0);
+      } else {
+        quiet[t]++;
+      }
+      const unseen = checkShadow(buffers, shadow, entry);
+      if (unseen !== null) throw new Error(`explorer: a write it did not see: ${unseen}`);
+      pending[t] = status[t] === AT_POINT ? this.#request(th) : null;
+      last = t;
+      step++;
+    }
+
+    const reports = threads.map((th, t) => {
+      let m;
+      while ((m = receiveMessageOnPort(th.port)) === undefined) {
+        const e = th.error();
+        if (e !== null) throw e;
+      }
+      Real.store(th.control.i32, STATUS, RUNNING); // take the report: the thread goes idle
+      Real.notify(th.control.i32, STATUS);
+      return { thread: t, status: status[t] === DONE ? 'done' : 'failed', ...m.message };
+    });
+    return { setup, trace, reports, steps: step, buffers };
+  }
+}
+
+/** Copies every buffer into its shadow after the set-up (whose accesses are not checked). */
+function syncShadow(buffers, shadow) {
+  buffers.forEach((b, i) => shadow[i].set(new Uint8Array(b)));
+}
+
+/**
+ * Every byte that changed since the last step must belong to the one access of this step: a
+ * write the explorer did not see (a view it does not know) fails the run.
+ */
+function checkShadow(buffers, shadow, entry) {
+  for (let i = 0; i < buffers.length; i++) {
+    const now = new Uint8Array(buffers[i]);
+    const old = shadow[i];
+    for (let b = 0; b < now.length; b++) {
+      if (now[b] === old[b]) continue;
+      const width = entry === null || entry.elem === 'clock' ? 0 : BYTES[entry.elem];
+      if (!(entry !== null && entry.buf === i && b >= entry.byte && b < entry.byte + width)) {
+        const where = entry === null ? 'before its first point' : `at step ${entry.step} (${entry.kind} of buffer ${entry.buf} byte ${entry.byte})`;
+        return `buffer ${i} byte ${b} changed ${where}`;
+      }
+      old[b] = now[b];
+    }
+  }
+  return null;
+}
+
+const BYTES = {
+  Int32: 4, BigInt64: 8, Float64: 8, Uint8: 1, Uint32: 4, Int8: 1, Int16: 2, Uint16: 2, Float32: 4, BigUint64: 8, Uint8Clamped: 1,
+};

@@ -1,0 +1,104 @@
+// What every schedule is checked against: exact sequential models, and a search for an order of
+// the calls that they accept.
+//
+// A run's calls overlap. It is correct when some order of them (a linearisation) that keeps
+// every call after each call whose last access came before its first, with each call judged at
+// one of the clock readings it really made, makes the sequential model give the same answers:
+// - an admission the model refuses in every such order is an over-admission;
+// - a refusal the model admits in every such order is a phantom refusal.
+// A call whose clock read behind a reading made before it (the clock stepped back) may refuse,
+// or be judged at that later reading: a limiter may refuse until the clock catches up, or clamp.
+// With two or three threads of one or two calls each, the orders are few: all are tried.
+
+const SCALE = 2n ** 64n;
+
+/** ms as an exact integer count of 2^-64 ms (every double of at least 2^-12 ms is one). */
+export function units(ms) {
+  const scaled = ms * 2 ** 64;
+  if (!Number.isInteger(scaled)) throw new RangeError(`reading ${ms} is finer than 2^-64 ms`);
+  return BigInt(scaled);
+}
+
+/**
+ * GCRA by virtual scheduling, a state per key: with I = periodMs / permits and tau = burst * I, a
+ * request of `cost` at reading r conforms when max(tat, r) + cost * I - r <= tau, and moves tat
+ * there. A clock that went back only makes r smaller: the model refuses until it catches up.
+ * Units: 2^-64 ms / permits, so I is exact. `keyOf(outcome)` names the state a call spends (one
+ * name for every call: a global cap). A refusal within `refusalSlackMs` of conforming counts as
+ * justified (the limiter rounds readings down to its tick).
+ */
+export function gcraModel({ permits, periodMs, burst }, { refusalSlackMs = 0, keyOf = (o) => o.key } = {}) {
+  const p = BigInt(permits);
+  const interval = BigInt(periodMs) * SCALE;
+  const tau = BigInt(burst) * interval;
+  const slack = BigInt(Math.ceil(refusalSlackMs * 2 ** 64)) * p;
+  return {
+    init: () => new Map(),
+    judge(state, o, reading) {
+      const key = keyOf(o);
+      const tat = state.get(key) ?? null;
+      const r = units(reading) * p;
+      const start = tat === null || tat < r ? r : tat;
+      const end = start + BigInt(o.cost) * interval;
+      return { admit: end - r <= tau, refuses: end - r > tau - slack, next: new Map(state).set(key, end) };
+    },
+  };
+}
+
+/** Several models spent together (several limits, or a key limit and a global cap). */
+export function allOf(...models) {
+  return {
+    init: () => models.map((m) => m.init()),
+    judge(state, o, reading) {
+      const js = models.map((m, i) => m.judge(state[i], o, reading));
+      return { admit: js.every((j) => j.admit), refuses: js.some((j) => j.refuses), next: js.map((j) => j.next) };
+    },
+  };
+}
+
+/** The calls of a run, flat, with their thread and index. */
+export function callsOf(exec) {
+  const out = [];
+  for (const r of exec.reports) r.calls.forEach((c, i) => out.push({ ...c, thread: r.thread, index: i }));
+  return out;
+}
+
+/**
+ * Searches for a linearisation the model accepts. `outcome(call)` is { key, cost, admitted } for
+ * a call that decides (null for one the model ignores); the model's `judge(state, outcome,
+ * reading)` says whether it admits, whether a refusal is justified, and its next state. Returns null when one exists, or a
+ * message naming what no order explains.
+ */
+export function linearizable(calls, model, outcome) {
+  const deciding = calls.map((c) => ({ c, o: outcome(c) })).filter((x) => x.o !== null);
+  const n = deciding.length;
+  const before = deciding.map((a) => deciding.map((b) => b.c.lastStep < a.c.firstStep && b !== a));
+  const placed = new Array(n).fill(false);
+  const tried = (admissionsOnly) => {
+    const go = (count, state, high) => {
+      if (count === n) return true;
+      for (let i = 0; i < n; i++) {
+        if (placed[i] || before[i].some((b, j) => b && !placed[j])) continue;
+        const { c, o } = deciding[i];
+        placed[i] = true;
+        const top = Math.max(high, ...c.readings);
+        // A call that saw the clock behind a reading made before it may refuse until the clock
+        // catches up, or judge at that later reading (clamp): both are what a limiter may do.
+        const behind = c.readings.some((r, k) => r < Math.max(high, ...c.readings.slice(0, k)));
+        for (const r of new Set([...c.readings, ...(behind ? [top] : [])])) {
+          if (!(r >= 0)) continue;
+          const j = model.judge(state, o, r);
+          const ok = o.admitted ? j.admit : admissionsOnly || j.refuses || behind;
+          if (ok && go(count + 1, o.admitted ? j.next : state, top)) { placed[i] = false; return true; }
+        }
+        placed[i] = false;
+      }
+      return false;
+    };
+    return go(0, model.init(), -Infinity);
+  };
+  if (tried(false)) return null;
+  const describe = deciding.map(({ c, o }) => `T${c.thread}.${c.index} ${c.label}(${o.key}, ${o.cost}) -> ${o.admitted ? 'admitted' : 'refused'} at ${c.readings.join('/')} steps ${c.firstStep}-${c.lastStep}`).join('; ');
+  if (!tried(true)) return `over-admission: no order of the calls admits what was admitted: ${describe}`;
+  return `phantom refusal: no order of the calls refuses what was refused: ${describe}`;
+}

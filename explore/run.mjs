@@ -1,0 +1,162 @@
+// npm run explore: the bounded search CI runs over every scenario, or more.
+//
+//   npm run explore                       every scenario: DFS to the CI bounds, then PCT runs
+//   npm run explore -- --deep             higher bounds and many more PCT runs
+//   npm run explore -- --scenario a,b     only these scenarios
+//   npm run explore -- --replay "4:1 9:2" --scenario a
+//                                         one schedule, its whole trace printed
+//   npm run explore -- --mutations [name] re-plants each known bug in a copy of dist/ and shows
+//                                         that the explorer finds it (and how long it took)
+//
+// Exits 1 on a violation (or on a re-planted bug it did not find).
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Explorer } from './controller.mjs';
+import { libraryOf } from './lib.mjs';
+import { Dfs, Pct, Replay, search } from './search.mjs';
+import { SCENARIOS } from './scenarios/index.mjs';
+import { MUTATIONS } from './mutations/index.mjs';
+
+const DIST = new URL('../dist/', import.meta.url);
+
+/** The bounds of each mode; a scenario may lower them (`bounds`). */
+export const MODES = {
+  ci: { preemptions: 2, timeMoves: 1, dfsBudgetMs: 20_000, pctRuns: 150, pctDepth: 3 },
+  deep: { preemptions: 3, timeMoves: 2, dfsBudgetMs: 300_000, pctRuns: 20_000, pctDepth: 4 },
+};
+
+function parseArgs(argv) {
+  const args = { deep: false, mutations: null, scenarios: null, replay: null, quiet: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--deep') args.deep = true;
+    else if (a === '--quiet') args.quiet = true;
+    else if (a === '--scenario') args.scenarios = argv[++i].split(',');
+    else if (a === '--replay') args.replay = argv[++i];
+    else if (a === '--mutations') args.mutations = argv[i + 1] !== undefined && !argv[i + 1].startsWith('--') ? argv[++i].split(',') : [];
+    else throw new RangeError(`explore: unknown argument ${JSON.stringify(a)}`);
+  }
+  return args;
+}
+
+/** One line per step of a run: thread, step, what it did to which word, what it saw. */
+export function formatTrace(exec, scenario, lib, { last = Infinity } = {}) {
+  const names = scenario.names?.(exec.buffers, lib) ?? ((buf, byte) => `buffer ${buf} byte ${byte}`);
+  const lines = [];
+  const from = Math.max(0, exec.trace.length - last);
+  if (from > 0) lines.push(`  ... ${from} steps before`);
+  for (const e of exec.trace.slice(from)) {
+    const v = (x) => (typeof x === 'bigint' ? `${x}n` : Number.isNaN(x) ? '' : String(x));
+    let what;
+    if (e.kind === 'clock') what = `clock ${scenario.time.moves[e.move].name} -> ${v(e.result)} ms`;
+    else {
+      const word = names(e.buf, e.byte);
+      const args = e.kind === 'cas' ? ` expect ${v(e.a0)} set ${v(e.a1)}` : ['load', 'read', 'notify'].includes(e.kind) ? '' : ` ${v(e.a0)}`;
+      what = `${e.kind} ${word}${args} -> ${v(e.result)}`;
+    }
+    lines.push(`  ${String(e.step).padStart(4)}  T${e.thread}  ${what}`);
+  }
+  for (const r of exec.reports) for (const c of r.calls) lines.push(`  T${r.thread} ${c.label} -> ${JSON.stringify(c.result)}${c.error ? ` threw ${c.error.split('\n')[0]}` : ''} (readings ${c.readings.join(', ')}; steps ${c.firstStep}-${c.lastStep})`);
+  return lines.join('\n');
+}
+
+async function exploreOne(explorer, entry, mode, log) {
+  const { url, scenario } = entry;
+  const bounds = { ...MODES[mode], ...scenario.bounds?.[mode] };
+  const dfs = new Dfs(bounds);
+  const a = await search(explorer, url, scenario, dfs, { nextRun: (c) => c.next(), budgetMs: bounds.dfsBudgetMs, maxSteps: scenario.maxSteps });
+  const out = { name: scenario.name, bounds, dfs: a, pct: null };
+  if (a.violation === null) {
+    let seed = 1;
+    const pct = new Pct({ seed, depth: bounds.pctDepth, length: Math.max(16, Math.ceil(a.steps / Math.max(1, a.runs))) });
+    out.pct = await search(explorer, url, scenario, pct, {
+      nextRun: (c) => { c.seed = ++seed; return true; }, maxRuns: bounds.pctRuns, maxSteps: scenario.maxSteps,
+    });
+    out.pct.firstSeed = 1;
+  }
+  log(`${scenario.name.padEnd(28)} dfs ${String(a.runs).padStart(6)} schedules${a.complete ? ' (complete)' : ' (budget)  '} ${(a.ms / 1000).toFixed(1).padStart(6)} s` +
+    (out.pct ? ` | pct ${out.pct.runs} runs ${(out.pct.ms / 1000).toFixed(1)} s` : ''));
+  return out;
+}
+
+function report(result, entry, lib, log) {
+  const v = result.dfs.violation ?? result.pct?.violation;
+  if (!v) return false;
+  log(`\nVIOLATION in ${result.name}: ${v.message}`);
+  log(`schedule: "${v.schedule}"   replay: npm run explore -- --scenario ${result.name} --replay "${v.schedule}"`);
+  if (v.exec) log(formatTrace(v.exec, entry.scenario, lib, { last: 60 }));
+  return true;
+}
+
+export async function main(argv, log = console.log, dist = DIST) {
+  const args = parseArgs(argv);
+  const lib = await libraryOf(new URL('index.js', dist).href);
+  const chosen = args.scenarios === null ? SCENARIOS : SCENARIOS.filter((s) => args.scenarios.includes(s.scenario.name));
+  if (args.scenarios !== null && chosen.length !== args.scenarios.length) throw new RangeError(`explore: unknown scenario in ${args.scenarios.join(', ')}`);
+  if (args.mutations !== null) return mutations(args, log);
+  const explorer = new Explorer(3, new URL('index.js', dist).href);
+  try {
+    if (args.replay !== null) {
+      const entry = chosen[0];
+      const chooser = new Replay(args.replay);
+      const r = await search(explorer, entry.url, entry.scenario, chooser, { nextRun: () => false, maxSteps: entry.scenario.maxSteps });
+      log(r.violation ? `VIOLATION: ${r.violation.message}` : 'no violation');
+      const exec = r.violation?.exec ?? null;
+      if (exec) log(formatTrace(exec, entry.scenario, lib));
+      return r.violation ? 1 : 0;
+    }
+    let failed = false;
+    const started = performance.now();
+    for (const entry of chosen) {
+      const result = await exploreOne(explorer, entry, args.deep ? 'deep' : 'ci', log);
+      if (report(result, entry, lib, log)) failed = true;
+    }
+    log(`${chosen.length} scenarios in ${((performance.now() - started) / 1000).toFixed(1)} s: ${failed ? 'VIOLATIONS' : 'no violation'}`);
+    return failed ? 1 : 0;
+  } finally {
+    await explorer.close();
+  }
+}
+
+/** A copy of dist/ with one mutation applied; its index.js URL. */
+export function mutatedDist(m) {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-mutant-'));
+  cpSync(new URL(DIST).pathname, dir, { recursive: true });
+  for (const edit of m.edits) {
+    const file = join(dir, edit.file);
+    const text = readFileSync(file, 'utf8');
+    const count = text.split(edit.from).length - 1;
+    if (count !== 1) throw new Error(`mutation ${m.name}: ${edit.file} holds its text ${count} times, not once`);
+    writeFileSync(file, text.replace(edit.from, edit.to));
+  }
+  return { dir, url: pathToFileURL(join(dir, 'index.js')).href };
+}
+
+async function mutations(args, log) {
+  const chosen = args.mutations.length === 0 ? MUTATIONS : MUTATIONS.filter((m) => args.mutations.includes(m.name));
+  let missed = 0;
+  for (const m of chosen) {
+    const { dir, url } = mutatedDist(m);
+    const explorer = new Explorer(3, url);
+    const started = performance.now();
+    try {
+      const entry = SCENARIOS.find((s) => s.scenario.name === m.scenario);
+      if (entry === undefined) throw new Error(`mutation ${m.name}: no scenario ${m.scenario}`);
+      const result = await exploreOne(explorer, entry, args.deep ? 'deep' : 'ci', () => {});
+      const v = result.dfs.violation ?? result.pct?.violation;
+      const s = ((performance.now() - started) / 1000).toFixed(1);
+      if (v) log(`found   ${m.name.padEnd(44)} ${s.padStart(6)} s  ${m.scenario}: ${v.message.slice(0, 100)}`);
+      else { missed++; log(`MISSED  ${m.name.padEnd(44)} ${s.padStart(6)} s  ${m.scenario}`); }
+    } finally {
+      await explorer.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  return missed === 0 ? 0 : 1;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exitCode = await main(process.argv.slice(2));
+}

@@ -1,0 +1,66 @@
+// What several scenarios share: the clock's moves, the GCRA verdict, and a look into the table
+// after a run for keys with more than one live copy.
+import { callsOf, linearizable } from '../models.mjs';
+
+/**
+ * The moves a clock reading may make (the first, stay, is the default): one tick, to the next
+ * interval (or window) edge, to the next second, across a 32-bit wrap of the ticks, and back by a
+ * tick and by a second. Steps back further than the limiter's documented range are not moves.
+ */
+export function timeMoves({ startMs, tickMs, intervalMs, wrapMs, backMs = [tickMs, 1000] }) {
+  const edge = (size) => (now) => (Math.floor(now / size) + 1) * size;
+  const moves = [
+    { name: 'stay', to: (now) => now },
+    { name: 'tick', to: (now) => now + tickMs },
+    { name: 'interval edge', to: edge(intervalMs) },
+    { name: 'second edge', to: edge(1000) },
+  ];
+  if (wrapMs !== undefined) moves.push({ name: 'wrap', to: (now) => now + wrapMs });
+  for (const b of backMs) moves.push({ name: `back ${b} ms`, to: (now) => now - b });
+  return { startMs, moves };
+}
+
+/** The verdict for calls of `allow(key)` (the key in the label's call, cost 1). */
+export function gcraOutcome(exec, model, outcome = (c) => ({ key: 'k', cost: 1, admitted: c.result === true })) {
+  return linearizable(callsOf(exec), model, outcome);
+}
+
+/** Keys (of `keys`) held by more than one live slot of the table in `buffer`: a violation, or null. */
+export function liveCopies(buffer, lib, keys) {
+  const L = lib.layout;
+  const w = new Int32Array(buffer);
+  const slots = w[L.H_STRIPES] * w[L.H_SLOTS_PER_STRIPE];
+  const keyAt = w[L.H_STATE_OFFSET] + w[L.H_STATE_WORDS];
+  const bytes = new Uint8Array(buffer);
+  const counts = new Map();
+  for (let s = 0; s < slots; s++) {
+    const base = L.HEADER_WORDS + s * w[L.H_SLOT_WORDS];
+    if ((w[base + L.S_CTRL] & 3) !== L.LIVE || w[base + L.S_TAT] === L.DEAD) continue;
+    const n = w[base + L.S_KEY_BYTES];
+    const key = new TextDecoder().decode(bytes.slice(4 * (base + keyAt), 4 * (base + keyAt) + n));
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  for (const k of keys) if ((counts.get(k) ?? 0) > 1) return `key ${k} has ${counts.get(k)} live copies`;
+  return null;
+}
+
+/** Names the words of a table buffer for traces: header fields, and slot N's fields. */
+export function tableWordNames(buffer, lib) {
+  const L = lib.layout;
+  const w = new Int32Array(buffer);
+  const header = new Map(Object.entries(L).filter(([k, v]) => k.startsWith('H_') && typeof v === 'number' && k !== 'H_LIMITS_BYTE').map(([k, v]) => [v, k.slice(2).toLowerCase()]));
+  const slotWords = w[L.H_SLOT_WORDS];
+  const stateAt = w[L.H_STATE_OFFSET];
+  const keyAt = stateAt + w[L.H_STATE_WORDS];
+  const globalBase = w[L.H_GLOBAL_BASE];
+  const fields = ['ctrl', 'tat', 'lastSec', 'hash', 'keyBytes'];
+  return (byte) => {
+    const word = byte >> 2;
+    if (word < L.HEADER_WORDS) return `header ${header.get(word) ?? word}`;
+    if (globalBase > 0 && word >= globalBase) return `global ${['lock', 'lastSec'][word - globalBase] ?? `state[${word - globalBase - 2}]`}`;
+    const slot = Math.floor((word - L.HEADER_WORDS) / slotWords);
+    const off = word - L.HEADER_WORDS - slot * slotWords;
+    const field = off < fields.length ? fields[off] : off < keyAt ? `state[${off - stateAt}]` : `key[${off - keyAt}]`;
+    return `slot ${slot} ${field}`;
+  };
+}
