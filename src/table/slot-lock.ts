@@ -58,8 +58,10 @@ export function lock(w: Int32Array, index: number, owner: number, stealAfterMs: 
  * Never waits.
  */
 export function tryLock(w: Int32Array, index: number, owner: number, stealAfterMs = Infinity): number {
-  const now = performance.now();
   const cur = Atomics.load(w, index);
+  // The clock after the load, as in `lock`: a reading taken before it could be older than the
+  // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.
+  const now = performance.now();
   if (cur === DEAD || (cur !== FREE && !(ageMs(cur, now) > stealAfterMs))) return FREE;
   const token = lockToken(owner, now);
   // compareExchange from the exact word seen: one winner among threads that saw it free or stale.

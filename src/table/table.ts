@@ -48,11 +48,17 @@ export const TABLE_FULL = -1;
  * which a thread preempted on a host with more busy threads than cores can exceed.
  * Stamps are ms modulo 2^29, so a claim word repeats only after 2^29 ms (about 6.2 days): a
  * publish stalled that long could land on a later claim of its slot that carries the same stamp.
- * 30x claimTimeoutMs is at most 30 hours, far below both that and the ages the 29-bit difference
- * tells apart; a dead claim left unswept only looks young again, for 30x the timeout, every 6.2
- * days, which delays its reuse and nothing else.
+ * 30x claimTimeoutMs is at most 30 hours, far below both that and the ages the signed 29-bit
+ * difference tells apart (CLAIM_AGE_LIMIT); a dead claim left unswept looks young again for
+ * half of every 6.2 days, which delays its reuse and nothing else.
  */
 const REUSE_AFTER_TIMEOUTS = 30;
+
+/**
+ * Claim ages from 2^28 ms (about 3.1 days) up read as negative: a claim stamped after the reading
+ * that judges it. 30x the longest claimTimeoutMs (3,600,000) is 30 hours, well inside.
+ */
+const CLAIM_AGE_LIMIT = 2 ** 28;
 
 /** Table-wide counts returned by `scan()`. */
 export interface TableCounts {
@@ -222,9 +228,16 @@ export class SlotTable {
     return true;
   }
 
-  /** Age in ms of the claim in a BUSY word (a cancelled claim keeps its claim's stamp). */
+  /**
+   * Age in ms of the claim in a BUSY word (a cancelled claim keeps its claim's stamp), at a
+   * reading `nowMs` that may have been taken before the claim was: the difference modulo 2^29
+   * read as signed, and a claim stamped after the reading is 0 ms old. (Read unsigned, such a
+   * claim was 2^29 - 1 ms old: an insert whose reading came just before another inserter's claim
+   * took that fresh claim over as abandoned, and the two wrote one slot.)
+   */
   #claimAge(ctrl: number, nowMs: number): number {
-    return ((nowMs & STAMP_MASK) - ((ctrl >>> 2) & STAMP_MASK)) & STAMP_MASK;
+    const age = ((nowMs & STAMP_MASK) - ((ctrl >>> 2) & STAMP_MASK)) & STAMP_MASK;
+    return age >= CLAIM_AGE_LIMIT ? 0 : age;
   }
 
   /**
