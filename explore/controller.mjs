@@ -6,13 +6,20 @@
 // At every step the controller lists its options: which stopped thread goes next and, when that
 // thread is about to read the clock, what the clock says. The first option is always "the thread
 // that moved last goes on, and time stays"; the others cost a preemption, a time move, or both.
+//
+// Weak memory: a plain (non-Atomics) read of an int32 word may also return the value the word
+// held before its latest write (an option that costs a stale read), when that write could not
+// have happened before the read in the JS memory model's sense: it was made by another thread,
+// after the reading thread's last Atomics operation. (Any synchronisation that would order the
+// write before the read needs an Atomics operation of the reader after it.) This under-
+// approximates what the model allows: every stale value offered is one a real run may see.
 // A chooser (search.mjs) picks one. What the run did comes back as an Execution: the trace of
 // every access, each thread's calls (their readings and steps) and return values.
 import { MessageChannel, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import { libraryOf } from './lib.mjs';
 import {
   ARG0, ARG1, AT_POINT, BUF, BYTE, Control, DONE, ELEM, ELEMS, GRANT, IDLE, K, KIND, KINDS, READING, Real,
-  RESULT, RUNNING, STATUS, STEP,
+  RESULT, RUNNING, STALE, STATUS, STEP,
 } from './wire.mjs';
 
 const WORKER = new URL('./worker.mjs', import.meta.url);
@@ -137,6 +144,10 @@ export class Explorer {
 
     let last = -1;
     const quiet = new Array(n).fill(0);
+    /** Per int32 word ('buf:byte'): its latest write after the set-up, and the value before it. */
+    const writes = new Map();
+    /** Per thread: the step of its latest Atomics operation. */
+    const lastAtomic = new Array(n).fill(-1);
     let step = 0;
     for (;;) {
       const live = [];
@@ -155,10 +166,15 @@ export class Explorer {
       const order = lastEnabled ? [last, ...enabled.filter((t) => t !== last)] : enabled;
       for (const t of order) {
         const preempt = lastEnabled && t !== last ? 1 : 0;
-        if (pending[t].kind === K.clock) {
-          time.moves.forEach((m, i) => options.push({ thread: t, move: i, preempt, timeMove: i === 0 ? 0 : 1 }));
+        const req = pending[t];
+        if (req.kind === K.clock) {
+          time.moves.forEach((m, i) => options.push({ thread: t, move: i, preempt, timeMove: i === 0 ? 0 : 1, stale: 0 }));
         } else {
-          options.push({ thread: t, move: -1, preempt, timeMove: 0 });
+          options.push({ thread: t, move: -1, preempt, timeMove: 0, stale: 0 });
+          const w = req.kind === K.read && req.elem === 0 ? writes.get(`${req.buf}:${req.byte}`) : undefined;
+          if (w !== undefined && w.thread !== t && w.step > lastAtomic[t]) {
+            options.push({ thread: t, move: -1, preempt, timeMove: 0, stale: 1, value: w.before });
+          }
         }
       }
       const pick = options[chooser.choose(options, step)];
@@ -169,11 +185,22 @@ export class Explorer {
         now = time.moves[pick.move].to(now);
         th.control.put(READING, now);
       }
+      th.control.i32[STALE] = pick.stale;
+      if (pick.stale === 1) th.control.put(READING, pick.value);
+      const before = req.elem === 0 && WRITES.has(req.kind) ? new Int32Array(buffers[req.buf], req.byte, 1)[0] : 0;
       this.#grant(th, step);
       status[t] = this.#waitStopped(th);
       const result = th.control.get(RESULT);
-      const entry = { step, thread: t, kind: KINDS[req.kind], buf: req.buf, byte: req.byte, elem: req.elem < 0 ? 'clock' : ELEMS[req.elem], a0: req.a0, a1: req.a1, result, move: pick.move };
+      const entry = {
+        step, thread: t, kind: KINDS[req.kind], buf: req.buf, byte: req.byte, elem: req.elem < 0 ? 'clock' : ELEMS[req.elem],
+        a0: req.a0, a1: req.a1, result, move: pick.move, stale: pick.stale === 1,
+      };
       trace.push(entry);
+      if (req.kind !== K.read && req.kind !== K.write && req.kind !== K.clock) lastAtomic[t] = step;
+      if (req.elem === 0 && WRITES.has(req.kind) && req.buf >= 0 && req.buf < buffers.length) {
+        const after = new Int32Array(buffers[req.buf], req.byte, 1)[0];
+        if (after !== before) writes.set(`${req.buf}:${req.byte}`, { thread: t, step, before });
+      }
       if (WRITES.has(req.kind) || req.kind === K.clock && pick.move > 0) {
         quiet.fill(0);
       } else {

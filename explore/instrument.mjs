@@ -27,7 +27,8 @@ function isIndex(prop) {
 
 /**
  * Installs the hooks. `point(kind, buf, byte, elem, a0, a1)` stops the thread and returns, for a
- * 'clock' point, the reading to use; `after(value)` gets what the access then read (or wrote)
+ * 'clock' point, the reading to use (at a plain read, an older value to return instead of the
+ * word's, or undefined); `after(value)` gets what the access then read (or wrote)
  * and returns it.
  */
 export function instrument(point, after) {
@@ -41,8 +42,8 @@ export function instrument(point, after) {
     const info = { target, buf: idOf(target.buffer), byte0: target.byteOffset, elem, bpe: target.BYTES_PER_ELEMENT };
     const at = (i) => info.byte0 + i * info.bpe;
     const read = (i) => {
-      point(K.read, info.buf, at(i), elem);
-      return after(target[i]);
+      const stale = point(K.read, info.buf, at(i), elem);
+      return after(stale === undefined ? target[i] : stale);
     };
     const write = (i, v) => {
       point(K.write, info.buf, at(i), elem, v);

@@ -5,17 +5,19 @@
 //   npm run explore -- --scenario a,b     only these scenarios
 //   npm run explore -- --replay "4:1 9:2" --scenario a
 //                                         one schedule, its whole trace printed
+//   npm run explore -- --jobs 1           one process (the default splits the scenarios between two)
 //   npm run explore -- --mutations [name] re-plants each known bug in a copy of dist/ and shows
 //                                         that the explorer finds it (and how long it took)
 //
 // Exits 1 on a violation (or on a re-planted bug it did not find).
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawn } from 'node:child_process';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Explorer } from './controller.mjs';
 import { libraryOf } from './lib.mjs';
-import { Dfs, Pct, Replay, search } from './search.mjs';
+import { Dfs, Pct, Replay, search, verdict } from './search.mjs';
 import { SCENARIOS } from './scenarios/index.mjs';
 import { MUTATIONS } from './mutations/index.mjs';
 
@@ -23,18 +25,19 @@ const DIST = new URL('../dist/', import.meta.url);
 
 /** The bounds of each mode; a scenario may lower them (`bounds`). */
 export const MODES = {
-  ci: { preemptions: 2, timeMoves: 1, dfsBudgetMs: 20_000, pctRuns: 150, pctDepth: 3 },
-  deep: { preemptions: 3, timeMoves: 2, dfsBudgetMs: 300_000, pctRuns: 20_000, pctDepth: 4 },
+  ci: { preemptions: 2, timeMoves: 1, staleReads: 1, dfsBudgetMs: 20_000, pctRuns: 150, pctDepth: 3 },
+  deep: { preemptions: 3, timeMoves: 2, staleReads: 2, dfsBudgetMs: 300_000, pctRuns: 20_000, pctDepth: 4 },
 };
 
 function parseArgs(argv) {
-  const args = { deep: false, mutations: null, scenarios: null, replay: null, quiet: false };
+  const args = { deep: false, mutations: null, scenarios: null, replay: null, quiet: false, jobs: Math.min(2, availableParallelism()) };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--deep') args.deep = true;
     else if (a === '--quiet') args.quiet = true;
     else if (a === '--scenario') args.scenarios = argv[++i].split(',');
     else if (a === '--replay') args.replay = argv[++i];
+    else if (a === '--jobs') args.jobs = Number(argv[++i]);
     else if (a === '--mutations') args.mutations = argv[i + 1] !== undefined && !argv[i + 1].startsWith('--') ? argv[++i].split(',') : [];
     else throw new RangeError(`explore: unknown argument ${JSON.stringify(a)}`);
   }
@@ -54,7 +57,7 @@ export function formatTrace(exec, scenario, lib, { last = Infinity } = {}) {
     else {
       const word = names(e.buf, e.byte);
       const args = e.kind === 'cas' ? ` expect ${v(e.a0)} set ${v(e.a1)}` : ['load', 'read', 'notify'].includes(e.kind) ? '' : ` ${v(e.a0)}`;
-      what = `${e.kind} ${word}${args} -> ${v(e.result)}`;
+      what = `${e.kind} ${word}${args} -> ${v(e.result)}${e.stale ? ' (stale: the value before its latest write)' : ''}`;
     }
     lines.push(`  ${String(e.step).padStart(4)}  T${e.thread}  ${what}`);
   }
@@ -95,17 +98,20 @@ export async function main(argv, log = console.log, dist = DIST) {
   const lib = await libraryOf(new URL('index.js', dist).href);
   const chosen = args.scenarios === null ? SCENARIOS : SCENARIOS.filter((s) => args.scenarios.includes(s.scenario.name));
   if (args.scenarios !== null && chosen.length !== args.scenarios.length) throw new RangeError(`explore: unknown scenario in ${args.scenarios.join(', ')}`);
+  const names = args.mutations !== null
+    ? (args.mutations.length === 0 ? MUTATIONS : MUTATIONS.filter((m) => args.mutations.includes(m.name))).map((m) => m.name)
+    : chosen.map((c) => c.scenario.name);
+  if (args.replay === null && args.jobs > 1 && names.length > 1) return inParallel(args, names, log);
   if (args.mutations !== null) return mutations(args, log);
   const explorer = new Explorer(3, new URL('index.js', dist).href);
   try {
     if (args.replay !== null) {
       const entry = chosen[0];
-      const chooser = new Replay(args.replay);
-      const r = await search(explorer, entry.url, entry.scenario, chooser, { nextRun: () => false, maxSteps: entry.scenario.maxSteps });
-      log(r.violation ? `VIOLATION: ${r.violation.message}` : 'no violation');
-      const exec = r.violation?.exec ?? null;
-      if (exec) log(formatTrace(exec, entry.scenario, lib));
-      return r.violation ? 1 : 0;
+      const exec = await explorer.run(entry.url, entry.scenario, new Replay(args.replay), { maxSteps: entry.scenario.maxSteps });
+      log(formatTrace(exec, entry.scenario, lib));
+      const message = verdict(entry.scenario, exec, lib);
+      log(message === null ? 'no violation' : `VIOLATION: ${message}`);
+      return message === null ? 0 : 1;
     }
     let failed = false;
     const started = performance.now();
@@ -118,6 +124,25 @@ export async function main(argv, log = console.log, dist = DIST) {
   } finally {
     await explorer.close();
   }
+}
+
+/**
+ * Splits the scenarios (or mutations) between `jobs` processes, each with its own explorer (a
+ * controller and its workers use about one core), and prints each one's output when it ends.
+ */
+async function inParallel(args, names, log) {
+  const groups = Array.from({ length: args.jobs }, () => []);
+  names.forEach((name, i) => groups[i % args.jobs].push(name));
+  const started = performance.now();
+  const codes = await Promise.all(groups.filter((g) => g.length > 0).map((group) => new Promise((resolve) => {
+    const flags = [...(args.deep ? ['--deep'] : []), '--jobs', '1', ...(args.mutations !== null ? ['--mutations', group.join(',')] : ['--scenario', group.join(',')])];
+    const child = spawn(process.execPath, [new URL(import.meta.url).pathname, ...flags], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.on('close', (code) => { log(out.trimEnd()); resolve(code ?? 1); });
+  })));
+  log(`${names.length} ${args.mutations !== null ? 'mutations' : 'scenarios'} in ${args.jobs} processes, ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  return codes.some((c) => c !== 0) ? 1 : 0;
 }
 
 /** A copy of dist/ with one mutation applied; its index.js URL. */

@@ -5,8 +5,9 @@
 // 0: "4:1 9:2" is "at step 4 take option 1, at step 9 option 2, else option 0". Runs are
 // deterministic, so that string replays the run exactly.
 //
-// - Depth-first search (CHESS): every schedule with at most `preemptions` preemptions and at most
-//   `timeMoves` clock moves, each once. Stateless: each schedule runs from the scenario's set-up.
+// - Depth-first search (CHESS): every schedule with at most `preemptions` preemptions, at most
+//   `timeMoves` clock moves and at most `staleReads` stale plain reads (controller.mjs), each
+//   once. Stateless: each schedule runs from the scenario's set-up.
 // - PCT: random thread priorities, lowered at `depth - 1` random steps; clock moves at random.
 //   Each run is named by its seed.
 import { ScheduleAborted } from './controller.mjs';
@@ -49,9 +50,10 @@ export class Dfs {
   #depth = 0;
   choices = [];
 
-  constructor({ preemptions, timeMoves }) {
+  constructor({ preemptions, timeMoves, staleReads = 0 }) {
     this.preemptions = preemptions;
     this.timeMoves = timeMoves;
+    this.staleReads = staleReads;
   }
 
   begin() {
@@ -67,9 +69,9 @@ export class Dfs {
       this.choices.push(e.index);
       return e.index;
     }
-    const before = d === 0 ? [0, 0] : this.#stack[d - 1].after;
-    const costs = options.map((o) => [o.preempt, o.timeMove]);
-    this.#stack.push({ costs, index: 0, before, after: [before[0] + costs[0][0], before[1] + costs[0][1]] });
+    const before = d === 0 ? [0, 0, 0] : this.#stack[d - 1].after;
+    const costs = options.map((o) => [o.preempt, o.timeMove, o.stale]);
+    this.#stack.push({ costs, index: 0, before, after: before.map((b, k) => b + costs[0][k]) });
     this.choices.push(0);
     return 0;
   }
@@ -79,11 +81,10 @@ export class Dfs {
     while (this.#stack.length > 0) {
       const top = this.#stack[this.#stack.length - 1];
       for (let j = top.index + 1; j < top.costs.length; j++) {
-        const p = top.before[0] + top.costs[j][0];
-        const m = top.before[1] + top.costs[j][1];
-        if (p <= this.preemptions && m <= this.timeMoves) {
+        const after = top.before.map((b, k) => b + top.costs[j][k]);
+        if (after[0] <= this.preemptions && after[1] <= this.timeMoves && after[2] <= this.staleReads) {
           top.index = j;
-          top.after = [p, m];
+          top.after = after;
           return true;
         }
       }
@@ -191,7 +192,7 @@ export async function search(explorer, url, scenario, chooser, { budgetMs = Infi
 }
 
 /** The scenario's own check, after the checks every scenario shares (no thread failed). */
-function verdict(scenario, exec, lib) {
+export function verdict(scenario, exec, lib) {
   for (const r of exec.reports) {
     if (r.failure !== null) return `thread ${r.thread} failed: ${r.failure}`;
     for (const c of r.calls) if (c.error !== null && scenario.throws !== true) return `thread ${r.thread} ${c.label} threw: ${c.error}`;

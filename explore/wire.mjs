@@ -5,13 +5,15 @@
 //   int32 words                               float64 / bigint64 values (8 bytes each)
 //   +--------+-------+------+------+------+   +----------+----------+----------+----------+
 //   | status | grant | kind | buf  | byte |   | arg 0    | arg 1    | result   | reading  |
-//   | elem   | step  | flags (bigint bits per value)    |   +----------+----------+----------+
+//   | elem   | step  | bigint bits | stale |           |   +----------+----------+----------+
 //   +--------+-------+------+------+------+
 //
 // A thread that reaches a shared access writes what it is about to do (kind, buffer, byte
 // offset, element type, arguments), sets status AT_POINT and waits for the grant word to move.
 // The controller moves it (and, at a clock reading, first writes the reading it chose); the
-// thread does the access, writes what it read into `result`, and runs to its next access.
+// thread does the access, writes what it read into `result`, and runs to its next access. At a
+// plain read the controller may instead hand it an older value of the word (STALE set, the value
+// in `reading`): a weak-memory read.
 
 export const Real = Object.freeze({
   Atomics: globalThis.Atomics,
@@ -29,6 +31,8 @@ export const ELEM = 5;
 export const STEP = 6;
 /** One bit per value slot: the slot holds a bigint's 64 bits, not a double. */
 export const BIGINT_BITS = 7;
+/** 1 when the controller answers the thread's plain read itself (a stale value, in READING). */
+export const STALE = 8;
 /** Value slots, in 8-byte units from byte 64. */
 export const ARG0 = 0;
 export const ARG1 = 1;

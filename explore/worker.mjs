@@ -10,7 +10,7 @@
 import { receiveMessageOnPort, workerData } from 'node:worker_threads';
 import {
   ARG0, ARG1, AT_POINT, BUF, BYTE, Control, DONE, ELEM, ELEMS, FAILED, GRANT, IDLE, K, KIND, READING, Real, RESULT,
-  STATUS, STEP,
+  STALE, STATUS, STEP,
 } from './wire.mjs';
 import { instrument, nameBuffers } from './instrument.mjs';
 import { libraryOf } from './lib.mjs';
@@ -48,7 +48,7 @@ function point(kind, buf, byte, elem, a0, a1) {
     control.put(RESULT, reading);
     return reading;
   }
-  return undefined;
+  return kind === K.read && i32[STALE] === 1 ? control.get(READING) : undefined;
 }
 
 instrument(point, (value) => {

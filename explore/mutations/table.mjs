@@ -3,13 +3,13 @@ export default [
   {
     name: 'duplicate insert',
     what: 'an inserter publishes without re-scanning the chain for the same key claimed elsewhere',
-    scenario: 'gcra-32',
+    scenario: 'gcra-32-insert',
     edits: [{ file: 'table/table.js', from: '        for (let i = 0; i < S; i++) {\n            if (i === pos)', to: '        for (let i = 0; i < 0; i++) {\n            if (i === pos)' }],
   },
   {
     name: 'claim judged by an older reading',
     what: 'a claim stamped after the reading that judges it reads as 2^29 - 1 ms old (found by the explorer)',
-    scenario: 'gcra-32',
+    scenario: 'gcra-32-insert',
     edits: [{ file: 'table/table.js', from: 'return age >= CLAIM_AGE_LIMIT ? 0 : age;', to: 'return age;' }],
   },
 ];

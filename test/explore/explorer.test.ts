@@ -51,7 +51,7 @@ describe('explorer', () => {
   });
 
   it('runs a schedule the same way twice, access for access', async () => {
-    const { url, scenario } = entry('gcra-32');
+    const { url, scenario } = entry('gcra-32-insert');
     const e = explorer();
     const traces: unknown[] = [];
     for (let i = 0; i < 2; i++) {
@@ -67,7 +67,7 @@ describe('explorer', () => {
     // moves the clock to 5000 ms and claims the key's slot; thread 0 judged that claim, stamped
     // after its reading, 2^29 - 1 ms old, took it over, and both inserters wrote the slot: the
     // key's state was reset under an admission, and three requests passed a burst of 2.
-    const { url, scenario } = entry('gcra-32');
+    const { url, scenario } = entry('gcra-32-insert');
     const fixed = await search(explorer(), url, scenario, new Replay('2:1 3:2 11:1'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const mutant = mutatedDist((MUTATIONS as { name: string }[]).find((m) => m.name === 'claim judged by an older reading'));
@@ -76,7 +76,7 @@ describe('explorer', () => {
   });
 
   it('finds a re-planted duplicate insert within the CI bounds', async () => {
-    const { url, scenario } = entry('gcra-32');
+    const { url, scenario } = entry('gcra-32-insert');
     const mutant = mutatedDist((MUTATIONS as { name: string }[]).find((m) => m.name === 'duplicate insert'));
     const r = await search(explorer(mutant.url), url, scenario, new Dfs({ preemptions: 2, timeMoves: 1 }), { nextRun: (c: { next(): boolean }) => c.next() });
     expect(r.violation?.message).toMatch(/2 live copies/);
