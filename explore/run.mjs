@@ -88,7 +88,7 @@ function report(result, entry, lib, log) {
   const v = result.dfs.violation ?? result.pct?.violation;
   if (!v) return false;
   log(`\nVIOLATION in ${result.name}: ${v.message}`);
-  log(`schedule: "${v.schedule}"   replay: npm run explore -- --scenario ${result.name} --replay "${v.schedule}"`);
+  log(`schedule: "${v.schedule}"${v.seed !== null && v.seed !== undefined ? ` (PCT seed ${v.seed})` : ''}   replay: npm run explore -- --scenario ${result.name} --replay "${v.schedule}"`);
   if (v.exec) log(formatTrace(v.exec, entry.scenario, lib, { last: 60 }));
   return true;
 }

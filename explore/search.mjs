@@ -181,7 +181,7 @@ export async function search(explorer, url, scenario, chooser, { budgetMs = Infi
     if (exec !== null) {
       result.steps += exec.steps;
       const message = verdict(scenario, exec, lib);
-      if (message !== null) result.violation = { message, schedule: scheduleString(chooser.choices), exec };
+      if (message !== null) result.violation = { message, schedule: scheduleString(chooser.choices), seed: chooser.seed ?? null, exec };
     }
     if (result.violation !== null) break;
     if (!nextRun(chooser)) { result.complete = true; break; }
