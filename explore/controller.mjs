@@ -24,8 +24,8 @@ import {
 
 const WORKER = new URL('./worker.mjs', import.meta.url);
 const WRITES = new Set([K.store, K.cas, K.add, K.sub, K.and, K.or, K.xor, K.exchange, K.write]);
-/** A thread that read without writing for this many of its steps, in a row, is waiting on others. */
-const SPIN_STEPS = 24;
+/** A thread that read words it had read before, unchanged, this often since the last write waits on others. */
+const SPIN_REPEATS = 8;
 
 export class ScheduleAborted extends Error {}
 
@@ -88,9 +88,10 @@ export class Explorer {
     }
   }
 
-  #grant(th, step) {
+  #grant(th, step, stale = 0) {
     const i32 = th.control.i32;
     i32[STEP] = step;
+    i32[STALE] = stale;
     Real.store(i32, STATUS, RUNNING);
     Real.add(i32, GRANT, 1);
     Real.notify(i32, GRANT);
@@ -111,13 +112,22 @@ export class Explorer {
     while (this.#threads.length < n) this.#threads.push(this.#spawn());
     const threads = this.#threads.slice(0, n);
     const lib = await libraryOf(this.#lib);
-    const setup = scenario.setup(lib, params);
+    const time = scenario.time;
+    // The set-up runs here, on this thread's clock: it reads the scenario's start, as the explored
+    // threads' set-up does, so that a run does not depend on how long the process has been up.
+    const realNow = performance.now;
+    performance.now = () => time.startMs;
+    let setup;
+    try {
+      setup = scenario.setup(lib, params);
+    } finally {
+      performance.now = realNow;
+    }
     const buffers = setup.buffers;
     const shadow = buffers.map((b) => new Uint8Array(b).slice());
     const trace = [];
     const pending = new Array(n).fill(null);
     const status = new Array(n).fill(RUNNING);
-    const time = scenario.time;
     let now = time.startMs;
 
     // Set-up: each thread in turn, every access granted, up to its ctx.ready() and then to its
@@ -143,7 +153,9 @@ export class Explorer {
     }
 
     let last = -1;
-    const quiet = new Array(n).fill(0);
+    /** Per thread: the words it read since anything was last written, and how often it read one again unchanged. */
+    const seen = Array.from({ length: n }, () => new Map());
+    const repeats = new Array(n).fill(0);
     /** Per int32 word ('buf:byte'): its latest write after the set-up, and the value before it. */
     const writes = new Map();
     /** Per thread: the step of its latest Atomics operation. */
@@ -157,9 +169,10 @@ export class Explorer {
         await this.#respawn(this.#threads.length);
         throw new ScheduleAborted(`no end after ${maxSteps} steps`);
       }
-      // A thread that has only read for a while waits on another: while some thread that is not
-      // waiting can move, switching away from it is free and it is not picked (CHESS's yield).
-      const busy = live.filter((t) => quiet[t] < SPIN_STEPS);
+      // A thread that keeps reading the same words, unchanged, waits on another: while some
+      // thread that is not waiting can move, switching away from it is free and it is not picked
+      // (CHESS's yield).
+      const busy = live.filter((t) => repeats[t] < SPIN_REPEATS);
       const enabled = busy.length > 0 ? busy : live;
       const lastEnabled = enabled.includes(last);
       const options = [];
@@ -185,10 +198,9 @@ export class Explorer {
         now = time.moves[pick.move].to(now);
         th.control.put(READING, now);
       }
-      th.control.i32[STALE] = pick.stale;
       if (pick.stale === 1) th.control.put(READING, pick.value);
       const before = req.elem === 0 && WRITES.has(req.kind) ? new Int32Array(buffers[req.buf], req.byte, 1)[0] : 0;
-      this.#grant(th, step);
+      this.#grant(th, step, pick.stale);
       status[t] = this.#waitStopped(th);
       const result = th.control.get(RESULT);
       const entry = {
@@ -202,9 +214,13 @@ export class Explorer {
         if (after !== before) writes.set(`${req.buf}:${req.byte}`, { thread: t, step, before });
       }
       if (WRITES.has(req.kind) || req.kind === K.clock && pick.move > 0) {
-        quiet.fill(0);
-      } else {
-        quiet[t]++;
+        seen.forEach((m) => m.clear());
+        repeats.fill(0);
+      } else if (req.kind !== K.clock) {
+        const word = `${req.buf}:${req.byte}`;
+        const value = String(result);
+        if (seen[t].get(word) === value) repeats[t]++;
+        else seen[t].set(word, value);
       }
       const unseen = checkShadow(buffers, shadow, entry);
       if (unseen !== null) throw new Error(`explorer: a write it did not see: ${unseen}`);

@@ -86,7 +86,7 @@ export function linearizable(calls, model, outcome) {
         // catches up, or judge at that later reading (clamp): both are what a limiter may do.
         const behind = c.readings.some((r, k) => r < Math.max(high, ...c.readings.slice(0, k)));
         for (const r of new Set([...c.readings, ...(behind ? [top] : [])])) {
-          if (!(r >= 0)) continue;
+          if (Number.isNaN(r) || !Number.isFinite(r)) continue;
           const j = model.judge(state, o, r);
           const ok = o.admitted ? j.admit : admissionsOnly || j.refuses || behind;
           if (ok && go(count + 1, o.admitted ? j.next : state, top)) { placed[i] = false; return true; }
