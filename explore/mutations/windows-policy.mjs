@@ -1,0 +1,26 @@
+// The lock-free multi-limit engine, the window algorithms' reclaim, and PolicyLimiter's rule
+// changes: bugs once found and fixed, each re-planted by reverting its fix in the built code.
+export default [
+  {
+    name: 'lastSec none was a real second',
+    what: "the lastSec bound's 'none' was -1, a real second for readings in [-1000, 0) ms: a fresh SlotRef skipped the stamp's load and raise (fix 6daca44, flag since fdb6c02)",
+    scenario: 'multi-limit',
+    edits: [
+      { file: 'table/slot-index.js', from: '    sec = 0;\n    secKnown = false;', to: '    sec = -1;\n    secKnown = false;' },
+      { file: 'rate/lockfree-engine.js', from: 'const guess = ref.secKnown && ref.sec === this.#sec;', to: 'const guess = ref.sec === this.#sec;' },
+      { file: 'rate/lockfree-engine.js', from: '    #sec = 0;', to: '    #sec = -2;' },
+    ],
+  },
+  {
+    name: 'sweep reopened a window',
+    what: "a cancelled reservation left 'next window, count 0', which idle() took for a fresh key: sweep() reclaimed it and the reading's window admitted again (fix e3d7f24)",
+    scenario: 'fixed-window',
+    edits: [{ file: 'algorithms/fixed-window-32.js', from: 'return this.#count === 0 && !this.#ahead;', to: 'return this.#count === 0;' }],
+  },
+  {
+    name: 'rule change restarted a pair',
+    what: 'a thread holding older rules reshaped a pair already moved to newer ones back to its rule, starting it fresh again (fix f77703e)',
+    scenario: 'policy-rules',
+    edits: [{ file: 'policy/policy-limiter.js', from: 'if (stored !== NO_SHAPE && newer(storedVersion, this.#version)) {', to: 'if (false) {' }],
+  },
+];

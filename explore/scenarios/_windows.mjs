@@ -1,0 +1,85 @@
+// Exact sequential models of the window algorithms (fixed and sliding), in the shape
+// linearizable() in models.mjs takes: { init(), judge(state, outcome, reading) }.
+//
+// Fixed window (src/algorithms/fixed-window.ts and fixed-window-32.ts, docs/design.md): windows
+// aligned to multiples of periodMs; at most `permits` admissions counted in each. A key keeps one
+// window and its count: a decision whose reading falls in a window before the stored one refuses
+// (a later window's count is for requests acting in it), one in a later window starts at 0.
+// A reservation counts in the reading's window if it has room, else in the next one (refused when
+// that is later than the reading's next window or its wait is over maxWaitMs); cancelling before
+// its act time takes it back while the key still holds that window.
+//
+// Sliding window (src/algorithms/sliding-window.ts): the two-window estimate; a request is
+// admitted when prev * (1 - into / periodMs) + curr + cost <= permits, in the reading's window.
+//
+// Outcomes: { key, cost, admitted, op } with op 'allow' (default), 'reserve' (with maxWaitMs and
+// the window the limiter counted it in, or null), or 'cancel' (with the reservation's window and
+// act time; admitted: whether it gave back).
+
+const fresh = { win: -Infinity, count: 0 };
+
+/** Fixed window of `permits` per `periodMs`, per key. */
+export function fixedWindowModel({ permits, periodMs }) {
+  const windowOf = (ms) => Math.floor(ms / periodMs);
+  return {
+    init: () => new Map(),
+    judge(state, o, reading) {
+      const st = state.get(o.key) ?? fresh;
+      const now = windowOf(reading);
+      const op = o.op ?? 'allow';
+      if (op === 'cancel') {
+        const gives = reading < o.actAtMs && st.win === o.win && st.count >= o.cost;
+        const next = gives ? new Map(state).set(o.key, { win: st.win, count: st.count - o.cost }) : state;
+        return { admit: gives, refuses: !gives, next };
+      }
+      // The window decided: the stored one if it is the reading's or later, else the reading's.
+      let win = st.win >= now ? st.win : now;
+      let count = st.win >= now ? st.count : 0;
+      if (op === 'allow') {
+        const admit = win === now && count + o.cost <= permits;
+        return { admit, refuses: !admit, next: new Map(state).set(o.key, { win, count: count + o.cost }) };
+      }
+      if (count + o.cost > permits) { win += 1; count = 0; }
+      const delay = Math.max(0, win * periodMs - reading);
+      const admit = o.cost <= permits && win <= now + 1 && delay <= o.maxWaitMs && (o.win === null || o.win === win);
+      return { admit, refuses: !(o.cost <= permits && win <= now + 1 && delay <= o.maxWaitMs), next: new Map(state).set(o.key, { win, count: count + o.cost }) };
+    },
+  };
+}
+
+/** Sliding window (two-window estimate) of `permits` per `periodMs`, per key; allow only. */
+export function slidingWindowModel({ permits, periodMs }) {
+  const windowOf = (ms) => Math.floor(ms / periodMs);
+  return {
+    init: () => new Map(),
+    judge(state, o, reading) {
+      const st = state.get(o.key) ?? { win: -Infinity, curr: 0, prev: 0 };
+      const now = windowOf(reading);
+      if (st.win > now) return { admit: false, refuses: true, next: state };
+      const curr = st.win === now ? st.curr : 0;
+      const prev = st.win === now ? st.prev : st.win === now - 1 ? st.curr : 0;
+      const into = reading - now * periodMs;
+      const estimate = prev * (1 - into / periodMs) + curr;
+      const admit = o.cost <= permits && estimate + o.cost <= permits;
+      return { admit, refuses: !admit, next: new Map(state).set(o.key, { win: now, curr: curr + o.cost, prev }) };
+    },
+  };
+}
+
+/**
+ * `model` judged as the limiter judges a reading: floored to its tick. A state that restarts at
+ * the reading (an idle key, or its first admission) may then start up to one tick early
+ * (docs/design.md, "Exactness": readings between ticks, and negative readings, which are not
+ * snapped). An admission that conforms one tick earlier is judged there (its state is then the
+ * lower of the two, which every later decision finds no stricter); else at the reading.
+ */
+export function tickEarly(model, tickMs) {
+  return {
+    init: () => model.init(),
+    judge(state, o, reading) {
+      const j = model.judge(state, o, reading);
+      const e = model.judge(state, o, reading - tickMs);
+      return e.admit ? { admit: true, refuses: j.refuses, next: e.next } : j;
+    },
+  };
+}
