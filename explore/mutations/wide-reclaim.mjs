@@ -1,0 +1,44 @@
+// Bugs of the 64-bit GCRA path, the coarse clock, reclaim under a decision and the local tier's
+// refusal cache, re-planted in a copy of dist/ (each edit undoes a fix, or removes the protocol step
+// its regression tests guard).
+export default [
+  {
+    name: 'coarse clock froze',
+    what: 'publish() compares the new reading with the word as a signed 32-bit difference: a word 2^31 units behind '
+      + 'never moves (c1fe5e0)',
+    scenario: 'coarse-clock',
+    edits: [
+      // The early return on a word already at or past the reading goes; the loop starts from its own load again.
+      {
+        file: 'time/coarse-clock.js',
+        from: '    let seen = Atomics.load(w, 0);\n    if (fullUnits(seen) >= units)\n        return;\n',
+        to: '',
+      },
+      {
+        file: 'time/coarse-clock.js',
+        from: '    for (;;) {\n        // compareExchange from the word seen',
+        to: '    for (let seen = Atomics.load(w, 0); ((next - seen) | 0) > 0;) {\n        // compareExchange from the word seen',
+      },
+      { file: 'time/coarse-clock.js', from: 'if (prev === seen || fullUnits(prev) >= units)', to: 'if (prev === seen)' },
+    ],
+  },
+  {
+    name: 'stamp ahead read as stale',
+    what: 'isStale reads a stamp a unit ahead of the reading as 2^32 units idle: a full 64-bit key decides as fresh (6e83bc5)',
+    scenario: 'gcra-64',
+    edits: [{ file: 'time/stamps.js', from: 'return idle > staleUnits && idle < STAMP_AHEAD;', to: 'return idle > staleUnits;' }],
+  },
+  {
+    name: 'cached slot of a reclaimed key',
+    what: 'Gcra32 decides on a cached slot without checking its ctrl word: a key whose slot was reclaimed and reused '
+      + 'spends the next key\'s state (the check 3366d3f tests)',
+    scenario: 'reclaim',
+    edits: [{ file: 'rate/gcra-32.js', from: 'if (w[base + S_CTRL] !== ctrl || tat === DEAD)', to: 'if (tat === DEAD)' }],
+  },
+  {
+    name: 'absent record outlives an insert',
+    what: 'LocalTier trusts a thread\'s record of a key found absent after another thread inserted it (3733b42\'s inserts count)',
+    scenario: 'local-tier',
+    edits: [{ file: 'redis/local-tier.js', from: 'if (cached === inserts && !insert)', to: "if (typeof cached === 'number' && !insert)" }],
+  },
+];

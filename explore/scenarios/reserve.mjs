@@ -1,0 +1,102 @@
+// Reservations and their refunds on the width-32 one-limit path (RateLimiter.reserve,
+// Reservation.cancel; Gcra32's RESERVE and REFUND modes of #spend). 2 a second, burst 2: the set-up
+// admits the key once, so a reservation made after one more admission must wait one interval.
+// Thread 0 reserves and then cancels; thread 1 checks the key twice. A clock move of one whole
+// interval (500 ms) lets a check pass exactly when a cancel gave its interval back.
+// Checked against an exact GCRA model with reservations:
+// - a reservation counts its cost from max(tat, r), whatever the wait, and its delayMs is that
+//   wait, max(0, tat' - r - tau), to a tick;
+// - cancel() gives back only if the clock read at its first reading is before the reservation's
+//   actAtMs (its time has not come), and then gives back what of its cost is still ahead of now:
+//   tat -= min(max(0, tat - r), cost * I), at the reading r its refund decided on; it returns
+//   false when nothing was ahead (a key with no debt) or its time had come.
+// So the admissions, the delays and the refunds are checked together: an admission that only a
+// refund larger than the model's explains is an over-admission.
+import { callsOf, linearizable, units } from '../models.mjs';
+import { tableWordNames, timeMoves } from './common.mjs';
+
+const limit = { permits: 2, periodMs: 1000, burst: 2 };
+const TICK_MS = 1e-5;
+const INTERVAL_MS = 500;
+
+const time = timeMoves({ startMs: 4999.75, tickMs: TICK_MS, intervalMs: INTERVAL_MS });
+time.moves.splice(2, 0, { name: '+interval', to: (now) => now + INTERVAL_MS });
+
+export default {
+  name: 'reserve',
+  what: 'Gcra32 reserve and refund (Reservation.cancel) racing allow on one key',
+  time,
+  setup(lib) {
+    const rl = new lib.RateLimiter({ limit: lib.perSecond(2), maxKeys: 4, hashSeed: 7 });
+    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
+  },
+  threads: [
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.call('allow', () => rl.allow('k')); // set-up: the key exists and holds one admission
+      ctx.ready();
+      let r = null;
+      ctx.call('reserve', () => { r = rl.reserve('k'); return { delayMs: r.delayMs, actAtMs: r.actAtMs }; });
+      ctx.call('cancel', () => r.cancel());
+    },
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.ready();
+      ctx.call('allow', () => rl.allow('k'));
+      ctx.call('allow', () => rl.allow('k'));
+    },
+  ],
+  names: (buffers, lib) => {
+    const table = tableWordNames(buffers[0], lib);
+    return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
+  },
+  check(exec) {
+    const calls = callsOf(exec);
+    const reserveOf = new Map(calls.filter((c) => c.label === 'reserve').map((c) => [c.thread, c]));
+    const outcome = (c) => {
+      if (c.label === 'allow') return { kind: 'allow', key: 'k', cost: 1, admitted: c.result === true };
+      if (c.label === 'reserve') return { kind: 'reserve', key: 'k', cost: 1, admitted: true, delayMs: c.result.delayMs };
+      const actAtMs = reserveOf.get(c.thread).result.actAtMs;
+      return { kind: 'cancel', key: 'k', cost: 1, admitted: c.result === true, firstReading: c.readings[0], actAtMs };
+    };
+    return linearizable(calls, reservationModel(limit, TICK_MS), outcome);
+  },
+};
+
+/**
+ * GCRA by virtual scheduling (as gcraModel in models.mjs, in its units: 2^-64 ms / permits) with
+ * reservations and refunds. `slackMs`: a refusal within it of conforming is justified, and a
+ * reservation's delay may differ from the exact one by that much (readings floor to a tick).
+ */
+export function reservationModel({ permits, periodMs, burst }, slackMs) {
+  const p = BigInt(permits);
+  const scale = 2n ** 64n;
+  const interval = BigInt(periodMs) * scale;
+  const tau = BigInt(burst) * interval;
+  const slack = BigInt(Math.ceil(slackMs * 2 ** 64)) * p;
+  const toMs = (u) => Number(u / p) / 2 ** 64;
+  return {
+    init: () => new Map(),
+    judge(state, o, reading) {
+      const tat = state.get(o.key) ?? null;
+      const r = units(reading) * p;
+      const start = tat === null || tat < r ? r : tat;
+      const cost = BigInt(o.cost) * interval;
+      if (o.kind === 'allow') {
+        const end = start + cost;
+        return { admit: end - r <= tau, refuses: end - r > tau - slack, next: new Map(state).set(o.key, end) };
+      }
+      if (o.kind === 'reserve') {
+        const end = start + cost;
+        const wait = end - r - tau > 0n ? end - r - tau : 0n;
+        const exact = Math.abs(o.delayMs - toMs(wait)) <= slackMs;
+        return { admit: exact, refuses: !exact, next: new Map(state).set(o.key, end) };
+      }
+      // cancel: its time has come (by its first reading), or nothing of it is ahead: no refund.
+      const debt = tat === null || tat <= r ? 0n : tat - r;
+      const timeCame = o.firstReading >= o.actAtMs;
+      const back = debt < cost ? debt : cost;
+      return { admit: !timeCame && debt > 0n, refuses: timeCame || debt <= slack, next: new Map(state).set(o.key, (tat ?? r) - back) };
+    },
+  };
+}
