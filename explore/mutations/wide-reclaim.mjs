@@ -23,6 +23,19 @@ export default [
     ],
   },
   {
+    name: 'stalled publish put an old epoch back',
+    what: 'publish() stores its epoch in the slot plainly: one stopped after its check for four epochs puts the old epoch '
+      + 'under the word, and every reading falls four epochs behind (found by the explorer)',
+    scenario: 'coarse-clock-stall',
+    edits: [{
+      file: 'time/coarse-clock.js',
+      from: '    for (let slot = Atomics.load(w, at); slot !== epoch;) {\n        if (slot > epoch)\n            return;\n'
+        + '        const prev = Atomics.compareExchange(w, at, slot, epoch);\n        if (prev === slot)\n            break;\n'
+        + '        slot = prev;\n    }\n',
+      to: '    w[at] = epoch;\n',
+    }],
+  },
+  {
     name: 'stamp ahead read as stale',
     what: 'isStale reads a stamp a unit ahead of the reading as 2^32 units idle: a full 64-bit key decides as fresh (6e83bc5)',
     scenario: 'gcra-64',

@@ -13,10 +13,10 @@
 import { callsOf } from '../models.mjs';
 import { timeMoves } from './common.mjs';
 
-const RES_MS = 0.01;
-const START_MS = 1000.5;
-const EPOCH_UNITS = 2 ** 30;
-const READS_PER_CHECK = 64;
+export const RES_MS = 0.01;
+export const START_MS = 1000.5;
+export const EPOCH_UNITS = 2 ** 30;
+export const READS_PER_CHECK = 64;
 const CLOCK_COARSE = 3; // src/time/clock.ts: the header's clock kind of a coarseClock()
 const WORDS = ['word', 'epoch[0]', 'epoch[1]', 'epoch[2]', 'epoch[3]', 'wake'];
 
@@ -24,7 +24,7 @@ const time = timeMoves({ startMs: START_MS, tickMs: RES_MS, intervalMs: 1 });
 time.moves.splice(4, 0, { name: 'stop', to: (now) => now + 3 * EPOCH_UNITS * RES_MS });
 
 /** A fresh CoarseClock of this build over `buffer`, read `reads` times (set-up). */
-function clockOf(rl, buffer, reads) {
+export function clockOf(rl, buffer, reads) {
   const r = rl.reserve('k', { cost: 0 }); // the one public object that carries the limiter's clock
   const c = new r.clock.constructor(buffer);
   for (let i = 0; i < reads; i++) c.now();
@@ -35,18 +35,7 @@ export default {
   name: 'coarse-clock',
   what: 'coarse clock publish (updater and busy reader) racing readers, across a stop of 3 * 2^30 units',
   time,
-  setup(lib) {
-    const rl = new lib.RateLimiter({ limit: lib.perSecond(2), maxKeys: 1, hashSeed: 7 });
-    const table = rl.handle.table;
-    new Int32Array(table)[lib.layout.H_CLOCK_KIND] = CLOCK_COARSE; // not shared yet: a plain write
-    const clock = new SharedArrayBuffer(32);
-    new Float64Array(clock, 24, 1)[0] = RES_MS;
-    const w = new Int32Array(clock);
-    const units = Math.floor(START_MS / RES_MS);
-    w[1 + (Math.floor(units / EPOCH_UNITS) & 3)] = Math.floor(units / EPOCH_UNITS);
-    w[0] = units | 0;
-    return { buffers: [clock, table], data: { handle: { ...rl.handle, clock } } };
-  },
+  setup: coarseSetup,
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
@@ -70,24 +59,46 @@ export default {
       ctx.call('read', () => c.now());
     },
   ],
-  names: () => (buf, byte) => (buf === 0 ? WORDS[byte >> 2] ?? `byte ${byte}` : `table byte ${byte}`),
-  check(exec) {
-    const calls = callsOf(exec).filter((c) => c.firstStep >= 0);
-    const latest = Math.max(START_MS, ...exec.trace.filter((e) => e.kind === 'clock').map((e) => e.result));
-    const name = (c) => `T${c.thread}.${c.index}`;
-    for (const c of calls) {
-      // units * resolution may round an ulp or so above the reading it came from
-      if (c.result > latest * (1 + 2 ** -50)) return `${name(c)} read ${c.result} ms, ahead of every time the clock reached (${latest})`;
-      for (const d of calls) {
-        if (!(d.lastStep < c.firstStep) || c.result >= d.result) continue;
-        return `${name(c)} read ${c.result} ms after ${name(d)} read ${d.result} ms: the clock went back`;
-      }
-      for (const d of calls) {
-        if (d.readings.length === 0 || !(d.lastStep < c.firstStep || d === c)) continue;
-        const floor = Math.floor(d.readings[0] / RES_MS) * RES_MS;
-        if (c.result < floor) return `${name(c)} read ${c.result} ms after ${name(d)} published ${d.readings[0]} ms: the clock froze`;
-      }
-    }
-    return null;
-  },
+  names: coarseNames,
+  check: coarseCheck,
 };
+
+/** A table on a coarse clock of its own buffer, the clock word at START_MS. */
+export function coarseSetup(lib) {
+  const rl = new lib.RateLimiter({ limit: lib.perSecond(2), maxKeys: 1, hashSeed: 7 });
+  const table = rl.handle.table;
+  new Int32Array(table)[lib.layout.H_CLOCK_KIND] = CLOCK_COARSE; // not shared yet: a plain write
+  const clock = new SharedArrayBuffer(32);
+  new Float64Array(clock, 24, 1)[0] = RES_MS;
+  const w = new Int32Array(clock);
+  const units = Math.floor(START_MS / RES_MS);
+  w[1 + (Math.floor(units / EPOCH_UNITS) & 3)] = Math.floor(units / EPOCH_UNITS);
+  w[0] = units | 0;
+  return { buffers: [clock, table], data: { handle: { ...rl.handle, clock } } };
+}
+
+/** Readings never go back, never freeze after a publish, never run ahead of the clock. */
+export function coarseCheck(exec) {
+  const calls = callsOf(exec).filter((c) => c.firstStep >= 0);
+  const latest = Math.max(START_MS, ...exec.trace.filter((e) => e.kind === 'clock').map((e) => e.result));
+  const name = (c) => `T${c.thread}.${c.index}`;
+  for (const c of calls) {
+    // units * resolution may round an ulp or so above the reading it came from
+    if (c.result > latest * (1 + 2 ** -50)) return `${name(c)} read ${c.result} ms, ahead of every time the clock reached (${latest})`;
+    for (const d of calls) {
+      if (!(d.lastStep < c.firstStep) || c.result >= d.result) continue;
+      return `${name(c)} read ${c.result} ms after ${name(d)} read ${d.result} ms: the clock went back`;
+    }
+    for (const d of calls) {
+      if (d.readings.length === 0 || !(d.lastStep < c.firstStep || d === c)) continue;
+      const floor = Math.floor(d.readings[0] / RES_MS) * RES_MS;
+      if (c.result < floor) return `${name(c)} read ${c.result} ms after ${name(d)} published ${d.readings[0]} ms: the clock froze`;
+    }
+  }
+  return null;
+}
+
+/** The clock buffer's words by name. */
+export function coarseNames() {
+  return (buf, byte) => (buf === 0 ? WORDS[byte >> 2] ?? `byte ${byte}` : `table byte ${byte}`);
+}

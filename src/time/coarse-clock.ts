@@ -112,8 +112,17 @@ export function publish(w: Int32Array, nowMs: number, resolutionMs: number): voi
   let seen = Atomics.load(w, 0);
   if (fullUnits(seen) >= units) return;
   // The slot before the word: a reader that sees this epoch in the word reads the slot after it.
-  // Every writer of the epoch stores the same value, so the writes cannot disagree.
-  w[EPOCHS + (epoch & 3)] = epoch;
+  // Raised only, by compareExchange from the value loaded: a publish that stopped after its check
+  // for four epochs or more finds a later epoch in its slot, and stops (it has nothing left to
+  // publish). A plain store there put the old epoch back under a word that readers decode with
+  // it, and every reading fell four epochs behind (found by the explorer, coarse-clock-stall).
+  const at = EPOCHS + (epoch & 3);
+  for (let slot = Atomics.load(w, at); slot !== epoch;) {
+    if (slot > epoch) return;
+    const prev = Atomics.compareExchange(w, at, slot, epoch);
+    if (prev === slot) break;
+    slot = prev;
+  }
   for (;;) {
     // compareExchange from the word seen: fails if another writer moved it, then we look again
     // (and stop once it is at or past ours: the word never moves back).

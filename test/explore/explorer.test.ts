@@ -75,6 +75,19 @@ describe('explorer', () => {
     expect(before.violation?.message).toMatch(/over-admission/);
   });
 
+  it('a coarse clock publish stopped for four epochs no longer puts its old epoch back (found by the explorer)', async () => {
+    // Thread 0 publishes 1000.51 ms and stops before it writes its epoch's slot; thread 1
+    // publishes after a stop of four epochs (2^32 units), whose epoch takes the same slot. The
+    // plain store thread 0 then made put epoch 0 back under the new word, and its next reading
+    // was 1000.51 ms again, 42,950 s behind.
+    const { url, scenario } = entry('coarse-clock-stall');
+    const fixed = await search(explorer(), url, scenario, new Replay('0:1 3:3'), { nextRun: () => false });
+    expect(fixed.violation).toBeNull();
+    const mutant = mutatedDist((MUTATIONS as { name: string }[]).find((m) => m.name === 'stalled publish put an old epoch back'));
+    const before = await search(explorer(mutant.url), url, scenario, new Replay('0:1 3:3'), { nextRun: () => false });
+    expect(before.violation?.message).toMatch(/the clock went back/);
+  });
+
   it('finds a re-planted duplicate insert within the CI bounds', async () => {
     const { url, scenario } = entry('gcra-32-insert');
     const mutant = mutatedDist((MUTATIONS as { name: string }[]).find((m) => m.name === 'duplicate insert'));
