@@ -6,8 +6,9 @@
 // deterministic, so that string replays the run exactly.
 //
 // - Depth-first search (CHESS): every schedule with at most `preemptions` preemptions, at most
-//   `timeMoves` clock moves and at most `staleReads` stale plain reads (controller.mjs), each
-//   once. Stateless: each schedule runs from the scenario's set-up.
+//   `timeMoves` clock moves and at most `staleReads` stale plain reads (controller.mjs).
+//   Stateless: each schedule runs from the scenario's set-up. Iteratively deepened on the sum of
+//   the three, so a level's schedules run again in the next (the last level runs each once).
 // - PCT: random thread priorities, lowered at `depth - 1` random steps; clock moves at random.
 //   Each run is named by its seed.
 import { ScheduleAborted } from './controller.mjs';
@@ -54,6 +55,15 @@ export class Dfs {
     this.preemptions = preemptions;
     this.timeMoves = timeMoves;
     this.staleReads = staleReads;
+    // Iterative deepening on the total of the three: every schedule of total 0, then every one up
+    // to 1, and so on up to the bounds, so that a bug one preemption and one clock move deep is
+    // found early in a search whose budget may end before the last level does.
+    this.level = 0;
+    this.top = preemptions + timeMoves + staleReads;
+  }
+
+  #allowed(after) {
+    return after[0] <= this.preemptions && after[1] <= this.timeMoves && after[2] <= this.staleReads && after[0] + after[1] + after[2] <= this.level;
   }
 
   begin() {
@@ -82,7 +92,7 @@ export class Dfs {
       const top = this.#stack[this.#stack.length - 1];
       for (let j = top.index + 1; j < top.costs.length; j++) {
         const after = top.before.map((b, k) => b + top.costs[j][k]);
-        if (after[0] <= this.preemptions && after[1] <= this.timeMoves && after[2] <= this.staleReads) {
+        if (this.#allowed(after)) {
           top.index = j;
           top.after = after;
           return true;
@@ -90,7 +100,9 @@ export class Dfs {
       }
       this.#stack.pop();
     }
-    return false;
+    if (this.level >= this.top) return false;
+    this.level++;
+    return true;
   }
 
   /** Forgets the steps past `depth` (a run cut short there). */
