@@ -1,0 +1,55 @@
+// The per-key lock (src/table/slot-lock.ts) and what runs under it: the sliding log's locked
+// engine (src/rate/locked-engine.ts, src/rate/limit-set.ts) and leases (src/concurrency/).
+// Each entry reverts one fix in a copy of the built dist/.
+export default [
+  {
+    name: 'taken-over log holder rewrote the new holder entry',
+    what: 'a holder whose lock was taken over decides a lost race again and writes over the new holder\'s entry (fix 53b46f4)',
+    scenario: 'locked-log',
+    edits: [{ file: 'rate/limit-set.js', from: '            if (holds !== null && !holds())\n                return false;\n', to: '' }],
+  },
+  {
+    name: 'dead lock holder kept its key',
+    what: 'a reclaim only takes a free lock, so an idle key whose holder died is never swept (fix efbeb96)',
+    scenario: 'locked-dead-holder',
+    edits: [{
+      file: 'table/slot-lock.js',
+      from: 'const token = tryLock(w, lockAt, owner, stealAfterMs);',
+      to: 'const token = tryLock(w, lockAt, owner);',
+    }],
+  },
+  {
+    name: 'lock takeover spent twice',
+    what: 'a decision whose admission landed decides again when its release fails after a takeover (fix b6d6d94)',
+    scenario: 'locked-log',
+    edits: [{
+      file: 'table/slot-lock.js',
+      from: '        unlock(w, lockAt, token);\n        if (ok)\n            return DONE;',
+      to: '        if (!unlock(w, lockAt, token))\n            ok = false;\n        if (ok)\n            return DONE;',
+    }],
+  },
+  {
+    name: 'stalled acquire landed on the slot next key',
+    what: 'settle reads the 0 the next key\'s insert left as a release: a lease stands in another key\'s places (fix f353f07)',
+    scenario: 'lease-reuse',
+    edits: [{
+      file: 'table/slot-lock.js',
+      from: '        if (Atomics.load(w, base + S_CTRL) !== ctrl)\n            return false;\n' +
+        '        // compareExchange from the exact word seen',
+      to: '        // compareExchange from the exact word seen',
+    }],
+  },
+  {
+    name: 'tryLock read the clock before the lock word',
+    what: 'a reading older than the lock word\'s stamp ages it 2^20 - 1 ms: a sweep takes a fresh lock over (fix 6ed30c7)',
+    scenario: 'locked-sweep',
+    edits: [{
+      file: 'table/slot-lock.js',
+      from: '    const cur = Atomics.load(w, index);\n' +
+        '    // The clock after the load, as in `lock`: a reading taken before it could be older than the\n' +
+        '    // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.\n' +
+        '    const now = performance.now();\n    if (cur === DEAD ||',
+      to: '    const now = performance.now();\n    const cur = Atomics.load(w, index);\n    if (cur === DEAD ||',
+    }],
+  },
+];

@@ -1,0 +1,288 @@
+// Helpers for the scenarios of the per-key lock (src/table/slot-lock.ts) and of leases
+// (src/concurrency/): an exact sliding-log model, the clock moves that cross a lock's steal age,
+// a check that no lock was taken over before it was stale, and a count of leases held.
+import { callsOf, linearizable } from '../models.mjs';
+import { tableWordNames } from './common.mjs';
+
+/**
+ * The clock's moves for locked scenarios (no step back: the lock stamps come from
+ * performance.now(), one monotonic timeline for every thread): stay, one tick, just past the
+ * lock's steal age (`stealAfterMs` whole ms, plus 2: ageMs floors both ends), and past a whole
+ * period plus the steal age (a takeover and an expiry in one move).
+ */
+export function lockMoves({ startMs, tickMs, stealAfterMs, periodMs }) {
+  return {
+    startMs,
+    moves: [
+      { name: 'stay', to: (now) => now },
+      { name: 'tick', to: (now) => now + tickMs },
+      { name: 'past steal age', to: (now) => now + stealAfterMs + 2 },
+      { name: 'past period', to: (now) => now + periodMs + stealAfterMs + 2 },
+    ],
+  };
+}
+
+/**
+ * The exact sliding log, a log per key: a request of `cost` at reading r passes when the
+ * admissions at readings t with r - t < periodMs, plus cost, are at most `permits`; each
+ * admission is logged at its reading. The limiter stamps in ticks (a stamp rounded up, an age
+ * from the reading rounded down), so an entry within `slackMs` of the period's edge may count
+ * either way: the model admits when the entries surely inside leave room, and counts a refusal
+ * as justified when the entries possibly inside fill it.
+ */
+export function slidingLogModel({ permits, periodMs }, { slackMs = 0, keyOf = (o) => o.key } = {}) {
+  const count = (log, r, edge) => log.filter((t) => r - t < edge).length;
+  return {
+    init: () => new Map(),
+    judge(state, o, reading) {
+      const log = state.get(keyOf(o)) ?? [];
+      const admit = count(log, reading, periodMs - slackMs) + o.cost <= permits;
+      const refuses = count(log, reading, periodMs + slackMs) + o.cost > permits;
+      const next = new Map(state).set(keyOf(o), [...log, ...new Array(o.cost).fill(reading)]);
+      return { admit, refuses, next };
+    },
+  };
+}
+
+/**
+ * The verdict on calls labelled 'allow' (cost 1 on key 'k', or `key` from the call's label).
+ * After a lock takeover (`tookOver`), refusals are not judged: a holder that stalled past the
+ * steal age leaves entries newer than the ones they replaced, which another holder's head may
+ * commit, and docs/design.md accepts that the log is then more conservative than exact.
+ */
+export function logOutcome(exec, model, { tookOver = false } = {}) {
+  const outcome = (c) => (c.label.startsWith('allow') && c.error === null
+    ? { key: c.label.split(' ')[1] ?? 'k', cost: 1, admitted: c.result === true }
+    : null);
+  const v = linearizable(callsOf(exec), model, outcome);
+  return v !== null && tookOver && v.startsWith('phantom refusal') ? null : v;
+}
+
+/** Whether some lock word was taken over from a holder's token during the run. */
+export function anyTakeover(exec, lib, isLock) {
+  const DEAD = lib.layout.DEAD;
+  return exec.trace.some((e) => e.kind === 'cas' && e.result === e.a0 && isLock(e.buf, e.byte) && e.a0 !== 0 && e.a0 !== DEAD &&
+    e.a1 !== 0 && e.a1 !== DEAD);
+}
+
+/**
+ * A sliding log whose key stayed in one slot counts one commit per admission: its head word's
+ * commit count (head >>> 16; a commit adds one, an undo takes it back) equals the admitted calls.
+ * More is an admission spent twice (a decision run again after its commit landed).
+ */
+export function logCommits(exec, lib, key) {
+  const bases = liveSlotsOf(exec.buffers[0], lib, key);
+  if (bases.length !== 1) return null;
+  const w = new Int32Array(exec.buffers[0]);
+  const commits = w[bases[0] + w[lib.layout.H_STATE_OFFSET]] >>> 16;
+  const admitted = callsOf(exec)
+    .filter((c) => c.label.startsWith('allow') && c.result === true && (c.label.split(' ')[1] ?? 'k') === key).length;
+  return commits === admitted ? null : `key ${key}'s log committed ${commits} time(s) for ${admitted} admitted call(s)`;
+}
+
+/**
+ * Every takeover of a key lock (a successful compareExchange of a lock word from another
+ * holder's token to a new token) must come at a reading more than `stealAfterMs` whole ms after
+ * the reading at which that token was taken: otherwise two threads held the lock at once while
+ * neither was stale. `isLock(buf, byte)` names the lock words. Readings are each thread's last
+ * clock reading before its compareExchange (the lock stamps with exactly that one).
+ */
+export function lockTakeovers(exec, lib, stealAfterMs, isLock) {
+  const DEAD = lib.layout.DEAD;
+  const last = new Map(); // thread -> its last reading
+  const taken = new Map(); // `${buf}:${byte}:${token}` -> { thread, reading, step }
+  for (const e of exec.trace) {
+    if (e.kind === 'clock') { last.set(e.thread, e.result); continue; }
+    if (e.kind !== 'cas' || e.result !== e.a0 || !isLock(e.buf, e.byte)) continue;
+    const token = e.a1;
+    if (token === 0 || token === DEAD || (token & 1) !== 1) continue;
+    const reading = last.get(e.thread);
+    if (e.a0 !== 0) {
+      const held = taken.get(`${e.buf}:${e.byte}:${e.a0}`);
+      if (held !== undefined && !(Math.floor(reading) - Math.floor(held.reading) > stealAfterMs)) {
+        return `lock taken over while fresh: T${e.thread} at step ${e.step} (reading ${reading}) took the lock word ` +
+          `(buffer ${e.buf} byte ${e.byte}) from T${held.thread}'s token ${e.a0}, taken at step ${held.step} at reading ${held.reading} ` +
+          `(steal after ${stealAfterMs} ms)`;
+      }
+    }
+    taken.set(`${e.buf}:${e.byte}:${token}`, { thread: e.thread, reading, step: e.step });
+  }
+  return null;
+}
+
+/** Whether a table buffer's byte is some slot's lock (tat) word. */
+export function slotLockWord(buffer, lib) {
+  const L = lib.layout;
+  const w = new Int32Array(buffer);
+  const slotWords = w[L.H_SLOT_WORDS];
+  const slots = w[L.H_STRIPES] * w[L.H_SLOTS_PER_STRIPE];
+  return (byte) => {
+    const word = byte >> 2;
+    if ((byte & 3) !== 0 || word < L.HEADER_WORDS || word >= L.HEADER_WORDS + slots * slotWords) return false;
+    return (word - L.HEADER_WORDS) % slotWords === L.S_TAT;
+  };
+}
+
+/**
+ * Leases: each call labelled 'acquire <key>' returns { allowed, expiresAtMs } and each labelled
+ * 'release' releases the thread's last lease (returning what release() said). A lease is surely
+ * held from its acquire's last step until the first step of its release (true or false), or
+ * until a reading at or past its expiry (`slackMs` for the tick's rounding), whichever comes
+ * first; it is possibly held from its acquire's first step until its release's last step and
+ * until every reading of a call judged at it is past its expiry. Returns a violation when, at
+ * some step, more than `maxInFlight` leases of a key are surely held, or when an acquire was
+ * refused while fewer than `maxInFlight` leases of its key were possibly held during it.
+ * `strayLeaseMs`, for scenarios where a slot passes from one key to another: an acquire of
+ * another key that began before the refusal ended may have left its stamp in the refused key's
+ * places (stalled past its lock check across a reclaim and the slot's reuse: docs/design.md
+ * accepts that the new key carries that place until the stamp expires), so it counts as possibly
+ * held, until its latest reading plus the lease.
+ */
+export function leaseCheck(exec, maxInFlight, { slackMs = 1e-6, strayLeaseMs = null } = {}) {
+  const leases = [];
+  const acquires = [];
+  for (const r of exec.reports) {
+    let mine = null;
+    r.calls.forEach((c, i) => {
+      const name = `T${r.thread}.${i}`;
+      if (c.error !== null) { mine = null; return; }
+      if (c.label.startsWith('acquire')) {
+        const a = { name, key: c.label.split(' ')[1], call: c };
+        acquires.push(a);
+        if (c.result.allowed) { mine = { ...a, release: null }; leases.push(mine); }
+      } else if (c.label === 'release' && mine !== null) {
+        mine.release = c;
+        mine = null;
+      }
+    });
+  }
+  // The clock at each step: the latest reading made so far (no move goes back).
+  const now = [];
+  let t = exec.trace.find((e) => e.kind === 'clock')?.result ?? -Infinity;
+  for (const e of exec.trace) { if (e.kind === 'clock') t = Math.max(t, e.result); now.push(t); }
+  for (let s = 0; s < exec.trace.length; s++) {
+    const held = new Map();
+    for (const l of leases) {
+      const end = l.release === null ? Infinity : l.release.firstStep;
+      if (l.call.lastStep <= s && s < end && now[s] < l.call.result.expiresAtMs - slackMs) {
+        held.set(l.key, [...(held.get(l.key) ?? []), l.name]);
+      }
+    }
+    for (const [key, names] of held) {
+      if (names.length > maxInFlight) {
+        return `over-admission: at step ${s} (clock ${now[s]}) leases ${names.join(', ')} all hold key ${key} (maxInFlight ${maxInFlight})`;
+      }
+    }
+  }
+  for (const a of acquires) {
+    if (a.call.result.allowed) continue;
+    const { firstStep: f, lastStep: l, readings } = a.call;
+    const possibly = leases.filter((x) => x.key === a.key && x !== a && x.call.firstStep <= l &&
+      !(x.release !== null && x.release.result === true && x.release.lastStep < f) &&
+      readings.some((r) => r < x.call.result.expiresAtMs + slackMs));
+    const strays = strayLeaseMs === null ? [] : acquires.filter((x) => x.key !== a.key && x.call.firstStep <= l &&
+      readings.some((r) => r < Math.max(...x.call.readings) + strayLeaseMs + slackMs));
+    possibly.push(...strays);
+    if (possibly.length < maxInFlight) {
+      const held = possibly.map((x) => x.name).join(', ') || 'no lease';
+      return `phantom refusal: ${a.name} acquire ${a.key} refused at ${readings.join('/')} (steps ${f}-${l}), ${held} possibly held`;
+    }
+  }
+  return null;
+}
+
+/** The bases of the live slots of `key` in a table buffer (ctrl LIVE, lock word not DEAD). */
+export function liveSlotsOf(buffer, lib, key) {
+  const L = lib.layout;
+  const w = new Int32Array(buffer);
+  const slots = w[L.H_STRIPES] * w[L.H_SLOTS_PER_STRIPE];
+  const keyAt = w[L.H_STATE_OFFSET] + w[L.H_STATE_WORDS];
+  const bytes = new Uint8Array(buffer);
+  const found = [];
+  for (let s = 0; s < slots; s++) {
+    const base = L.HEADER_WORDS + s * w[L.H_SLOT_WORDS];
+    if ((w[base + L.S_CTRL] & 3) !== L.LIVE || w[base + L.S_TAT] === L.DEAD) continue;
+    const n = w[base + L.S_KEY_BYTES];
+    if (new TextDecoder().decode(bytes.slice(4 * (base + keyAt), 4 * (base + keyAt) + n)) === key) found.push(base);
+  }
+  return found;
+}
+
+/**
+ * A sliding log's entries after the run never date an admission earlier than it was made: stamps
+ * only move forward (a commit stamps max(newest, reading)), so the last `permits` commits hold
+ * the largest stamps, and sorted from the newest, the j-th entry of the key's log is at least the
+ * j-th latest first reading of an admitted call. Admissions more than a period before the run's
+ * last reading are left out (their entries may be overwritten, or cleared as stale). `tickMs`:
+ * the log's tick (stamps are ticks modulo 2^32, here all below 2^31).
+ */
+export function logDominates(exec, lib, key, { permits, periodMs, tickMs }) {
+  const bases = liveSlotsOf(exec.buffers[0], lib, key);
+  if (bases.length !== 1) return null;
+  const L = lib.layout;
+  const w = new Int32Array(exec.buffers[0]);
+  const at = bases[0] + w[L.H_STATE_OFFSET] + 1;
+  const entries = Array.from(w.subarray(at, at + permits)).filter((e) => e !== -0x80000000).map((e) => e * tickMs).sort((a, b) => b - a);
+  const calls = callsOf(exec).filter((c) => c.label.startsWith('allow') && c.result === true && (c.label.split(' ')[1] ?? 'k') === key);
+  const last = Math.max(...exec.trace.filter((e) => e.kind === 'clock').map((e) => e.result));
+  const firsts = calls.map((c) => Math.min(...c.readings)).filter((r) => r > last - periodMs).sort((a, b) => b - a).slice(0, permits);
+  for (let j = 0; j < firsts.length; j++) {
+    if (!(entries[j] >= firsts[j] - tickMs)) {
+      return `log entry dated early: key ${key}'s log holds ${entries.join(', ')} ms, ` +
+        `but admissions were made from ${firsts.join(', ')} ms on`;
+    }
+  }
+  return null;
+}
+
+/**
+ * Every lease granted, not released and not expired at the run's last reading still holds a
+ * place in its key's live slot: the places of that slot held at that reading are at least as
+ * many as such leases (a reclaim needs every place free, so it cannot have taken them).
+ */
+export function leasesInPlace(exec, lib, keys, { maxInFlight, tickMs, slackMs = 1e-6 }) {
+  const L = lib.layout;
+  const w = new Int32Array(exec.buffers[0]);
+  const last = Math.max(...exec.trace.filter((e) => e.kind === 'clock').map((e) => e.result));
+  const now32 = Math.floor(last / tickMs + 1e-6) | 0;
+  for (const key of keys) {
+    let standing = 0;
+    for (const r of exec.reports) {
+      r.calls.forEach((c, i) => {
+        if (c.label !== `acquire ${key}` || c.error !== null || !c.result.allowed || !(c.result.expiresAtMs > last + slackMs)) return;
+        const next = r.calls[i + 1];
+        if (next?.label === 'release') return;
+        standing++;
+      });
+    }
+    if (standing === 0) continue;
+    const bases = liveSlotsOf(exec.buffers[0], lib, key);
+    let held = 0;
+    for (const base of bases) {
+      const at = base + w[L.H_STATE_OFFSET];
+      for (let i = 0; i < maxInFlight; i++) if (w[at + i] !== 0 && ((w[at + i] - now32) | 0) > 0) held++;
+    }
+    if (held < standing) {
+      return `lease out of place: ${standing} lease(s) of ${key} stand unexpired at ${last} ms, but its live slot(s) hold ${held} place(s)`;
+    }
+  }
+  return null;
+}
+
+/** Trace names for a scenario whose buffer 0 is the table. */
+export function tableNames(buffers, lib) {
+  const table = tableWordNames(buffers[0], lib);
+  return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
+}
+
+/**
+ * Whether the run left the table's one timing assumption (src/table/table.ts,
+ * REUSE_AFTER_TIMEOUTS): no inserter stalls 30x claimTimeoutMs between its claim and its publish.
+ * A run whose clock moved that far in all may have stalled an inserter that long (the stalled
+ * insert then writes its initial state over the slot's next occupant, as documented): such runs
+ * are not judged. The scenarios pick a claim timeout that keeps the CI and deep moves inside.
+ */
+export function pastClaimAssumption(exec, startMs, claimTimeoutMs) {
+  const last = Math.max(startMs, ...exec.trace.filter((e) => e.kind === 'clock').map((e) => e.result));
+  return last - startMs >= 30 * claimTimeoutMs;
+}

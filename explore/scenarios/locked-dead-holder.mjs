@@ -1,0 +1,61 @@
+// A key lock left held by a holder that died (a worker terminated under the lock): the set-up
+// inserts k with an empty sliding log and plants a token in its lock word stamped 1 s before
+// the run, older than the 100 ms steal age. One thread sweeps (retireLocked: tryLock takes the dead
+// holder's lock over, the idle check, DEAD); the other decides on another key, j, meanwhile.
+// Checked: k is gone after the run (it was idle and its holder dead at every reading), j and k
+// have one live copy each, no lock is taken over while fresh, and the admissions of j against an
+// exact sliding log.
+import { liveCopies } from './common.mjs';
+import {
+  anyTakeover, liveSlotsOf, lockMoves, lockTakeovers, logOutcome, pastClaimAssumption, slidingLogModel, slotLockWord, tableNames,
+} from './_locks.mjs';
+
+const limit = { permits: 1, periodMs: 1000 };
+const STEAL_MS = 100; // claimTimeoutMs, the locks' stealAfterMs: 30x it (3 s) bounds an insert's stall
+const START_MS = 4999.75;
+
+export default {
+  name: 'locked-dead-holder',
+  what: 'sweep() reclaiming an idle sliding-log key whose lock a dead holder left (tryLock past the steal age), a decision on another key',
+  time: lockMoves({ startMs: START_MS, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
+  mayWait: true,
+  maxSteps: 3000,
+  setup(lib) {
+    const rl = new lib.RateLimiter({
+      limit: lib.perSecond(1), algorithm: 'sliding-log', maxKeys: 2, claimTimeoutMs: STEAL_MS, hashSeed: 7,
+    });
+    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
+  },
+  threads: [
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      // Set-up: k inserted with an empty log, then a dead holder's token in its lock word.
+      rl.allow('k', 0);
+      const w = new Int32Array(handle.table);
+      const [base] = liveSlotsOf(handle.table, lib, 'k');
+      const stamp = Math.floor(START_MS - 1000) & 0xfffff;
+      Atomics.store(w, base + lib.layout.S_TAT, (stamp << 11) | (999 << 1) | 1);
+      ctx.ready();
+      ctx.call('sweep', () => rl.sweep());
+    },
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.ready();
+      ctx.call('allow j', () => rl.allow('j'));
+    },
+  ],
+  names: tableNames,
+  check(exec, lib) {
+    if (pastClaimAssumption(exec, 4999.75, STEAL_MS)) return null; // outside the table's documented range
+    const isLock = slotLockWord(exec.buffers[0], lib);
+    const lockOf = (buf, byte) => buf === 0 && isLock(byte);
+    const left = liveSlotsOf(exec.buffers[0], lib, 'k').length;
+    if (left > 0) {
+      const swept = exec.reports[0].calls[0]?.result;
+      return `k kept its slot: idle, its lock held by a dead holder past the steal age, and a sweep ran (returned ${swept})`;
+    }
+    return liveCopies(exec.buffers[0], lib, ['k', 'j']) ??
+      lockTakeovers(exec, lib, STEAL_MS, lockOf) ??
+      logOutcome(exec, slidingLogModel(limit, { slackMs: 2e-5 }), { tookOver: anyTakeover(exec, lib, lockOf) });
+  },
+};
