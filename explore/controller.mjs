@@ -239,7 +239,7 @@ export class Explorer {
       Real.notify(th.control.i32, STATUS);
       return { thread: t, status: status[t] === DONE ? 'done' : 'failed', ...m.message };
     });
-    return { setup, trace, reports, steps: step, buffers };
+    return { setup, trace, reports, steps: step, buffers, startMs: time.startMs };
   }
 }
 

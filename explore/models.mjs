@@ -69,7 +69,7 @@ export function callsOf(exec) {
  * reading)` says whether it admits, whether a refusal is justified, and its next state. Returns null when one exists, or a
  * message naming what no order explains.
  */
-export function linearizable(calls, model, outcome) {
+export function linearizable(calls, model, outcome, { since = -Infinity } = {}) {
   const deciding = calls.map((c) => ({ c, o: outcome(c) })).filter((x) => x.o !== null);
   const n = deciding.length;
   const before = deciding.map((a) => deciding.map((b) => b.c.lastStep < a.c.firstStep && b !== a));
@@ -95,7 +95,7 @@ export function linearizable(calls, model, outcome) {
       }
       return false;
     };
-    return go(0, model.init(), -Infinity);
+    return go(0, model.init(), since);
   };
   if (tried(false)) return null;
   const describe = deciding.map(({ c, o }) => `T${c.thread}.${c.index} ${c.label}(${o.key}, ${o.cost}) -> ${o.admitted ? 'admitted' : 'refused'} at ${c.readings.join('/')} steps ${c.firstStep}-${c.lastStep}`).join('; ');

@@ -73,7 +73,10 @@ async function exploreOne(explorer, entry, mode, log) {
   const out = { name: scenario.name, bounds, dfs: a, pct: null };
   if (a.violation === null) {
     let seed = 1;
-    const pct = new Pct({ seed, depth: bounds.pctDepth, length: Math.max(16, Math.ceil(a.steps / Math.max(1, a.runs))) });
+    const pct = new Pct({
+      seed, depth: bounds.pctDepth, length: Math.max(16, Math.ceil(a.steps / Math.max(1, a.runs))),
+      timeMoves: bounds.timeMoves, staleReads: bounds.staleReads,
+    });
     out.pct = await search(explorer, url, scenario, pct, {
       nextRun: (c) => { c.seed = ++seed; return true; }, maxRuns: bounds.pctRuns, maxSteps: scenario.maxSteps,
     });

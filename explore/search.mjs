@@ -126,16 +126,19 @@ export function random(seed) {
 /**
  * PCT (Burckhardt et al.): each thread a random priority; the highest-priority enabled thread
  * moves; at `depth - 1` random steps below `length` the thread that moved last drops below all.
- * At a clock reading the clock moves with probability `moveRate`, to a random move.
+ * At a clock reading the clock moves with probability `moveRate`, to a random move, and a plain
+ * read may be stale, up to the same bounds on clock moves and stale reads as the DFS.
  */
 export class Pct {
   choices = [];
 
-  constructor({ seed, depth, length, moveRate = 0.25 }) {
+  constructor({ seed, depth, length, moveRate = 0.25, timeMoves = Infinity, staleReads = Infinity }) {
     this.seed = seed;
     this.depth = depth;
     this.length = length;
     this.moveRate = moveRate;
+    this.timeMoves = timeMoves;
+    this.staleReads = staleReads;
   }
 
   begin() {
@@ -146,6 +149,7 @@ export class Pct {
     for (let i = 0; i < this.depth - 1; i++) this.changes.add(Math.floor(r() * this.length));
     this.low = 0;
     this.last = -1;
+    this.used = [0, 0];
     this.choices = [];
   }
 
@@ -159,9 +163,13 @@ export class Pct {
     if (this.changes.has(step) && this.last >= 0) this.priority.set(this.last, this.low--);
     let best = -1;
     for (const o of options) if (best < 0 || this.#priorityOf(o.thread) > this.#priorityOf(best)) best = o.thread;
-    const mine = options.map((o, i) => ({ o, i })).filter((x) => x.o.thread === best);
+    // The thread's options past its first are clock moves or a stale read, within their bounds.
+    const mine = options.map((o, i) => ({ o, i })).filter((x) => x.o.thread === best
+      && this.used[0] + x.o.timeMove <= this.timeMoves && this.used[1] + x.o.stale <= this.staleReads);
     let pick = mine[0].i;
     if (mine.length > 1 && this.rand() < this.moveRate) pick = mine[1 + Math.floor(this.rand() * (mine.length - 1))].i;
+    this.used[0] += options[pick].timeMove;
+    this.used[1] += options[pick].stale;
     this.last = best;
     this.choices.push(pick);
     return pick;

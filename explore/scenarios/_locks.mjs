@@ -54,7 +54,7 @@ export function logOutcome(exec, model, { tookOver = false } = {}) {
   const outcome = (c) => (c.label.startsWith('allow') && c.error === null
     ? { key: c.label.split(' ')[1] ?? 'k', cost: 1, admitted: c.result === true }
     : null);
-  const v = linearizable(callsOf(exec), model, outcome);
+  const v = linearizable(callsOf(exec), model, outcome, { since: exec.startMs });
   return v !== null && tookOver && v.startsWith('phantom refusal') ? null : v;
 }
 

@@ -22,7 +22,7 @@ export function timeMoves({ startMs, tickMs, intervalMs, wrapMs, backMs = [tickM
 
 /** The verdict for calls of `allow(key)` (the key in the label's call, cost 1). */
 export function gcraOutcome(exec, model, outcome = (c) => ({ key: 'k', cost: 1, admitted: c.result === true })) {
-  return linearizable(callsOf(exec), model, outcome);
+  return linearizable(callsOf(exec), model, outcome, { since: exec.startMs });
 }
 
 /** Keys (of `keys`) held by more than one live slot of the table in `buffer`: a violation, or null. */
