@@ -6,6 +6,7 @@
 //   npm run explore -- --replay "4:1 9:2" --scenario a
 //                                         one schedule, its whole trace printed
 //   npm run explore -- --jobs 1           one process (the default splits the scenarios between two)
+//   npm run explore -- --budget 600       each DFS runs up to 600 s (instead of the mode's budget)
 //   npm run explore -- --mutations [name] re-plants each known bug in a copy of dist/ and shows
 //                                         that the explorer finds it (and how long it took)
 //
@@ -25,8 +26,8 @@ const DIST = new URL('../dist/', import.meta.url);
 
 /** The bounds of each mode; a scenario may lower them (`bounds`). */
 export const MODES = {
-  ci: { preemptions: 2, timeMoves: 1, staleReads: 1, dfsBudgetMs: 20_000, pctRuns: 150, pctDepth: 3 },
-  deep: { preemptions: 3, timeMoves: 2, staleReads: 2, dfsBudgetMs: 300_000, pctRuns: 20_000, pctDepth: 4 },
+  ci: { preemptions: 2, timeMoves: 1, staleReads: 1, dfsBudgetMs: 15_000, pctRuns: 150, pctBudgetMs: 4_000, pctDepth: 3 },
+  deep: { preemptions: 3, timeMoves: 2, staleReads: 2, dfsBudgetMs: 120_000, pctRuns: 5_000, pctBudgetMs: 60_000, pctDepth: 4 },
 };
 
 function parseArgs(argv) {
@@ -38,6 +39,7 @@ function parseArgs(argv) {
     else if (a === '--scenario') args.scenarios = argv[++i].split(',');
     else if (a === '--replay') args.replay = argv[++i];
     else if (a === '--jobs') args.jobs = Number(argv[++i]);
+    else if (a === '--budget') args.budgetS = Number(argv[++i]);
     else if (a === '--mutations') args.mutations = argv[i + 1] !== undefined && !argv[i + 1].startsWith('--') ? argv[++i].split(',') : [];
     else throw new RangeError(`explore: unknown argument ${JSON.stringify(a)}`);
   }
@@ -65,9 +67,9 @@ export function formatTrace(exec, scenario, lib, { last = Infinity } = {}) {
   return lines.join('\n');
 }
 
-async function exploreOne(explorer, entry, mode, log) {
+async function exploreOne(explorer, entry, mode, log, budgetS) {
   const { url, scenario } = entry;
-  const bounds = { ...MODES[mode], ...scenario.bounds?.[mode] };
+  const bounds = { ...MODES[mode], ...scenario.bounds?.[mode], ...(budgetS === undefined ? {} : { dfsBudgetMs: budgetS * 1000 }) };
   const dfs = new Dfs(bounds);
   const a = await search(explorer, url, scenario, dfs, { nextRun: (c) => c.next(), budgetMs: bounds.dfsBudgetMs, maxSteps: scenario.maxSteps });
   const out = { name: scenario.name, bounds, dfs: a, pct: null };
@@ -78,7 +80,7 @@ async function exploreOne(explorer, entry, mode, log) {
       timeMoves: bounds.timeMoves, staleReads: bounds.staleReads,
     });
     out.pct = await search(explorer, url, scenario, pct, {
-      nextRun: (c) => { c.seed = ++seed; return true; }, maxRuns: bounds.pctRuns, maxSteps: scenario.maxSteps,
+      nextRun: (c) => { c.seed = ++seed; return true; }, maxRuns: bounds.pctRuns, budgetMs: bounds.pctBudgetMs, maxSteps: scenario.maxSteps,
     });
     out.pct.firstSeed = 1;
   }
@@ -119,7 +121,7 @@ export async function main(argv, log = console.log, dist = DIST) {
     let failed = false;
     const started = performance.now();
     for (const entry of chosen) {
-      const result = await exploreOne(explorer, entry, args.deep ? 'deep' : 'ci', log);
+      const result = await exploreOne(explorer, entry, args.deep ? 'deep' : 'ci', log, args.budgetS);
       if (report(result, entry, lib, log)) failed = true;
     }
     log(`${chosen.length} scenarios in ${((performance.now() - started) / 1000).toFixed(1)} s: ${failed ? 'VIOLATIONS' : 'no violation'}`);
@@ -138,7 +140,7 @@ async function inParallel(args, names, log) {
   names.forEach((name, i) => groups[i % args.jobs].push(name));
   const started = performance.now();
   const codes = await Promise.all(groups.filter((g) => g.length > 0).map((group) => new Promise((resolve) => {
-    const flags = [...(args.deep ? ['--deep'] : []), '--jobs', '1', ...(args.mutations !== null ? ['--mutations', group.join(',')] : ['--scenario', group.join(',')])];
+    const flags = [...(args.deep ? ['--deep'] : []), ...(args.budgetS === undefined ? [] : ['--budget', String(args.budgetS)]), '--jobs', '1', ...(args.mutations !== null ? ['--mutations', group.join(',')] : ['--scenario', group.join(',')])];
     const child = spawn(process.execPath, [new URL(import.meta.url).pathname, ...flags], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d) => { out += d; });
@@ -172,11 +174,12 @@ async function mutations(args, log) {
     try {
       const entry = SCENARIOS.find((s) => s.scenario.name === m.scenario);
       if (entry === undefined) throw new Error(`mutation ${m.name}: no scenario ${m.scenario}`);
-      const result = await exploreOne(explorer, entry, args.deep ? 'deep' : 'ci', () => {});
+      const mode = args.deep || m.deep === true ? 'deep' : 'ci';
+      const result = await exploreOne(explorer, entry, mode, () => {}, args.budgetS);
       const v = result.dfs.violation ?? result.pct?.violation;
-      const s = ((performance.now() - started) / 1000).toFixed(1);
-      if (v) log(`found   ${m.name.padEnd(44)} ${s.padStart(6)} s  ${m.scenario}: ${v.message.slice(0, 100)}`);
-      else { missed++; log(`MISSED  ${m.name.padEnd(44)} ${s.padStart(6)} s  ${m.scenario}`); }
+      const s = `${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s ${mode.padEnd(4)}`;
+      if (v) log(`found   ${m.name.padEnd(52)} ${s}  ${m.scenario}: ${v.message.slice(0, 100)}`);
+      else { missed++; log(`MISSED  ${m.name.padEnd(52)} ${s}  ${m.scenario}`); }
     } finally {
       await explorer.close();
       rmSync(dir, { recursive: true, force: true });

@@ -22,6 +22,9 @@ export default {
   time: lockMoves({ startMs: 4999.75, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
   mayWait: true,
   maxSteps: 3000,
+  // The deep search spends its depth on preemptions: a taken-over holder's rewrite needs three
+  // and one clock move (past the steal age); the lock words are never read plainly.
+  bounds: { deep: { preemptions: 3, timeMoves: 1, staleReads: 0 } },
   setup(lib) {
     const rl = new lib.RateLimiter({
       limit: lib.perSecond(2), algorithm: 'sliding-log', maxKeys: 4, claimTimeoutMs: STEAL_MS, hashSeed: 7,
