@@ -64,3 +64,9 @@ export function tableWordNames(buffer, lib) {
     return `slot ${slot} ${field}`;
   };
 }
+
+/** Trace names for scenarios whose first buffer is a table: its words by field, others by byte. */
+export function tableNames(buffers, lib) {
+  const table = tableWordNames(buffers[0], lib);
+  return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
+}

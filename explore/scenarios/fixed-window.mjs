@@ -9,7 +9,7 @@
 // Checked: admissions, reservations and cancels against the exact fixed-window model
 // (_windows.mjs), judged at readings the calls made; one live copy of the key.
 import { callsOf, linearizable } from '../models.mjs';
-import { liveCopies, tableWordNames, timeMoves } from './common.mjs';
+import { liveCopies, tableNames, timeMoves } from './common.mjs';
 import { fixedWindowModel } from './_windows.mjs';
 
 const limit = { permits: 1, periodMs: 1000 };
@@ -52,7 +52,7 @@ export default {
       ctx.call('sweep', () => rl.sweep());
     },
   ],
-  names: (buffers, lib) => { const table = tableWordNames(buffers[0], lib); return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`); },
+  names: tableNames,
   check(exec, lib) {
     // The set-up's admission comes first, at START_MS.
     const calls = [{ label: 'allow', readings: [START_MS], firstStep: -2, lastStep: -1, result: true, thread: 0, index: -1 }, ...callsOf(exec)];

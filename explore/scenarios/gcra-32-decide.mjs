@@ -2,7 +2,7 @@
 // thread checks it twice (its second check starts from its own last write), the other once (from a
 // load). Checked: the admissions and refusals against the exact model, with the set-up's admission.
 import { gcraModel } from '../models.mjs';
-import { gcraOutcome, liveCopies, tableWordNames, timeMoves } from './common.mjs';
+import { gcraOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 2, periodMs: 1000, burst: 2 };
 
@@ -28,13 +28,8 @@ export default {
       ctx.call('allow', () => rl.allow('k'));
     },
   ],
-  names: (buffers, lib) => tableNames(buffers, lib),
+  names: tableNames,
   check(exec, lib) {
     return liveCopies(exec.buffers[0], lib, ['k']) ?? gcraOutcome(exec, gcraModel(limit, { refusalSlackMs: 1e-5 }));
   },
 };
-
-function tableNames(buffers, lib) {
-  const table = tableWordNames(buffers[0], lib);
-  return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
-}

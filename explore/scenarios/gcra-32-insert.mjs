@@ -2,7 +2,7 @@
 // once, so their inserts race (claim, re-scan, publish) before their decisions do. Checked: the
 // admissions and refusals against the exact model, and one live copy of the key.
 import { gcraModel } from '../models.mjs';
-import { gcraOutcome, liveCopies, tableWordNames, timeMoves } from './common.mjs';
+import { gcraOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 1, periodMs: 1000, burst: 1 };
 
@@ -26,13 +26,8 @@ export default {
       ctx.call('allow', () => rl.allow('k'));
     },
   ],
-  names: (buffers, lib) => tableNames(buffers, lib),
+  names: tableNames,
   check(exec, lib) {
     return liveCopies(exec.buffers[0], lib, ['k']) ?? gcraOutcome(exec, gcraModel(limit, { refusalSlackMs: 1e-5 }));
   },
 };
-
-function tableNames(buffers, lib) {
-  const table = tableWordNames(buffers[0], lib);
-  return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
-}

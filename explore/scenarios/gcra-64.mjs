@@ -8,7 +8,7 @@
 // Checked: admissions and refusals against the exact model on the tick grid (see check), and one
 // live copy of the key.
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { liveCopies, tableWordNames, timeMoves } from './common.mjs';
+import { liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 250_000_000, periodMs: 1000, burst: 2 };
 const TICK_MS = 2e-6;
@@ -37,10 +37,7 @@ export default {
       ctx.call('tryAcquire2', () => rl.tryAcquire('k', 2).allowed);
     },
   ],
-  names: (buffers, lib) => {
-    const table = tableWordNames(buffers[0], lib);
-    return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
-  },
+  names: tableNames,
   check(exec, lib) {
     const copies = liveCopies(exec.buffers[0], lib, ['k']);
     if (copies !== null) return copies;

@@ -7,7 +7,7 @@
 // Checked: admissions and refusals against the key's GCRA model and the cap's (one state for all
 // keys) together, readings floored to the 10 ns tick; one live copy per key.
 import { allOf, callsOf, gcraModel, linearizable } from '../models.mjs';
-import { liveCopies, tableWordNames, timeMoves } from './common.mjs';
+import { liveCopies, tableNames, timeMoves } from './common.mjs';
 import { tickEarly } from './_windows.mjs';
 
 const keyLimit = { permits: 2, periodMs: 1000, burst: 2 };
@@ -55,7 +55,7 @@ export default {
       ctx.call('allow b', () => rl.allow('b'));
     },
   ],
-  names: (buffers, lib) => { const table = tableWordNames(buffers[0], lib); return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`); },
+  names: tableNames,
   check(exec, lib) {
     const model = allOf(
       tickEarly(gcraModel(keyLimit, { refusalSlackMs: 1e-5 }), 1e-5),

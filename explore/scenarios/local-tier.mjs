@@ -11,7 +11,7 @@
 //   later at r < floor(untilMs) is at least floor(untilMs) - r (unless the clock had already
 //   reached floor(untilMs) before it began and then stepped back: the refusal may be gone).
 import { callsOf } from '../models.mjs';
-import { liveCopies, tableWordNames, timeMoves } from './common.mjs';
+import { liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const UNTIL_MS = 5100.7;
 const END_MS = Math.floor(UNTIL_MS);
@@ -43,10 +43,7 @@ export default {
       ctx.call('refusedFor', () => tier.refusedFor('k'));
     },
   ],
-  names: (buffers, lib) => {
-    const table = tableWordNames(buffers[0], lib);
-    return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
-  },
+  names: tableNames,
   check(exec, lib) {
     const copies = liveCopies(exec.buffers[0], lib, ['k']);
     if (copies !== null) return copies;

@@ -9,7 +9,7 @@
 // Checked: admissions and refusals against both GCRA models together (each limit's readings
 // floored to its tick), with the set-up's admission first; one live copy per key.
 import { allOf, callsOf, gcraModel, linearizable } from '../models.mjs';
-import { liveCopies, tableWordNames, timeMoves } from './common.mjs';
+import { liveCopies, tableNames, timeMoves } from './common.mjs';
 import { tickEarly } from './_windows.mjs';
 
 const perSecond = { permits: 2, periodMs: 1000, burst: 2 };
@@ -46,7 +46,7 @@ export default {
       ctx.call('allow k', () => rl.allow('k'));
     },
   ],
-  names: (buffers, lib) => { const table = tableWordNames(buffers[0], lib); return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`); },
+  names: tableNames,
   check(exec, lib) {
     // Each limit floors readings to its own tick: 10 ns per second, 1 us per minute.
     const model = allOf(tickEarly(gcraModel(perSecond, { refusalSlackMs: 1e-5 }), 1e-5), tickEarly(gcraModel(perMinute, { refusalSlackMs: 1e-3 }), 1e-3));

@@ -12,7 +12,7 @@
 // as fresh afterwards shows up as an over-admission). A refusal for want of a slot (table-full)
 // is outside the model: with three keys and two slots it is what the table must answer.
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { liveCopies, tableWordNames, timeMoves } from './common.mjs';
+import { liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 1, periodMs: 60_000, burst: 1 };
 const START_MS = 10_000_000.25;
@@ -54,10 +54,7 @@ export default {
       ctx.call('b', () => decision(rl.tryAcquire('b')));
     },
   ],
-  names: (buffers, lib) => {
-    const table = tableWordNames(buffers[0], lib);
-    return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
-  },
+  names: tableNames,
   check(exec, lib) {
     const copies = liveCopies(exec.buffers[0], lib, ['a', 'b', 'f']);
     if (copies !== null) return copies;

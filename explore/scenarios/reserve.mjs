@@ -13,7 +13,7 @@
 // So the admissions, the delays and the refunds are checked together: an admission that only a
 // refund larger than the model's explains is an over-admission.
 import { callsOf, linearizable, units } from '../models.mjs';
-import { tableWordNames, timeMoves } from './common.mjs';
+import { tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 2, periodMs: 1000, burst: 2 };
 const TICK_MS = 1e-5;
@@ -46,10 +46,7 @@ export default {
       ctx.call('allow', () => rl.allow('k'));
     },
   ],
-  names: (buffers, lib) => {
-    const table = tableWordNames(buffers[0], lib);
-    return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
-  },
+  names: tableNames,
   check(exec) {
     const calls = callsOf(exec);
     const reserveOf = new Map(calls.filter((c) => c.label === 'reserve').map((c) => [c.thread, c]));

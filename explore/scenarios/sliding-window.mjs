@@ -5,7 +5,7 @@
 // Checked: admissions and refusals against the exact sliding-window model (_windows.mjs), judged
 // at readings the calls made; one live copy of the key.
 import { callsOf, linearizable } from '../models.mjs';
-import { liveCopies, tableWordNames, timeMoves } from './common.mjs';
+import { liveCopies, tableNames, timeMoves } from './common.mjs';
 import { slidingWindowModel } from './_windows.mjs';
 
 const limit = { permits: 2, periodMs: 1000 };
@@ -36,7 +36,7 @@ export default {
       ctx.call('sweep', () => rl.sweep());
     },
   ],
-  names: (buffers, lib) => { const table = tableWordNames(buffers[0], lib); return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`); },
+  names: tableNames,
   check(exec, lib) {
     const outcome = (c) => (c.label === 'allow' ? { key: 'k', cost: 1, admitted: c.result === true } : null);
     return liveCopies(exec.buffers[0], lib, ['k']) ?? linearizable(callsOf(exec), slidingWindowModel(limit), outcome);
