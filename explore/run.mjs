@@ -175,7 +175,7 @@ async function mutations(args, log) {
       const entry = SCENARIOS.find((s) => s.scenario.name === m.scenario);
       if (entry === undefined) throw new Error(`mutation ${m.name}: no scenario ${m.scenario}`);
       const mode = args.deep || m.deep === true ? 'deep' : 'ci';
-      const result = await exploreOne(explorer, entry, mode, () => {}, args.budgetS);
+      const result = await exploreOne(explorer, entry, mode, () => {}, args.budgetS ?? m.budgetS);
       const v = result.dfs.violation ?? result.pct?.violation;
       const s = `${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s ${mode.padEnd(4)}`;
       if (v) log(`found   ${m.name.padEnd(52)} ${s}  ${m.scenario}: ${v.message.slice(0, 100)}`);

@@ -3,7 +3,8 @@
 // it. Every other .mjs file of this folder exports (default) a list of
 //   { name, what, scenario, edits: [{ file (under dist/), from (text found exactly once), to }],
 //     deep? }
-// `deep: true` runs the scenario with the deep bounds (the bug needs more than CI's).
+// `deep: true` runs the scenario with the deep bounds (the bug needs more than CI's), `budgetS` its
+// DFS for that long.
 import { readdirSync } from 'node:fs';
 
 const files = readdirSync(new URL('.', import.meta.url)).filter((f) => f.endsWith('.mjs') && f !== 'index.mjs').sort();
