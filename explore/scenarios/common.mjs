@@ -70,3 +70,20 @@ export function tableNames(buffers, lib) {
   const table = tableWordNames(buffers[0], lib);
   return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
 }
+
+/**
+ * Whether a slot's key was reclaimed (its ctrl word compareExchanged to TOMB) while a call was
+ * under way. A decision whose key is reclaimed and inserted again under it keeps the spend it
+ * made in the new incarnation and decides again there: it may refuse where the exact model
+ * admits (conservative, docs/testing.md, "Found, not yet fixed"). Such runs are judged on their
+ * admissions only.
+ */
+export function reclaimedUnderCall(exec, lib) {
+  const L = lib.layout;
+  const slotWords = new Int32Array(exec.buffers[0])[L.H_SLOT_WORDS];
+  const isCtrl = (e) => e.buf === 0 && e.elem === 'Int32' && e.byte / 4 >= L.HEADER_WORDS
+    && (e.byte / 4 - L.HEADER_WORDS) % slotWords === L.S_CTRL;
+  const calls = exec.reports.flatMap((r) => r.calls).filter((c) => c.firstStep >= 0);
+  return exec.trace.some((e) => e.kind === 'cas' && isCtrl(e) && e.result === e.a0 && (e.a1 & 3) === L.TOMB
+    && calls.some((c) => c.firstStep < e.step && e.step < c.lastStep));
+}

@@ -7,9 +7,10 @@
 // reading, so a cancelled place in a later window must keep the key (a reclaim would open the
 // reading's window a second time).
 // Checked: admissions, reservations and cancels against the exact fixed-window model
-// (_windows.mjs), judged at readings the calls made; one live copy of the key.
+// (_windows.mjs), judged at readings the calls made (admissions only where the key was reclaimed
+// under a call, see reclaimedUnderCall); one live copy of the key.
 import { callsOf, linearizable } from '../models.mjs';
-import { liveCopies, tableNames, timeMoves } from './common.mjs';
+import { liveCopies, reclaimedUnderCall, tableNames, timeMoves } from './common.mjs';
 import { fixedWindowModel } from './_windows.mjs';
 
 const limit = { permits: 1, periodMs: 1000 };
@@ -67,6 +68,7 @@ export default {
       }
       return null; // sweep: not a decision
     };
-    return liveCopies(exec.buffers[0], lib, ['k']) ?? linearizable(calls, fixedWindowModel(limit), outcome);
+    return liveCopies(exec.buffers[0], lib, ['k'])
+      ?? linearizable(calls, fixedWindowModel(limit), outcome, { judgeRefusals: !reclaimedUnderCall(exec, lib) });
   },
 };
