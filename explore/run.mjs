@@ -85,7 +85,10 @@ async function exploreOne(explorer, entry, mode, log, budgetS) {
     });
     out.pct.firstSeed = 1;
   }
-  log(`${scenario.name.padEnd(28)} dfs ${String(a.runs).padStart(6)} schedules${a.complete ? ' (complete)' : ' (budget)  '} ${(a.ms / 1000).toFixed(1).padStart(6)} s` +
+  // Iterative deepening: every level below the one the budget stopped in ran out.
+  const through = a.complete ? 'complete' : `complete to cost ${dfs.level - 1} of ${dfs.top}`;
+  out.completeTo = a.complete ? dfs.top : dfs.level - 1;
+  log(`${scenario.name.padEnd(28)} dfs ${String(a.runs).padStart(6)} schedules (${through}) ${(a.ms / 1000).toFixed(1).padStart(6)} s` +
     (out.pct ? ` | pct ${out.pct.runs} runs ${(out.pct.ms / 1000).toFixed(1)} s` : ''));
   return out;
 }
