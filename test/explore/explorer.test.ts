@@ -2,7 +2,7 @@
 // the bugs re-planted in a copy of dist/, and the schedule it found on today's code (an insert
 // judging a fresh claim by an older reading) stays fixed. The bounded search over every
 // scenario is `npm run explore`, which CI runs on its own.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 // @ts-expect-error plain JavaScript, no types
@@ -18,7 +18,18 @@ import { SCENARIOS } from '../../explore/scenarios/index.mjs';
 
 const DIST = new URL('../../dist/index.js', import.meta.url).href;
 const explorers: { close(): Promise<void> }[] = [];
-afterAll(async () => { await Promise.all(explorers.map((e) => e.close())); });
+/** Copies of dist/ with a fix reverted, removed after the tests. */
+const mutants: string[] = [];
+afterAll(async () => {
+  await Promise.all(explorers.map((e) => e.close()));
+  for (const dir of mutants) rmSync(dir, { recursive: true, force: true });
+});
+
+function mutant(name: string): string {
+  const m = mutatedDist((MUTATIONS as { name: string }[]).find((x) => x.name === name));
+  mutants.push(m.dir);
+  return m.url;
+}
 
 function explorer(lib = DIST, threads = 2) {
   const e = new Explorer(threads, lib);
@@ -70,8 +81,8 @@ describe('explorer', () => {
     const { url, scenario } = entry('gcra-32-insert');
     const fixed = await search(explorer(), url, scenario, new Replay('2:1 3:2 11:1'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
-    const mutant = mutatedDist((MUTATIONS as { name: string }[]).find((m) => m.name === 'claim judged by an older reading'));
-    const before = await search(explorer(mutant.url), url, scenario, new Replay('2:1 3:2 11:1'), { nextRun: () => false });
+    const build = mutant('claim judged by an older reading');
+    const before = await search(explorer(build), url, scenario, new Replay('2:1 3:2 11:1'), { nextRun: () => false });
     expect(before.violation?.message).toMatch(/over-admission/);
   });
 
@@ -83,15 +94,15 @@ describe('explorer', () => {
     const { url, scenario } = entry('coarse-clock-stall');
     const fixed = await search(explorer(), url, scenario, new Replay('0:1 3:3'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
-    const mutant = mutatedDist((MUTATIONS as { name: string }[]).find((m) => m.name === 'stalled publish put an old epoch back'));
-    const before = await search(explorer(mutant.url), url, scenario, new Replay('0:1 3:3'), { nextRun: () => false });
+    const build = mutant('stalled publish put an old epoch back');
+    const before = await search(explorer(build), url, scenario, new Replay('0:1 3:3'), { nextRun: () => false });
     expect(before.violation?.message).toMatch(/the clock went back/);
   });
 
   it('finds a re-planted duplicate insert within the CI bounds', async () => {
     const { url, scenario } = entry('gcra-32-insert');
-    const mutant = mutatedDist((MUTATIONS as { name: string }[]).find((m) => m.name === 'duplicate insert'));
-    const r = await search(explorer(mutant.url), url, scenario, new Dfs({ preemptions: 2, timeMoves: 1 }), { nextRun: (c: { next(): boolean }) => c.next() });
+    const build = mutant('duplicate insert');
+    const r = await search(explorer(build), url, scenario, new Dfs({ preemptions: 2, timeMoves: 1 }), { nextRun: (c: { next(): boolean }) => c.next() });
     expect(r.violation?.message).toMatch(/2 live copies/);
   });
 
