@@ -14,18 +14,6 @@ const keyLimit = { permits: 2, periodMs: 1000, burst: 2 };
 const cap = { permits: 3, periodMs: 1000, burst: 3 };
 const START_MS = 4999.75;
 
-/** Runs `f` with the main thread's performance.now() reading START_MS. */
-function atStart(f) {
-  const own = Object.getOwnPropertyDescriptor(performance, 'now');
-  Object.defineProperty(performance, 'now', { value: () => START_MS, configurable: true, writable: true });
-  try {
-    return f();
-  } finally {
-    if (own === undefined) delete performance.now;
-    else Object.defineProperty(performance, 'now', own);
-  }
-}
-
 export default {
   name: 'global-cap',
   what: 'LockFreeEngine with a global cap: key and cap commits, the key spend taken back on a cap refusal',
@@ -36,9 +24,9 @@ export default {
   // #decideAgain judges that state's age, the deep search keeps to one move here.
   bounds: { deep: { timeMoves: 1 } },
   setup(lib) {
-    // The constructor writes the cap's fresh state at a reading of the main thread's clock, which
-    // the explorer does not drive: it reads START_MS there, else runs differ with the process's age.
-    const rl = atStart(() => new lib.RateLimiter({ limit: lib.perSecond(2), globalLimit: lib.perSecond(3), maxKeys: 4, hashSeed: 7 }));
+    // The constructor writes the cap's fresh state at the set-up's reading (the controller gives
+    // the main thread's set-up the scenario's start).
+    const rl = new lib.RateLimiter({ limit: lib.perSecond(2), globalLimit: lib.perSecond(3), maxKeys: 4, hashSeed: 7 });
     return { buffers: [rl.handle.table], data: { handle: rl.handle } };
   },
   threads: [
