@@ -13,6 +13,11 @@ import { ALREADY_DEAD, NOT_IDLE, RETIRED } from './table.js';
  * lock is a compareExchange from the value read under it, and a release is a compareExchange from
  * the holder's own token, so a holder whose lock was taken learns it and discards its result.
  *
+ * Ages are ms modulo 2^20 (1,048,576 ms, about 17.5 minutes): every `stealAfterMs` the package
+ * passes is at most 600,000 (10x MAX_CLAIM_TIMEOUT_MS, a rules writer's), so a dead holder's lock
+ * is always taken over once it is that old. A lock that nobody tries for 2^20 ms reads young
+ * again, and the next try takes it over at most `stealAfterMs` later than it could have.
+ *
  * Thread-safety: all functions are safe on any thread.
  */
 

@@ -32,6 +32,14 @@ export interface AttachOptions {
 export const MAX_KEYS = 2 ** 22;
 
 /**
+ * The longest `claimTimeoutMs`: one minute. Every age measured against it must fit the stamp it
+ * is read from. Lock tokens carry ms modulo 2^20 (slot-lock.ts), and the longest wait on one is
+ * `setRules`'s 10x claimTimeoutMs: 600,000 ms, inside 2^20 (1,048,576). Claim stamps (table.ts)
+ * are read up to 30x claimTimeoutMs (1,800,000 ms), inside their 2^28 ms signed range.
+ */
+export const MAX_CLAIM_TIMEOUT_MS = 60_000;
+
+/**
  * Checks the shared options; throws `TypeError`/`RangeError` naming `options.<name>` and the
  * value. `defaultKeyBytes` differs by class (a PolicyLimiter key holds a user and an API).
  */
@@ -41,7 +49,7 @@ export function parseTableOptions(options: {
 }, defaultKeyBytes = 64): TableOptions {
   const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, MAX_KEYS);
   const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? defaultKeyBytes, 1, 1024);
-  const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, 3_600_000);
+  const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, MAX_CLAIM_TIMEOUT_MS);
   const onFull = options.onFull ?? 'deny';
   if (onFull !== 'deny' && onFull !== 'allow') {
     throw new RangeError(`options.onFull must be 'deny' or 'allow', got ${describe(onFull)}`);

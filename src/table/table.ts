@@ -48,15 +48,15 @@ export const TABLE_FULL = -1;
  * which a thread preempted on a host with more busy threads than cores can exceed.
  * Stamps are ms modulo 2^29, so a claim word repeats only after 2^29 ms (about 6.2 days): a
  * publish stalled that long could land on a later claim of its slot that carries the same stamp.
- * 30x claimTimeoutMs is at most 30 hours, far below both that and the ages the signed 29-bit
- * difference tells apart (CLAIM_AGE_LIMIT); a dead claim left unswept looks young again for
- * half of every 6.2 days, which delays its reuse and nothing else.
+ * 30x claimTimeoutMs is at most 30 minutes (MAX_CLAIM_TIMEOUT_MS), far below both that and the
+ * ages the signed 29-bit difference tells apart (CLAIM_AGE_LIMIT); a dead claim left unswept looks
+ * young again for half of every 6.2 days, which delays its reuse and nothing else.
  */
 const REUSE_AFTER_TIMEOUTS = 30;
 
 /**
  * Claim ages from 2^28 ms (about 3.1 days) up read as negative: a claim stamped after the reading
- * that judges it. 30x the longest claimTimeoutMs (3,600,000) is 30 hours, well inside.
+ * that judges it. 30x the longest claimTimeoutMs (60,000) is 30 minutes, well inside.
  */
 const CLAIM_AGE_LIMIT = 2 ** 28;
 

@@ -1,0 +1,81 @@
+// Lock tokens carry ms modulo 2^20 (1,048,576 ms). Found: claimTimeoutMs was accepted up to
+// 3,600,000, so from 1,048,576 ms up a dead holder's lock could never read as older than the
+// timeout (its key blocked for good), and setRules' 10x wait broke from 104,858 ms up. Now
+// claimTimeoutMs stops at 60,000 and every wait on a lock (10x that at most) fits the stamp.
+import { Worker } from 'node:worker_threads';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ConcurrencyLimiter, perHour, PolicyLimiter, RateLimiter } from '../../src/index.js';
+import { FREE, lock, lockToken, tryLock } from '../../src/table/slot-lock.js';
+import { MAX_CLAIM_TIMEOUT_MS } from '../../src/table/table-options.js';
+
+const stallWorker = new URL('../fixtures/stall-worker.mjs', import.meta.url);
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const makers: [string, (claimTimeoutMs: number) => unknown][] = [
+  ['RateLimiter', (claimTimeoutMs) => new RateLimiter({ limit: perHour(5), maxKeys: 8, claimTimeoutMs })],
+  ['PolicyLimiter', (claimTimeoutMs) => new PolicyLimiter({ rules: [{ limit: perHour(5) }], maxKeys: 8, claimTimeoutMs })],
+  ['ConcurrencyLimiter', (claimTimeoutMs) => new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 1_000, maxKeys: 8, claimTimeoutMs })],
+];
+
+describe('claimTimeoutMs', () => {
+  it.each(makers)('%s accepts 1 to 60,000 ms and refuses more, naming the option and the value', (_name, make) => {
+    expect(MAX_CLAIM_TIMEOUT_MS).toBe(60_000);
+    expect(() => make(1)).not.toThrow();
+    expect(() => make(60_000)).not.toThrow();
+    for (const bad of [60_001, 104_858, 1_048_576, 3_600_000]) {
+      expect(() => make(bad)).toThrow(RangeError);
+      expect(() => make(bad)).toThrow(new RegExp(`options\\.claimTimeoutMs.*${bad}`));
+    }
+  });
+});
+
+describe('lock ages', () => {
+  /** Makes performance.now() read `ms` on this thread. */
+  function nowAt(ms: number): void {
+    vi.spyOn(performance, 'now').mockReturnValue(ms);
+  }
+
+  // Every stealAfterMs the package passes: claimTimeoutMs at both ends, and a rules writer's 10x.
+  it.each([1, 1_000, MAX_CLAIM_TIMEOUT_MS, 10 * MAX_CLAIM_TIMEOUT_MS])(
+    'a lock taken %i ms ago is held until it is older than stealAfterMs, then taken over',
+    (stealAfterMs) => {
+      const w = new Int32Array(new SharedArrayBuffer(8));
+      // Near the top of the 2^20 ms stamp range, so the takeover reading wraps it.
+      const takenAt = 5 * 2 ** 20 - 7;
+      const held = lockToken(3, takenAt);
+      w[0] = held;
+      nowAt(takenAt + stealAfterMs);
+      expect(tryLock(w, 0, 4, stealAfterMs)).toBe(FREE);
+      expect(w[0]).toBe(held);
+      nowAt(takenAt + stealAfterMs + 1);
+      const token = tryLock(w, 0, 4, stealAfterMs);
+      expect(token).not.toBe(FREE);
+      expect(w[0]).toBe(token);
+      // lock() does the same, and returns rather than waiting on a lock it may take over.
+      w[0] = held;
+      expect(lock(w, 0, 5, stealAfterMs)).toBe(w[0]);
+      expect(w[0]).not.toBe(held);
+    },
+  );
+
+  it('a terminated holder of a key lock is taken over after the longest claimTimeoutMs', async () => {
+    const limiter = new RateLimiter({ limit: perHour(3), algorithm: 'sliding-log', maxKeys: 8, claimTimeoutMs: MAX_CLAIM_TIMEOUT_MS, clock: { now: () => 5_000 } });
+    expect(limiter.tryAcquire('k', 0).allowed).toBe(true); // the key exists before the stall
+    const flags = new Int32Array(new SharedArrayBuffer(12));
+    const worker = new Worker(stallWorker, { workerData: { handle: limiter.handle, key: 'k', cost: 1, parkAt: 1, flags: flags.buffer, frozenMs: 5_000 } });
+    const exited = new Promise((resolve) => worker.once('exit', resolve));
+    // The worker parks at its first clock reading, inside its decision, holding the key's lock.
+    while (Atomics.load(flags, 0) === 0) await new Promise((r) => setTimeout(r, 1));
+    await worker.terminate();
+    await exited;
+    // This thread's lock readings come a minute and a ms after the dead holder's token.
+    const real = performance.now.bind(performance);
+    vi.spyOn(performance, 'now').mockImplementation(() => real() + MAX_CLAIM_TIMEOUT_MS + 1);
+    let admitted = 0;
+    for (let i = 0; i < 5; i++) if (limiter.allow('k')) admitted++;
+    expect(admitted).toBe(3);
+  });
+});
