@@ -12,4 +12,16 @@ export default [
     scenario: 'gcra-32-insert',
     edits: [{ file: 'table/table.js', from: 'return age >= CLAIM_AGE_LIMIT ? 0 : age;', to: 'return age;' }],
   },
+  {
+    name: 'publish past a cleared slot',
+    what: 'an inserter publishes though a slot before its own in the chain is free again (a compaction may be clearing it)',
+    scenario: 'compaction',
+    edits: [{ file: 'table/table.js', from: 'if (i < pos && (state === EMPTY || state === TOMB)) {', to: 'if (false) {' }],
+  },
+  {
+    name: 'compaction ignores claims',
+    what: 'a compaction clears a tombstone while a claim whose chain crosses it is still unpublished',
+    scenario: 'compaction',
+    edits: [{ file: 'table/table.js', from: '            if (state === BUSY)\n                return 0;', to: '            if (state === BUSY)\n                continue;' }],
+  },
 ];

@@ -87,3 +87,28 @@ export function reclaimedUnderCall(exec, lib) {
   return exec.trace.some((e) => e.kind === 'cas' && isCtrl(e) && e.result === e.a0 && (e.a1 & 3) === L.TOMB
     && calls.some((c) => c.firstStep < e.step && e.step < c.lastStep));
 }
+
+/**
+ * Live keys of the table in `buffer` that a lookup cannot reach: an EMPTY slot between the key's
+ * home and its own slot (a lookup stops at the first EMPTY slot). A violation, or null.
+ * The home is table.ts's #home: stripe from the hash's value, slot from its re-mixed top bits.
+ */
+export function brokenChains(buffer, lib) {
+  const L = lib.layout;
+  const w = new Int32Array(buffer);
+  const stripes = w[L.H_STRIPES];
+  const perStripe = w[L.H_SLOTS_PER_STRIPE];
+  const mask = perStripe - 1;
+  const shift = 32 - Math.max(6, Math.log2(perStripe));
+  const ctrl = (slot) => w[L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS] + L.S_CTRL];
+  for (let slot = 0; slot < stripes * perStripe; slot++) {
+    const base = L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS];
+    if ((w[base + L.S_CTRL] & 3) !== L.LIVE || w[base + L.S_TAT] === L.DEAD) continue;
+    const hash = w[base + L.S_HASH];
+    const start = ((hash >>> 0) % stripes) * perStripe;
+    for (let j = (Math.imul(hash, 0x9e3779b1) >>> shift) & mask; start + j !== slot; j = (j + 1) & mask) {
+      if ((ctrl(start + j) & 3) === L.EMPTY) return `slot ${slot}'s key is cut off from its home: slot ${start + j} is EMPTY`;
+    }
+  }
+  return null;
+}

@@ -37,12 +37,19 @@
  * key's lock for the sliding log and PolicyLimiter (slot-lock.ts).
  *
  * ctrl = payload << 2 | state
- *   EMPTY (0): never used; ends every probe.        payload 0
+ *   EMPTY (0): free; ends every probe.               payload 0 (never used), or the generation
+ *                                                    of its last occupant (a compaction cleared
+ *                                                    its tombstone: SlotTable.compactStripe)
  *   BUSY  (1): being written by one inserter.        payload = cancelled (1 bit) | claim stamp
  *                                                    (ms modulo 2^29, 29 bits); a cancelled claim
  *                                                    can no longer be published (see table.ts)
  *   LIVE  (2): holds a key.                          payload = generation (30 bits)
- *   TOMB  (3): reclaimed; may be reused.             payload = generation of the last occupant
+ *   TOMB  (3): reclaimed, or an abandoned claim;     payload = generation of the last occupant
+ *              may be reused; probes go past it.     (or of the abandoned claim)
+ *
+ * A slot's generation grows by one with each claim from EMPTY or TOMB, so a LIVE or TOMB word
+ * does not come back to the same slot (short of 2^30 incarnations, or a claim taken over after
+ * it expired, which starts from a generation made from its stamp).
  * ```
  */
 

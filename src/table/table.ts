@@ -96,6 +96,9 @@ export class SlotTable {
   readonly #hashValue: number;
   readonly #hashSeed: number;
   readonly #state: SlotState;
+  /** Per-thread scratch of compactStripe: the ctrl words of its step 1, the slots chains cross. */
+  readonly #seen: Int32Array;
+  readonly #crossed: Uint8Array;
 
   constructor(buffer: SharedArrayBuffer, state: SlotState) {
     const words = checkTableBuffer(buffer);
@@ -114,6 +117,8 @@ export class SlotTable {
     this.#hashSeed = words[H_HASH_SEED] as number;
     this.encoder = new KeyEncoder(this.maxKeyBytes);
     this.#state = state;
+    this.#seen = new Int32Array(this.slotsPerStripe);
+    this.#crossed = new Uint8Array(this.slotsPerStripe);
   }
 
   /** Number of slots in the table. */
@@ -297,11 +302,18 @@ export class SlotTable {
       // and if we see LIVE we also see the key words written before it.
       const c = Atomics.load(w, otherBase + S_CTRL);
       const state = c & 3;
+      if (i < pos && (state === EMPTY || state === TOMB)) {
+        // A free slot before ours: it was taken, not free, when we scanned (we claim the first
+        // free one), and it has been reclaimed since. A compaction may be turning it EMPTY, which
+        // would cut our slot off from its chain (#compactStripe): give ours up and insert again.
+        this.#abandon(base, claim, gen);
+        return RETRY;
+      }
       if (state === EMPTY) break;
       // Atomics.load of ctrl again after the key compare: unchanged, the key we compared was this
       // incarnation's (as in #find).
       if (state === LIVE && this.#keyEquals(otherBase, bytes, hash) && Atomics.load(w, otherBase + S_CTRL) === c) {
-        this.#abandon(base, claim, from);
+        this.#abandon(base, claim, gen);
         return RETRY; // the other copy wins; find() will return it
       }
       // A cancelled claim is no claim on any key: it can never be published, so nobody waits on it.
@@ -329,7 +341,7 @@ export class SlotTable {
       }
       if (i < pos) {
         // An earlier claim for what may be the same key wins; wait for it and start over.
-        this.#abandon(base, claim, from);
+        this.#abandon(base, claim, gen);
         this.#awaitClaim(otherBase, c);
         return RETRY;
       }
@@ -352,11 +364,16 @@ export class SlotTable {
     return slot;
   }
 
-  #abandon(base: number, claim: number, from: number): void {
-    const back = (from & 3) === EMPTY || (from & 3) === BUSY ? ctrlWord(TOMB, 0) : from;
+  /**
+   * Gives up our claim: the slot becomes a tombstone of generation `gen` (the one our publish
+   * would have used), never EMPTY (inserters that passed it while it was ours may hold slots
+   * further on), and never the word it was before our claim (a compaction that read that word
+   * must not mistake the slot for one that stayed free all along: see #compactStripe).
+   */
+  #abandon(base: number, claim: number, gen: number): void {
     // compareExchange from our claim: if it was cancelled meanwhile, the slot stays held until
     // 30x the timeout (we may have written it); if taken over, we leave the new owner alone.
-    Atomics.compareExchange(this.words, base + S_CTRL, claim, back);
+    Atomics.compareExchange(this.words, base + S_CTRL, claim, ctrlWord(TOMB, gen));
   }
 
   /**
@@ -371,33 +388,103 @@ export class SlotTable {
     }
   }
 
-  /** Reclaims every idle key in the stripe of `first`; true if any slot was freed. */
+  /** Reclaims every idle key in the stripe of `first`, then compacts it; true if any slot was freed. */
   #reclaimStripe(first: number): boolean {
     let freed = false;
     for (let i = 0; i < this.slotsPerStripe; i++) {
       if (this.tryReclaim(this.#at(first, i))) freed = true;
     }
+    this.compactStripe((first / this.slotsPerStripe) | 0);
     return freed;
   }
 
-  /** Reclaims every idle key in the table and every long-abandoned claim. Returns the count. */
+  /**
+   * Reclaims every idle key in the table and every long-abandoned claim, and compacts every
+   * stripe. Returns the count of slots freed (reclaimed keys and claims).
+   */
   sweep(): number {
     const w = this.words;
     const nowMs = Math.floor(performance.now());
     const reuseAfterMs = this.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
     let count = 0;
-    for (let slot = 0; slot < this.capacity; slot++) {
-      const base = this.base(slot);
-      const c = Atomics.load(w, base + S_CTRL);
-      if ((c & 3) === LIVE) {
-        if (this.tryReclaim(slot)) count++;
-      } else if ((c & 3) === BUSY && this.#claimAge(c, nowMs) > reuseAfterMs) {
-        // A dead inserter's claim, or a cancelled one, past 30x the timeout: compareExchange from
-        // the exact word we judged (a changed word was published, abandoned or reused meanwhile).
-        if (Atomics.compareExchange(w, base + S_CTRL, c, ctrlWord(TOMB, c >>> 2)) === c) count++;
+    for (let stripe = 0; stripe < this.stripes; stripe++) {
+      const start = stripe * this.slotsPerStripe;
+      for (let slot = start; slot < start + this.slotsPerStripe; slot++) {
+        const base = this.base(slot);
+        const c = Atomics.load(w, base + S_CTRL);
+        if ((c & 3) === LIVE) {
+          if (this.tryReclaim(slot)) count++;
+        } else if ((c & 3) === BUSY && this.#claimAge(c, nowMs) > reuseAfterMs) {
+          // A dead inserter's claim, or a cancelled one, past 30x the timeout: compareExchange from
+          // the exact word we judged (a changed word was published, abandoned or reused meanwhile).
+          if (Atomics.compareExchange(w, base + S_CTRL, c, ctrlWord(TOMB, c >>> 2)) === c) count++;
+        }
       }
+      this.compactStripe(stripe);
     }
     return count;
+  }
+
+  /**
+   * Turns the tombstones of `stripe` that no key's probe chain crosses back into EMPTY slots, so
+   * that lookups stop there again; returns how many. A chain crosses a slot when the slot lies
+   * between the key's home and the key's own slot: a lookup of that key must probe past it, so
+   * it must not read EMPTY. Tombstones whose chains are all gone (their keys reclaimed) are what
+   * this gives back; without it every reclaimed slot stays a tombstone and misses probe longer
+   * and longer (docs/design.md, "Compaction").
+   *
+   * 1. Load every ctrl word of the stripe. A tombstone is cleared only by a compareExchange from
+   *    the word loaded here: it succeeds only if the slot stayed that very tombstone all along
+   *    (tombstone words do not come back: each incarnation of a slot has a new generation, and an
+   *    abandoned claim leaves a tombstone of its own generation, see #abandon).
+   * 2. Load every ctrl word again, and every live key's hash, after step 1. Any claim (BUSY) in
+   *    the stripe: give up (its key and chain are not known yet). A key's hash is read between two
+   *    loads of its ctrl that agree, so it belongs to that key; mark the slots its chain crosses.
+   * 3. Clear each tombstone of step 1 that no chain of step 2 crosses: compareExchange to EMPTY,
+   *    keeping the generation, so that the slot's next claim carries a new one.
+   *
+   * An inserter whose chain crosses a cleared slot and which claimed its own slot after we loaded
+   * that slot in step 2 re-scans its chain after its claim, so after step 1: it sees the slot
+   * free (the tombstone, or EMPTY) and gives its claim up (see #insert, step 3). One that claimed
+   * before that load is seen in step 2. A compaction that stops anywhere leaves only tombstones
+   * and EMPTY slots that are right: nothing waits for it, and no key's state is touched.
+   */
+  compactStripe(stripe: number): number {
+    const w = this.words;
+    const S = this.slotsPerStripe;
+    const start = stripe * S;
+    const seen = this.#seen;
+    let tombs = 0;
+    for (let i = 0; i < S; i++) {
+      // Atomics.load (seq-cst): step 1, before every load of step 2.
+      const c = Atomics.load(w, this.base(start + i) + S_CTRL);
+      seen[i] = c;
+      if ((c & 3) === TOMB) tombs++;
+    }
+    if (tombs === 0) return 0;
+    const crossed = this.#crossed;
+    crossed.fill(0);
+    for (let i = 0; i < S; i++) {
+      const base = this.base(start + i);
+      // Atomics.load (seq-cst): step 2, after step 1 (see above for why the order matters).
+      const c = Atomics.load(w, base + S_CTRL);
+      const state = c & 3;
+      if (state === BUSY) return 0;
+      if (state !== LIVE) continue;
+      // Atomics.load of the hash, then of ctrl again: unchanged, the hash is this key's (it is
+      // written before the publishing compareExchange and never while the slot is LIVE).
+      const hash = Atomics.load(w, base + S_HASH);
+      if (Atomics.load(w, base + S_CTRL) !== c) return 0;
+      for (let j = this.#home(hash) & this.#stripeMask; j !== i; j = (j + 1) & this.#stripeMask) crossed[j] = 1;
+    }
+    let cleared = 0;
+    for (let i = 0; i < S; i++) {
+      const c = seen[i] as number;
+      if ((c & 3) !== TOMB || crossed[i] === 1) continue;
+      // compareExchange from the tombstone loaded in step 1: fails if the slot was claimed since.
+      if (Atomics.compareExchange(w, this.base(start + i) + S_CTRL, c, ctrlWord(EMPTY, c >>> 2)) === c) cleared++;
+    }
+    return cleared;
   }
 
   /**
@@ -415,10 +502,12 @@ export class SlotTable {
   }
 
   /**
-   * How many slots a lookup of each live key probes (1 at its home slot, plus how far linear
-   * probing moved it): the mean and the largest, for benchmarks. O(capacity); a snapshot.
+   * How many slots a lookup probes, for benchmarks: a hit (each live key: 1 at its home slot,
+   * plus how far linear probing moved it), mean and largest; and a miss (from each slot taken as
+   * a home, up to and including the first EMPTY slot, at most the stripe), mean and largest.
+   * O(capacity); a snapshot.
    */
-  probeLengths(): { mean: number; max: number } {
+  probeLengths(): { mean: number; max: number; missMean: number; missMax: number } {
     const w = this.words;
     let n = 0;
     let sum = 0;
@@ -433,7 +522,24 @@ export class SlotTable {
       sum += probes;
       if (probes > max) max = probes;
     }
-    return { mean: n === 0 ? 0 : sum / n, max };
+    // Misses: walking each stripe backwards, the distance from each slot to the next EMPTY one.
+    const S = this.slotsPerStripe;
+    let missSum = 0;
+    let missMax = 0;
+    for (let start = 0; start < this.capacity; start += S) {
+      let toEmpty = S; // no EMPTY slot in the stripe: a miss reads all of it
+      for (let pass = 0; pass < 2; pass++) {
+        for (let i = S - 1; i >= 0; i--) {
+          const empty = (Atomics.load(w, this.base(start + i) + S_CTRL) & 3) === EMPTY;
+          toEmpty = empty ? 1 : Math.min(S, toEmpty + 1);
+          if (pass === 1) {
+            missSum += toEmpty;
+            if (toEmpty > missMax) missMax = toEmpty;
+          }
+        }
+      }
+    }
+    return { mean: n === 0 ? 0 : sum / n, max, missMean: missSum / this.capacity, missMax };
   }
 
   /** Counts slots by state. O(capacity); a snapshot that may race with writers. */

@@ -209,7 +209,8 @@ describe('a full table', () => {
 
 describe('sweep() and stats()', () => {
   it('reclaims exactly the keys that hold no unexpired lease', () => {
-    const { clock, limiter } = fresh({ leaseMs: 100 });
+    // Every key hashes alike: 'released', 'expired' and 'held' fill the home slot and the two after it.
+    const { clock, limiter } = fresh({ leaseMs: 100, forceHash: 3 });
     limiter.tryAcquire('released').lease?.release();
     limiter.tryAcquire('expired', 2);
     clock.advance(50);
@@ -217,10 +218,13 @@ describe('sweep() and stats()', () => {
     clock.advance(50);
     expect(limiter.stats()).toMatchObject({ liveKeys: 3, maxKeys: 8, capacity: 16, tombstones: 0, claimed: 0, placesHeld: 2 });
     expect(limiter.sweep()).toBe(2);
+    // 'held' is found past the two reclaimed slots: they stay tombstones.
     expect(limiter.stats()).toMatchObject({ liveKeys: 1, tombstones: 2, placesHeld: 2 });
     expect(limiter.tryAcquire('held', 0).remaining).toBe(1);
     expect(held?.release()).toBe(true);
     expect(limiter.sweep()).toBe(1);
+    // No key is left whose lookup passes them: all three are EMPTY again.
+    expect(limiter.stats()).toMatchObject({ liveKeys: 0, tombstones: 0 });
     expect(limiter.stats().tableBytes).toBe(new Int32Array(limiter.handle.table).byteLength);
   });
 });
