@@ -1,5 +1,5 @@
 import type { Clock } from '../time/clock.js';
-import { describe, integerInRange, isWellFormed } from '../config/check.js';
+import { describe, integerInRange } from '../config/check.js';
 import { cas64 } from '../math/word64.js';
 import { H_ALGORITHM, H_MAX_KEYS, S_CTRL } from '../table/layout.js';
 import { NOT_IDLE, SlotTable } from '../table/table.js';
@@ -135,11 +135,11 @@ export class LocalTier {
     const inserts = Atomics.load(w, T_INSERTS);
     if (cached === inserts && !insert) return undefined;
     if (typeof key !== 'string') throw new TypeError(`key must be a string, got ${describe(key)}`);
-    // UTF-8 would store a lone surrogate as U+FFFD, merging such keys: not cached.
-    if (!isWellFormed(key)) return undefined;
     const table = this.#table;
     const bytes = table.encoder.encode(key);
-    if (bytes < 0) return undefined; // longer than maxKeyBytes: not cached
+    // Longer than maxKeyBytes, or a lone surrogate (UTF-8 would store it as U+FFFD, merging such
+    // keys): not cached.
+    if (bytes < 0) return undefined;
     const hash = table.hashEncoded(bytes);
     let slot: number;
     if (insert) {

@@ -1,3 +1,5 @@
+import { isWellFormed } from '../config/check.js';
+
 /**
  * Key encoding and hashing. A key is stored as its UTF-8 bytes, zero-padded to whole int32
  * words, and hashed word by word with MurmurHash3.
@@ -6,6 +8,14 @@
  * thread; the functions are pure.
  */
 const encoder = new TextEncoder();
+
+/** Whether int32 words hold their bytes lowest first (every platform Node runs on does). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** `KeyEncoder.encode`: the key is longer than `maxKeyBytes`. */
+export const TOO_LONG = -1;
+/** `KeyEncoder.encode`: the key holds a lone surrogate. */
+export const NOT_WELL_FORMED = -2;
 
 /** Encodes keys into reusable scratch memory, without allocating per key. */
 export class KeyEncoder {
@@ -23,15 +33,38 @@ export class KeyEncoder {
   }
 
   /**
-   * Encodes `key`; returns its byte length, or -1 when it is longer than `maxKeyBytes`.
-   * After a successful call, `words` holds the key. `key` must be well-formed UTF-16 (the caller,
-   * `SlotIndex.locate`, checks): a lone surrogate would encode as U+FFFD, like other keys do.
+   * Encodes `key`; returns its byte length, TOO_LONG when it is longer than `maxKeyBytes`, or
+   * NOT_WELL_FORMED for a lone surrogate (UTF-8 would store it as U+FFFD, merging it with other
+   * keys). After a successful call, the first `keyWords(length)` words of `words` hold the key,
+   * zero-padded.
    */
   encode(key: string): number {
-    if (key.length > this.#maxKeyBytes) return -1; // UTF-8 never has fewer bytes than UTF-16 units
+    const n = key.length;
+    if (n > this.#maxKeyBytes) return TOO_LONG; // UTF-8 never has fewer bytes than UTF-16 units
+    // ASCII (most keys: IPs, ids, tenant names): one byte per unit, packed four to a word in
+    // memory order, as the byte view would hold them; nothing to check, nothing to clear.
+    const words = this.words;
+    const littleEndian = LITTLE_ENDIAN;
+    let word = 0;
+    let i = 0;
+    for (; i < n; i++) {
+      const c = key.charCodeAt(i);
+      if (c >= 0x80) break;
+      const at = i & 3;
+      word |= c << ((littleEndian ? at : 3 - at) << 3);
+      if (at === 3) {
+        words[i >> 2] = word;
+        word = 0;
+      }
+    }
+    if (i === n) {
+      if ((n & 3) !== 0) words[n >> 2] = word;
+      return n;
+    }
+    if (!isWellFormed(key)) return NOT_WELL_FORMED;
     this.words.fill(0);
     const { read, written } = encoder.encodeInto(key, this.#bytes.subarray(0, this.#maxKeyBytes + 1));
-    if (read !== key.length || written > this.#maxKeyBytes) return -1;
+    if (read !== key.length || written > this.#maxKeyBytes) return TOO_LONG;
     return written;
   }
 }

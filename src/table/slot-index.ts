@@ -1,4 +1,5 @@
 import { checkWellFormed, describe } from '../config/check.js';
+import { NOT_WELL_FORMED } from './hash.js';
 import { TABLE_FULL, type SlotTable } from './table.js';
 
 /** Entries in a thread's key cache unless configured otherwise. */
@@ -102,9 +103,9 @@ export class SlotIndex {
    * table's `maxKeyBytes`. Only cache misses come here: a cached key was checked when cached.
    */
   locate(key: string): SlotRef | undefined {
-    checkWellFormed('key', key);
     const table = this.#table;
     const bytes = table.encoder.encode(key);
+    if (bytes === NOT_WELL_FORMED) checkWellFormed('key', key);
     if (bytes < 0) {
       throw new RangeError(`key must be at most ${table.maxKeyBytes} UTF-8 bytes (option maxKeyBytes), got ${describe(key)}`);
     }

@@ -1,0 +1,40 @@
+// KeyEncoder packs ASCII keys straight into words and sends every other key through TextEncoder:
+// both must store exactly the key's UTF-8 bytes, zero-padded, so that a key always meets itself.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { KeyEncoder, keyWords, NOT_WELL_FORMED, TOO_LONG } from '../../src/table/hash.js';
+
+function utf8Words(key: string): Int32Array {
+  const bytes = new TextEncoder().encode(key);
+  const padded = new Uint8Array(keyWords(bytes.length) * 4);
+  padded.set(bytes);
+  return new Int32Array(padded.buffer);
+}
+
+describe('KeyEncoder', () => {
+  it('stores every well-formed key as its UTF-8 bytes, zero-padded, whatever came before it', () => {
+    const encoder = new KeyEncoder(64);
+    fc.assert(fc.property(fc.array(fc.oneof(fc.string({ maxLength: 64 }), fc.string({ unit: 'grapheme', maxLength: 16 })), { minLength: 1, maxLength: 4 }), (keys) => {
+      for (const key of keys) {
+        const want = utf8Words(key);
+        const bytes = encoder.encode(key);
+        if (want.byteLength > 64 + 3 || new TextEncoder().encode(key).length > 64) {
+          expect(bytes).toBe(TOO_LONG);
+          continue;
+        }
+        expect(bytes).toBe(new TextEncoder().encode(key).length);
+        expect(Array.from(encoder.words.subarray(0, keyWords(bytes)))).toEqual(Array.from(want));
+      }
+    }));
+  });
+
+  it('tells a key one byte too long, in ASCII and in UTF-8, and a lone surrogate', () => {
+    const encoder = new KeyEncoder(8);
+    expect(encoder.encode('12345678')).toBe(8);
+    expect(encoder.encode('123456789')).toBe(TOO_LONG);
+    expect(encoder.encode('1234567\u00e9')).toBe(TOO_LONG); // 9 bytes in 8 units
+    expect(encoder.encode('123456\u00e9')).toBe(8);
+    expect(encoder.encode('ab\uD800')).toBe(NOT_WELL_FORMED);
+    expect(encoder.encode('\uDC00ab')).toBe(NOT_WELL_FORMED);
+  });
+});
