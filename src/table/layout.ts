@@ -123,7 +123,7 @@ export const TOMB = 3;
 /** Payloads (generation; cancelled flag and claim stamp) are 30 bits. */
 export const PAYLOAD_MASK = 0x3fffffff;
 /** A BUSY payload's claim stamp: ms modulo 2^29 (the stamp repeats after about 6.2 days). */
-export const STAMP_MASK = 0x1fffffff;
+export const CLAIM_STAMP_MASK = 0x1fffffff;
 /** The payload bit of a cancelled claim: its inserter's publish (and abandon) can only fail. */
 export const CLAIM_CANCELLED = 0x20000000;
 

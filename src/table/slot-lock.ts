@@ -26,16 +26,16 @@ export const FREE = 0;
 /** `lock` gave up because the key was reclaimed (the word is DEAD): look the key up again. */
 export const GONE = -1;
 
-const STAMP_MASK = 0xfffff;
+const LOCK_STAMP_MASK = 0xfffff;
 
 /** A token for `owner` (any integer; 10 bits are kept) taken at `nowMs` (real time). */
 export function lockToken(owner: number, nowMs: number): number {
-  return ((Math.floor(nowMs) & STAMP_MASK) << 11) | ((owner & 0x3ff) << 1) | 1;
+  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) << 11) | ((owner & 0x3ff) << 1) | 1;
 }
 
 /** How long ago (ms, modulo 2^20) `token` was taken, at `nowMs`. */
 export function ageMs(token: number, nowMs: number): number {
-  return ((Math.floor(nowMs) & STAMP_MASK) - (token >>> 11)) & STAMP_MASK;
+  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) - (token >>> 11)) & LOCK_STAMP_MASK;
 }
 
 /**

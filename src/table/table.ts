@@ -2,7 +2,7 @@ import { hashWords, KeyEncoder, keyWords } from './hash.js';
 import {
   BUSY, CLAIM_CANCELLED, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES,
-  STAMP_MASK, TOMB, PAYLOAD_MASK,
+  CLAIM_STAMP_MASK, TOMB, PAYLOAD_MASK,
 } from './layout.js';
 import { checkTableBuffer, keyOffsetOf, stateOffsetOf } from './table-buffer.js';
 
@@ -96,6 +96,9 @@ export class SlotTable {
   readonly #hashValue: number;
   readonly #hashSeed: number;
   readonly #state: SlotState;
+  /** Set by a lookup that missed, for the insert that follows (see #find). Per thread. */
+  #missFree = -1;
+  #missWord = 0;
   /** Per-thread scratch of compactStripe: the ctrl words of its step 1, the slots chains cross. */
   readonly #seen: Int32Array;
   readonly #crossed: Uint8Array;
@@ -182,30 +185,51 @@ export class SlotTable {
     return true;
   }
 
-  /** Lock-free lookup. Returns the slot, or -1 when the key is not in the table. */
+  /**
+   * Lock-free lookup. Returns the slot, or -1 when the key is not in the table; then
+   * `#missFree`/`#missWord` hold the first free position of the chain and its ctrl word, for the
+   * insert that follows (-1: none, or a claim came first, which the insert may take over).
+   */
   #find(bytes: number, hash: number): number {
     const w = this.words;
     const first = this.#home(hash);
+    let free = -1;
+    let freeWord = 0;
+    let claimFirst = false;
     for (let i = 0; i < this.slotsPerStripe; i++) {
       const slot = this.#at(first, i);
       const base = this.base(slot);
       // Atomics.load (acquire): if we see LIVE we also see the key words written before it.
       const ctrl = Atomics.load(w, base + S_CTRL);
       const state = ctrl & 3;
-      if (state === EMPTY) return -1;
-      if (state !== LIVE || !this.#keyEquals(base, bytes, hash)) continue;
+      if (state !== LIVE) {
+        if (free < 0) {
+          if (state === BUSY) claimFirst = true;
+          else {
+            free = i;
+            freeWord = ctrl;
+          }
+        }
+        if (state === EMPTY) break;
+        continue;
+      }
+      if (!this.#keyEquals(base, bytes, hash)) continue;
       // Re-read ctrl: unchanged means the key compared above belonged to this incarnation.
-      if (Atomics.load(w, base + S_CTRL) !== ctrl) { i = -1; continue; }
       // ctrl then tat: a LIVE slot whose tat is DEAD is being reclaimed. Finish that for the
       // reclaimer (it may have died) and look again: the key is gone.
-      if (this.#state.isDead(w, base)) {
-        this.finishReclaim(base, ctrl);
+      const changed = Atomics.load(w, base + S_CTRL) !== ctrl;
+      if (changed || this.#state.isDead(w, base)) {
+        if (!changed) this.finishReclaim(base, ctrl);
         i = -1;
+        free = -1;
+        claimFirst = false;
         continue;
       }
       this.foundCtrl = ctrl;
       return slot;
     }
+    this.#missFree = claimFirst ? -1 : free;
+    this.#missWord = freeWord;
     return -1;
   }
 
@@ -241,7 +265,7 @@ export class SlotTable {
    * took that fresh claim over as abandoned, and the two wrote one slot.)
    */
   #claimAge(ctrl: number, nowMs: number): number {
-    const age = ((nowMs & STAMP_MASK) - ((ctrl >>> 2) & STAMP_MASK)) & STAMP_MASK;
+    const age = ((nowMs & CLAIM_STAMP_MASK) - ((ctrl >>> 2) & CLAIM_STAMP_MASK)) & CLAIM_STAMP_MASK;
     return age >= CLAIM_AGE_LIMIT ? 0 : age;
   }
 
@@ -261,10 +285,11 @@ export class SlotTable {
     let nowMs = Math.floor(performance.now());
     const reuseAfterMs = this.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
     // 1. The first free position in the probe chain (EMPTY, TOMB, or a long-abandoned claim,
-    // cancelled or not).
-    let pos = -1;
-    let from = 0;
-    for (let i = 0; i < S; i++) {
+    // cancelled or not): the one the lookup that missed just passed, unless a claim came first.
+    let pos = this.#missFree;
+    let from = this.#missWord;
+    this.#missFree = -1;
+    for (let i = 0; pos < 0 && i < S; i++) {
       // Atomics.load: any word will do, the claim below is a compareExchange from exactly it.
       const c = Atomics.load(w, this.base(this.#at(first, i)) + S_CTRL);
       const state = c & 3;
@@ -278,7 +303,7 @@ export class SlotTable {
     const slot = this.#at(first, pos);
     const base = this.base(slot);
     const gen = (from & 3) === BUSY ? (from >>> 2) ^ 0x2aaaaaaa : (from >>> 2) + 1;
-    const claim = ctrlWord(BUSY, nowMs & STAMP_MASK);
+    const claim = ctrlWord(BUSY, nowMs & CLAIM_STAMP_MASK);
     // 2. Claim it. compareExchange from the exact word we saw: two inserters cannot both win.
     // Stalled before it: the word changed and we start over. Stalled after it, anywhere up to the
     // publish: inserters of the same hash wait for our claim up to claimTimeoutMs, then cancel
