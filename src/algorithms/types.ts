@@ -1,12 +1,16 @@
 /**
- * The contract between the locked state engine (`../rate/locked-engine.ts`) and each algorithm.
+ * The contract between the state engines (`../rate/lockfree-engine.ts`, `../rate/locked-engine.ts`)
+ * and each algorithm.
  *
  * An algorithm keeps `stateWords` int32 words per key and limit. It never takes locks or reads a
- * clock: the engine calls it with the key's lock held and one clock reading (`Moment`) for the
- * whole decision, so an algorithm is a pure function of its words, the moment and the cost.
+ * clock: an engine calls it with one clock reading (`Moment`) for the whole decision, so an
+ * algorithm is a pure function of its words, the moment and the cost. An algorithm whose state
+ * commits in one compareExchange (`lockFree`) runs under the lock-free engine, with no lock; the
+ * sliding log runs under the locked engine, with the key's lock held.
  *
- * Thread-safety: implementations are stateless and may be shared by every thread; they must only
- * be called with the key's lock held.
+ * Thread-safety: implementations are stateless and may be shared by every thread; every write is
+ * a compareExchange from a snapshot (see `LimitAlgorithm`), so a stalled caller cannot write over
+ * state that moved on.
  */
 
 /** The algorithms a `RateLimiter` can run (option `algorithm`). */
