@@ -6,8 +6,10 @@
 // on a key never exceed maxInFlight.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { ConcurrencyLimiter } from '../../src/index.js';
+import { ConcurrencyLimiter, ManualClock } from '../../src/index.js';
 import { FROZEN_MS } from '../helpers/park.js';
+import { mulberry32 } from '../helpers/random.js';
+import { compactedSlots, duplicateKeys, liveCopies, liveHashes } from '../helpers/table-scan.js';
 
 const stormWorker = new URL('../fixtures/lease-storm-worker.mjs', import.meta.url);
 
@@ -42,5 +44,115 @@ describe('a lease storm with sweeps and terminations', () => {
     console.log(`lease storm: admissions ${admissions}, sweeps reclaimed ${swept}, kills ${kills}, most held per key ${most}, casRetries ${limiter.stats().casRetries}`);
     expect(admissions).toBeGreaterThan(1_000);
     expect(Math.max(...most)).toBeLessThanOrEqual(MAX);
+  });
+});
+
+// The kill storm of test/rate/kill-storm.test.ts for leases. Rounds of four workers (the fixture
+// with `churn`) acquire, hold and release leases on 4 hot keys, probe (insert) 8 shared keys that
+// stay idle, and sweep; every key hashes alike (forceHash: one probe chain of 16 slots), so
+// reclaims leave tombstones inside live chains and every sweep has compaction work. Each worker
+// is terminated at a moment of real time drawn by a seeded generator, so terminations land inside
+// acquires (holding a key's lock), releases, inserts, reclaims and compactions, and leave leases
+// that nobody releases. The rounds come in epochs: within one the ManualClock stands still
+// (leases never expire, so the count of leases held per key, raised after an admission and
+// lowered before the release, is exact, dead workers' leases included); each epoch starts by
+// moving the clock past leaseMs, so that every lease has expired, every key is idle, and the hot
+// keys are reclaimed by sweeps and inserted again while workers acquire them. Checked:
+// - never more than maxInFlight leases held on a key, in any epoch;
+// - no key with two live copies after each epoch, every live slot holds a key that was used,
+//   all under the forced hash, and liveKeys within the capacity;
+// - terminations landed inside sweeps, and some key had all its places held at once (the storm
+//   goes on, up to MAX_EPOCHS, until it saw both);
+// - after the storm: claims of dead inserters are freed by sweep() once 30 claim timeouts old, a
+//   fresh key admits exactly maxInFlight leases, and once every lease has expired sweep() empties
+//   the table and every key admits exactly maxInFlight again.
+// Only the timing of terminations uses real time; no assertion depends on it.
+describe('a lease kill storm with idle keys, sweeps from workers and colliding keys', () => {
+  const KEYS = 4;
+  const CHURN = 8;
+  const MAX = 3;
+  const WORKERS = 4;
+  const EPOCHS = 6;
+  const MAX_EPOCHS = 12;
+  const ROUNDS_PER_EPOCH = 2;
+  const LEASE_MS = 1_000;
+  const MAX_LIFE_MS = 15;
+  const CLAIMS_EXPIRE_MS = 30 * 1 + 10;
+  const FORCED_HASH = 5;
+  const DOING = ['between calls', 'an acquire', 'a held lease', 'a release', 'a probe', 'a sweep'];
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  /** Leases of cost 1 on `key` until one is refused; how many were granted (all kept). */
+  const drain = (limiter: ConcurrencyLimiter, key: string): number => {
+    let n = 0;
+    while (limiter.tryAcquire(key).allowed) n++;
+    return n;
+  };
+
+  it('never holds more than maxInFlight, stays whole and usable', async () => {
+    const clock = new ManualClock(1_000_000);
+    const limiter = new ConcurrencyLimiter({ maxInFlight: MAX, leaseMs: LEASE_MS, maxKeys: 8, claimTimeoutMs: 1, forceHash: FORCED_HASH, clock });
+    const random = mulberry32(0x1ea5e);
+    const used = new Set([...Array.from({ length: KEYS }, (_, k) => `key${k}`), ...Array.from({ length: CHURN }, (_, i) => `churn-${i}`)]);
+    const errors: unknown[] = [];
+    const killedIn = DOING.map(() => 0);
+    let admissions = 0;
+    let mostEver = 0;
+    let epoch = 0;
+    for (; epoch < EPOCHS || ((killedIn[5] === 0 || mostEver < MAX) && epoch < MAX_EPOCHS); epoch++) {
+      if (epoch > 0) clock.advance(2 * LEASE_MS); // every lease expired: every key idle
+      const ctl = new Int32Array(new SharedArrayBuffer(4 * (2 * KEYS + 1)));
+      for (let round = 0; round < ROUNDS_PER_EPOCH; round++) {
+        const doing = new Int32Array(new SharedArrayBuffer(4 * WORKERS));
+        const seed = Math.floor(random() * 2 ** 32);
+        const pool = Array.from({ length: WORKERS }, (_, id) => new Worker(stormWorker, {
+          workerData: { handle: limiter.handle, keys: KEYS, churn: CHURN, id, doing: doing.buffer, seed: (seed + id * 0x9e3779b9) | 0, ctl: ctl.buffer },
+        }));
+        await Promise.all(pool.map((w) => new Promise<void>((resolve) => {
+          w.once('message', () => resolve());
+          w.once('error', (e) => { errors.push(e); resolve(); });
+          w.once('exit', () => resolve());
+        })));
+        await Promise.all(pool.map(async (w, id) => {
+          await sleep(random() * MAX_LIFE_MS);
+          await w.terminate();
+          const where = Atomics.load(doing, id);
+          killedIn[where] = (killedIn[where] ?? 0) + 1;
+        }));
+        expect(errors.map((e) => (e as Error).stack ?? String(e)), `epoch ${epoch}, round ${round}: workers threw`).toEqual([]);
+      }
+      const most = Array.from(ctl.subarray(KEYS, 2 * KEYS));
+      expect(Math.max(...most), `epoch ${epoch}: most leases held per key ${most}`).toBeLessThanOrEqual(MAX);
+      mostEver = Math.max(mostEver, ...most);
+      admissions += Atomics.load(ctl, 2 * KEYS);
+      expect(duplicateKeys(limiter.handle.table), `epoch ${epoch}: keys with two live copies`).toEqual([]);
+      expect(limiter.stats().liveKeys).toBeLessThanOrEqual(limiter.stats().capacity);
+    }
+    const kills = Object.fromEntries(DOING.map((d, i) => [d, killedIn[i]]));
+    console.log(`lease kill storm: ${epoch} epochs, admissions ${admissions}, terminated inside ${JSON.stringify(kills)}, casRetries ${limiter.stats().casRetries}, compacted slots now ${compactedSlots(limiter.handle.table)}`);
+    expect(admissions).toBeGreaterThan(1_000);
+    expect(killedIn[5], 'no termination landed inside a sweep').toBeGreaterThan(0);
+    expect(mostEver, 'no key ever had all its places held at once').toBe(MAX);
+
+    // Claims left by inserters that died are freed by sweep() once 30 claim timeouts old.
+    await sleep(CLAIMS_EXPIRE_MS);
+    limiter.sweep();
+    expect(limiter.stats().claimed).toBe(0);
+    const copies = liveCopies(limiter.handle.table);
+    expect([...copies].filter(([, n]) => n > 1)).toEqual([]);
+    expect([...copies.keys()].filter((k) => !used.has(k))).toEqual([]);
+    expect([...liveHashes(limiter.handle.table)]).toEqual([FORCED_HASH]);
+    expect(limiter.stats().liveKeys).toBe(copies.size);
+
+    // A fresh key admits exactly maxInFlight on the frozen clock.
+    expect(drain(limiter, 'fresh-frozen')).toBe(MAX);
+
+    // Once every lease has expired, sweep() reclaims every key.
+    clock.advance(2 * LEASE_MS);
+    limiter.sweep();
+    expect(limiter.stats(), `still live once idle: ${[...liveCopies(limiter.handle.table).keys()].join(', ')}`).toMatchObject({ liveKeys: 0, claimed: 0, placesHeld: 0 });
+
+    // And every key, hot ones included, admits exactly maxInFlight again, and no more.
+    const keys = [...Array.from({ length: KEYS }, (_, k) => `key${k}`), 'fresh-1', 'fresh-2'];
+    expect(keys.map((key) => drain(limiter, key))).toEqual(keys.map(() => MAX));
   });
 });
