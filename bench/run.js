@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { runAlgorithms } from './algorithms.js';
+import { runChurn } from './churn.js';
 import { runContention } from './contention.js';
 import { runCore } from './core.js';
 import { runHttp } from './http.js';
@@ -27,6 +28,7 @@ const SUITES = {
   algorithms: runAlgorithms,
   race: runRace,
   scaling: runScaling,
+  churn: runChurn,
   width: runWidth,
   redis: runRedis,
   'redis-outage': runRedisOutage,

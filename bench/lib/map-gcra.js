@@ -60,3 +60,43 @@ export function createMapGcraReadOnce(limit) {
     },
   };
 }
+
+/**
+ * The churn suite's reference: the same Map GCRA reading an injected `clock` (the one the limiter
+ * it is compared with reads), with `sweep()` deleting idle keys: those whose TAT is strictly
+ * behind now, so that their state equals a fresh key's (sluice's own idle test). A server with a
+ * Map must do this, or its Map grows with every client it has ever seen.
+ * @param {{ permits: number, periodMs: number, burst?: number }} limit
+ * @param {{ now(): number }} clock
+ */
+export function createMapGcraSweeping(limit, clock) {
+  const intervalMs = limit.periodMs / limit.permits;
+  const toleranceMs = (limit.burst ?? limit.permits) * intervalMs;
+  /** @type {Map<string, number>} */
+  const tats = new Map();
+  return {
+    /** @param {string} key */
+    allow(key, cost = 1) {
+      const now = clock.now();
+      const tat = tats.get(key);
+      const debt = tat === undefined || tat < now ? 0 : tat - now;
+      const next = debt + cost * intervalMs;
+      if (next > toleranceMs) return false;
+      tats.set(key, now + next);
+      return true;
+    },
+    /** Deletes every idle key; returns how many. */
+    sweep() {
+      const now = clock.now();
+      let n = 0;
+      for (const [key, tat] of tats) {
+        if (tat < now) { tats.delete(key); n++; } // deleting the current entry is safe in a Map's iteration
+      }
+      return n;
+    },
+    /** Keys held now (idle ones count until the next sweep). */
+    get size() { return tats.size; },
+    /** The keys held now. */
+    keys() { return tats.keys(); },
+  };
+}
