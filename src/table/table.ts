@@ -413,6 +413,22 @@ export class SlotTable {
     }
   }
 
+  /**
+   * Whether the claim in BUSY word `c` (at `base`) can never be published: it was cancelled, or
+   * it is older than claimTimeoutMs and this call cancelled it (a compareExchange from the exact
+   * word judged, as an insert does in its re-scan: its inserter's publish now fails, and it
+   * inserts again).
+   */
+  #cancelExpired(base: number, c: number): boolean {
+    if (((c >>> 2) & CLAIM_CANCELLED) !== 0) return true;
+    // The clock after the load of the claim word (as in #awaitClaim): never older than its stamp.
+    if (this.#claimAge(c, Math.floor(performance.now())) <= this.claimTimeoutMs) return false;
+    const cancelled = ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED);
+    // compareExchange from the word judged expired: fails if it was published, abandoned, or
+    // cancelled meanwhile (then the caller gives up, and the next sweep looks again).
+    return Atomics.compareExchange(this.words, base + S_CTRL, c, cancelled) === c;
+  }
+
   /** Reclaims every idle key in the stripe of `first`, then compacts it; true if any slot was freed. */
   #reclaimStripe(first: number): boolean {
     let freed = false;
@@ -462,9 +478,12 @@ export class SlotTable {
    *    the word loaded here: it succeeds only if the slot stayed that very tombstone all along
    *    (tombstone words do not come back: each incarnation of a slot has a new generation, and an
    *    abandoned claim leaves a tombstone of its own generation, see #abandon).
-   * 2. Load every ctrl word again, and every live key's hash, after step 1. Any claim (BUSY) in
-   *    the stripe: give up (its key and chain are not known yet). A key's hash is read between two
-   *    loads of its ctrl that agree, so it belongs to that key; mark the slots its chain crosses.
+   * 2. Load every ctrl word again, and every live key's hash, after step 1. A claim (BUSY) that
+   *    may still be published: give up (its key and chain are not known yet). A cancelled claim
+   *    never will be, and one older than claimTimeoutMs is cancelled here first, as an insert of
+   *    its hash would (so a stalled or dead inserter holds up its stripe's compaction for that
+   *    long at most). A key's hash is read between two loads of its ctrl that agree, so it
+   *    belongs to that key; mark the slots its chain crosses.
    * 3. Clear each tombstone of step 1 that no chain of step 2 crosses: compareExchange to EMPTY,
    *    keeping the generation, so that the slot's next claim carries a new one.
    *
@@ -494,7 +513,7 @@ export class SlotTable {
       // Atomics.load (seq-cst): step 2, after step 1 (see above for why the order matters).
       const c = Atomics.load(w, base + S_CTRL);
       const state = c & 3;
-      if (state === BUSY) return 0;
+      if (state === BUSY && !this.#cancelExpired(base, c)) return 0;
       if (state !== LIVE) continue;
       // Atomics.load of the hash, then of ctrl again: unchanged, the hash is this key's (it is
       // written before the publishing compareExchange and never while the slot is LIVE).
