@@ -6,7 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, monotonicClock, perSecond, RateLimiter } from '../../src/index.js';
 import { gcraParams } from '../../src/math/gcra.js';
 import { gcraSlotState } from '../../src/rate/gcra-slot.js';
+import { BUSY, CLAIM_STAMP_MASK, ctrlWord, H_SLOT_WORDS, S_CTRL } from '../../src/table/layout.js';
 import { SlotTable } from '../../src/table/table.js';
+import { slotBaseOf } from '../helpers/slots.js';
 
 function probes(limiter: RateLimiter) {
   return new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock)).probeLengths();
@@ -29,6 +31,24 @@ describe('compaction', () => {
     expect(limiter.sweep()).toBe(1);
     expect(limiter.stats()).toMatchObject({ liveKeys: 0, tombstones: 0 });
     expect(probes(limiter).missMean).toBe(1); // every slot is EMPTY
+  });
+
+  // Found: one claim anywhere in a stripe stopped its compaction, so a dead inserter's claim
+  // froze it until the claim was 30 claim timeouts old.
+  it('passes a dead inserter\'s claim by once it is older than claimTimeoutMs', () => {
+    const clock = new ManualClock(1_000_000);
+    const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: 8, forceHash: 5, claimTimeoutMs: 20, clock });
+    expect(limiter.allow('a')).toBe(true);
+    expect(limiter.allow('b')).toBe(true);
+    // 'b''s slot, right after 'a''s, becomes the claim of an inserter that died 100 ms ago.
+    const w = new Int32Array(limiter.handle.table);
+    const b = slotBaseOf(limiter.handle.table, 'b');
+    expect(b - slotBaseOf(limiter.handle.table, 'a')).toBe(w[H_SLOT_WORDS]);
+    w[b + S_CTRL] = ctrlWord(BUSY, (Math.floor(performance.now()) - 100) & CLAIM_STAMP_MASK);
+    clock.advance(200);
+    expect(limiter.sweep()).toBe(1); // 'a'
+    // No live key is found past 'a''s slot, and the claim can no longer be published: EMPTY.
+    expect(limiter.stats()).toMatchObject({ liveKeys: 0, tombstones: 0, claimed: 1 });
   });
 
   it('a key inserted after compaction is found, once, at its chain', () => {
