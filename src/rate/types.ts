@@ -69,7 +69,7 @@ export interface RateLimiterOptions {
   /** Longest key in UTF-8 bytes; longer keys throw `RangeError`. Default 64, at most 1024. */
   maxKeyBytes?: number;
   /**
-   * Slots allocated per key of `maxKeys`, 1.25 to 4; default 2. Fewer slots hold the same keys
+   * Slots allocated per key of `maxKeys`, 1.25 to 4; default 1.25. Fewer slots hold the same keys
    * in less memory (1.25: the table is 80% full at maxKeys, with longer stripes so that none
    * overflows), at the price of longer probes for keys not in the per-thread cache.
    */
@@ -105,7 +105,7 @@ export interface RateLimiterStats {
   liveKeys: number;
   /** The `maxKeys` the table was sized for. */
   maxKeys: number;
-  /** Slots in the table (twice `maxKeys`, see docs/design.md). */
+  /** Slots in the table (`slotsPerKey` times `maxKeys`, in whole stripes: docs/design.md, "Stripes"). */
   capacity: number;
   /** Slots freed by reclaims and not yet reused. */
   tombstones: number;

@@ -138,8 +138,8 @@ export function ctrlWord(state: number, payload: number): number {
   return ((payload & PAYLOAD_MASK) << 2) | state;
 }
 
-/** Slots allocated per requested key by default: at maxKeys live keys a stripe is half full on average. */
-export const SLOTS_PER_KEY = 2;
+/** Slots allocated per requested key by default: at maxKeys live keys a stripe is 80% full on average. */
+export const SLOTS_PER_KEY = 1.25;
 /** The fewest slots per key a table may have (option slotsPerKey): 80% full at maxKeys live keys. */
 export const MIN_SLOTS_PER_KEY = 1.25;
 /** The most (option slotsPerKey). */

@@ -21,8 +21,9 @@ describe('slotsPerKey', () => {
     for (let i = 0; i < maxKeys; i += 97) expect(limiter.allow(`tenant-${String(i).padStart(7, '0')}:api`)).toBe(false);
   });
 
-  it('2 by default: twice maxKeys slots', () => {
-    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096 }).stats().capacity).toBe(8192);
+  it('1.25 by default: 1.25 times maxKeys slots, in whole stripes of 1,024', () => {
+    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096 }).stats().capacity).toBe(5120);
+    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096, slotsPerKey: 2 }).stats().capacity).toBe(8192);
     expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096, slotsPerKey: 4 }).stats().capacity).toBe(16384);
   });
 
