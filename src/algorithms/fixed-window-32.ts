@@ -69,6 +69,16 @@ export class FixedWindow32 implements LimitAlgorithm {
     this.#word = Atomics.load(w, at);
   }
 
+  /** The word the last `load` read. */
+  get loaded(): number {
+    return this.#word;
+  }
+
+  /** The word the last `commit` wrote. */
+  get written(): number {
+    return this.#written;
+  }
+
   check(m: Moment, stale: boolean, cost: number, v: Verdict): void {
     this.#decode(m.ms, stale);
     const permits = this.#permits;

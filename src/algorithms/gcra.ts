@@ -1,5 +1,5 @@
-import { admit, debtOf, gcraParams, MAX_AHEAD_TICKS, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, remainingAt, waitTicks, WIDE_TICKS_PS, wideStaleUnits, type GcraParams } from '../math/gcra.js';
-import { isStale, raiseStamp } from '../time/stamps.js';
+import { admit, debtOf, gcraParams, MAX_AHEAD_TICKS, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, remainingAt, waitTicks, wideDebt, WIDE_TICKS_PS, wideStaleUnits, type GcraParams } from '../math/gcra.js';
+import { isStale, raiseStamp, STALE_UNIT_MS, unitsAhead } from '../time/stamps.js';
 import { maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
 import { staleUnitAt } from '../time/stamps.js';
 import { ticks64, Ticks64 } from '../time/ticks64.js';
@@ -68,6 +68,16 @@ export class NarrowGcra implements LimitAlgorithm {
 
   load(w: Int32Array, at: number): void {
     this.#tat = Atomics.load(w, at);
+  }
+
+  /** The word the last `load` read. */
+  get loaded(): number {
+    return this.#tat;
+  }
+
+  /** The word the last `commit` wrote. */
+  get written(): number {
+    return this.#written;
   }
 
   /** `check` for a verdict without detail: whether `cost` passes on the snapshot. */
@@ -169,19 +179,45 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
   let unit = 0;
   let wasFresh = false;
   let spent = 0;
+  /**
+   * How far the reading was behind the start of the state's staleness unit (0: not behind). The
+   * engine raises a reading behind the key's seconds stamp; only a step back of 2^30 s or more,
+   * which that stamp cannot tell from a long idle, leaves one behind this unit. Such a state is
+   * decoded at the start of its unit and refuses everything until the clock gets there.
+   */
+  let behindMs = 0;
 
-  /** Decodes the snapshot at `m` into `d` (the debt) and `qr`; sets `wasFresh`. */
+  /** Decodes the snapshot at `m` into `d` (the debt) and `qr`; sets `wasFresh` and `behindMs`. */
   function decode(m: Moment): void {
-    ticks.read(m.ms);
+    let ms = m.ms;
+    behindMs = 0;
+    if (staleOn) {
+      const u = staleUnitAt(ms);
+      const ahead = unitsAhead(u, unit);
+      if (ahead !== 0) {
+        ms = (u + ahead) * STALE_UNIT_MS;
+        behindMs = ms - m.ms;
+      }
+    }
+    ticks.read(ms);
     now.hi = ticks.hi;
     now.lo = ticks.lo;
     fresh.hi = ticks.freshHi;
     fresh.lo = ticks.freshLo;
-    sub(hi, lo >>> 0, now.hi, now.lo, d);
-    wasFresh = d.hi < 0 || (d.hi === 0 && d.lo === 0) || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
-      (staleOn && isStale(staleUnitAt(m.ms), unit, p.staleSec));
-    if (wasFresh) { d.hi = 0; d.lo = 0; }
+    // Not ahead of now, or stale: fresh. Ahead, however far, is debt (wideDebt).
+    wasFresh = wideDebt(hi, lo >>> 0, now, staleOn, staleOn && isStale(staleUnitAt(ms), unit, p.staleSec), d);
     divmod(d.hi, d.lo, t, qr);
+  }
+
+  /** A refusal while the reading is behind the state's unit: waits until the clock gets there. */
+  function behind(cost: number, v: Verdict): void {
+    const { q, r } = qr;
+    v.allowed = false;
+    v.remaining = 0;
+    v.waitMs = cost > p.burst ? Infinity : behindMs + ticksToMs(Math.max(0, (q + cost - p.burst) * t + r), p);
+    v.resetMs = behindMs + ticksToMs(q * t + r, p);
+    v.latestMs = Infinity;
+    spent = 0;
   }
 
   const tickIndex = WIDE_TICKS_PS.indexOf(p.tickPs);
@@ -204,6 +240,10 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
     },
     check(m, _stale, cost, v: Verdict) {
       decode(m);
+      if (behindMs > 0) {
+        behind(cost, v);
+        return;
+      }
       const { q, r } = qr;
       v.allowed = cost <= p.burst && (q + cost < p.burst || (q + cost === p.burst && r === 0));
       const used = v.allowed ? q + cost : q;
@@ -214,6 +254,10 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
     },
     reserve(m, _stale, cost, maxWaitMs, v: Verdict) {
       decode(m);
+      if (behindMs > 0) {
+        behind(cost, v);
+        return;
+      }
       // The debt after the spend, and the wait: how far it runs past the tolerance.
       mul(cost, t, spend);
       add(d.hi, d.lo, spend.hi, spend.lo, after);
@@ -271,7 +315,7 @@ function wideGcra(p: GcraParams): LimitAlgorithm {
     idle(w, at, m) {
       this.load(w, at);
       decode(m);
-      return qr.q === 0 && qr.r === 0;
+      return behindMs === 0 && qr.q === 0 && qr.r === 0;
     },
   };
 }
@@ -290,10 +334,16 @@ export function carryDebt(w: Int32Array, at: number, read: Int32Array, o: number
   const unit = read[o + 2] as number;
   const index = read[o + 3] as number;
   const oldTickPs = WIDE_TICKS_PS[index] as number;
+  // A staleness unit ahead of the reading (a clock that stepped back further than the key's
+  // seconds stamp can tell): carry at the start of that unit, so the TAT keeps its place in time.
+  const u = staleUnitAt(ms);
+  const ahead = unitsAhead(u, unit);
+  if (ahead !== 0) ms = (u + ahead) * STALE_UNIT_MS;
   const oldNow = pair();
   ticks64(ms, { tickPs: oldTickPs }, oldNow, pair());
-  const d = sub(hi, lo >>> 0, oldNow.hi, oldNow.lo, pair());
-  const idle = d.hi < 0 || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS || isStale(staleUnitAt(ms), unit, wideStaleUnits(oldTickPs));
+  const oldStale = wideStaleUnits(oldTickPs);
+  const d = pair();
+  const idle = wideDebt(hi, lo >>> 0, oldNow, oldStale !== Infinity, isStale(staleUnitAt(ms), unit, oldStale), d);
   // The debt in old ticks, then in new ones, rounded up: ceil(debt * old / new), in tenths of ps.
   const debtOld = idle ? 0n : (BigInt(d.hi) << 32n) + BigInt(d.lo);
   const from = BigInt(Math.round(oldTickPs * 10));

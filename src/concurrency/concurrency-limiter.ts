@@ -1,7 +1,7 @@
-import type { Clock } from '../time/clock.js';
+import { ForwardClock, type Clock } from '../time/clock.js';
 import { ceilNs, ticksAt, ticksToMs, wholeTicksAt } from '../time/ticks.js';
 import { integerInRange, positiveFinite } from '../config/check.js';
-import { isStale, raiseStamp, secondsAt } from '../time/stamps.js';
+import { isStale, raiseStamp, secondsAt, unitsAhead } from '../time/stamps.js';
 import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
 import {
   FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
@@ -90,6 +90,8 @@ export class ConcurrencyLimiter {
   #site!: TableSite;
   #words!: Int32Array;
   #clock!: Clock;
+  /** The clock as decisions read it: never earlier than this instance's latest reading (see Clock). */
+  #forward!: ForwardClock;
   #owner = 0;
   #seen!: Int32Array; //   places as read under the lock
   #aheads!: Int32Array; // ticks until each held place frees
@@ -107,6 +109,8 @@ export class ConcurrencyLimiter {
   #stamp = 0;
   #expiryTicks = 0;
   #fracMs = 0;
+  /** How far the last decision's reading was ahead of the clock's own (0 unless it stepped back). */
+  #leadMs = 0;
 
   constructor(options: ConcurrencyLimiterOptions);
   /** @internal `attach`'s way in (see AttachRequest). */
@@ -141,9 +145,10 @@ export class ConcurrencyLimiter {
     const p = readLeaseParams(site.words);
     this.#site = site;
     this.#clock = site.clock;
+    this.#forward = new ForwardClock(site.clock);
     this.#p = p;
     this.#owner = site.newOwner();
-    site.open(leaseSlotState(p, site.stateOffset, this.#owner, site.claimTimeoutMs, this.#clock), cacheSize);
+    site.open(leaseSlotState(p, site.stateOffset, this.#owner, site.claimTimeoutMs, this.#forward), cacheSize);
     this.#words = site.words;
     this.#lease = { words: this.#words, clock: this.#clock, p, stateOffset: site.stateOffset };
     this.#seen = new Int32Array(p.maxInFlight);
@@ -212,7 +217,7 @@ export class ConcurrencyLimiter {
   stats(): ConcurrencyLimiterStats {
     return {
       ...this.#site.report(this.#step.restarts),
-      placesHeld: placesHeldIn(this.#site.table, this.#site.stateOffset, this.#clock.now(), this.#p),
+      placesHeld: placesHeldIn(this.#site.table, this.#site.stateOffset, this.#forward.now(), this.#p),
     };
   }
 
@@ -237,15 +242,25 @@ export class ConcurrencyLimiter {
     const n = p.maxInFlight;
     const seen = this.#seen;
     // The clock after taking the lock: no earlier than any stamp writer's reading (see lease-slot.ts).
-    const nowMs = this.#clock.now();
-    const nowTicks = wholeTicksAt(nowMs, p);
-    const now32 = ticksAt(nowMs, p);
-    const nowSec = secondsAt(nowMs);
-    this.#fracMs = Math.max(0, nowMs - ticksToMs(nowTicks, p)); // the reading's part below a tick
+    let nowMs = this.#forward.now();
+    let nowSec = secondsAt(nowMs);
     // Atomics.load of every place, then of lastSec: an acquire raises lastSec before it stamps,
     // so the lastSec read here is at least the second of every stamp read before it.
     for (let i = 0; i < n; i++) seen[i] = Atomics.load(w, at + i);
     const lastSec = Atomics.load(w, lastSecAt);
+    // A stamp ahead of the reading: the clock stepped back behind an acquire of this key. Decide
+    // at the start of the stamp's second, where every lease taken since decodes as held until it
+    // expires (see Clock). The places read above can only have been freed since, not taken.
+    const ahead = unitsAhead(nowSec, lastSec);
+    if (ahead !== 0) {
+      nowSec += ahead;
+      nowMs = nowSec * 1000;
+    }
+    // Where the clock itself is behind the reading decided at: waits are reported from it.
+    this.#leadMs = Math.max(0, nowMs - this.#forward.rawMs);
+    const nowTicks = wholeTicksAt(nowMs, p);
+    const now32 = ticksAt(nowMs, p);
+    this.#fracMs = Math.max(0, nowMs - ticksToMs(nowTicks, p)); // the reading's part below a tick
     const stale = isStale(nowSec, lastSec, p.staleSec);
     let held = 0;
     let longest = 0;
@@ -307,9 +322,9 @@ export class ConcurrencyLimiter {
     return true;
   }
 
-  /** Ms from the decision's exact clock reading until `ticks` after its tick (0 for 0). */
+  /** Ms from the clock's own reading until `ticks` after the decision's tick (0 for 0). */
   #untilMs(ticks: number): number {
-    return ticks === 0 ? 0 : ceilNs(ticksToMs(ticks, this.#p) - this.#fracMs);
+    return ticks === 0 ? 0 : ceilNs(ticksToMs(ticks, this.#p) - this.#fracMs + this.#leadMs);
   }
 
   /** Frees the first `count` places of `#taken` if they still hold this decision's stamp. */

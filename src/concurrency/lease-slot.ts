@@ -1,6 +1,6 @@
 import type { Clock } from '../time/clock.js';
 import { describe } from '../config/check.js';
-import { isStale, secondsAt } from '../time/stamps.js';
+import { isStale, secondsAt, unitsAhead } from '../time/stamps.js';
 import { ceilTicks, ticksAt } from '../time/ticks.js';
 import {
   DEAD, H_ALGORITHM, H_BURST, H_LIMITS_BYTE, H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, LIVE, S_CTRL,
@@ -116,14 +116,27 @@ export function heldFor(place: number, now32: number, stale: boolean): number {
  * snapshot (stats and idle checks). Places first, then lastSec, as in a decision.
  */
 export function countHeld(w: Int32Array, base: number, stateOffset: number, nowMs: number, p: LeaseParams): number {
-  const now32 = ticksAt(nowMs, p);
   const at = base + stateOffset;
+  let now32 = ticksAt(nowMs, p);
   let held = 0;
   // Atomics.load of each place: a stamp seen here had lastSec raised before it was written.
   for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), now32, false) > 0) held++;
-  if (held === 0) return 0;
   // Atomics.load of lastSec after the places: at least the second of every stamp seen above.
-  return isStale(secondsAt(nowMs), Atomics.load(w, base + S_LAST_SEC), p.staleSec) ? 0 : held;
+  const lastSec = Atomics.load(w, base + S_LAST_SEC);
+  const nowSec = secondsAt(nowMs);
+  const ahead = unitsAhead(nowSec, lastSec);
+  if (ahead !== 0) {
+    // The stamp is ahead of the reading: the clock stepped back behind an acquire. Count at the
+    // start of the stamp's second, as a decision does (see Clock): Atomics.load of each place
+    // again (a snapshot: a place read as held may since have been released, never the reverse
+    // under the key lock that a reclaim holds).
+    now32 = ticksAt((nowSec + ahead) * 1000, p);
+    held = 0;
+    for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), now32, false) > 0) held++;
+    return held;
+  }
+  if (held === 0) return 0;
+  return isStale(nowSec, lastSec, p.staleSec) ? 0 : held;
 }
 
 /** Places held over every live key of `table` at `nowMs`: a snapshot that may race with writers. */

@@ -1,6 +1,7 @@
 import { validateLimit, type Limit } from '../config/limit.js';
 import { ceilTicks } from '../time/ticks.js';
 import { isStale, STALE_UNIT_MS } from '../time/stamps.js';
+import { sub, type Pair } from './int64.js';
 
 /**
  * The Generic Cell Rate Algorithm on integers, with no storage and no clock.
@@ -154,12 +155,16 @@ export const READING_LAG_MS = 2000;
 /**
  * The debt of a key in ticks at width 32, decoded from its 32-bit TAT. `tat32` and `now32` are
  * ticks modulo 2^32; `lastSec`/`nowSec` are the key's last-admission second and the current
- * second. A TAT that is not ahead of now, further ahead than any admission can leave it (a wrap
- * artefact), or that belongs to a stale key, means debt 0.
+ * second, which the caller has made no earlier than `lastSec` (a reading behind the key's stamp
+ * is raised to it: see `Clock`). A TAT that is not ahead of now, or that belongs to a stale key,
+ * means debt 0. Any other difference is debt, even beyond `MAX_AHEAD_TICKS`: with the reading in
+ * the stamp's second or later, a TAT is at most that far ahead of the reading that wrote it plus
+ * one second (under 2^31 ticks), which includes a reading a clock step put up to a second behind
+ * the writer's (more debt than at the admission: refused until the clock catches up).
  */
 export function debtOf(tat32: number, now32: number, lastSec: number, nowSec: number, p: GcraParams): number {
   const ahead = (tat32 - now32) | 0;
-  if (ahead <= 0 || ahead > MAX_AHEAD_TICKS || isStale(nowSec, lastSec, p.staleSec)) return 0;
+  if (ahead <= 0 || isStale(nowSec, lastSec, p.staleSec)) return 0;
   return ahead;
 }
 
@@ -182,3 +187,30 @@ export function waitTicks(debt: number, cost: number, p: GcraParams): number {
   return over > 0 ? over : 0;
 }
 
+
+/**
+ * The debt of a key at width 64 into `out` (TAT minus now, or 0), decoded from its TAT (`hi`,
+ * `lo`: a pair, `lo` unsigned) at `now` (ticks, a pair); returns whether the key reads as fresh
+ * (debt 0). `wraps`: ticks finer than 1 us, whose TAT wraps within the clock's range; the caller
+ * has judged the key's staleness unit (`stale`) and raised a reading behind that unit to it, so a
+ * genuine debt is the signed difference. Ticks of 1 us or more never wrap (2^53 ms plus the
+ * horizon is under 2^64 of them): the TAT is ahead exactly when it is greater as an unsigned
+ * number, however far a clock stepped back. A debt of 2^63 ticks or more (a step back of more
+ * than 2^60 ticks) is held at `MAX_WIDE_AHEAD_TICKS`: it refuses every request all the same.
+ */
+export function wideDebt(hi: number, lo: number, now: Pair, wraps: boolean, stale: boolean, out: Pair): boolean {
+  sub(hi, lo, now.hi, now.lo, out);
+  const ahead = wraps
+    ? out.hi > 0 || (out.hi === 0 && out.lo > 0)
+    : (hi >>> 0) > (now.hi >>> 0) || (hi === now.hi && lo > now.lo);
+  if (!ahead || stale) {
+    out.hi = 0;
+    out.lo = 0;
+    return true;
+  }
+  if (out.hi < 0) {
+    out.hi = MAX_WIDE_AHEAD_TICKS / 2 ** 32; // 7 * 2^28: the horizon, exactly
+    out.lo = 0;
+  }
+  return false;
+}

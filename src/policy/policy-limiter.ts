@@ -1,9 +1,9 @@
 import type { Moment } from '../algorithms/index.js';
 import { swap } from '../algorithms/types.js';
-import { isStale, secondsAt } from '../time/stamps.js';
+import { isStale, secondsAt, unitsAhead } from '../time/stamps.js';
 import { carryDebt } from '../algorithms/gcra.js';
 import { cas64 } from '../math/word64.js';
-import type { Clock } from '../time/clock.js';
+import { ForwardClock, type Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
 import { LockedEngine, RELOCATE, type Prepare } from '../rate/locked-engine.js';
@@ -101,6 +101,8 @@ export class PolicyLimiter {
   #site!: TableSite;
   #rulesWords!: Int32Array;
   #clock!: Clock;
+  /** The clock as decisions read it: never earlier than this instance's latest reading (see Clock). */
+  #forward!: ForwardClock;
   #engine!: LockedEngine;
   #owner = 0;
   #maxLogSize = DEFAULT_MAX_LOG_SIZE;
@@ -156,6 +158,8 @@ export class PolicyLimiter {
     const w = site.words;
     this.#site = site;
     this.#clock = site.clock;
+    const forward = new ForwardClock(site.clock);
+    this.#forward = forward;
     this.#maxLogSize = w[H_MAX_LOG_SIZE] as number;
     this.#maxStateWords = (w[H_STATE_WORDS] as number) - 1; // the last word holds the rules version
     this.#stateOffset = site.stateOffset;
@@ -165,7 +169,7 @@ export class PolicyLimiter {
     this.#refreshRules();
     this.#owner = site.newOwner();
     site.open(this.#slotState(), cacheSize);
-    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, site.claimTimeoutMs, () => this.#clock.now());
+    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, site.claimTimeoutMs, () => forward.now());
   }
 
   /** Returns a limiter over the same memory for this thread. */
@@ -218,7 +222,12 @@ export class PolicyLimiter {
     const r = this.#engine.result;
     const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
     const n = this.#limits.algorithms.length;
-    const d: Decision = { allowed: r.allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
+    // Waits from the clock's own reading: a decision at a later one (the clock stepped back)
+    // adds what the clock needs to catch up.
+    const behind = this.#engine.nowMs - this.#forward.rawMs;
+    const lead = behind > 0 ? behind : 0;
+    const retryAfterMs = r.allowed ? r.retryAfterMs : r.retryAfterMs + lead;
+    const d: Decision = { allowed: r.allowed, remaining: r.remaining, retryAfterMs, resetAfterMs: r.resetAfterMs + lead, reason };
     if (n > 1) d.limits = limitStates(this.#engine.limitRemaining, this.#engine.limitResetMs, n);
     return d;
   }
@@ -286,7 +295,7 @@ export class PolicyLimiter {
 
   #now(): Moment {
     const m = this.#moment;
-    m.ms = this.#clock.now();
+    m.ms = this.#forward.now();
     m.sec = secondsAt(m.ms);
     return m;
   }
@@ -422,6 +431,9 @@ export class PolicyLimiter {
     if (rule === undefined) return false;
     const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock: never later than the reading
     const m = this.#now();
+    // A stamp ahead of the reading: the clock stepped back behind the pair's latest admission,
+    // which a decision would raise its reading to (see Clock): not idle.
+    if (unitsAhead(m.sec, lastSec) !== 0) return false;
     return rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
   };
 

@@ -1,6 +1,6 @@
 import type { Clock } from '../time/clock.js';
 import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
-import { raiseStamp } from '../time/stamps.js';
+import { raiseStamp, unitsAhead } from '../time/stamps.js';
 import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { ALLOWED, REFUSED, RELOCATE, TOO_LONG } from './gcra-wide.js';
 import { gcraSlotState } from './gcra-slot.js';
@@ -59,6 +59,10 @@ export class Gcra32 {
   #readMs = NaN;
   #readSec = 0;
   #readTicks = 0;
+  /** The clock's own last reading (earlier than #readMs after a step back). */
+  #rawMs = 0;
+  /** The latest clock reading this instance has decided at: no decision uses an earlier one (see Clock). */
+  #latestMs = -Infinity;
 
 
   constructor(words: Int32Array, p: GcraParams, clock: Clock) {
@@ -167,7 +171,11 @@ export class Gcra32 {
     // common case; see docs/design.md, section 2.
     let tat = Atomics.load(w, base + S_TAT);
     for (;;) {
-      const guess = ref.secKnown && ref.sec === this.#sec; // likely still that second: try without the load
+      // Likely still that second: try without the load. Only on this thread's own write: a state
+      // another thread wrote may come from a later reading than ours if the clock stepped back,
+      // and then only the loaded stamp tells (see Clock, and "A clock that steps back" in
+      // docs/design.md, section 5).
+      const guess = ref.secKnown && ref.sec === this.#sec && tat === ref.tat;
       let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
       this.#convert(this.#clock.now());
       let nowSec = this.#readSec;
@@ -175,6 +183,13 @@ export class Gcra32 {
         // A new second: load lastSec, then read the clock again, in the order above.
         lastSec = Atomics.load(w, base + S_LAST_SEC);
         this.#convert(this.#clock.now());
+        nowSec = this.#readSec;
+      }
+      // A stamp ahead of the reading: the clock stepped back behind a decision on this key. Decide
+      // at the start of the stamp's second instead (pure arithmetic on what was loaded; no load).
+      const ahead = unitsAhead(nowSec, lastSec);
+      if (ahead !== 0) {
+        this.#convertAt(nowSec + ahead);
         nowSec = this.#readSec;
       }
       this.#sec = nowSec;
@@ -248,13 +263,36 @@ export class Gcra32 {
     return this.#readMs;
   }
 
-  /** Keeps `nowMs` (`nowMs` above), with its second and its ticks in #readSec and #readTicks. */
-  #convert(nowMs: number): void {
+  /** How far the last decision's reading was ahead of the clock's own (0 unless it stepped back). */
+  get leadMs(): number {
+    return this.#readMs > this.#rawMs ? this.#readMs - this.#rawMs : 0;
+  }
+
+  /**
+   * Keeps the clock's reading `rawMs`, or this instance's latest if that is later (a clock that
+   * stepped back), as `nowMs` (above), with its second and its ticks in #readSec and #readTicks.
+   */
+  #convert(rawMs: number): void {
+    this.#rawMs = rawMs;
+    if (rawMs === this.#readMs) return;
+    const nowMs = rawMs >= this.#latestMs ? rawMs : this.#latestMs;
+    this.#latestMs = nowMs;
     if (nowMs !== this.#readMs) {
       this.#readMs = nowMs;
       this.#readSec = Math.floor(nowMs * SECONDS_PER_MS);
       this.#readTicks = ticksAt(nowMs, this.#p);
     }
+  }
+
+  /**
+   * Decides at the start of second `sec` (a key's stamp ahead of the reading): `nowMs` and its
+   * ticks. Leaves the instance's latest reading alone: the raise holds for this key only.
+   */
+  #convertAt(sec: number): void {
+    const nowMs = sec * 1000;
+    this.#readMs = nowMs;
+    this.#readSec = sec;
+    this.#readTicks = ticksAt(nowMs, this.#p);
   }
 
   /** Cost-1 requests that would pass right after the last decision. */

@@ -1,6 +1,6 @@
 import type { Clock } from '../time/clock.js';
-import { isStale, secondsAt } from '../time/stamps.js';
-import { MAX_AHEAD_TICKS, type GcraParams } from '../math/gcra.js';
+import { isStale, secondsAt, unitsAhead } from '../time/stamps.js';
+import { type GcraParams } from '../math/gcra.js';
 import { ticksAt } from '../time/ticks.js';
 import { DEAD, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
@@ -37,11 +37,15 @@ export function gcraSlotState(p: GcraParams, clock: Clock): SlotState {
       if (tat === DEAD) return ALREADY_DEAD; // already being reclaimed: the table finishes it
       const lastSec = Atomics.load(w, base + S_LAST_SEC);
       const nowMs = clock.now();
+      const nowSec = secondsAt(nowMs);
+      // A stamp ahead of the reading: the clock stepped back behind the key's latest admission,
+      // and the key is not idle (decisions raise their reading to the stamp; see Clock).
+      if (unitsAhead(nowSec, lastSec) !== 0) return NOT_IDLE;
       const ahead = (tat - ticksAt(nowMs, p)) | 0;
       // Strictly behind now (not equal): a new key's first tat, read after its claim, is then
       // later than every value this slot held, so a stale compareExchange can never match it.
-      // Further ahead than any admission leaves it, or stale: the 32-bit value wrapped.
-      const idle = ahead < 0 || ahead > MAX_AHEAD_TICKS || isStale(secondsAt(nowMs), lastSec, p.staleSec);
+      // Stale: the 32-bit value may have wrapped. Ahead, however far, is debt (see debtOf).
+      const idle = ahead < 0 || isStale(nowSec, lastSec, p.staleSec);
       if (!idle) return NOT_IDLE;
       // The linearisation point of a reclaim: tat goes from the idle value to DEAD. A request that
       // read the same value and tries to spend from it now fails its CAS and looks the key up again.

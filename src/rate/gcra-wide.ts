@@ -1,7 +1,7 @@
 import type { Clock } from '../time/clock.js';
 import { ceilPs, ticksToMs } from '../time/ticks.js';
-import { isStale, raiseStamp } from '../time/stamps.js';
-import { MAX_WIDE_AHEAD_TICKS, type GcraParams } from '../math/gcra.js';
+import { isStale, raiseStamp, STALE_UNIT_MS, unitsAhead } from '../time/stamps.js';
+import { MAX_WIDE_AHEAD_TICKS, wideDebt, type GcraParams } from '../math/gcra.js';
 import { add, compare, divmod, mul, pair, sub, toNumber, type Pair, type QuotRem } from '../math/int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
@@ -72,6 +72,10 @@ export class WideGcra {
   waitTicks = 0;
   /** The clock reading of the last decision, in ms. */
   nowMs = 0;
+  /** The clock's own last reading (earlier than `nowMs` after a step back). */
+  rawMs = 0;
+  /** The latest clock reading this instance has decided at: no decision uses an earlier one (see Clock). */
+  #latestMs = -Infinity;
   /** Compare-and-swap attempts lost to other threads. */
   retries = 0;
 
@@ -91,7 +95,21 @@ export class WideGcra {
    * fresh start never gains part of a tick). Exact modulo 2^64 for every reading up to 2^53 ms.
    */
   #readClock(): number {
-    const nowMs = this.#clock.now();
+    const rawMs = this.#clock.now();
+    this.rawMs = rawMs;
+    // Never earlier than this instance's latest reading (a clock that stepped back).
+    const nowMs = rawMs >= this.#latestMs ? rawMs : this.#latestMs;
+    this.#latestMs = nowMs;
+    return this.#readAt(nowMs);
+  }
+
+  /** How far the last decision's reading was ahead of the clock's own (0 unless it stepped back). */
+  get leadMs(): number {
+    return this.nowMs > this.rawMs ? this.nowMs - this.rawMs : 0;
+  }
+
+  /** Sets `nowMs`, `#now` and `#fresh` for the reading `nowMs` (see #readClock); returns it. */
+  #readAt(nowMs: number): number {
     this.nowMs = nowMs;
     const t = this.#ticks;
     t.read(nowMs);
@@ -112,12 +130,8 @@ export class WideGcra {
    * fresh. `last` is the stored staleness unit (read after the TAT).
    */
   #debt(hi: number, lo: number, last: number, nowMs: number): boolean {
-    const d = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
-    // Not ahead, or further ahead than anything writes (a wrap artefact), or stale: fresh.
-    const fresh = d.hi < 0 || (d.hi === 0 && d.lo === 0) || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
-      (this.#staleOn && isStale(this.#unit(nowMs), last, this.#p.staleSec));
-    if (fresh) { d.hi = 0; d.lo = 0; }
-    return fresh;
+    // Not ahead, or stale: fresh. Ahead, however far, is debt (wideDebt).
+    return wideDebt(hi, lo, this.#now, this.#staleOn, this.#staleOn && isStale(this.#unit(nowMs), last, this.#p.staleSec), this.#d);
   }
 
   /** 64-bit compareExchange of the TAT at `at` from (hi, lo) to `next` (see casHalves). */
@@ -150,8 +164,13 @@ export class WideGcra {
     const lo = Atomics.load(w, at) >>> 0;
     const hi = Atomics.load(w, at + 1);
     const last = this.#staleOn ? Atomics.load(w, base + S_LAST_SEC) : 0;
-    const nowMs = this.#readClock();
+    let nowMs = this.#readClock();
     if (Atomics.load(w, base + S_CTRL) !== ctrl || (hi === DEAD && lo === 0)) return false;
+    // A staleness unit ahead of the reading: the clock stepped back behind a decision on this
+    // key. Decide at the start of that unit (arithmetic on the unit loaded above; no load).
+    // Without the word (ticks of 1 us or more) the TAT itself is exact (wideDebt).
+    const ahead = this.#staleOn ? unitsAhead(this.#unit(nowMs), last) : 0;
+    if (ahead !== 0) nowMs = this.#readAt((this.#unit(nowMs) + ahead) * STALE_UNIT_MS);
     this.#lo = lo;
     this.#hi = hi;
     this.#last = last;
@@ -313,11 +332,16 @@ export class WideGcra {
         const last = Atomics.load(w, base + S_LAST_SEC);
         const { hi, lo } = halvesOf(value, this.#halves); // the word, read whole, as its halves
         const nowMs = this.#readClock();
-        const d = sub(hi, lo, this.#now.hi, this.#now.lo, this.#d);
+        // A staleness unit ahead of the reading: the clock stepped back; the key is not idle.
+        if (this.#staleOn && unitsAhead(this.#unit(nowMs), last) !== 0) return NOT_IDLE;
         // Strictly behind now (or stale): a new key's first TAT, read after its claim, is then
         // later than every value this slot held, so a stale compareExchange can never match it.
-        const idle = d.hi < 0 || toNumber(d.hi, d.lo) > MAX_WIDE_AHEAD_TICKS ||
-          (this.#staleOn && isStale(this.#unit(nowMs), last, this.#p.staleSec));
+        // Behind as wideDebt compares: signed where the TAT wraps, unsigned where it cannot.
+        const now = this.#now;
+        const behind = this.#staleOn
+          ? sub(hi, lo, now.hi, now.lo, this.#d).hi < 0
+          : (hi >>> 0) < (now.hi >>> 0) || (hi === now.hi && lo < now.lo);
+        const idle = behind || (this.#staleOn && isStale(this.#unit(nowMs), last, this.#p.staleSec));
         if (!idle) return NOT_IDLE;
         // compareExchange to the marker: the linearisation point of the reclaim.
         return Atomics.compareExchange(big, (base + tatOffset) >> 1, value, DEAD64) === value ? RETIRED : NOT_IDLE;

@@ -1,5 +1,5 @@
 import { debtOf, type GcraParams } from '../math/gcra.js';
-import { raiseStamp, secondsAt } from '../time/stamps.js';
+import { raiseStamp, secondsAt, unitsAhead } from '../time/stamps.js';
 import { ticksAt } from '../time/ticks.js';
 import type { StateArea } from './limit-set.js';
 
@@ -91,6 +91,10 @@ export class GlobalBatch {
       const lastSec = Atomics.load(w, this.#area.lastSec);
       const now32 = ticksAt(ms, p);
       const nowSec = secondsAt(ms);
+      // The cap's stamp ahead of the reading: a reading older than the cap's state by a second
+      // boundary, or a clock that stepped back. Either way the exact path decides (it reads the
+      // clock after the cap, and raises a reading behind its stamp: see Clock).
+      if (unitsAhead(nowSec, lastSec) !== 0) return FALLBACK;
       const start = Math.max(debtOf(tat, now32, lastSec, nowSec, p), this.#hTicks);
       const k = Math.min(this.#size, Math.floor((p.toleranceTicks - start) / t));
       if (k < cost) return FALLBACK;

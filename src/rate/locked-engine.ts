@@ -1,5 +1,5 @@
 import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
-import { isStale, secondsAt } from '../time/stamps.js';
+import { isStale, raiseToStamp, secondsAt, unitsAhead } from '../time/stamps.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 import { lock, retireLocked, underKeyLock, unlock, type LockedDecision } from '../table/slot-lock.js';
 import { DEAD, S_LAST_SEC, S_TAT } from '../table/layout.js';
@@ -83,6 +83,11 @@ export class LockedEngine implements LockedDecision {
     this.#set.detail = wanted;
   }
 
+  /** The reading the key's limits were last decided at (after any raise to the key's stamp). */
+  get nowMs(): number {
+    return this.#keyMoment.ms;
+  }
+
   /** Decisions retried because a lock was taken over or a word changed under us. */
   get retries(): number {
     return this.restarts + this.#set.retries;
@@ -119,14 +124,30 @@ export class LockedEngine implements LockedDecision {
     const limits = this.#limits;
     this.#keyToken = token;
     this.spent = false;
-    let ok = this.#prepare === undefined || this.#prepare(this.#w, this.#read(this.#keyMoment), this.#holdsKey);
+    let ok = this.#prepare === undefined || this.#prepare(this.#w, this.#readPrepare(area), this.#holdsKey);
     if (ok) {
       // The snapshot of every limit first, then the clock: a holder that stalls between the two
       // judges newer state at an older reading, which only overstates the spending.
       const lastSec = this.#set.load(limits, area);
-      ok = this.#decideLocked(limits, area, this.#read(this.#keyMoment), lastSec, this.#cost, token);
+      const m = this.#read(this.#keyMoment);
+      raiseToStamp(m, lastSec); // a reading behind the key's stamp: the clock stepped back (see Clock)
+      ok = this.#decideLocked(limits, area, m, lastSec, this.#cost, token);
     }
     return ok;
+  }
+
+  /**
+   * The reading `prepare` rewrites the key's state at (a rule change carries GCRA debt over from
+   * it): like a decision's, never behind the key's stamp.
+   */
+  #readPrepare(area: StateArea): Moment {
+    // Atomics.load of lastSec before the clock, as a decision loads it: under the key's lock only
+    // a holder's commit raises it, and a stamp loaded before the reading that is ahead of it can
+    // only mean a clock that stepped back.
+    const lastSec = Atomics.load(this.#w, area.lastSec);
+    const m = this.#read(this.#keyMoment);
+    raiseToStamp(m, lastSec);
+    return m;
   }
 
   /** With the key locked: decide every key limit, then the global cap, then spend from all. */
@@ -144,6 +165,7 @@ export class LockedEngine implements LockedDecision {
       this.#globalToken = globalToken;
       const globalLastSec = set.load(this.#global, g);
       const gm = this.#read(this.#globalMoment); // read under the global lock, after its snapshot
+      raiseToStamp(gm, globalLastSec); // behind the cap's stamp: the clock stepped back
       const allowed = set.checkCap(limits, m, lastSec, this.#global, gm, globalLastSec, cost);
       const committed = allowed && (cost === 0 ||
         (this.#holds(key, token) && this.#holds(g, globalToken) && set.commit(this.#global, g, gm, globalLastSec, cost, null, this.#holdsGlobal)));
@@ -211,6 +233,9 @@ export class LockedEngine implements LockedDecision {
     const idle = (w: Int32Array, base: number): boolean => {
       const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock (see LockFreeEngine.retire)
       const m = now();
+      // A stamp ahead of the reading: the clock stepped back behind the key's latest admission,
+      // which a decision would raise its reading to (see Clock): not idle.
+      if (unitsAhead(m.sec, lastSec) !== 0) return false;
       for (let i = 0; i < key.algorithms.length; i++) {
         const a = key.algorithms[i] as LimitAlgorithm;
         if (!a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec))) return false;

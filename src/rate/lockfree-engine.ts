@@ -1,5 +1,5 @@
 import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
-import { isStale, secondsAt } from '../time/stamps.js';
+import { isStale, raiseToStamp, secondsAt, unitsAhead } from '../time/stamps.js';
 import { NarrowGcra } from '../algorithms/gcra.js';
 import { FixedWindow32 } from '../algorithms/fixed-window-32.js';
 import { GlobalBatch, TAKEN } from './global-batch.js';
@@ -63,6 +63,11 @@ export class LockFreeEngine {
   #retries = 0;
   /** The second of this thread's latest reading: a guess only (#stampThenRead: when to skip the lastSec load). */
   #sec = 0;
+  /**
+   * The key's first limit when it keeps one int32 word (NarrowGcra, FixedWindow32), else null:
+   * its word tells whether the key's state is still this thread's own write (#stampThenRead).
+   */
+  readonly #first: NarrowGcra | FixedWindow32 | null;
   // The slot being decided, for #stillOurs (a bound method: no closure per decision).
   #base = 0;
   #ctrl = 0;
@@ -82,6 +87,8 @@ export class LockFreeEngine {
     const only = global?.group.algorithms.length === 1 ? global.group.algorithms[0] : undefined;
     this.#gcra = global === null && key.algorithms.every((a) => a instanceof NarrowGcra) ? (key.algorithms as NarrowGcra[]) : null;
     this.#plainCtrl = key.algorithms.every((a) => a instanceof NarrowGcra || a instanceof FixedWindow32);
+    const first = key.algorithms[0];
+    this.#first = first instanceof NarrowGcra || first instanceof FixedWindow32 ? first : null;
     this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
   }
 
@@ -134,6 +141,9 @@ export class LockFreeEngine {
       const globalLastSec = global === null ? 0 : set.load(global, g);
       const lastSec = this.#stampThenRead(ref);
       const m = this.#moment;
+      // The cap's stamp ahead of the reading (loaded before it): the clock stepped back behind a
+      // decision on the cap. Key and cap are decided at one reading: raise it to the stamp's second.
+      if (global !== null) raiseToStamp(m, globalLastSec);
       // ctrl after the snapshot: a reused slot is looked up again. The guard is not read here: a
       // key reclaimed under us holds a fresh key's state, so deciding on it is harmless, and
       // #settle finds the DEAD guard after any commit and decides again. A plain read when the
@@ -345,21 +355,33 @@ export class LockFreeEngine {
    */
   #stampThenRead(ref: SlotRef): number {
     const at = ref.base + S_LAST_SEC;
-    const guess = ref.secKnown && ref.sec === this.#sec;
+    // The bound stands for the loaded state only while that state is this thread's own write
+    // (its first limit's word as this thread wrote it: see #stamped): a state another thread
+    // wrote may come from a later reading than ours if the clock stepped back, and then only the
+    // loaded stamp tells (see Clock). Other first limits always load.
+    const first = this.#first;
+    const guess = ref.secKnown && ref.sec === this.#sec && first !== null && first.loaded === ref.tat;
     let lastSec = guess ? ref.sec : Atomics.load(this.#w, at);
     let m = this.#read();
     if (guess && m.sec !== lastSec) {
       lastSec = Atomics.load(this.#w, at); // a new second: load, then read again
       m = this.#read();
     }
+    // A stamp ahead of the reading: the clock stepped back behind a decision on this key. Decide
+    // at the start of the stamp's second instead (arithmetic on what was loaded; no load).
+    raiseToStamp(m, lastSec);
     this.#sec = m.sec;
     return lastSec;
   }
 
-  /** DONE after a commit landed on our key: LimitSet.commit raised its lastSec to the reading's second or later. */
+  /**
+   * DONE after a commit landed on our key: LimitSet.commit raised its lastSec to the reading's
+   * second or later. Keeps that second, and the word this thread wrote to the first limit.
+   */
   #stamped(ref: SlotRef): number {
     ref.sec = this.#moment.sec;
     ref.secKnown = true;
+    if (this.#first !== null) ref.tat = this.#first.written;
     return DONE;
   }
 
@@ -405,7 +427,9 @@ export class LockFreeEngine {
         // taken modulo 2^32, would read as stale). States raised since are cancelled by #settle.
         const lastSec = Atomics.load(w, base + S_LAST_SEC);
         const m = now();
-        let idle = true;
+        // A stamp ahead of the reading: the clock stepped back behind the key's latest admission,
+        // which a decision would raise its reading to (see Clock): not idle.
+        let idle = unitsAhead(m.sec, lastSec) === 0;
         for (let i = 0; i < key.algorithms.length && idle; i++) {
           const a = key.algorithms[i] as LimitAlgorithm;
           idle = a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec));

@@ -1,4 +1,4 @@
-import type { Clock } from '../time/clock.js';
+import { ForwardClock, type Clock } from '../time/clock.js';
 import type { AlgorithmName, Moment } from '../algorithms/index.js';
 import { ceilPs, maxWaitTicks, ticksToMs } from '../time/ticks.js';
 import { secondsAt } from '../time/stamps.js';
@@ -67,6 +67,8 @@ export class RateLimiter {
   algorithm!: AlgorithmName;
   #site!: TableSite;
   #clock!: Clock;
+  /** The clock as the engines read it: never earlier than this instance's latest reading (see Clock). */
+  #forward!: ForwardClock;
   #p!: GcraParams;
   #engine: LockedEngine | LockFreeEngine | null = null;
   /** The one-limit GCRA path (one limit, no cap), at width 32 or 64. */
@@ -106,6 +108,7 @@ export class RateLimiter {
     this.#site = site;
     const w = site.words;
     this.#clock = site.clock;
+    this.#forward = new ForwardClock(site.clock);
     const config = fresh ?? readConfig(w);
     const compiled = compileConfig(config);
     this.algorithm = config.algorithm;
@@ -129,7 +132,8 @@ export class RateLimiter {
       const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
       const global = compiled.global === null ? null : { group: compiled.global, area };
       if (global !== null && fresh !== null) LockedEngine.init(w, global.group, area, this.#now());
-      const clock = (): number => this.#clock.now();
+      const forward = this.#forward;
+      const clock = (): number => forward.now();
       this.#engine = lockFree
         ? new LockFreeEngine(w, compiled.key, global, clock)
         : new LockedEngine(w, compiled.key, global, owner, site.claimTimeoutMs, clock);
@@ -140,7 +144,7 @@ export class RateLimiter {
   /** One clock reading for a locked decision (reuses one object: no allocation per call). */
   #now(): Moment {
     const m = this.#moment;
-    m.ms = this.#clock.now();
+    m.ms = this.#forward.now();
     m.sec = secondsAt(m.ms);
     return m;
   }
@@ -175,11 +179,26 @@ export class RateLimiter {
       const r = this.#engine.result;
       const e = this.#engine;
       const n = this.limits.length;
-      if (n === 1) return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason };
-      return { allowed, remaining: r.remaining, retryAfterMs: r.retryAfterMs, resetAfterMs: r.resetAfterMs, reason, limits: limitStates(e.limitRemaining, e.limitResetMs, n) };
+      // Waits from the clock's own reading: a decision at a later one (the clock stepped back)
+      // adds what the clock needs to catch up.
+      const lead = this.#engineLead();
+      const retryAfterMs = allowed ? 0 : r.retryAfterMs + lead;
+      const resetAfterMs = r.resetAfterMs + lead;
+      if (n === 1) return { allowed, remaining: r.remaining, retryAfterMs, resetAfterMs, reason };
+      return { allowed, remaining: r.remaining, retryAfterMs, resetAfterMs, reason, limits: limitStates(e.limitRemaining, e.limitResetMs, n) };
     }
     const one = this.#one as Gcra32 | WideGcra;
-    return { allowed, remaining: one.remaining(), retryAfterMs: allowed ? 0 : one.waitMs(), resetAfterMs: one.resetMs(), reason };
+    const lead = one.leadMs;
+    return { allowed, remaining: one.remaining(), retryAfterMs: allowed ? 0 : one.waitMs() + lead, resetAfterMs: one.resetMs() + lead, reason };
+  }
+
+  /**
+   * How far the engine's last decision was ahead of the clock's own reading (0 unless the clock
+   * stepped back: see Clock).
+   */
+  #engineLead(): number {
+    const lead = (this.#engine as LockedEngine | LockFreeEngine).nowMs - this.#forward.rawMs;
+    return lead > 0 ? lead : 0;
   }
 
   /** Like `tryAcquire`, but answers only `allowed` and allocates nothing. */
@@ -223,9 +242,11 @@ export class RateLimiter {
         continue;
       }
       // TOO_LONG, or REFUSED when cost > burst: nothing was counted.
-      if (outcome !== ALLOWED) throw new RateLimitTimeoutError(key, one.waitMs(), maxWaitMs);
-      const delayMs = one.waitMs();
-      return new HeldReservation(key, cost, delayMs, one.nowMs + delayMs, this.#clock, () => one.refund(entry, cost));
+      if (outcome !== ALLOWED) throw new RateLimitTimeoutError(key, one.waitMs() + one.leadMs, maxWaitMs);
+      // It acts at the decision's reading plus its wait; from the clock's own reading that is
+      // later by the lead (the clock stepped back: see Clock).
+      const waitMs = one.waitMs();
+      return new HeldReservation(key, cost, waitMs + one.leadMs, one.nowMs + waitMs, this.#clock, () => one.refund(entry, cost));
     }
   }
 
@@ -252,11 +273,12 @@ export class RateLimiter {
       entry = this.#relocate(key);
     }
     const r = engine.result;
-    if (!r.allowed) throw new RateLimitTimeoutError(key, r.retryAfterMs === Infinity ? Infinity : ceilPs(r.retryAfterMs), maxWaitMs);
-    const delayMs = ceilPs(r.retryAfterMs);
+    const lead = this.#engineLead(); // the clock stepped back: see Clock
+    if (!r.allowed) throw new RateLimitTimeoutError(key, r.retryAfterMs === Infinity ? Infinity : ceilPs(r.retryAfterMs + lead), maxWaitMs);
+    const waitMs = ceilPs(r.retryAfterMs);
     const found = entry as SlotRef;
     const refund = (): boolean => engine.refund(found.base, found.ctrl, found.base + stateOffset, cost, slots);
-    return new HeldReservation(key, cost, delayMs, engine.nowMs + delayMs, this.#clock, refund);
+    return new HeldReservation(key, cost, lead === 0 ? waitMs : ceilPs(waitMs + lead), engine.nowMs + waitMs, this.#clock, refund);
   }
 
   /**

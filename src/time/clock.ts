@@ -2,12 +2,61 @@ import { CoarseClock } from './coarse-clock.js';
 import { describe } from '../config/check.js';
 
 /**
- * A source of time in milliseconds. `now()` must never go backwards, and every thread that shares
- * a limiter must read the same timeline.
+ * A source of time in milliseconds. Every thread that shares a limiter must read the same
+ * timeline, and `now()` should not go backwards; `performance.now()` (the default),
+ * `coarseClock()` and `ManualClock` never do.
+ *
+ * A clock that does step back (`Date.now()` under an NTP step, a machine restored from a
+ * snapshot) never makes a limiter admit more than it would on a clock that stood still through
+ * the step and moved on once it had caught up. Two rules keep it so, for every algorithm, at both
+ * widths, for global caps, reservations and leases:
+ * - each limiter instance (each thread's) never decides at a reading earlier than the latest it
+ *   has already used: behind it, the instance decides at that latest reading, whatever the step;
+ * - a decision on a state this instance did not write itself loads the key's stamp (the second of
+ *   its latest admission; 68-minute units at width 64) before it reads the clock. A stamp ahead of
+ *   the reading means a decision on the key used a later time: the reading is raised to the start
+ *   of the stamp's second (or unit). Within that second the state decodes relative to the reading
+ *   as more spent than at its last admission: a GCRA debt, a later window, a log entry or a lease
+ *   that has not expired. (A 64-bit TAT in ticks of 1 us or more never wraps: it is exact alone.)
+ * So no key reads as fresh after a step, nor is reclaimed by a sweep; while the clock is behind,
+ * time stands still for the key (nothing refills, no lease expires), and the gap is not credited
+ * again once the clock is back. Waits (`retryAfterMs`, a reservation's `delayMs`) count from the
+ * clock's own reading, so they include the time it needs to catch up.
+ * What only the instance that read the later time can tell from a long idle: a step back of 2^30
+ * seconds (34 years) or more, seen by another instance, on a key whose stamp counts seconds.
  */
 export interface Clock {
   /** Milliseconds on this clock's timeline; may be fractional. */
   now(): number;
+}
+
+/**
+ * One limiter instance's readings of its clock, never earlier than the latest it has returned
+ * (see `Clock`: the first rule). `rawMs` keeps what the clock itself said at the last reading, so
+ * that waits can be reported from it. Plain fields, no shared memory.
+ *
+ * Thread-safety: one per limiter instance, on the thread that owns the instance.
+ */
+export class ForwardClock {
+  /** The clock's own reading at the last `now()`: earlier than what `now()` returned after a step back. */
+  rawMs = 0;
+  #latestMs = -Infinity;
+  readonly #clock: Clock;
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
+
+  /** The clock's reading, or the latest one returned before if that is later. */
+  now(): number {
+    const t = this.#clock.now();
+    this.rawMs = t;
+    if (t >= this.#latestMs) {
+      this.#latestMs = t;
+      return t; // the clock's own number: returning the field instead would box a new one per call
+    }
+    return this.#latestMs;
+  }
 }
 
 /**

@@ -22,20 +22,53 @@ export function staleUnitAt(nowMs: number): number {
   return Math.floor((nowMs / STALE_UNIT_MS) * ULP_GUARD);
 }
 
-/** Stamps this far below 2^32 units behind (2^32 - 2^20) count as ahead of the reading. */
-const STAMP_AHEAD = 2 ** 32 - 2 ** 20;
+/**
+ * How far (in units) a stored stamp may be ahead of a reading and still count as ahead: 2^30
+ * units (34 years of seconds). A stamp ahead of the reading belongs to a decision whose reading was
+ * later than this one: a clock that stepped backwards (docs/design.md, section 5, "A clock that
+ * steps back"), or a reading older than a state it reloaded. Further ahead, it is a stamp 2^32
+ * units minus that old, left by a key idle for 102 years or more (only a clock that jumped that
+ * far forward can leave one): then the key is judged by its idle time, as any other.
+ */
+export const AHEAD_UNITS = 2 ** 30;
+
+/** Stamps this far below 2^32 units behind (2^32 - AHEAD_UNITS) count as ahead of the reading. */
+const STAMP_AHEAD = 2 ** 32 - AHEAD_UNITS;
 
 /**
  * Whether a key last admitted at `last` (a staleness unit modulo 2^32, as stored) is stale at
  * `now` (the current unit). The difference is taken modulo 2^32: a stored unit is never later
- * than a reading taken after it was loaded, so the difference is the true idle time for any idle
- * time under 2^32 units.
+ * than a reading taken after it was loaded on a clock that does not step back, so the difference
+ * is the true idle time for any idle time under 2^32 - AHEAD_UNITS units.
  */
 export function isStale(now: number, last: number, staleUnits: number): boolean {
   const idle = (now - last) >>> 0;
-  // A stamp up to 2^20 units ahead of the reading (a decision whose reading is older than a
-  // state it reloaded, written by a thread with a later one) is recent, not 2^32 units old.
+  // A stamp up to AHEAD_UNITS units ahead of the reading (a reading older than the state, or a
+  // clock that stepped back) is recent, not nearly 2^32 units old: never stale.
   return idle > staleUnits && idle < STAMP_AHEAD;
+}
+
+/**
+ * How many units the stored stamp `last` is ahead of the reading's unit `now` (both modulo 2^32):
+ * 0 when it is not ahead, or further ahead than AHEAD_UNITS (an old stamp, see above). A decision
+ * that loaded `last` before reading its clock and finds it ahead was given a reading earlier than
+ * one some decision on the key already used: the clock stepped back. Pure.
+ */
+export function unitsAhead(now: number, last: number): number {
+  const ahead = (last - now) | 0;
+  return ahead > 0 && ahead <= AHEAD_UNITS ? ahead : 0;
+}
+
+/**
+ * Raises a decision's reading `m` (ms, and its whole second) to the start of the second `stamp`
+ * (a key's seconds stamp, loaded before the reading) when the stamp is ahead of it: what every
+ * decision does with a reading behind its key's latest admission (see `Clock`). Pure.
+ */
+export function raiseToStamp(m: { ms: number; sec: number }, stamp: number): void {
+  const ahead = unitsAhead(m.sec, stamp);
+  if (ahead === 0) return;
+  m.sec += ahead;
+  m.ms = m.sec * 1000;
 }
 
 /**
@@ -49,8 +82,8 @@ export function isStale(now: number, last: number, staleUnits: number): boolean 
 export function raiseStamp(w: Int32Array, index: number, loaded: number, now: number): void {
   const now32 = now | 0;
   const idle = (now32 - loaded) >>> 0;
-  // A stamp loaded after the reading may already be ahead of it (see isStale): leave it, never
-  // move it back.
+  // A stamp ahead of the reading (a reading older than the state, or a clock that stepped back;
+  // see isStale): leave it, never move it back.
   if (idle >= STAMP_AHEAD) return;
   let seen = loaded;
   while (seen !== now32 && (now32 - seen) >>> 0 <= idle) {

@@ -84,7 +84,9 @@ function run(seed: number, limit: Limit, startMs: number, hooks: boolean, steps:
     const r = rand();
     const sec = Math.floor(t / 1000);
     if (r < 0.35) t += rand() * 30;
-    else if (r < 0.5) t = (sec + 1) * 1000 - (rand() < 0.5 ? 0 : rand() * 0.01); // to / just before a boundary
+    // To / just before a boundary; never back (a reading within 0.01 ms of the boundary would
+    // step back: then the instances and the model, which read different times, may differ).
+    else if (r < 0.5) t = Math.max(t, (sec + 1) * 1000 - (rand() < 0.5 ? 0 : rand() * 0.01));
     else if (r < 0.6) t = (sec + 1) * 1000 + rand() * 0.01;
     else if (r < 0.7) t += 700;
     else if (r < 0.78) { t += wrapMs; seen.jumps++; }
