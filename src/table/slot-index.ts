@@ -19,11 +19,12 @@ export class SlotRef {
   sec = 0;
   secKnown = false;
   /**
-   * The key's tat word as this thread last wrote it (Gcra32, 32-bit GCRA): set on every write of
-   * this thread's, and `sec` with it on every admission (a refund's reading is no earlier than
-   * the admission's), so while `secKnown` and `sec` is the second of this thread's reading, it is
-   * a write of this thread's from that same second, which an admission may start from instead of
-   * a load (see Gcra32.decide). Per thread, plain.
+   * The state word this thread last wrote for the key: the tat word (Gcra32, 32-bit GCRA), or the
+   * first limit's word (LockFreeEngine). Set on every write of this thread's, and `sec` with it on
+   * every admission (a refund's reading is no earlier than the admission's), so while `secKnown`
+   * and `sec` is the second of this thread's reading, a loaded word equal to it is a write of this
+   * thread's from that same second: the decision may skip the lastSec load (see Gcra32.decide).
+   * Per thread, plain.
    */
   tat = 0;
   /** Admissions left that load tat instead of starting from `tat` (Gcra32's backoff). Per thread, plain. */
