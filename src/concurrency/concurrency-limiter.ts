@@ -10,7 +10,8 @@ import {
 import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
 import { S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotRef } from '../table/slot-index.js';
-import { RELOCATE, underKeyLock, type LockedDecision } from '../table/slot-lock.js';
+import { RELOCATE } from '../table/slot-index.js';
+import { underKeyLock, type LockedDecision } from '../table/slot-lock.js';
 import { parseTableOptions } from '../table/table-options.js';
 import { AttachRequest, attachRequest, checkOptionsObject, checkRequest, createTable, TableSite } from '../table/table-site.js';
 import { namesOf } from '../config/option-names.js';

@@ -2,7 +2,8 @@ import type { Clock } from '../time/clock.js';
 import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
 import { raiseStamp, unitsAhead } from '../time/stamps.js';
 import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
-import { ALLOWED, REFUSED, RELOCATE, TOO_LONG } from './gcra-wide.js';
+import { RELOCATE } from '../table/slot-index.js';
+import { ALLOWED, REFUSED, TOO_LONG } from './gcra-wide.js';
 import { gcraSlotState } from './gcra-slot.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
@@ -16,9 +17,8 @@ const REFUND = 2;
  * Admissions of a key that start from a load after another thread was found to have written it
  * since this thread's own write. A key several threads share misses its own write often, and a
  * miss costs a failed compareExchange (or a confirming load), then a load and a second clock
- * reading, where starting from a load costs the load alone: two workers drawing evenly from
- * 1,000 shared keys checked 15% slower without a backoff, 6% with 16, 1-4% with 64 (the rounds'
- * spread), while one worker's keys never miss (contention lab cells).
+ * reading, where starting from a load costs the load alone; a key one thread keeps to itself
+ * never misses.
  */
 export const OWN_BACKOFF = 64;
 
@@ -54,8 +54,8 @@ export class Gcra32 {
   #sec = 0;
   // The latest reading converted (#convert): a clock that repeats its reading (coarseClock(), a
   // ManualClock) converts it once. Per thread, plain: a cache of a pure function of the reading.
-  // NarrowGcra#debt keeps the same cache of ticks. Kept inline in both: one shared helper object
-  // measured about 5% slower per check on coarseClock() (A/B in one process, both orders).
+  // NarrowGcra#debt keeps the same cache of ticks, inline in both (a shared helper object costs a
+  // field load per check).
   #readMs = NaN;
   #readSec = 0;
   #readTicks = 0;
@@ -78,8 +78,7 @@ export class Gcra32 {
   decide(ref: SlotRef, cost: number): number {
     // An admission in the second of this thread's own latest write to the key starts from that
     // write (`ref.tat`) instead of a load ("A thread's own write", docs/design.md, section 2).
-    // Written out here, apart from #spend's loop: `allow` measured 10% faster than with the same
-    // path inside the loop (docs/design.md).
+    // Written out here, apart from #spend's loop, to keep the common admission short.
     if (cost > 0 && ref.secKnown && ref.sec === this.#sec) {
       if (ref.ownSkip !== 0) {
         ref.ownSkip--; // another thread wrote this key since our own write lately: load, for a while

@@ -5,7 +5,7 @@ import { MAX_WIDE_AHEAD_TICKS, wideDebt, type GcraParams } from '../math/gcra.js
 import { add, compare, divmod, mul, pair, sub, toNumber, type Pair, type QuotRem } from '../math/int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
-import type { SlotRef } from '../table/slot-index.js';
+import { RELOCATE, type SlotRef } from '../table/slot-index.js';
 import { Ticks64 } from '../time/ticks64.js';
 import { staleUnitAt } from '../time/stamps.js';
 import { bigView, casHalves, halvesOf } from '../math/word64.js';
@@ -34,8 +34,7 @@ const DEAD64 = -(2n ** 63n);
 /** The outcome of `decide`. */
 export const ALLOWED = 0;
 export const REFUSED = 1;
-/** The slot no longer holds the key: look it up again. */
-export const RELOCATE = 2;
+// RELOCATE (2, table/slot-index.ts): the slot no longer holds the key; look it up again.
 
 /** `reserve` results beyond RELOCATE: the wait exceeds the horizon or maxWait. */
 export const TOO_LONG = 3;

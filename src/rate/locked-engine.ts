@@ -7,7 +7,7 @@ import type { SlotState } from '../table/table.js';
 
 export { group, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 
-export { DONE, RELOCATE } from '../table/slot-lock.js';
+export { DONE } from '../table/slot-lock.js';
 
 /**
  * Runs under the key's lock before a decision and may rewrite the key's state (PolicyLimiter's

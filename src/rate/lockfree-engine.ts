@@ -8,10 +8,11 @@ import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
 import type { SlotRef } from '../table/slot-index.js';
 // DONE and RELOCATE: the outcomes of every multi-word engine, locked or not (rate-limiter.ts reads both alike).
-import { ageMs, DONE, lockToken, RELOCATE } from '../table/slot-lock.js';
+import { RELOCATE } from '../table/slot-index.js';
+import { ageMs, DONE, lockToken } from '../table/slot-lock.js';
 
 /** #decideBatched could not use the batch: decide on the cap's word (beside DONE and RELOCATE). */
-const FALLBACK_EXACT = 2;
+const FALLBACK_EXACT = 3;
 
 /**
  * Decisions without a lock, for keys whose every limit commits in one compareExchange (GCRA at

@@ -3,18 +3,18 @@ import type { AlgorithmName, Moment } from '../algorithms/index.js';
 import { ceilPs, maxWaitTicks, ticksToMs } from '../time/ticks.js';
 import { secondsAt } from '../time/stamps.js';
 import { type GcraParams } from '../math/gcra.js';
-import { ALLOWED, RELOCATE as ONE_RELOCATE, WideGcra } from './gcra-wide.js';
+import { ALLOWED, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
 import { assertWorkerThread, checkWaitOptions, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions, type AcquireSyncOptions, type Reservation, type ReserveOptions } from './waiting.js';
 import { RateLimitTimeoutError, TableFullError } from '../errors.js';
 import { type Limit } from '../config/limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
 import { limitStates } from './limit-set.js';
-import { LockedEngine, RELOCATE } from './locked-engine.js';
+import { LockedEngine } from './locked-engine.js';
 import { LockFreeEngine } from './lockfree-engine.js';
 import { engineChoice } from './engine-choice.js';
 import { GLOBAL_HEADER_WORDS, H_FORCE_LOCKED, H_GLOBAL_BASE } from '../table/layout.js';
-import type { SlotIndex, SlotRef } from '../table/slot-index.js';
+import { RELOCATE, type SlotIndex, type SlotRef } from '../table/slot-index.js';
 import { AttachRequest, attachRequest, checkOptionsObject, checkRequest, createTable, TableSite } from '../table/table-site.js';
 import { parseTableOptions, type AttachOptions } from '../table/table-options.js';
 import { namesOf } from '../config/option-names.js';
@@ -237,7 +237,7 @@ export class RateLimiter {
       const entry = this.#index.cached(key) ?? this.#index.locate(key);
       if (entry === undefined) return this.#noSlot(key, cost);
       const outcome = one.reserve(entry, cost, maxTicks);
-      if (outcome === ONE_RELOCATE) {
+      if (outcome === RELOCATE) {
         this.#index.forget(key);
         continue;
       }
@@ -370,7 +370,7 @@ export class RateLimiter {
     let entry = found;
     for (;;) {
       const outcome = one.decide(entry, cost);
-      if (outcome !== ONE_RELOCATE) {
+      if (outcome !== RELOCATE) {
         this.#reason = outcome === ALLOWED ? 'allowed' : one.waitTicks === Infinity ? 'exceeds-burst' : 'limited';
         return outcome === ALLOWED;
       }

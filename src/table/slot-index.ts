@@ -2,6 +2,12 @@ import { checkWellFormed, describe } from '../config/check.js';
 import { NOT_WELL_FORMED } from './hash.js';
 import { TABLE_FULL, type SlotTable } from './table.js';
 
+/**
+ * What every decision path returns when the slot it was given no longer holds the key (reclaimed,
+ * or reused by another key): the caller looks the key up again. One value for every engine.
+ */
+export const RELOCATE = 2;
+
 /** Entries in a thread's key cache unless configured otherwise. */
 export const DEFAULT_CACHE_SIZE = 65_536;
 

@@ -1,4 +1,5 @@
 import { DEAD, S_CTRL, S_TAT } from './layout.js';
+import { RELOCATE } from './slot-index.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED } from './table.js';
 
 /**
@@ -84,8 +85,6 @@ export function unlock(w: Int32Array, index: number, token: number): boolean {
 
 /** `underKeyLock`: the decision finished. */
 export const DONE = 0;
-/** `underKeyLock`: the slot no longer holds the key (reclaimed or reused): look it up again. */
-export const RELOCATE = 1;
 
 /**
  * A decision made under a key's lock, for `underKeyLock`. Allocation-free: the caller keeps one
