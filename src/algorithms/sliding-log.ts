@@ -4,7 +4,7 @@ import { swap, type LimitAlgorithm, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';
 
 /** An unused log entry. A timestamp that would equal it is stored one tick later. */
-const EMPTY = -0x80000000;
+const NO_ENTRY = -0x80000000;
 
 /**
  * Sliding log: exact. Keeps the times of the last `permits` admissions in a ring of int32 words
@@ -45,7 +45,7 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
 
   /** Age in ticks of a stamp that still counts, or -1. */
   function age(ts: number, now32: number): number {
-    if (ts === EMPTY) return -1;
+    if (ts === NO_ENTRY) return -1;
     const d = (now32 - ts) | 0;
     return d < periodTicks ? Math.max(d, 0) : -1;
   }
@@ -74,7 +74,7 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
     lockFree: false,
     init(w, at) {
       Atomics.store(w, at, 0);
-      for (let i = 1; i <= permits; i++) Atomics.store(w, at + i, EMPTY);
+      for (let i = 1; i <= permits; i++) Atomics.store(w, at + i, NO_ENTRY);
     },
     load(w, at) {
       words = w;
@@ -102,8 +102,8 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
         const now = ticksCeilAt(m.ms, p); // a new stamp rounds up: it expires no earlier than it should
         // Never earlier than the newest entry: keeps the ring in time order (a later stamp only
         // makes that entry count a little longer).
-        stamp = !stale && last !== EMPTY && ((last - now) | 0) > 0 ? last : now;
-        if (stamp === EMPTY) stamp = (stamp + 1) | 0;
+        stamp = !stale && last !== NO_ENTRY && ((last - now) | 0) > 0 ? last : now;
+        if (stamp === NO_ENTRY) stamp = (stamp + 1) | 0;
         return;
       }
       // The cost-th oldest entry must expire first.
@@ -116,8 +116,8 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
       // when the index came back round. An entry written by a writer that then fails is newer than
       // what it replaced (stamps never go back), so it can only make the log more conservative.
       if (stale) {
-        for (let k = 0; k < permits; k++) if (!swap(w, entry(k), seen[k] as number, EMPTY)) return false;
-        for (let k = 0; k < spend; k++) seen[k] = EMPTY;
+        for (let k = 0; k < permits; k++) if (!swap(w, entry(k), seen[k] as number, NO_ENTRY)) return false;
+        for (let k = 0; k < spend; k++) seen[k] = NO_ENTRY;
       }
       for (let k = 0; k < spend; k++) if (!swap(w, entry(k), seen[k] as number, stamp)) return false;
       return swap(w, at, head, nextHead());
