@@ -35,7 +35,10 @@ export class TableFullError extends Error {
   readonly key: string;
 
   constructor(key: string) {
-    super(`table full: no slot for ${describe(key)} (every one of maxKeys is live; onFull is 'deny')`, { cause: { sluice: 'TableFullError', key } satisfies Carried });
+    super(
+      `table full: no slot for ${describe(key)} (every one of maxKeys is live; onFull is 'deny')`,
+      { cause: { sluice: 'TableFullError', key } satisfies Carried },
+    );
     this.key = key;
   }
 

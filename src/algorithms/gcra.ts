@@ -1,4 +1,7 @@
-import { admit, debtOf, gcraParams, MAX_AHEAD_TICKS, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, remainingAt, waitTicks, wideDebt, WIDE_TICKS_PS, wideStaleUnits, type GcraParams } from '../math/gcra.js';
+import {
+  admit, debtOf, gcraParams, MAX_AHEAD_TICKS, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, remainingAt, waitTicks, wideDebt, WIDE_TICKS_PS,
+  wideStaleUnits, type GcraParams,
+} from '../math/gcra.js';
 import { isStale, raiseStamp, STALE_UNIT_MS, unitsAhead } from '../time/stamps.js';
 import { maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
 import { staleUnitAt } from '../time/stamps.js';

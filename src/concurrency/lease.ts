@@ -75,7 +75,10 @@ export class HeldLease implements Lease {
   readonly #places: readonly number[];
   #released = false;
 
-  constructor(key: string, cost: number, expiresAtMs: number, site: LeaseSite | null, slot: SlotRef | null, stamp: number, expiryTicks: number, places: readonly number[]) {
+  constructor(
+    key: string, cost: number, expiresAtMs: number, site: LeaseSite | null, slot: SlotRef | null, stamp: number, expiryTicks: number,
+    places: readonly number[],
+  ) {
     this.key = key;
     this.cost = cost;
     this.expiresAtMs = expiresAtMs;

@@ -72,7 +72,8 @@ export function validateLimit(limit: unknown, name = 'limit'): Required<Limit> {
   positiveFinite(`${name}.permits`, permits);
   positiveFinite(`${name}.periodMs`, periodMs);
   if (burst === undefined && (permits as number) > MAX_BURST) {
-    throw new RangeError(`${name}.permits must be at most ${MAX_BURST} (2^40) when burst is not given (burst defaults to permits), got ${describe(permits)}: give a smaller burst, or fewer permits over a shorter period`);
+    throw new RangeError(`${name}.permits must be at most ${MAX_BURST} (2^40) when burst is not given (burst defaults to permits), ` +
+      `got ${describe(permits)}: give a smaller burst, or fewer permits over a shorter period`);
   }
   const b = burst === undefined ? Math.max(1, Math.floor(permits as number)) : burst;
   if (typeof b !== 'number') throw new TypeError(`${name}.burst must be a number, got ${describe(b)}`);

@@ -63,5 +63,7 @@ function editDistance(a: string, b: string): number {
  * added to an options type and not here is a compile error (naming it), not a silent refusal.
  */
 export function namesOf<T>() {
-  return <const N extends readonly (keyof T & string)[]>(names: N & ([Exclude<keyof T, N[number]>] extends [never] ? unknown : { missing: Exclude<keyof T, N[number]> })): readonly string[] => names;
+  return <const N extends readonly (keyof T & string)[]>(
+    names: N & ([Exclude<keyof T, N[number]>] extends [never] ? unknown : { missing: Exclude<keyof T, N[number]> }),
+  ): readonly string[] => names;
 }

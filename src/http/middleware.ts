@@ -231,7 +231,9 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
 ): RateLimitHandler<Req, Res> {
   const { check, skip, status, body } = makeCheck<Req>(options, requestAddress, 'rateLimit', ['handler', 'requestProperty']);
   const { handler, requestProperty = 'rateLimit' } = options;
-  if (handler !== undefined && typeof handler !== 'function') throw new TypeError(`options.handler must be a function (req, res, next, decision), got ${describe(handler)}`);
+  if (handler !== undefined && typeof handler !== 'function') {
+    throw new TypeError(`options.handler must be a function (req, res, next, decision), got ${describe(handler)}`);
+  }
   if (requestProperty !== false && (typeof requestProperty !== 'string' || requestProperty.length === 0)) {
     throw new TypeError(`options.requestProperty must be a property name or false, got ${describe(requestProperty)}`);
   }

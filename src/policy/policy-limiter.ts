@@ -53,7 +53,8 @@ const FULL = 1;
 const UNREADABLE = 2;
 
 const OPTION_NAMES = namesOf<PolicyLimiterOptions>()([
-  'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize', 'hashSeed', 'slotsPerKey',
+  'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize',
+  'hashSeed', 'slotsPerKey',
 ]);
 
 /** A structured-cloneable reference to a policy limiter's shared memory. */

@@ -107,7 +107,12 @@ export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?:
     const algorithm = checkAlgorithm(rule.algorithm ?? 'gcra', `${name}.algorithm`);
     const list = Array.isArray(rule.limit) ? rule.limit : [rule.limit];
     if (list.length === 0 || list.length > MAX_LIMITS) throw new RangeError(`${name}.limit must hold 1 to ${MAX_LIMITS} limits, got ${list.length}`);
-    const compiled = compileConfig({ algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize }, `${name}.limit`, true, 1); // the state starts after the shape word: odd
+    const compiled = compileConfig(
+      { algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize },
+      `${name}.limit`,
+      true,
+      1, // the state starts after the shape word: odd
+    );
     const limits = compiled.key;
     const { shape, tickPs } = shapeOf(algorithm, list.map((l) => ({ ...l, burst: l.burst ?? Math.max(1, Math.floor(l.permits)) })));
     const entry: CompiledRule = { rule: { ...rule }, limits, shape, tickPs, tickIndex: (tickPs ?? []).map((t) => WIDE_TICKS_PS.indexOf(t)) };

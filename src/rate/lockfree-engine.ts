@@ -304,7 +304,11 @@ export class LockFreeEngine {
         const a = g.algorithms[j] as LimitAlgorithm;
         // On a cap served in batches, only an exact refund is safe (see NarrowGcra.refund).
         const exact = g !== this.#key && this.#batch !== null;
-        if ((a.refund as NonNullable<LimitAlgorithm['refund']>)(w, state + (g.offsets[j] as number), m, slots[i] as number, slots[i + 1] as number, cost, exact)) any = true;
+        if ((a.refund as NonNullable<LimitAlgorithm['refund']>)(
+          w, state + (g.offsets[j] as number), m, slots[i] as number, slots[i + 1] as number, cost, exact,
+        )) {
+          any = true;
+        }
       }
     }
     return any;

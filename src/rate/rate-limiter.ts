@@ -5,7 +5,10 @@ import { secondsAt } from '../time/stamps.js';
 import { type GcraParams } from '../math/gcra.js';
 import { ALLOWED, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
-import { assertWorkerThread, checkWaitOptions, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions, type AcquireSyncOptions, type Reservation, type ReserveOptions } from './waiting.js';
+import {
+  assertWorkerThread, checkWaitOptions, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions,
+  type AcquireSyncOptions, type Reservation, type ReserveOptions,
+} from './waiting.js';
 import { RateLimitTimeoutError, TableFullError } from '../errors.js';
 import { type Limit } from '../config/limit.js';
 import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
@@ -45,7 +48,8 @@ class HeldReservation implements Reservation {
 }
 
 const OPTION_NAMES = namesOf<RateLimiterOptions>()([
-  'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash', 'slotsPerKey',
+  'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed',
+  'forceHash', 'slotsPerKey',
 ]);
 
 /**
@@ -226,7 +230,8 @@ export class RateLimiter {
   #reserve(key: string, cost: number, maxWaitMs: number): Reservation {
     if (this.#engine) {
       if (!this.#canReserve) {
-        throw new TypeError(`reserve() cannot hold a place in a sliding log (its entries are the admissions themselves); this limiter runs ${this.algorithm}: use acquire(), which retries at the reported time`);
+        throw new TypeError(`reserve() cannot hold a place in a sliding log (its entries are the admissions themselves); ` +
+          `this limiter runs ${this.algorithm}: use acquire(), which retries at the reported time`);
       }
       return this.#reserveLimits(key, cost, maxWaitMs);
     }

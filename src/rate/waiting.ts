@@ -64,12 +64,16 @@ const WAIT_OPTION_NAMES = {
  * known names only, `maxWaitMs` >= 0 and `signal` an AbortSignal. Returns them, maxWaitMs
  * defaulted to Infinity and cost to 1 (the caller checks the cost with the key).
  */
-export function checkWaitOptions(options: unknown, method: keyof typeof WAIT_OPTION_NAMES): { cost: number; maxWaitMs: number; signal: AbortSignal | undefined } {
+export function checkWaitOptions(
+  options: unknown, method: keyof typeof WAIT_OPTION_NAMES,
+): { cost: number; maxWaitMs: number; signal: AbortSignal | undefined } {
   if (options === undefined) return { cost: 1, maxWaitMs: Infinity, signal: undefined };
   if (typeof options === 'number') {
     throw new TypeError(`${method}() takes the cost in its options, as acquire() does: ${method}(key, { cost: ${options} }), got ${describe(options)}`);
   }
-  if (options === null || typeof options !== 'object') throw new TypeError(`${method}() options must be an object like { cost, maxWaitMs }, got ${describe(options)}`);
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`${method}() options must be an object like { cost, maxWaitMs }, got ${describe(options)}`);
+  }
   checkNames(options, WAIT_OPTION_NAMES[method], 'options', `${method}() option`);
   const { cost = 1, maxWaitMs, signal } = options as AcquireOptions;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`options.signal must be an AbortSignal, got ${describe(signal)}`);

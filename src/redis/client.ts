@@ -132,7 +132,9 @@ function clusterCommands(
   async function evalScript(sha: string, script: string, keys: string[], args: (string | number)[]): Promise<unknown> {
     const first = keys[0];
     // Without a key a cluster client would pick any node, which holds only its own slots' keys.
-    if (first === undefined) throw new RangeError('keys must hold at least one key on a Redis Cluster (a script is sent to the node serving its keys), got none');
+    if (first === undefined) {
+      throw new RangeError('keys must hold at least one key on a Redis Cluster (a script is sent to the node serving its keys), got none');
+    }
     try {
       return await send('EVALSHA', first, [sha, keys.length, ...keys, ...args]);
     } catch (e) {
@@ -146,7 +148,9 @@ function clusterCommands(
     evalScript,
     async time(routingKey) {
       if (typeof routingKey !== 'string') {
-        throw new TypeError(`routingKey must be a string on a Redis Cluster (each node has its own clock: the one serving that key is read), got ${describe(routingKey)}`);
+        throw new TypeError(
+          `routingKey must be a string on a Redis Cluster (each node has its own clock: the one serving that key is read), got ${describe(routingKey)}`,
+        );
       }
       return micros(await evalScript(TIME_SHA, TIME_SCRIPT, [routingKey], []));
     },

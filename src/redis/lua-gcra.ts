@@ -82,7 +82,8 @@ ${luaStore(keyOf(i), k, 'dr - back', true, '        ')}
   const refusals = (from: number, to: number, indent: string): void => {
     for (let i = from; i < to; i++) {
       const { k, T, tau, burst } = c(i);
-      emit(`${indent}if cost > ${burst} then never = true elseif d${i} + cost * ${T} > ${tau} then w = math.max(w, ${ceilDiv(`d${i} + cost * ${T} - ${tau}`, k)}) end`);
+      emit(`${indent}if cost > ${burst} then never = true ` +
+        `elseif d${i} + cost * ${T} > ${tau} then w = math.max(w, ${ceilDiv(`d${i} + cost * ${T} - ${tau}`, k)}) end`);
     }
   };
   refusals(0, nl, '      ');

@@ -50,7 +50,9 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', 'maxBatch', 'localTier', 'lease'];
 
 
-const REASONS: Record<number, DecisionReason> = { [ALLOWED]: 'allowed', [LIMITED]: 'limited', [EXCEEDS_BURST]: 'exceeds-burst', [GLOBAL_LIMIT]: 'global-limit' };
+const REASONS: Record<number, DecisionReason> = {
+  [ALLOWED]: 'allowed', [LIMITED]: 'limited', [EXCEEDS_BURST]: 'exceeds-burst', [GLOBAL_LIMIT]: 'global-limit',
+};
 
 /** The decision Redis's reply says. */
 export function decisionOf(r: Reply): Decision {
@@ -85,13 +87,21 @@ export class RedisCore<R> {
     const timeoutMs = options.timeoutMs ?? 500;
     positiveFinite('options.timeoutMs', timeoutMs);
     // A timer holds at most 2^31 - 1 ms (about 24.8 days).
-    if (timeoutMs > MAX_TIMEOUT_MS) throw new RangeError(`options.timeoutMs must be at most ${MAX_TIMEOUT_MS} (a timer's longest), got ${timeoutMs}`);
+    if (timeoutMs > MAX_TIMEOUT_MS) {
+      throw new RangeError(`options.timeoutMs must be at most ${MAX_TIMEOUT_MS} (a timer's longest), got ${timeoutMs}`);
+    }
     const onError = options.onError ?? 'deny';
-    if (onError !== 'deny' && onError !== 'allow' && onError !== 'local') throw new RangeError(`options.onError must be 'deny', 'allow' or 'local', got ${describe(onError)}`);
+    if (onError !== 'deny' && onError !== 'allow' && onError !== 'local') {
+      throw new RangeError(`options.onError must be 'deny', 'allow' or 'local', got ${describe(onError)}`);
+    }
     const maxBatch = options.maxBatch ?? 32;
-    if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > 1000) throw new RangeError(`options.maxBatch must be an integer from 1 to 1000, got ${describe(maxBatch)}`);
+    if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > 1000) {
+      throw new RangeError(`options.maxBatch must be an integer from 1 to 1000, got ${describe(maxBatch)}`);
+    }
     const tier = options.localTier;
-    if (tier !== undefined && tier !== false && !(tier instanceof LocalTier)) throw new TypeError(`options.localTier must be a LocalTier or false, got ${describe(tier)}`);
+    if (tier !== undefined && tier !== false && !(tier instanceof LocalTier)) {
+      throw new TypeError(`options.localTier must be a LocalTier or false, got ${describe(tier)}`);
+    }
     const lease = options.lease ?? 0;
     if (lease !== 0 && !(Number.isSafeInteger(lease) && lease >= 2 && lease <= 1_000_000)) {
       throw new RangeError(`options.lease must be an integer from 2 to 1,000,000 (permits per lease), got ${describe(lease)}`);
@@ -182,7 +192,10 @@ export class RedisCore<R> {
    * lease (`refill`) asks the cap for up to `lease`, the key for what the cap granted, and gives
    * the cap back what the key did not grant.
    */
-  async #capFirst(request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan, asked: number, refill: boolean, deadline: number): Promise<Decision> {
+  async #capFirst(
+    request: R, cacheKey: string, base: string, cost: number, plan: ScriptPlan, cap: ScriptPlan, asked: number, refill: boolean,
+    deadline: number,
+  ): Promise<Decision> {
     try {
       // One deadline for both steps.
       const c = await this.batcher.decide(cap, '', cost, refill ? this.lease : cost, 0, deadline, outcome);
@@ -192,7 +205,9 @@ export class RedisCore<R> {
       const k = await this.batcher.decide(plan, base, cost, c.granted, 0, deadline, outcome);
       if (k === 'failed') return this.fallback(request, cost);
       const kept = k === 'late' || k.status !== ALLOWED ? 0 : k.granted;
-      if (c.granted > kept) void this.batcher.decide(cap, '', -(c.granted - kept), -(c.granted - kept), c.nowUs, performance.now() + this.batcher.timeoutMs, outcome);
+      if (c.granted > kept) {
+        void this.batcher.decide(cap, '', -(c.granted - kept), -(c.granted - kept), c.nowUs, performance.now() + this.batcher.timeoutMs, outcome);
+      }
       if (k === 'late') return this.fallback(request, cost);
       this.#remember(k, cacheKey, asked);
       if (refill && kept > cost) (this.cache as LocalTier).offer(cacheKey, kept - cost, asked);

@@ -87,12 +87,16 @@ export function redisLimit(algorithm: AlgorithmName, limit: Limit, name: string,
     k = 1;
     T = us / permits;
   } else {
-    throw new RangeError(`${name}.permits must be a whole number, or divide ${name}.periodMs into whole microseconds, for a Redis limiter; got ${permits} per ${periodMs} ms`);
+    throw new RangeError(
+      `${name}.permits must be a whole number, or divide ${name}.periodMs into whole microseconds, for a Redis limiter; got ${permits} per ${periodMs} ms`,
+    );
   }
   const tau = burst * T;
   // The debt and the TAT's fraction are counted in units: they must stay exact.
   if (!Number.isSafeInteger(tau) || tau > MAX_UNITS) {
-    throw new RangeError(`${name} is too fine for a Redis limiter: burst ${burst} of ${permits} per ${periodMs} ms needs ${tau} units of 1/${k} µs, over 2^52`);
+    throw new RangeError(
+      `${name} is too fine for a Redis limiter: burst ${burst} of ${permits} per ${periodMs} ms needs ${tau} units of 1/${k} µs, over 2^52`,
+    );
   }
   return { kind: KIND.gcra, args: [k, T, tau, burst], limit: Object.freeze({ permits, periodMs, burst }) };
 }

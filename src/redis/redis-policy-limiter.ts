@@ -55,8 +55,12 @@ export class RedisPolicyLimiter {
     }
     checkNames(options, OPTION_NAMES, 'options', 'RedisPolicyLimiter option');
     this.#maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
-    if (options.local !== undefined && !(options.local instanceof PolicyLimiter)) throw new TypeError(`options.local must be a PolicyLimiter, got ${describe(options.local)}`);
-    if (options.local !== undefined && options.onError !== 'local') throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
+    if (options.local !== undefined && !(options.local instanceof PolicyLimiter)) {
+      throw new TypeError(`options.local must be a PolicyLimiter, got ${describe(options.local)}`);
+    }
+    if (options.local !== undefined && options.onError !== 'local') {
+      throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
+    }
     this.#core = new RedisCore<PolicyRequest>(options);
     const { compiled, plans } = this.#compile(options.rules);
     this.#rules = JSON.parse(JSON.stringify(options.rules)) as PolicyRule[];
@@ -140,7 +144,13 @@ export class RedisPolicyLimiter {
   /** A shared-memory PolicyLimiter of our own for onError 'local', with room for `rules`. */
   #newLocal(rules: readonly PolicyRule[]): PolicyLimiter {
     const json = JSON.stringify(rules).length * 3; // UTF-8 bytes at most
-    return new PolicyLimiter({ rules, maxKeys: 10_000, maxLogSize: this.#maxLogSize, maxRulesBytes: Math.max(65_536, 2 * json), maxStateWords: Math.max(16, 2 * compileRules(rules, this.#maxLogSize).stateWords) });
+    return new PolicyLimiter({
+      rules,
+      maxKeys: 10_000,
+      maxLogSize: this.#maxLogSize,
+      maxRulesBytes: Math.max(65_536, 2 * json),
+      maxStateWords: Math.max(16, 2 * compileRules(rules, this.#maxLogSize).stateWords),
+    });
   }
 
   /** Checks and compiles `rules` (for memory and for Redis); changes nothing. */
@@ -153,7 +163,9 @@ export class RedisPolicyLimiter {
       const name = `${label(rules[i], i)}.limit`;
       const list = (Array.isArray(entry.rule.limit) ? entry.rule.limit : [entry.rule.limit]) as Limit[];
       const algorithm = entry.rule.algorithm ?? 'gcra';
-      const limits = list.map((l, j) => redisLimit(algorithm, l, list.length === 1 && !Array.isArray(entry.rule.limit) ? name : `${name}[${j}]`, this.#maxLogSize));
+      const limits = list.map((l, j) => redisLimit(
+        algorithm, l, list.length === 1 && !Array.isArray(entry.rule.limit) ? name : `${name}[${j}]`, this.#maxLogSize,
+      ));
       plans.set(entry, scriptPlan(limits, [], this.#core.prefix));
     }
     return { compiled, plans };

@@ -82,8 +82,12 @@ export class RedisRateLimiter {
     const names = list.length === 1 && !Array.isArray(options.limit) ? ['options.limit'] : list.map((_, i) => `options.limit[${i}]`);
     const compiled = list.map((l, i) => redisLimit(algorithm, l as Limit, names[i] as string, maxLogSize));
     const global = options.globalLimit === undefined ? null : redisLimit(algorithm, options.globalLimit, 'options.globalLimit', maxLogSize);
-    if (options.local !== undefined && !(options.local instanceof RateLimiter)) throw new TypeError(`options.local must be a RateLimiter, got ${describe(options.local)}`);
-    if (options.local !== undefined && options.onError !== 'local') throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
+    if (options.local !== undefined && !(options.local instanceof RateLimiter)) {
+      throw new TypeError(`options.local must be a RateLimiter, got ${describe(options.local)}`);
+    }
+    if (options.local !== undefined && options.onError !== 'local') {
+      throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
+    }
     const core = new RedisCore<string>(options);
     this.#core = core;
     registerBatcher(this, core.batcher);

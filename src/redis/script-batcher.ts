@@ -119,7 +119,9 @@ export function batchOutcomes(reply: Answer, plan: ScriptPlan, costs: readonly n
       out.push('late');
       at += 1;
     } else if (status === ALLOWED_PLAIN) {
-      out.push({ status: ALLOWED, remaining: Number(reply[at + 1]), waitUs: 0, resetUs: Number(reply[at + 2]), blockedUs: 0, granted: cost, capBlockedUs, nowUs });
+      out.push({
+        status: ALLOWED, remaining: Number(reply[at + 1]), waitUs: 0, resetUs: Number(reply[at + 2]), blockedUs: 0, granted: cost, capBlockedUs, nowUs,
+      });
       at += 3;
     } else {
       out.push(fields(reply, at, capBlockedUs, nowUs));
@@ -144,7 +146,10 @@ export function aloneOutcome(reply: Answer, plan: ScriptPlan, cost: number): Out
       const [k, T, tau] = (plan.keyLimits[0] as RedisLimit).args;
       const d = Number(reply[0]);
       const remaining = Math.floor((tau - d) / T);
-      return { status: ALLOWED, remaining: remaining < 0 ? 0 : remaining, waitUs: 0, resetUs: k === 1 ? d : Math.ceil(d / k), blockedUs: 0, granted: cost, capBlockedUs, nowUs };
+      return {
+        status: ALLOWED, remaining: remaining < 0 ? 0 : remaining, waitUs: 0, resetUs: k === 1 ? d : Math.ceil(d / k), blockedUs: 0, granted: cost,
+        capBlockedUs, nowUs,
+      };
     }
     case ALONE_PLAIN:
       return { status: ALLOWED, remaining: Number(reply[0]), waitUs: 0, resetUs: Number(reply[1]), blockedUs: 0, granted: cost, capBlockedUs, nowUs };

@@ -23,7 +23,8 @@ export function checkTableBuffer(buffer: SharedArrayBuffer, tableClass?: TableCl
   // A handle's `kind` may be lost on the way (copied field by field, stripped): the table says.
   const made = TABLE_CLASSES[(words[H_CLASS] as number) - 1];
   if (tableClass !== undefined && made !== tableClass) {
-    throw new TypeError(`handle.table was made by a ${made ?? 'unknown class'}, not a ${tableClass}: attach it with ${made === undefined ? 'the class that made it' : `${made}.attach`}`);
+    throw new TypeError(`handle.table was made by a ${made ?? 'unknown class'}, not a ${tableClass}: ` +
+      `attach it with ${made === undefined ? 'the class that made it' : `${made}.attach`}`);
   }
   return words;
 }

@@ -89,7 +89,9 @@ export function checkClock(clock: unknown, name = 'options.clock'): Clock {
  */
 export function checkAttachOptions(options: unknown): AttachOptions {
   if (options === undefined) return {};
-  if (options === null || typeof options !== 'object') throw new TypeError(`attach() options must be an object like { clock, cacheSize }, got ${describe(options)}`);
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`attach() options must be an object like { clock, cacheSize }, got ${describe(options)}`);
+  }
   checkNames(options, ['clock', 'cacheSize'], 'options', 'attach() option');
   const { clock, cacheSize } = options as { clock?: unknown; cacheSize?: unknown };
   if (clock !== undefined) checkClock(clock);
