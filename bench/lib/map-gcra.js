@@ -65,7 +65,9 @@ export function createMapGcraReadOnce(limit) {
  * The churn suite's reference: the same Map GCRA reading an injected `clock` (the one the limiter
  * it is compared with reads), with `sweep()` deleting idle keys: those whose TAT is strictly
  * behind now, so that their state equals a fresh key's (sluice's own idle test). A server with a
- * Map must do this, or its Map grows with every client it has ever seen.
+ * Map must do this, or its Map grows with every client it has ever seen. Written out again, as
+ * createMapGcraReadOnce is: a shared body taking its clock as an argument would change the cost
+ * of the references above.
  * @param {{ permits: number, periodMs: number, burst?: number }} limit
  * @param {{ now(): number }} clock
  */

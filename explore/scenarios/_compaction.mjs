@@ -1,0 +1,37 @@
+// What the two compaction scenarios share (compaction.mjs, compaction-duplicates.mjs): the table,
+// its set-up, and the check. Four slots (maxKeys 2, one stripe), every key hashing alike
+// (forceHash), so every chain starts at one home slot; the set-up admits 'a' 100 s before the run
+// (idle all through it), so it sits at the home slot. The check: no key with two live copies, no
+// live key cut off from its home by an EMPTY slot, and the admissions and refusals of 'b' against
+// the exact model (a burst of 1: a second copy of 'b' admits twice).
+import { callsOf, gcraModel, linearizable } from '../models.mjs';
+import { brokenChains, liveCopies, timeMoves } from './common.mjs';
+
+const limit = { permits: 1, periodMs: 60_000, burst: 1 };
+const START_MS = 10_000_000.25;
+
+export const compactionTime = timeMoves({ startMs: START_MS, tickMs: 1e-3, intervalMs: 60_000 });
+
+/** The set-up of scenario `name`: the four-slot table with 'a' idle at the home slot. */
+export function compactionSetup(name) {
+  return (lib) => {
+    let now = START_MS - 100_000;
+    const clock = { now: () => now };
+    const rl = new lib.RateLimiter({ limit, maxKeys: 2, forceHash: 7, clock, slotsPerKey: 2 });
+    const stats = rl.stats();
+    if (stats.capacity !== 4 || stats.width !== 32) throw new Error(`${name}: the table is not the four-slot width-32 table it needs`);
+    if (!rl.allow('a')) throw new Error(`${name}: set-up refused a`);
+    now = START_MS;
+    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
+  };
+}
+
+/** The check of both scenarios: a violation, or null. */
+export function compactionCheck(exec, lib) {
+  const copies = liveCopies(exec.buffers[0], lib, ['a', 'b']);
+  if (copies !== null) return copies;
+  const cut = brokenChains(exec.buffers[0], lib);
+  if (cut !== null) return cut;
+  const outcome = (c) => (c.label === 'b' ? { key: 'b', cost: 1, admitted: c.result === true } : null);
+  return linearizable(callsOf(exec), gcraModel(limit), outcome, { since: exec.startMs });
+}
