@@ -3,7 +3,7 @@
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perSecond, PolicyLimiter, type PolicyRule } from '../../src/index.js';
-import { DEAD, S_CTRL, S_TAT, TOMB } from '../../src/table/layout.js';
+import { DEAD, EMPTY, S_CTRL, S_TAT, TOMB } from '../../src/table/layout.js';
 import { slotBaseOf } from '../helpers/slots.js';
 import { result } from '../helpers/workers.js';
 
@@ -122,7 +122,8 @@ describe('PolicyLimiter: a reclaim left half done by a thread that stopped', () 
   it('sweep() finishes it: the slot is freed', () => {
     const { policy, w, base } = setup();
     expect(policy.sweep()).toBe(1);
-    expect(Atomics.load(w, base + S_CTRL) & 3).toBe(TOMB);
+    // A tombstone, or EMPTY when no live key's probe chain crosses it (the sweep compacts).
+    expect([TOMB, EMPTY]).toContain(Atomics.load(w, base + S_CTRL) & 3);
     expect(policy.tryAcquire({ user: 'new', api: 'x' }).allowed).toBe(true);
     expect(policy.stats()).toMatchObject({ liveKeys: 2, tombstones: 0 });
   });

@@ -50,11 +50,17 @@ describe('real worker_threads sharing one limiter', () => {
 
   it('admits exactly burst in total when 4 workers hammer one key on a frozen clock, and CAS retries happen', async () => {
     const burst = 100_000;
-    const limiter = new RateLimiter({ limit: perSecond(burst), maxKeys: 8, clock: new ManualClock() });
-    const { perKey, casRetries } = await hammer(limiter.handle, 4, ['hot'], 60_000);
-    expect(perKey[0]).toBe(burst);
+    // Exact in every round; rounds go on (up to 8) until one shows the workers racing on the slot
+    // (a lost compare-and-swap): on a busy machine a worker may finish before another starts.
+    let casRetries = 0;
+    for (let round = 0; round < 8 && casRetries === 0; round++) {
+      const limiter = new RateLimiter({ limit: perSecond(burst), maxKeys: 8, clock: new ManualClock() });
+      const r = await hammer(limiter.handle, 4, ['hot'], 60_000);
+      expect(r.perKey[0]).toBe(burst);
+      expect(limiter.tryAcquire('hot', 0).remaining).toBe(0);
+      casRetries = r.casRetries;
+    }
     expect(casRetries).toBeGreaterThan(0); // the workers really raced on the slot
-    expect(limiter.tryAcquire('hot', 0).remaining).toBe(0);
   });
 
   it('spends cost atomically: mixed costs never overshoot burst', async () => {
