@@ -31,27 +31,28 @@ export default [
     }],
   },
   {
-    name: 'stalled acquire landed on the slot next key',
-    what: 'settle reads the 0 the next key\'s insert left as a release: a lease stands in another key\'s places (fix f353f07)',
-    scenario: 'lease-reuse',
-    edits: [{
-      file: 'table/slot-lock.js',
-      from: '        if (Atomics.load(w, base + S_CTRL) !== ctrl)\n            return false;\n' +
-        '        // compareExchange from the exact word seen',
-      to: '        // compareExchange from the exact word seen',
-    }],
-  },
-  {
     name: 'tryLock read the clock before the lock word',
     what: 'a reading older than the lock word\'s stamp ages it 2^20 - 1 ms: a sweep takes a fresh lock over (fix 6ed30c7)',
     scenario: 'locked-sweep',
+    budgetS: 30, // found after 9 s of DFS
     edits: [{
       file: 'table/slot-lock.js',
       from: '    const cur = Atomics.load(w, index);\n' +
         '    // The clock after the load, as in `lock`: a reading taken before it could be older than the\n' +
         '    // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.\n' +
-        '    const now = performance.now();\n    if (cur === DEAD ||',
-      to: '    const now = performance.now();\n    const cur = Atomics.load(w, index);\n    if (cur === DEAD ||',
+        '    const token = successor(cur, owner, performance.now(), stealAfterMs, true);',
+      to: '    const now = performance.now();\n    const cur = Atomics.load(w, index);\n' +
+        '    const token = successor(cur, owner, now, stealAfterMs, true);',
+    }],
+  },
+  {
+    name: 'reclaim took a lock over after the steal age',
+    what: 'a sweep takes a stalled holder\'s lock over as soon as a decision may, reclaims the key, and the holder may write into the slot\'s next key',
+    scenario: 'locked-sweep',
+    edits: [{
+      file: 'table/slot-lock.js',
+      from: '    if (forReclaim)\n        return age > guard ? lockToken(owner, now) : FREE;',
+      to: '    if (forReclaim)\n        return age > stealAfterMs ? lockToken(owner, now) : FREE;',
     }],
   },
 ];

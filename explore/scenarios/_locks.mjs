@@ -84,18 +84,36 @@ export function logCommits(exec, lib, key) {
  * Every takeover of a key lock (a successful compareExchange of a lock word from another
  * holder's token to a new token) must come at a reading more than `stealAfterMs` whole ms after
  * the reading at which that token was taken: otherwise two threads held the lock at once while
- * neither was stale. `isLock(buf, byte)` names the lock words. Readings are each thread's last
- * clock reading before its compareExchange (the lock stamps with exactly that one).
+ * neither was stale. And a reclaim (a token turned DEAD) must have taken its token from a free
+ * word, or from one stamped more than 30x `stealAfterMs` before (reclaimAfterMs in slot-lock.ts):
+ * a holder stalled past the steal age may still write, and must not write into the slot's next
+ * key. `isLock(buf, byte)` names the lock words. Readings are each thread's last clock reading
+ * before its compareExchange (the lock stamps with exactly that one).
  */
 export function lockTakeovers(exec, lib, stealAfterMs, isLock) {
   const DEAD = lib.layout.DEAD;
+  // A reclaim waits longer than a decision (reclaimAfterMs in slot-lock.ts).
+  const reclaimAfterMs = Math.max(stealAfterMs, Math.min(30 * stealAfterMs, 2 ** 19));
   const last = new Map(); // thread -> its last reading
-  const taken = new Map(); // `${buf}:${byte}:${token}` -> { thread, reading, step }
+  const taken = new Map(); // `${buf}:${byte}:${token}` -> { thread, reading, step, from }
   for (const e of exec.trace) {
     if (e.kind === 'clock') { last.set(e.thread, e.result); continue; }
     if (e.kind !== 'cas' || e.result !== e.a0 || !isLock(e.buf, e.byte)) continue;
     const token = e.a1;
-    if (token === 0 || token === DEAD || (token & 1) !== 1) continue;
+    if (token === DEAD) {
+      // A reclaim's final step: the token it turns DEAD was taken from a free word, or from one
+      // (a token, or a released word) stamped more than reclaimAfterMs before it took it.
+      const own = taken.get(`${e.buf}:${e.byte}:${e.a0}`);
+      if (own !== undefined && own.from !== 0) {
+        const age = ((Math.floor(own.reading) & 0xfffff) - (own.from >>> 11)) & 0xfffff;
+        if (!(age > reclaimAfterMs)) {
+          return `reclaim took a lock over too young: T${e.thread} took the lock word (buffer ${e.buf} byte ${e.byte}) at step ` +
+            `${own.step} from ${own.from}, ${age} ms old, and reclaimed at step ${e.step} (a reclaim waits ${reclaimAfterMs} ms)`;
+        }
+      }
+      continue;
+    }
+    if (token === 0 || (token & 1) !== 1) continue;
     const reading = last.get(e.thread);
     if (e.a0 !== 0) {
       const held = taken.get(`${e.buf}:${e.byte}:${e.a0}`);
@@ -105,7 +123,7 @@ export function lockTakeovers(exec, lib, stealAfterMs, isLock) {
           `(steal after ${stealAfterMs} ms)`;
       }
     }
-    taken.set(`${e.buf}:${e.byte}:${token}`, { thread: e.thread, reading, step: e.step });
+    taken.set(`${e.buf}:${e.byte}:${token}`, { thread: e.thread, reading, step: e.step, from: e.a0 });
   }
   return null;
 }

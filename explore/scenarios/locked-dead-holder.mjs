@@ -1,7 +1,8 @@
 // A key lock left held by a holder that died (a worker terminated under the lock): the set-up
-// inserts k with an empty sliding log and plants a token in its lock word stamped 1 s before
-// the run, older than the 100 ms steal age. One thread sweeps (retireLocked: tryLock takes the dead
-// holder's lock over, the idle check, DEAD); the other decides on another key, j, meanwhile.
+// inserts k with an empty sliding log and plants a token in its lock word stamped 4 s before
+// the run, older than the 3 s a reclaim waits (30x the 100 ms steal age: reclaimAfterMs in
+// slot-lock.ts). One thread sweeps (retireLocked: tryLock takes the dead holder's lock over, the
+// idle check, DEAD); the other decides on another key, j, meanwhile.
 // Checked: k is gone after the run (it was idle and its holder dead at every reading), j and k
 // have one live copy each, no lock is taken over while fresh, and the admissions of j against an
 // exact sliding log.
@@ -33,8 +34,8 @@ export default {
       rl.allow('k', 0);
       const w = new Int32Array(handle.table);
       const [base] = liveSlotsOf(handle.table, lib, 'k');
-      const stamp = Math.floor(START_MS - 1000) & 0xfffff;
-      Atomics.store(w, base + lib.layout.S_TAT, (stamp << 11) | (999 << 1) | 1);
+      const stamp = Math.floor(START_MS - 4000) & 0xfffff;
+      Atomics.store(w, base + lib.layout.S_TAT, (stamp << 11) | (99 << 2) | 1); // owner 99, did not take over
       ctx.ready();
       ctx.call('sweep', () => rl.sweep());
     },
@@ -52,7 +53,7 @@ export default {
     const left = liveSlotsOf(exec.buffers[0], lib, 'k').length;
     if (left > 0) {
       const swept = exec.reports[0].calls[0]?.result;
-      return `k kept its slot: idle, its lock held by a dead holder past the steal age, and a sweep ran (returned ${swept})`;
+      return `k kept its slot: idle, its lock held by a dead holder past the reclaim wait, and a sweep ran (returned ${swept})`;
     }
     return liveCopies(exec.buffers[0], lib, ['k', 'j']) ??
       lockTakeovers(exec, lib, STEAL_MS, lockOf) ??

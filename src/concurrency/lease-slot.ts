@@ -155,7 +155,7 @@ export function placesHeldIn(table: SlotTable, stateOffset: number, nowMs: numbe
 /**
  * The table hooks: a fresh slot has every place free; a key is idle (reclaimable) when it holds
  * no place, judged under the key lock (`retireLocked`: taken only if free, or from a holder dead
- * or stalled for `stealAfterMs`), so no acquire can run between the idle check and the reclaim.
+ * or stalled for 30x `stealAfterMs`), so no acquire can run between the idle check and the reclaim.
  * A reclaimed key's stamps all lie at or before now, and the slot's next key stamps now + lease
  * or later, so a late `release` (compareExchange from its own stamp) cannot hit the new key.
  */

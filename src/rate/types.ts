@@ -82,7 +82,8 @@ export interface RateLimiterOptions {
   /**
    * After this long, an unfinished insert (its thread presumably terminated) no longer blocks
    * other inserts of the same key; after 30 times this long its slot is reused. Also how long a
-   * key's lock held by a terminated thread blocks that key. Default 1,000 ms; 1 to 60,000.
+   * key's lock held by a terminated thread blocks that key; `sweep()` reclaims such a key only
+   * once the lock is 30 times this old (at most 2^19 ms). Default 1,000 ms; 1 to 60,000.
    */
   claimTimeoutMs?: number;
   /** Seed for the key hash. Default: random per table. */

@@ -1,23 +1,37 @@
 import { DEAD, S_CTRL, S_TAT } from './layout.js';
 import { RELOCATE } from './slot-index.js';
-import { ALREADY_DEAD, NOT_IDLE, RETIRED } from './table.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED, REUSE_AFTER_TIMEOUTS } from './table.js';
 
 /**
  * A per-key lock in one int32 word (the slot's `tat` word, for keys whose state spans several
  * words), and the one protocol every locked decision and reclaim follows (`underKeyLock`,
- * `retireLocked`). 0 is free, DEAD means the key was reclaimed, anything else is a holder's token:
+ * `retireLocked`). The word is one of:
  *
- *   token = stamp (20 bits, ms modulo 2^20) << 11 | owner (10 bits) << 1 | 1
+ *   FREE (0)     nobody holds it
+ *   DEAD         the key was reclaimed
+ *   token        held:  stamp (20 bits, ms modulo 2^20) << 11 | owner (9 bits) << 2 | took over << 1 | 1
+ *   released     free, after a takeover:  stamp << 11 | 2
  *
  * A holder that died (`worker.terminate()`) cannot release; after `stealAfterMs` others take the
- * lock over. Taking over is safe even from a holder that is only slow: every write made under the
- * lock is a compareExchange from the value read under it, and a release is a compareExchange from
- * the holder's own token, so a holder whose lock was taken learns it and discards its result.
+ * lock over. Taking over is safe even from a holder that is only slow, as long as the slot still
+ * holds the key: every write made under the lock is a compareExchange from the value read under
+ * it, and a release is a compareExchange from the holder's own token, so a holder whose lock was
+ * taken learns it and discards its result.
+ *
+ * It is not safe against the slot's next key. A stalled holder's compareExchanges land on any
+ * words equal to those it read, and a new key's words can equal an old key's (both fresh, at
+ * the same instant; or a PolicyLimiter pair of another rule). So a reclaim waits longer than a
+ * decision: it takes a lock over only once the token is `reclaimAfterMs` old (30x stealAfterMs,
+ * the table's one timing assumption, REUSE_AFTER_TIMEOUTS in table.ts). And a holder that took a
+ * lock over (a stalled holder may still be out there) releases it as a `released` word stamped
+ * with the release time, which a decision takes like FREE (its token marked "took over" while
+ * the mark is young) and a reclaim treats like a token: reclaimed only once it is that old.
  *
  * Ages are ms modulo 2^20 (1,048,576 ms, about 17.5 minutes): every `stealAfterMs` the package
- * passes is at most 600,000 (10x MAX_CLAIM_TIMEOUT_MS, a rules writer's), so a dead holder's lock
- * is always taken over once it is that old. A lock that nobody tries for 2^20 ms reads young
- * again, and the next try takes it over at most `stealAfterMs` later than it could have.
+ * passes is at most 600,000 (10x MAX_CLAIM_TIMEOUT_MS, a rules writer's), and `reclaimAfterMs` is
+ * at most 2^19, so a dead holder's lock is always taken over once it is that old. A word that
+ * nobody tries for 2^20 ms reads young again: the next try takes it over at most that age later
+ * than it could have, and a stale `released` word marks a takeover that needs no mark.
  *
  * Thread-safety: all functions are safe on any thread.
  */
@@ -28,15 +42,44 @@ export const FREE = 0;
 export const GONE = -1;
 
 const LOCK_STAMP_MASK = 0xfffff;
+const HELD = 1;
+/** A token's "took over" bit: its holder took the lock from another holder, or from a young `released` word. */
+const TOOK_OVER = 2;
 
-/** A token for `owner` (any integer; 10 bits are kept) taken at `nowMs` (real time). */
-export function lockToken(owner: number, nowMs: number): number {
-  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) << 11) | ((owner & 0x3ff) << 1) | 1;
+/** A token for `owner` (any integer; 9 bits are kept) taken at `nowMs` (real time). */
+export function lockToken(owner: number, nowMs: number, tookOver = false): number {
+  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) << 11) | ((owner & 0x1ff) << 2) | (tookOver ? TOOK_OVER : 0) | HELD;
 }
 
-/** How long ago (ms, modulo 2^20) `token` was taken, at `nowMs`. */
-export function ageMs(token: number, nowMs: number): number {
-  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) - (token >>> 11)) & LOCK_STAMP_MASK;
+/** The `released` word: free, but a holder that was taken over may still write until it is old. */
+function releasedWord(nowMs: number): number {
+  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) << 11) | 2;
+}
+
+/** How long ago (ms, modulo 2^20) `word` (a token or a released word) was stamped, at `nowMs`. */
+export function ageMs(word: number, nowMs: number): number {
+  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) - (word >>> 11)) & LOCK_STAMP_MASK;
+}
+
+/** How old a token or released word must be before a reclaim takes it over. */
+export function reclaimAfterMs(stealAfterMs: number): number {
+  return Math.max(stealAfterMs, Math.min(stealAfterMs * REUSE_AFTER_TIMEOUTS, 2 ** 19));
+}
+
+/**
+ * The token that would replace `cur` at `now`, or FREE when `cur` cannot be taken. A decision
+ * (`forReclaim` false) takes FREE and released words, and held tokens older than `stealAfterMs`;
+ * a reclaim takes FREE, and tokens and released words older than `reclaimAfterMs(stealAfterMs)`.
+ */
+function successor(cur: number, owner: number, now: number, stealAfterMs: number, forReclaim: boolean): number {
+  if (cur === FREE) return lockToken(owner, now);
+  if (cur === DEAD) return FREE;
+  const age = ageMs(cur, now);
+  const guard = reclaimAfterMs(stealAfterMs);
+  if (forReclaim) return age > guard ? lockToken(owner, now) : FREE;
+  // A released word is free; its mark goes on with the new token while it is young.
+  if ((cur & HELD) === 0) return lockToken(owner, now, !(age > guard));
+  return age > stealAfterMs ? lockToken(owner, now, true) : FREE;
 }
 
 /**
@@ -47,9 +90,8 @@ export function lock(w: Int32Array, index: number, owner: number, stealAfterMs: 
   for (let spins = 0; ; spins++) {
     const cur = Atomics.load(w, index);
     if (cur === DEAD) return GONE;
-    const now = performance.now();
-    if (cur === FREE || ageMs(cur, now) > stealAfterMs) {
-      const token = lockToken(owner, now);
+    const token = successor(cur, owner, performance.now(), stealAfterMs, false);
+    if (token !== FREE) {
       // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
       if (token !== cur && Atomics.compareExchange(w, index, cur, token) === cur) return token;
       continue;
@@ -59,28 +101,27 @@ export function lock(w: Int32Array, index: number, owner: number, stealAfterMs: 
 }
 
 /**
- * Takes the lock only if it is free right now, or held by a token older than `stealAfterMs` (a
- * holder that died, or stalled that long: see `lock`); returns the token or FREE (not taken).
- * Never waits.
+ * Takes the lock for a reclaim, only if it is free right now, or its word is older than
+ * `reclaimAfterMs(stealAfterMs)` (see above); returns the token or FREE (not taken). Never waits.
  */
 export function tryLock(w: Int32Array, index: number, owner: number, stealAfterMs = Infinity): number {
   const cur = Atomics.load(w, index);
   // The clock after the load, as in `lock`: a reading taken before it could be older than the
   // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.
-  const now = performance.now();
-  if (cur === DEAD || (cur !== FREE && !(ageMs(cur, now) > stealAfterMs))) return FREE;
-  const token = lockToken(owner, now);
+  const token = successor(cur, owner, performance.now(), stealAfterMs, true);
   // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
-  return token !== cur && Atomics.compareExchange(w, index, cur, token) === cur ? token : FREE;
+  return token !== FREE && token !== cur && Atomics.compareExchange(w, index, cur, token) === cur ? token : FREE;
 }
 
 /**
- * Releases; false if the lock was taken over meanwhile (the caller's result is void). No notify:
- * waiters sleep at most 50 us at a time, and a notify on every release would cost every decision.
+ * Releases; false if the lock was taken over meanwhile (the caller's result is void). A token
+ * that took over leaves a released word. No notify: waiters sleep at most 50 us at a time, and a
+ * notify on every release would cost every decision.
  */
 export function unlock(w: Int32Array, index: number, token: number): boolean {
+  const next = (token & TOOK_OVER) === 0 ? FREE : releasedWord(performance.now());
   // compareExchange from our token: never frees a lock that someone else now holds.
-  return Atomics.compareExchange(w, index, token, FREE) === token;
+  return Atomics.compareExchange(w, index, token, next) === token;
 }
 
 /** `underKeyLock`: the decision finished. */
@@ -162,9 +203,11 @@ export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: n
  * After an admission's writes: true if they stand. Our lock may have been taken over meanwhile
  * (we stalled): by a decision, whose writes then fail or build on ours; or by a reclaim, which
  * may have judged the key idle before our writes, and whose slot an insert may since have given
- * to another key (storing FREE into this word). A word that is not our token is cancelled
- * (compareExchange to free) while ctrl shows the slot still holds our key, so such a reclaim
- * fails; DEAD, or a changed ctrl, means it already succeeded.
+ * to another key (storing FREE into this word). While ctrl shows the slot still holds our key, a
+ * token that is not ours is cancelled (compareExchange to a released word: we were taken over,
+ * and the mark keeps a reclaim off for its guard time), so such a reclaim fails; a free or
+ * released word means the newer holder finished. DEAD, or a changed ctrl, means a reclaim
+ * already succeeded.
  */
 function settle(w: Int32Array, base: number, ctrl: number, token: number): boolean {
   const lockAt = base + S_TAT;
@@ -176,17 +219,18 @@ function settle(w: Int32Array, base: number, ctrl: number, token: number): boole
     // Atomics.load of ctrl after seeing the lock lost: changed, the key left the slot (a
     // reclaim finished; the slot may hold another key, the word being that key's).
     if (Atomics.load(w, base + S_CTRL) !== ctrl) return false;
-    // compareExchange from the exact word seen: a newer holder's lock is freed (its own writes
-    // are still checked against their snapshots), a reclaim's final step fails.
-    if (Atomics.compareExchange(w, lockAt, cur, FREE) === cur) return true;
+    if ((cur & HELD) === 0) return true;
+    // compareExchange from the exact word seen: a newer holder's lock is released (its own
+    // writes are still checked against their snapshots), a reclaim's final step fails.
+    if (Atomics.compareExchange(w, lockAt, cur, releasedWord(performance.now())) === cur) return true;
   }
 }
 
 /**
  * The reclaim hook of a locked slot (`SlotState.retire`): try the key's lock (only if free, or
- * held longer than `stealAfterMs` by a holder that died or stalled), judge the key idle under
- * it, and turn our own token into DEAD, so no decision can run between the check and the
- * reclaim. RETIRED, ALREADY_DEAD or NOT_IDLE.
+ * its word older than `reclaimAfterMs(stealAfterMs)`: a holder that died, or a takeover long
+ * past), judge the key idle under it, and turn our own token into DEAD, so no decision can run
+ * between the check and the reclaim. RETIRED, ALREADY_DEAD or NOT_IDLE.
  */
 export function retireLocked(w: Int32Array, base: number, owner: number, stealAfterMs: number, idle: (w: Int32Array, base: number) => boolean): number {
   const lockAt = base + S_TAT;

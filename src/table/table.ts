@@ -52,7 +52,7 @@ export const TABLE_FULL = -1;
  * ages the signed 29-bit difference tells apart (CLAIM_AGE_LIMIT); a dead claim left unswept looks
  * young again for half of every 6.2 days, which delays its reuse and nothing else.
  */
-const REUSE_AFTER_TIMEOUTS = 30;
+export const REUSE_AFTER_TIMEOUTS = 30;
 
 /**
  * Claim ages from 2^28 ms (about 3.1 days) up read as negative: a claim stamped after the reading

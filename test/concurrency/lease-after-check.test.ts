@@ -2,7 +2,7 @@
 // #decideLocked's "lock still ours" check, before its stamps. A test-only hook parks it there
 // (fixtures/park-after-check-worker.mjs wraps Atomics.load in the worker).
 //   W: lock 'k', read places [FREE], check lock == token -> parked
-//   main: past claimTimeoutMs, sweep() takes W's lock over, 'k' holds nothing -> reclaimed; an
+//   main: past 30x claimTimeoutMs, sweep() takes W's lock over, 'k' holds nothing -> reclaimed; an
 //         insert gives the slot to 'other' (forceHash: same home) or to 'k' again, with FREE
 //         places and a FREE lock word
 //   W resumes: compareExchange(place 0, FREE -> stamp) lands on the new occupant (equal to what
@@ -12,7 +12,7 @@
 // held by a stamp no lease owns, until it expires; never a place more than maxInFlight.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { FROZEN_MS, pastTimeout } from '../helpers/park.js';
+import { FROZEN_MS, pastReclaimGuard } from '../helpers/park.js';
 import { parkAfterCheck } from '../helpers/park-after-check.js';
 import { lockIndexOf } from '../helpers/slots.js';
 
@@ -25,7 +25,7 @@ describe('a lease acquire stalled between its lock check and its stamps', () => 
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkAfterCheck('lease', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'));
     expect(w.parked).toBe(true);
-    pastTimeout(30);
+    pastReclaimGuard(20);
     expect(limiter.sweep()).toBe(1);
     expect(limiter.tryAcquire('other', 0).allowed).toBe(true); // takes the reclaimed slot
     w.resume();
@@ -49,7 +49,7 @@ describe('a lease acquire stalled between its lock check and its stamps', () => 
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkAfterCheck('lease', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'));
     expect(w.parked).toBe(true);
-    pastTimeout(30);
+    pastReclaimGuard(20);
     expect(limiter.sweep()).toBe(1);
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true); // 'k' re-inserted into the same slot
     w.resume();

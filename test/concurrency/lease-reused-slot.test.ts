@@ -11,7 +11,7 @@
 //      frees nothing, and the key stays full until the lease expires (a lost lease).
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { FROZEN_MS, park, pastTimeout } from '../helpers/park.js';
+import { FROZEN_MS, park, pastReclaimGuard } from '../helpers/park.js';
 
 const clock = { now: () => FROZEN_MS };
 
@@ -26,7 +26,7 @@ describe('an acquire parked under its key lock while sweep() reclaims the key an
     const limiter = new ConcurrencyLimiter({ maxInFlight: 1, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock, forceHash: 7 });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkedAcquire(limiter, 'k');
-    pastTimeout(30);
+    pastReclaimGuard(20);
     expect(limiter.sweep()).toBe(1); // takes the parked worker's lock over; 'k' is idle
     expect(limiter.tryAcquire('other', 0).allowed).toBe(true); // reuses the reclaimed slot
     const mine = limiter.tryAcquire('k'); // 'k' again, in the next slot
@@ -45,7 +45,7 @@ describe('an acquire parked under its key lock while sweep() reclaims the key an
     const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkedAcquire(limiter, 'k');
-    pastTimeout(30);
+    pastReclaimGuard(20);
     expect(limiter.sweep()).toBe(1);
     const first = limiter.tryAcquire('k'); // 'k' re-inserted: into the reclaimed slot (first TOMB)
     expect(first.allowed).toBe(true);

@@ -4,7 +4,7 @@
 // held never exceed maxInFlight, and no lease is counted where it does not stand.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { FROZEN_MS, park, pastTimeout } from '../helpers/park.js';
+import { FROZEN_MS, park, pastTimeout, pastReclaimGuard } from '../helpers/park.js';
 
 const clock = { now: () => FROZEN_MS };
 
@@ -33,13 +33,13 @@ describe('an acquire stalled with its key lock held', () => {
   });
 
   it('a sweep takes the lock over, reclaims the idle key, and the stalled acquire decides again in its new slot', async () => {
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 1000, clock });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkedAcquire(limiter, 'k');
     // Within the timeout the lock is the worker's: a sweep leaves the key alone.
     expect(limiter.sweep()).toBe(0);
-    pastTimeout(1010);
-    // Past it, the sweep takes the lock over: no place is held yet, so the key is idle.
+    pastReclaimGuard(20);
+    // Past 30x it, the sweep takes the lock over: no place is held yet, so the key is idle.
     expect(limiter.sweep()).toBe(1);
     expect(limiter.stats().liveKeys).toBe(0);
     const first = limiter.tryAcquire('k'); // the key again, in a new slot
@@ -56,12 +56,14 @@ describe('an acquire stalled with its key lock held', () => {
     expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, remaining: 0 });
   });
 
-  it('a key whose lock holder died is reclaimed by sweep() once claimTimeoutMs has passed', async () => {
+  it('a key whose lock holder died is reclaimed by sweep() once 30x claimTimeoutMs has passed', async () => {
     const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkedAcquire(limiter, 'k');
     await w.worker.terminate(); // dies holding the key's lock
     pastTimeout(25);
+    expect(limiter.sweep()).toBe(0); // a decision could take the lock over now; a reclaim waits 30x
+    pastReclaimGuard(20);
     expect(limiter.sweep()).toBe(1);
     expect(limiter.tryAcquire('k', 2).allowed).toBe(true);
   });

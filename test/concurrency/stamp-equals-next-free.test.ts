@@ -6,13 +6,13 @@
 // leaseMs 1 (1 us ticks); at generation 1 the next free value was ~2 = -3.
 //   main (now32 -1003): tryAcquire('k') stamps place 0 with -3, never released; expired at -3
 //   W (now32 997): tryAcquire('k') locks, reads place 0 = -3 (expired), checks its lock, parked
-//   main: past claimTimeoutMs, sweep() takes W's lock over and reclaims 'k'; tryAcquire('k', 0)
+//   main: past 30x claimTimeoutMs, sweep() takes W's lock over and reclaims 'k'; tryAcquire('k', 0)
 //        reinserts it in the same slot
 //   W resumes: its compareExchange from -3 must fail on the new key, so it acquires again there.
 // Expected: W allowed, and after its release no place held.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { pastTimeout } from '../helpers/park.js';
+import { pastReclaimGuard } from '../helpers/park.js';
 import { parkAfterCheck } from '../helpers/park-after-check.js';
 import { lockIndexOf, slotOf } from '../helpers/slots.js';
 
@@ -31,7 +31,7 @@ describe('a stamp equal to what a next incarnation\'s free value would be', () =
     t = tS + 2; // the lease expired 1 ms ago
     const w = await parkAfterCheck('lease', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'), t);
     expect(w.parked).toBe(true);
-    pastTimeout(30);
+    pastReclaimGuard(20);
     expect(limiter.sweep()).toBe(1);
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true); // 'k' again, same slot, next generation
     const after = slotOf(limiter.handle.table, 'k', 1);

@@ -3,6 +3,7 @@
 // (fixtures/park-request-worker.mjs); park-after-check.ts stops one right after its lock check.
 // Every parking worker shares the flags protocol: [0] parked, [1] go, [2] release the lease.
 import { Worker } from 'node:worker_threads';
+import { reclaimAfterMs } from '../../src/table/slot-lock.js';
 
 const parkWorker = new URL('../fixtures/park-request-worker.mjs', import.meta.url);
 export const FROZEN_MS = 5_000;
@@ -11,6 +12,16 @@ export const FROZEN_MS = 5_000;
 export function pastTimeout(ms: number): void {
   const until = performance.now() + ms;
   while (performance.now() < until);
+}
+
+/**
+ * Spins past the age at which a reclaim (sweep) takes a key's lock over: 30x `claimTimeoutMs`
+ * (table/slot-lock.ts, reclaimAfterMs). A decision takes it over after claimTimeoutMs; a reclaim
+ * waits this long, since a holder stalled between its checks and its writes would otherwise
+ * write into the slot's next key. Tests that stage that stall wait it out.
+ */
+export function pastReclaimGuard(claimTimeoutMs: number): void {
+  pastTimeout(reclaimAfterMs(claimTimeoutMs) + 5);
 }
 
 export interface Parked {

@@ -3,7 +3,7 @@
 // read the pair's words for a reshape, before its first compareExchange. Interleaving:
 //   'k' shaped under the default GCRA rule; setRules gives user 'k' a fixed window (new shape).
 //   W: lock ('k','a'), reads shape (GCRA) + words, holds() -> PARKED
-//   main: spin past claimTimeoutMs; sweep() takes over and reclaims idle 'k'; the victim pair
+//   main: spin past 30x claimTimeoutMs; sweep() takes over and reclaims idle 'k'; the victim pair
 //      (same home slot) takes the slot: NO_SHAPE, words = 'k''s old GCRA words; it reshapes and
 //      spends its 2 per hour (fixed window, another shape)
 //   W resumes: writeFresh compareExchanges from the words it read; the victim's reshape changed
@@ -11,7 +11,7 @@
 // The victim admits exactly 2, 'k' at most 2 (its new rule).
 import { describe, expect, it } from 'vitest';
 import { perHour, PolicyLimiter, type PolicyRule } from '../../src/index.js';
-import { FROZEN_MS, pastTimeout } from '../helpers/park.js';
+import { FROZEN_MS, pastReclaimGuard } from '../helpers/park.js';
 import { parkAfterCheck } from '../helpers/park-after-check.js';
 import { lockIndexOf, slotNumberOf, userSharingSlot } from '../helpers/slots.js';
 
@@ -29,7 +29,7 @@ describe('a policy reshape stalled between holds() and its writes, rules changed
     policy.setRules([...base, { user: victim, algorithm: 'fixed-window', limit: fw }, { user: 'k', algorithm: 'sliding-window', limit: fw }]);
     const w = await parkAfterCheck('policy', policy.handle, { user: 'k', api: 'a' }, 1, lockIndexOf(policy.handle.table, '1:ka'));
     expect(w.parked).toBe(true);
-    pastTimeout(30);
+    pastReclaimGuard(20);
     expect(policy.sweep()).toBe(1);
     let admitted = 0;
     for (let i = 0; i < 3; i++) if (policy.tryAcquire({ user: victim, api: 'a' }).allowed) admitted++;

@@ -1,14 +1,14 @@
 // Regression (failed before #prepare read everything, then checked its lock, then wrote): a
 // PolicyLimiter decision parked under its pair's lock, after underKeyLock's ctrl check
 // (at the first clock reading of LockedEngine.#run, the one handed to #prepare), while sweep()
-// takes the lock over (past claimTimeoutMs), reclaims the idle pair, and another pair with a rule
+// takes the lock over (past 30x claimTimeoutMs, a reclaim's wait), reclaims the idle pair, and another pair with a rule
 // of another shape takes the slot. The parked decision resumes in #prepare. Before the fix it
 // read the new pair's shape, judged the state to be of another rule, and wrote a fresh state of
 // its own rule over it (every compareExchange from values it had just read succeeded): the
 // victim's spends were gone, and it was admitted 4 times for a fixed window of 2 per hour.
 import { describe, expect, it } from 'vitest';
 import { perHour, PolicyLimiter, type PolicyRule } from '../../src/index.js';
-import { FROZEN_MS, park, pastTimeout } from '../helpers/park.js';
+import { FROZEN_MS, park, pastReclaimGuard } from '../helpers/park.js';
 import { slotNumberOf, userSharingSlot } from '../helpers/slots.js';
 
 const clock = { now: () => FROZEN_MS };
@@ -29,7 +29,7 @@ describe('a policy decision parked under its pair lock while sweep() reclaims th
     const w = await park('policy', policy.handle, { user: 'k', api: 'a' }, 1, 1);
     expect(w.parked).toBe(true);
 
-    pastTimeout(30);
+    pastReclaimGuard(20);
     expect(policy.sweep()).toBe(1); // took the parked worker's lock over: 'k' reclaimed
     let admitted = 0;
     for (let i = 0; i < 3; i++) if (policy.tryAcquire({ user: victim, api: 'a' }).allowed) admitted++;

@@ -3,7 +3,7 @@
 // hook parks it there (fixtures/park-after-check-worker.mjs wraps Atomics.load in the worker).
 //   W: lock 'k', snapshot (fresh log), clock, check, [cap lock, cap snapshot, cap check],
 //      #holds(key) -> parked
-//   main: past claimTimeoutMs, sweep() takes the lock over and reclaims idle 'k'; 'other'
+//   main: past 30x claimTimeoutMs, sweep() takes the lock over and reclaims idle 'k'; 'other'
 //      (forceHash: same home) takes the slot with a fresh log equal to the one W read
 //   W resumes: [commits the cap], commits the log by compareExchange from its snapshot, which
 //      lands on 'other' (equal words); settle sees ctrl changed -> lost() [gives the cap back],
@@ -12,7 +12,7 @@
 // admission fewer for its period; never one more. Each key admits at most its limit.
 import { describe, expect, it } from 'vitest';
 import { perHour, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
-import { FROZEN_MS, pastTimeout } from '../helpers/park.js';
+import { FROZEN_MS, pastReclaimGuard } from '../helpers/park.js';
 import { parkAfterCheck } from '../helpers/park-after-check.js';
 import { lockIndexOf } from '../helpers/slots.js';
 
@@ -27,7 +27,7 @@ describe('a locked decision stalled between its lock check and its commits', () 
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkAfterCheck('rate', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'));
     expect(w.parked).toBe(true);
-    pastTimeout(30);
+    pastReclaimGuard(20);
     expect(limiter.sweep()).toBe(1);
     expect(limiter.tryAcquire('other', 0).allowed).toBe(true); // takes the slot, nothing spent
     w.resume();
@@ -49,7 +49,7 @@ describe('a locked decision stalled between its lock check and its commits', () 
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkAfterCheck('rate', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'));
     expect(w.parked).toBe(true);
-    pastTimeout(30);
+    pastReclaimGuard(20);
     expect(limiter.sweep()).toBe(1);
     w.resume();
     const late = await w.next<{ allowed: boolean }>();

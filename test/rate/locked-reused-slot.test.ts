@@ -6,7 +6,7 @@
 // slot. Frozen clock: each key admits exactly its limit, the cap never more than its own.
 import { describe, expect, it } from 'vitest';
 import { perHour, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
-import { FROZEN_MS, park, pastTimeout } from '../helpers/park.js';
+import { FROZEN_MS, park, pastReclaimGuard } from '../helpers/park.js';
 
 const configs: [string, Partial<RateLimiterOptions>, number][] = [
   ['a sliding log, parked after its snapshot', { limit: perHour(2), algorithm: 'sliding-log' }, 1],
@@ -21,7 +21,7 @@ describe('a locked decision parked while sweep() reclaims its key and another ke
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await park('rate', limiter.handle, 'k', 1, parkAt);
     expect(w.parked).toBe(true);
-    pastTimeout(30);
+    pastReclaimGuard(20);
     const swept = limiter.sweep();
     let other = 0;
     for (let i = 0; i < 3; i++) if (limiter.tryAcquire('other').allowed) other++;

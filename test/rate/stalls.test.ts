@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, perDay, perHour, perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
 import { HEADER_WORDS, H_SLOT_WORDS, LIVE, S_CTRL, S_TAT } from '../../src/table/layout.js';
 import { raiseStamp } from '../../src/time/stamps.js';
-import { pastTimeout } from '../helpers/park.js';
+import { pastTimeout, pastReclaimGuard } from '../helpers/park.js';
 
 const stallWorker = new URL('../fixtures/stall-worker.mjs', import.meta.url);
 const FROZEN_MS = 5_000;
@@ -199,7 +199,7 @@ describe('a sliding-log key whose lock holder was terminated', () => {
     await worker.terminate();
     expect(Atomics.load(w, base + S_TAT)).not.toBe(0); // the dead worker's token holds the lock
     clock.advance(600_000);
-    pastTimeout(5);
+    pastReclaimGuard(1);
     expect(limiter.sweep()).toBe(1);
     expect(limiter.stats().liveKeys).toBe(0);
   });

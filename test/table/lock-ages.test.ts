@@ -5,7 +5,7 @@
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConcurrencyLimiter, perHour, PolicyLimiter, RateLimiter } from '../../src/index.js';
-import { FREE, lock, lockToken, tryLock } from '../../src/table/slot-lock.js';
+import { FREE, lock, lockToken, reclaimAfterMs, tryLock, unlock } from '../../src/table/slot-lock.js';
 import { MAX_CLAIM_TIMEOUT_MS } from '../../src/table/table-options.js';
 
 const stallWorker = new URL('../fixtures/stall-worker.mjs', import.meta.url);
@@ -40,24 +40,57 @@ describe('lock ages', () => {
 
   // Every stealAfterMs the package passes: claimTimeoutMs at both ends, and a rules writer's 10x.
   it.each([1, 1_000, MAX_CLAIM_TIMEOUT_MS, 10 * MAX_CLAIM_TIMEOUT_MS])(
-    'a lock taken %i ms ago is held until it is older than stealAfterMs, then taken over',
+    'a lock taken %i ms ago: a decision takes it over once older than stealAfterMs, a reclaim once older than reclaimAfterMs',
     (stealAfterMs) => {
       const w = new Int32Array(new SharedArrayBuffer(8));
       // Near the top of the 2^20 ms stamp range, so the takeover reading wraps it.
       const takenAt = 5 * 2 ** 20 - 7;
       const held = lockToken(3, takenAt);
+      const guard = reclaimAfterMs(stealAfterMs);
+      expect(guard).toBe(Math.max(stealAfterMs, Math.min(30 * stealAfterMs, 2 ** 19)));
       w[0] = held;
-      nowAt(takenAt + stealAfterMs);
+      nowAt(takenAt + stealAfterMs + 1);
+      // lock() takes it over (and returns rather than waiting on a lock it may take over).
+      const token = lock(w, 0, 5, stealAfterMs);
+      expect(w[0]).toBe(token);
+      expect(token).not.toBe(held);
+      w[0] = held;
+      nowAt(takenAt + guard);
       expect(tryLock(w, 0, 4, stealAfterMs)).toBe(FREE);
       expect(w[0]).toBe(held);
+      nowAt(takenAt + guard + 1);
+      const reclaim = tryLock(w, 0, 4, stealAfterMs);
+      expect(reclaim).not.toBe(FREE);
+      expect(w[0]).toBe(reclaim);
+    },
+  );
+
+  it.each([1, 1_000, MAX_CLAIM_TIMEOUT_MS])(
+    'after a takeover (stealAfterMs %i) the released lock keeps a reclaim off for reclaimAfterMs; decisions take it at once',
+    (stealAfterMs) => {
+      const w = new Int32Array(new SharedArrayBuffer(8));
+      const takenAt = 3 * 2 ** 20 - 5;
+      const guard = reclaimAfterMs(stealAfterMs);
+      w[0] = lockToken(3, takenAt);
       nowAt(takenAt + stealAfterMs + 1);
-      const token = tryLock(w, 0, 4, stealAfterMs);
-      expect(token).not.toBe(FREE);
-      expect(w[0]).toBe(token);
-      // lock() does the same, and returns rather than waiting on a lock it may take over.
-      w[0] = held;
-      expect(lock(w, 0, 5, stealAfterMs)).toBe(w[0]);
-      expect(w[0]).not.toBe(held);
+      const took = lock(w, 0, 5, stealAfterMs);
+      expect(unlock(w, 0, took)).toBe(true);
+      const released = w[0] as number;
+      expect(released).not.toBe(FREE); // marked: a stalled holder may still write
+      expect(released & 1).toBe(0);
+      // A decision takes the released word like a free one, and passes the mark on.
+      const next = lock(w, 0, 6, stealAfterMs);
+      expect(unlock(w, 0, next)).toBe(true);
+      expect(w[0]).toBe(released); // same ms: the same mark
+      nowAt(takenAt + stealAfterMs + 1 + guard);
+      expect(tryLock(w, 0, 4, stealAfterMs)).toBe(FREE);
+      nowAt(takenAt + stealAfterMs + 2 + guard);
+      expect(tryLock(w, 0, 4, stealAfterMs)).not.toBe(FREE);
+      // Once the mark is old, a decision's token carries none: its release frees the word.
+      w[0] = released;
+      const plain = lock(w, 0, 6, stealAfterMs);
+      expect(unlock(w, 0, plain)).toBe(true);
+      expect(w[0]).toBe(FREE);
     },
   );
 
@@ -74,6 +107,7 @@ describe('lock ages', () => {
     // This thread's lock readings come a minute and a ms after the dead holder's token.
     const real = performance.now.bind(performance);
     vi.spyOn(performance, 'now').mockImplementation(() => real() + MAX_CLAIM_TIMEOUT_MS + 1);
+    expect(limiter.sweep()).toBe(0); // a reclaim waits until reclaimAfterMs (524,288 ms here)
     let admitted = 0;
     for (let i = 0; i < 5; i++) if (limiter.allow('k')) admitted++;
     expect(admitted).toBe(3);
