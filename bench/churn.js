@@ -4,15 +4,13 @@
 // table and after 200x maxKeys of churn, the time to absorb that churn, probe lengths along the
 // way (charted), second checks with 200,000 live keys in a 1,000,000-key table, memory per key.
 import { writeFileSync } from 'node:fs';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { perSecond, RateLimiter } from 'sluice';
 import { gcraParams } from '../dist/math/gcra.js';
 import { gcraSlotState } from '../dist/rate/gcra-slot.js';
 import { EMPTY, S_CTRL } from '../dist/table/layout.js';
 import { SlotTable } from '../dist/table/table.js';
 import { createMapGcraSweeping } from './lib/map-gcra.js';
-import { BATCH, fmt, makeKeys, median, nsPerCall } from './lib/measure.js';
+import { BATCH, fmt, gc, makeKeys, median, nsPerCall } from './lib/measure.js';
 import { keyStream } from './lib/streams.js';
 import { lineChart } from './lib/svg.js';
 
@@ -49,7 +47,6 @@ const DENSITIES = [2, 1.25];
 /** The tables of the first-check, second-check and memory rows. */
 const BIG = 1_000_000;
 
-const gc = globalThis.gc ?? (() => { v8.setFlagsFromString('--expose-gc'); return vm.runInNewContext('gc'); })();
 
 /**
  * The clock every contestant reads, moved only by the benchmark, like a ManualClock. A plain

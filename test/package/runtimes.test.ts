@@ -1,0 +1,33 @@
+// Bun and Deno, installed as npm packages in .ci/runtimes/ (as CI does), run the worker-thread
+// checks that apply outside vitest (fixtures/runtime-threads.mjs) on the built package. Outside
+// CI a missing runtime skips its test and says so loudly; under CI (CI=true) it fails.
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const fixture = fileURLToPath(new URL('../fixtures/runtime-threads.mjs', import.meta.url));
+
+const runtimes = [
+  { name: 'bun', bin: `${root}.ci/runtimes/bun/node_modules/.bin/bun`, args: [fixture] },
+  { name: 'deno', bin: `${root}.ci/runtimes/deno/node_modules/.bin/deno`, args: ['run', '-A', fixture] },
+  { name: 'node', bin: process.execPath, args: [fixture] },
+];
+
+describe.each(runtimes)('$name', ({ name, bin, args }) => {
+  const present = existsSync(bin);
+  if (!present) {
+    if (process.env.CI) throw new Error(`${bin} is missing: CI installs it (npm ci --prefix .ci/runtimes/${name})`);
+    console.warn(`\n*** ${name} is not installed in .ci/runtimes/${name}: its runtime test is SKIPPED (npm ci --prefix .ci/runtimes/${name}). ***\n`);
+  }
+  it.skipIf(!present)('one timeline across threads on the default clock, and exact limits under 4 racing workers', () => {
+    const out = execFileSync(bin, args, { encoding: 'utf8', timeout: 60_000, env: { ...process.env, NO_COLOR: '1' } });
+    const r = JSON.parse(out.trim().split('\n').pop() as string) as { skew: { worker: number; main: number }; perKey: number[] };
+    // A burst of 10 and a refill of 1 per 100 ms: the main thread's 20 asks come within a few ms
+    // of the worker's, so at most 1 more than the burst in all, never 15.
+    expect(r.skew.worker).toBe(10);
+    expect(r.skew.worker + r.skew.main).toBeLessThanOrEqual(11);
+    expect(r.perKey).toEqual([100, 100, 100]);
+  });
+});
