@@ -10,6 +10,7 @@ import { ConcurrencyLimiter, ManualClock } from '../../src/index.js';
 import { FROZEN_MS } from '../helpers/park.js';
 import { mulberry32 } from '../helpers/random.js';
 import { compactedSlots, duplicateKeys, liveCopies, liveHashes } from '../helpers/table-scan.js';
+import { soakOr } from '../helpers/soak.js';
 
 const stormWorker = new URL('../fixtures/lease-storm-worker.mjs', import.meta.url);
 
@@ -25,7 +26,7 @@ describe('a lease storm with sweeps and terminations', () => {
     const pool = Array.from({ length: WORKERS }, spawn);
     let swept = 0;
     let kills = 0;
-    const end = Date.now() + 4_000;
+    const end = Date.now() + soakOr(1_500, 4_000);
     let nextKill = Date.now() + 400;
     while (Date.now() < end) {
       swept += limiter.sweep();
@@ -72,8 +73,8 @@ describe('a lease kill storm with idle keys, sweeps from workers and colliding k
   const CHURN = 8;
   const MAX = 3;
   const WORKERS = 4;
-  const EPOCHS = 6;
-  const MAX_EPOCHS = 12;
+  const EPOCHS = soakOr(2, 6);
+  const MAX_EPOCHS = soakOr(8, 12);
   const ROUNDS_PER_EPOCH = 2;
   const LEASE_MS = 1_000;
   const MAX_LIFE_MS = 15;

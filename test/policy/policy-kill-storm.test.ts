@@ -17,12 +17,13 @@ import { PolicyLimiter, type PolicyRule } from '../../src/index.js';
 import { FROZEN_MS } from '../helpers/park.js';
 import { mulberry32 } from '../helpers/random.js';
 import { duplicateKeys } from '../helpers/table-scan.js';
+import { soakOr } from '../helpers/soak.js';
 
 const workerUrl = new URL('../fixtures/policy-storm-worker.mjs', import.meta.url);
 const SPENT = 4;
 const PROBED = 24;
 const WORKERS = 4;
-const ROUNDS = 12;
+const ROUNDS = soakOr(6, 12);
 const hour = (permits: number) => ({ permits, periodMs: 3_600_000 });
 
 /** Rules for round `r`, and each spent pair's limit under them. */

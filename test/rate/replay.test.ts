@@ -5,6 +5,7 @@ import { gcraParams } from '../../src/math/gcra.js';
 import {
   busiestSpan, byLastReading, replayFixedWindow, replayGcra, replaySlidingLog, replaySlidingWindow, type Admission, type ModelReport,
 } from '../helpers/model.js';
+import { fastCases } from '../helpers/soak.js';
 
 // Four workers hammer one hot key (and two warmer ones) of one limiter on the real clock for
 // 400 ms, each through a clock that remembers what the limiter read during every call. Every
@@ -61,6 +62,9 @@ interface Case {
 
 /** Reservations in the window cases that take them: up to the next window, or none at all. */
 const RESERVE = { share: 0.5, maxWaitMs: [0, 1_000], cancelShare: 0.25 };
+
+/** The cases of `npm test` (npm run test:soak runs them all). */
+const FAST = ['gcra, one limit', 'gcra with a fast global cap (per-thread batches)', 'gcra, two limits, coarse clock', 'two fixed windows + cap, reservations', 'sliding window', 'sliding log with a global cap'];
 
 const CASES: Case[] = [
   { name: 'gcra, one limit', options: { limit: perSecond(5_000, { burst: 50 }) } },
@@ -207,7 +211,7 @@ function replay(algorithm: string, admissions: Admission[], limit: Required<Limi
 }
 
 describe('every admission of 4 racing workers, replayed against an exact model (real clock)', () => {
-  it.each(CASES)('$name', async (c) => {
+  it.each(fastCases(CASES, FAST))('$name', async (c) => {
     // Every run is replayed against the model. A run must also show the attack happened: the hot
     // key limited (most attempts refused, some admitted), calls on it overlapping, compare-and-
     // swaps lost (the lock-free paths), and reservations acting later and cancelled where the

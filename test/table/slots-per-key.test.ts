@@ -40,19 +40,25 @@ describe('slotsPerKey', () => {
   });
 
   it('4 workers inserting the same keys into a table 80% full give each key one copy', async () => {
-    const keys = Array.from({ length: 8_000 }, (_, i) => `k${i}`);
-    const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: keys.length, slotsPerKey: 1.25, clock: new ManualClock() });
-    const gate = new SharedArrayBuffer(8);
-    const pool = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'hammer', handle: limiter.handle, id, keys, attempts: keys.length, cost: 1, gate }));
-    const replies = pool.map((w) => result<{ admitted: number[]; casRetries: number }>(w));
-    await openGate(gate, 4);
-    const all = await Promise.all(replies);
-    await Promise.all(pool.map((w) => w.terminate()));
-    // A frozen clock and a burst of 1: a key admitted twice had two copies.
-    const admitted = keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] as number), 0));
-    expect(admitted.filter((n) => n !== 1)).toEqual([]);
-    expect(limiter.stats().liveKeys).toBe(keys.length);
+    // Rounds on fresh tables until the workers were seen racing (compare-and-swaps lost), at most
+    // 8: a busy machine may run the workers one after the other. Every round is checked.
+    let casRetries = 0;
+    for (let round = 0; round < 8 && casRetries === 0; round++) {
+      const keys = Array.from({ length: 8_000 }, (_, i) => `k${i}`);
+      const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: keys.length, slotsPerKey: 1.25, clock: new ManualClock() });
+      const gate = new SharedArrayBuffer(8);
+      const pool = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'hammer', handle: limiter.handle, id, keys, attempts: keys.length, cost: 1, gate }));
+      const replies = pool.map((w) => result<{ admitted: number[]; casRetries: number }>(w));
+      await openGate(gate, 4);
+      const all = await Promise.all(replies);
+      await Promise.all(pool.map((w) => w.terminate()));
+      // A frozen clock and a burst of 1: a key admitted twice had two copies.
+      const admitted = keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] as number), 0));
+      expect(admitted.filter((n) => n !== 1)).toEqual([]);
+      expect(limiter.stats().liveKeys).toBe(keys.length);
+      casRetries += all.reduce((sum, r) => sum + r.casRetries, 0);
+    }
     // The workers raced on the same keys: compare-and-swaps lost.
-    expect(all.reduce((sum, r) => sum + r.casRetries, 0)).toBeGreaterThan(0);
+    expect(casRetries).toBeGreaterThan(0);
   });
 });
