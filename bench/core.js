@@ -92,10 +92,10 @@ function memory(quick) {
   return rows;
 }
 
-export async function runCore({ quick = false } = {}) {
+export async function runCore({ quick = false, withMemory = true } = {}) {
   const { res, bytes } = await singleThread(quick);
   const { one, two, twoCoarse, twoMaps } = await scaling(quick);
-  const mem = memory(quick);
+  const mem = withMemory ? memory(quick) : [];
   const lines = [];
   lines.push('## Core: one thread, existing keys (1k keys, 24-character strings)', '');
   lines.push('Each tinybench iteration makes 1,000 calls; figures are ns per call (median, p25-p75 over samples).', '');
@@ -149,7 +149,7 @@ export async function runCore({ quick = false } = {}) {
   lines.push(`| 2 workers on distinct keys at least 1.7x one worker | ${fmt(ratio, 2)}x | ${verdict(ratio >= 1.7)} |`);
   lines.push(`| 2 workers on coarseClock() at least 0.8x two unshared Maps | ${fmt(coarseVsMaps, 2)}x | ${verdict(coarseVsMaps >= 0.8)} |`);
   const dense = mem.find((m) => m.maxKeyBytes === 24 && m.slotsPerKey === 1.25);
-  lines.push(`| at most 64 bytes per key at ${fmt(dense.maxKeys)} keys, maxKeyBytes 24 (slotsPerKey 1.25), none refused | ${fmt(dense.perKey, 1)} B, ${fmt(dense.full)} refused | ${verdict(dense.perKey <= 64 && dense.full === 0)} |`);
+  if (dense !== undefined) lines.push(`| at most 64 bytes per key at ${fmt(dense.maxKeys)} keys, maxKeyBytes 24 (slotsPerKey 1.25), none refused | ${fmt(dense.perKey, 1)} B, ${fmt(dense.full)} refused | ${verdict(dense.perKey <= 64 && dense.full === 0)} |`);
   lines.push('', 'With the default clock, `allow` allocates only what `performance.now()` allocates; `tryAcquire`',
     'also allocates its `Decision` object. The Map GCRA allocates a boxed double per stored TAT on top',
     'of the clock; its object variant allocates its `Decision` too.');

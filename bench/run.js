@@ -18,11 +18,13 @@ import { runRace } from './race.js';
 import { runRedis } from './redis.js';
 import { runRedisOutage } from './redis-outage.js';
 import { runRedisTier } from './redis-tier.js';
+import { runRuntimes } from './runtimes.js';
 import { runScaling } from './scaling.js';
 import { runWidth } from './width.js';
 
 const SUITES = {
   core: runCore,
+  runtimes: runRuntimes,
   peers: runPeers,
   contention: runContention,
   algorithms: runAlgorithms,
