@@ -30,8 +30,9 @@ import { byLastReading, replayFixedWindow, replayGcra, replaySlidingLog, type Ad
 // was reclaimed and inserted again (the sweeper saw it in two or more incarnations), sweeps
 // reclaimed keys, compactions made EMPTY slots that later held keys again, over ten times as many
 // new keys got a slot as the table has slots (liveKeys never past its capacity), and second
-// checks of new keys were refused. A run that shows less is repeated (up to RUNS times); a wrong
-// admission fails at once.
+// checks of new keys were refused. While the runs so far have not shown all of it together (each
+// kind, and each key's reclaim, in some run), another runs (up to RUNS in all); a wrong admission
+// fails at once.
 //
 // What it catches (table.ts broken on purpose in a copy of the repository, nothing committed): a
 // compaction that ignores the chains crossing a tombstone (admissions the model refuses in every
@@ -209,7 +210,8 @@ describe('every admission of 4 racing workers while keys are reclaimed, compacte
         'calls on the hottest key overlapped': overlaps > 0,
         'compare-and-swaps lost races': limiter.algorithm === 'sliding-log' || casRetries > 0,
         'sweeps reclaimed keys': swept.reclaimed > 0,
-        'every key was reclaimed and inserted again': swept.incarnations.every((n) => n >= 2),
+        // Per key: a hot key always spent in one run may be reclaimed in the next.
+        ...Object.fromEntries(swept.incarnations.map((n, k) => [`${KEYS[k]} was reclaimed and inserted again`, n >= 2])),
         'compactions made EMPTY slots that held keys again': swept.reusedAfterCompaction > 0,
         'ten times as many new keys went through the table as it has slots': fresh.placed > 10 * capacity,
         'second checks of new keys were refused by their own limit': fresh.limited > 0,
