@@ -31,6 +31,17 @@ export default [
     }],
   },
   {
+    name: 'stalled acquire landed on the slot next key',
+    what: 'settle reads the 0 the next key\'s insert left as a release: a lease stands in another key\'s places (fix f353f07)',
+    scenario: 'lease-reuse',
+    edits: [{
+      file: 'table/slot-lock.js',
+      from: '        if (Atomics.load(w, base + S_CTRL) !== ctrl)\n            return false;\n' +
+        '        if ((cur & HELD) === 0)\n',
+      to: '        if ((cur & HELD) === 0)\n',
+    }],
+  },
+  {
     name: 'tryLock read the clock before the lock word',
     what: 'a reading older than the lock word\'s stamp ages it 2^20 - 1 ms: a sweep takes a fresh lock over (fix 6ed30c7)',
     scenario: 'locked-sweep',

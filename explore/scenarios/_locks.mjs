@@ -304,3 +304,36 @@ export function pastClaimAssumption(exec, startMs, claimTimeoutMs) {
   const last = Math.max(startMs, ...exec.trace.filter((e) => e.kind === 'clock').map((e) => e.result));
   return last - startMs >= 30 * claimTimeoutMs;
 }
+
+/**
+ * Whether an insert stalled past the table's timing assumption in this run: between its claim (a
+ * compareExchange of a slot's ctrl word to a claim of its own) and its last step on that claim (the
+ * compareExchange that publishes or abandons it), the clock moved 30x claimTimeoutMs past the
+ * reading its claim was stamped with, and the inserter took a step after that. Such an insert may
+ * write over the slot's next occupant, as documented: the run is not judged. Unlike
+ * `pastClaimAssumption`, a run whose clock moved that far while no insert was in flight is judged
+ * (a lock holder stalled that long, a dead holder's key reclaimed).
+ */
+export function insertStalledPast(exec, lib, claimTimeoutMs) {
+  const L = lib.layout;
+  const slotWords = new Int32Array(exec.buffers[0])[L.H_SLOT_WORDS];
+  const isCtrl = (buf, byte) => buf === 0 && (byte & 3) === 0 && (byte >> 2) >= L.HEADER_WORDS &&
+    ((byte >> 2) - L.HEADER_WORDS) % slotWords === L.S_CTRL;
+  const last = new Map(); // thread -> its last reading
+  const open = new Map(); // thread -> { byte, word, reading } of its claim in flight
+  let latest = -Infinity;
+  for (const e of exec.trace) {
+    if (e.kind === 'clock') {
+      last.set(e.thread, e.result);
+      latest = Math.max(latest, e.result);
+      continue;
+    }
+    const claim = open.get(e.thread);
+    if (claim !== undefined && latest - claim.reading >= 30 * claimTimeoutMs) return true;
+    if (e.kind !== 'cas' || !isCtrl(e.buf, e.byte)) continue;
+    if (claim !== undefined && e.byte === claim.byte && e.a0 === claim.word) open.delete(e.thread);
+    const cancels = ((e.a1 >>> 2) & L.CLAIM_CANCELLED) !== 0;
+    if (e.result === e.a0 && (e.a1 & 3) === L.BUSY && !cancels) open.set(e.thread, { byte: e.byte, word: e.a1, reading: last.get(e.thread) });
+  }
+  return false;
+}
