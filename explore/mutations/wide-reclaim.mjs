@@ -54,4 +54,15 @@ export default [
     scenario: 'local-tier',
     edits: [{ file: 'redis/local-tier.js', from: 'if (cached === inserts && !insert)', to: "if (typeof cached === 'number' && !insert)" }],
   },
+  {
+    name: 'a width-64 reservation that drops the part interval of its wait',
+    what: 'WideGcra\'s reserve computes the wait from whole intervals only (q + cost - burst) * t, without the remainder '
+      + 'r of the debt: the reservation acts up to a tick early (a check the reserve-64 scenario makes)',
+    scenario: 'reserve-64',
+    edits: [{
+      file: 'rate/gcra-wide.js',
+      from: 'const wait = q + cost >= p.burst ? (q + cost - p.burst) * p.intervalTicks + r : 0;',
+      to: 'const wait = q + cost >= p.burst ? (q + cost - p.burst) * p.intervalTicks : 0;',
+    }],
+  },
 ];
