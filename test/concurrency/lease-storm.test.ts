@@ -141,7 +141,10 @@ describe('a lease kill storm with idle keys, sweeps from workers and colliding k
     const copies = liveCopies(limiter.handle.table);
     expect([...copies].filter(([, n]) => n > 1)).toEqual([]);
     expect([...copies.keys()].filter((k) => !used.has(k))).toEqual([]);
-    expect([...liveHashes(limiter.handle.table)]).toEqual([FORCED_HASH]);
+    // Every live slot holds a key of the forced hash (none may be live: on a busy machine the last
+    // epoch's workers may all have been terminated before they held a lease, and sweep() then
+    // reclaimed every key).
+    expect([...liveHashes(limiter.handle.table)].filter((h) => h !== FORCED_HASH)).toEqual([]);
     expect(limiter.stats().liveKeys).toBe(copies.size);
 
     // A fresh key admits exactly maxInFlight on the frozen clock.
