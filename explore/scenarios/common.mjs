@@ -112,3 +112,21 @@ export function brokenChains(buffer, lib) {
   }
   return null;
 }
+
+/**
+ * A time in ms as a whole number of `tickMs` ticks, for models on the tick grid: the tick it
+ * names when within float noise of it (a sum of moves lands an ulp off a tick: 4096000.0000079996
+ * is the double nearest 4096000.000008), else the tick below.
+ */
+export function onTickGrid(tickMs) {
+  return (ms) => {
+    const t = ms / tickMs;
+    return Math.abs(t - Math.round(t)) < 1e-3 ? Math.round(t) : Math.floor(t);
+  };
+}
+
+/** The run's calls with their readings in whole ticks (`onTickGrid`), and the conversion itself. */
+export function callsOnTickGrid(exec, tickMs) {
+  const ticks = onTickGrid(tickMs);
+  return { ticks, calls: callsOf(exec).map((c) => ({ ...c, readings: c.readings.map(ticks) })) };
+}

@@ -7,8 +7,8 @@
 // clock's range: no wrap move.
 // Checked: admissions and refusals against the exact model on the tick grid (see check), and one
 // live copy of the key.
-import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { liveCopies, tableNames, timeMoves } from './common.mjs';
+import { gcraModel, linearizable } from '../models.mjs';
+import { callsOnTickGrid, liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 250_000_000, periodMs: 1000, burst: 2 };
 const TICK_MS = 2e-6;
@@ -45,11 +45,7 @@ export default {
     // when within float noise of it (the moves' sums land an ulp off a 2 ns tick: 4096000.0000079996
     // is the double nearest 4096000.000008), else the tick below. Readings in ticks, the limit in
     // ticks (an interval of 2, a burst of 2): exact, so no refusal slack either.
-    const ticks = (ms) => {
-      const t = ms / TICK_MS;
-      return Math.abs(t - Math.round(t)) < 1e-3 ? Math.round(t) : Math.floor(t);
-    };
-    const calls = callsOf(exec).map((c) => ({ ...c, readings: c.readings.map(ticks) }));
+    const { calls } = callsOnTickGrid(exec, TICK_MS);
     const outcome = (c) => ({ key: 'k', cost: c.label === 'tryAcquire2' ? 2 : 1, admitted: c.result === true });
     return linearizable(calls, gcraModel(TICK_LIMIT), outcome);
   },

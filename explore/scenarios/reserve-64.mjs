@@ -5,9 +5,9 @@
 // twice. A clock move of one interval lets a check pass exactly when a cancel gave its interval
 // back. Checked against the exact GCRA model with reservations (reserve.mjs), on the tick grid as
 // gcra-64 does: readings, delays and act times in ticks, so no slack; and one live copy of the key.
-import { callsOf, linearizable } from '../models.mjs';
-import { liveCopies, tableNames, timeMoves } from './common.mjs';
-import { reservationModel } from './reserve.mjs';
+import { linearizable } from '../models.mjs';
+import { callsOnTickGrid, liveCopies, tableNames, timeMoves } from './common.mjs';
+import { reservationModel, reservationOutcome, reserveThreads } from './reserve.mjs';
 
 const limit = { permits: 250_000_000, periodMs: 1000, burst: 2 };
 const TICK_MS = 2e-6;
@@ -29,39 +29,12 @@ export default {
     if (rl.stats().width !== 64) throw new Error('reserve-64: the limit no longer takes the 64-bit path');
     return { buffers: [rl.handle.table], data: { handle: rl.handle } };
   },
-  threads: [
-    (ctx, { handle }, lib) => {
-      const rl = lib.RateLimiter.attach(handle);
-      ctx.call('allow', () => rl.allow('k')); // set-up: the key exists and holds one admission
-      ctx.ready();
-      let r = null;
-      ctx.call('reserve', () => { r = rl.reserve('k'); return { delayMs: r.delayMs, actAtMs: r.actAtMs }; });
-      ctx.call('cancel', () => r.cancel());
-    },
-    (ctx, { handle }, lib) => {
-      const rl = lib.RateLimiter.attach(handle);
-      ctx.ready();
-      ctx.call('allow', () => rl.allow('k'));
-      ctx.call('allow', () => rl.allow('k'));
-    },
-  ],
+  threads: reserveThreads,
   names: tableNames,
   check(exec, lib) {
     const copies = liveCopies(exec.buffers[0], lib, ['k']);
     if (copies !== null) return copies;
-    // A time counts as the tick it names when within float noise of it, else the tick below.
-    const ticks = (ms) => {
-      const t = ms / TICK_MS;
-      return Math.abs(t - Math.round(t)) < 1e-3 ? Math.round(t) : Math.floor(t);
-    };
-    const calls = callsOf(exec).map((c) => ({ ...c, readings: c.readings.map(ticks) }));
-    const reserveOf = new Map(calls.filter((c) => c.label === 'reserve').map((c) => [c.thread, c]));
-    const outcome = (c) => {
-      if (c.label === 'allow') return { kind: 'allow', key: 'k', cost: 1, admitted: c.result === true };
-      if (c.label === 'reserve') return { kind: 'reserve', key: 'k', cost: 1, admitted: true, delayMs: ticks(c.result.delayMs) };
-      const actAtMs = ticks(reserveOf.get(c.thread).result.actAtMs);
-      return { kind: 'cancel', key: 'k', cost: 1, admitted: c.result === true, firstReading: c.readings[0], actAtMs };
-    };
-    return linearizable(calls, reservationModel(TICK_LIMIT, 0), outcome);
+    const { calls, ticks } = callsOnTickGrid(exec, TICK_MS);
+    return linearizable(calls, reservationModel(TICK_LIMIT, 0), reservationOutcome(calls, ticks));
   },
 };

@@ -22,6 +22,41 @@ const INTERVAL_MS = 500;
 const time = timeMoves({ startMs: 4999.75, tickMs: TICK_MS, intervalMs: INTERVAL_MS });
 time.moves.splice(2, 0, { name: '+interval', to: (now) => now + INTERVAL_MS });
 
+/**
+ * The threads of the reservation scenarios: thread 0 admits the key once (set-up), then reserves
+ * and cancels; thread 1 checks the key twice.
+ */
+export const reserveThreads = [
+  (ctx, { handle }, lib) => {
+    const rl = lib.RateLimiter.attach(handle);
+    ctx.call('allow', () => rl.allow('k')); // set-up: the key exists and holds one admission
+    ctx.ready();
+    let r = null;
+    ctx.call('reserve', () => { r = rl.reserve('k'); return { delayMs: r.delayMs, actAtMs: r.actAtMs }; });
+    ctx.call('cancel', () => r.cancel());
+  },
+  (ctx, { handle }, lib) => {
+    const rl = lib.RateLimiter.attach(handle);
+    ctx.ready();
+    ctx.call('allow', () => rl.allow('k'));
+    ctx.call('allow', () => rl.allow('k'));
+  },
+];
+
+/**
+ * The outcome of each call of `reserveThreads` for `reservationModel`; `toModel` turns a time in
+ * ms (a delay, an act time) into the model's time (ms, or ticks on a tick grid).
+ */
+export function reservationOutcome(calls, toModel = (ms) => ms) {
+  const reserveOf = new Map(calls.filter((c) => c.label === 'reserve').map((c) => [c.thread, c]));
+  return (c) => {
+    if (c.label === 'allow') return { kind: 'allow', key: 'k', cost: 1, admitted: c.result === true };
+    if (c.label === 'reserve') return { kind: 'reserve', key: 'k', cost: 1, admitted: true, delayMs: toModel(c.result.delayMs) };
+    const actAtMs = toModel(reserveOf.get(c.thread).result.actAtMs);
+    return { kind: 'cancel', key: 'k', cost: 1, admitted: c.result === true, firstReading: c.readings[0], actAtMs };
+  };
+}
+
 export default {
   name: 'reserve',
   what: 'Gcra32 reserve and refund (Reservation.cancel) racing allow on one key',
@@ -30,33 +65,11 @@ export default {
     const rl = new lib.RateLimiter({ limit: lib.perSecond(2), maxKeys: 4, hashSeed: 7 });
     return { buffers: [rl.handle.table], data: { handle: rl.handle } };
   },
-  threads: [
-    (ctx, { handle }, lib) => {
-      const rl = lib.RateLimiter.attach(handle);
-      ctx.call('allow', () => rl.allow('k')); // set-up: the key exists and holds one admission
-      ctx.ready();
-      let r = null;
-      ctx.call('reserve', () => { r = rl.reserve('k'); return { delayMs: r.delayMs, actAtMs: r.actAtMs }; });
-      ctx.call('cancel', () => r.cancel());
-    },
-    (ctx, { handle }, lib) => {
-      const rl = lib.RateLimiter.attach(handle);
-      ctx.ready();
-      ctx.call('allow', () => rl.allow('k'));
-      ctx.call('allow', () => rl.allow('k'));
-    },
-  ],
+  threads: reserveThreads,
   names: tableNames,
   check(exec) {
     const calls = callsOf(exec);
-    const reserveOf = new Map(calls.filter((c) => c.label === 'reserve').map((c) => [c.thread, c]));
-    const outcome = (c) => {
-      if (c.label === 'allow') return { kind: 'allow', key: 'k', cost: 1, admitted: c.result === true };
-      if (c.label === 'reserve') return { kind: 'reserve', key: 'k', cost: 1, admitted: true, delayMs: c.result.delayMs };
-      const actAtMs = reserveOf.get(c.thread).result.actAtMs;
-      return { kind: 'cancel', key: 'k', cost: 1, admitted: c.result === true, firstReading: c.readings[0], actAtMs };
-    };
-    return linearizable(calls, reservationModel(limit, TICK_MS), outcome);
+    return linearizable(calls, reservationModel(limit, TICK_MS), reservationOutcome(calls));
   },
 };
 
