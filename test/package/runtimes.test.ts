@@ -23,11 +23,13 @@ describe.each(runtimes)('$name', ({ name, bin, args }) => {
   }
   it.skipIf(!present)('one timeline across threads on the default clock, and exact limits under 4 racing workers', () => {
     const out = execFileSync(bin, args, { encoding: 'utf8', timeout: 60_000, env: { ...process.env, NO_COLOR: '1' } });
-    const r = JSON.parse(out.trim().split('\n').pop() as string) as { skew: { worker: number; main: number }; perKey: number[] };
-    // A burst of 10 and a refill of 1 per 100 ms: the main thread's 20 asks come within a few ms
-    // of the worker's, so at most 1 more than the burst in all, never 15.
+    const r = JSON.parse(out.trim().split('\n').pop() as string) as { skew: { worker: number; main: number; elapsedMs: number }; perKey: number[] };
+    // A burst of 10 and a refill of 1 per 100 ms: the burst, plus what refilled in the wall time
+    // measured between the worker's first ask and the main thread's last (a few ms on a quiet
+    // machine, more on a busy one), plus 1 for the clock's rounding. Before the fix, 13-16 within
+    // a few ms.
     expect(r.skew.worker).toBe(10);
-    expect(r.skew.worker + r.skew.main).toBeLessThanOrEqual(11);
+    expect(r.skew.worker + r.skew.main).toBeLessThanOrEqual(10 + Math.floor(r.skew.elapsedMs / 100) + 1);
     expect(r.perKey).toEqual([100, 100, 100]);
   });
 });
