@@ -117,6 +117,32 @@ export function privateRedis(): { readonly server: TestRedis; readonly io: Redis
   };
 }
 
+/** Makes the keys a script call touched live for ever, in the same transaction as the call. */
+const PERSIST_KEYS = "for i = 1, #KEYS do redis.call('PERSIST', KEYS[i]) end return 0";
+
+/**
+ * `io` for a limiter whose script time is the tests' (setScriptTime): each script call runs in
+ * MULTI/EXEC with a PERSIST of its keys after it. The script sets TTLs in the tests' milliseconds,
+ * which Redis counts on its own clock: a key 1 test-ms before its window's end expired 1 real ms
+ * later, and a call that came after that on a busy machine found it gone at the same test time
+ * (the vectors test saw remaining 3 for the second request of a window, found in CI). Redis 7
+ * freezes time for a whole EXEC, so the key cannot expire between the script and the PERSIST;
+ * the script's decisions never rely on expiry (each stored state says when it was made).
+ */
+export function heldKeys(io: Redis): { call(command: string, ...args: (string | number)[]): Promise<unknown> } {
+  return {
+    async call(command, ...args) {
+      if (command !== 'EVALSHA' && command !== 'EVAL') return io.call(command, ...args);
+      const numKeys = Number(args[1]);
+      const keys = args.slice(2, 2 + numKeys);
+      const replies = await io.multi().call(command, ...args).call('EVAL', PERSIST_KEYS, numKeys, ...keys).exec();
+      const [error, reply] = (replies ?? [])[0] ?? [new Error('EXEC was aborted'), null];
+      if (error) throw error;
+      return reply;
+    },
+  };
+}
+
 /** Both clients, each made on a server's socket and closed after; they reconnect after faults. */
 export interface TestClient {
   name: string;

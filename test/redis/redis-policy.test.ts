@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perMinute, perSecond, PolicyLimiter, RedisPolicyLimiter, type PolicyRule } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { heldKeys, privateRedis, redisAvailable } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -47,7 +47,7 @@ describe.skipIf(!available)('RedisPolicyLimiter', () => {
       fc.asyncProperty(fc.integer({ min: 1_000, max: 10_000_000 }), fc.array(step, { minLength: 5, maxLength: 50 }), async (startMs, steps) => {
         const clock = new ManualClock(startMs);
         const memory = new PolicyLimiter({ rules: rulesA, maxKeys: 16, clock });
-        const onRedis = make(rulesA);
+        const onRedis = make(rulesA, { redis: heldKeys(redisServer.io) });
         let now = startMs;
         let current = rulesA;
         setScriptTime(onRedis, () => now * 1000);

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, RateLimiter, RedisRateLimiter, type Decision, type Limit } from '../../src/index.js';
 import type { AlgorithmName } from '../../src/algorithms/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { heldKeys, privateRedis, redisAvailable } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -71,7 +71,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
         const clock = new ManualClock(startMs);
         const options = { algorithm: config.algorithm, limit: config.limit, ...(config.globalLimit ? { globalLimit: config.globalLimit } : {}) };
         const memory = new RateLimiter({ ...options, maxKeys: 16, clock });
-        const onRedis = new RedisRateLimiter({ ...options, redis: redisServer.io, prefix: `v${n++}:`, localTier: false });
+        const onRedis = new RedisRateLimiter({ ...options, redis: heldKeys(redisServer.io), prefix: `v${n++}:`, localTier: false });
         let now = startMs;
         setScriptTime(onRedis, () => now * 1000);
         for (const [i, { advanceMs, key, cost }] of steps.entries()) {
@@ -89,6 +89,24 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
     );
     // The sequences reached refusals, not only admissions.
     expect(refused).toBeGreaterThan(checked / 10);
+  });
+
+  // Found in CI: 'fixed-window: two limits' started at 4,999 ms, 1 ms before a 200 ms window's
+  // end; the key's TTL (1 ms, on Redis's own clock) ran out before the second request at the same
+  // test time, which found a fresh window (remaining 3, not 2). The vectors hold their keys.
+  it('a second request 1 test-ms before the window ends, after the Redis clock moved 3 ms', async () => {
+    const limit = [{ permits: 4, periodMs: 200 }, { permits: 8, periodMs: 3_000 }];
+    const r = new RedisRateLimiter({ algorithm: 'fixed-window', limit, redis: heldKeys(redisServer.io), prefix: `w${n++}:`, localTier: false });
+    setScriptTime(r, () => 4_999_000);
+    expect(await r.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 3 });
+    // Waits on Redis's clock, the one its TTLs follow, until it is 3 ms on.
+    const time = async (): Promise<number> => {
+      const [s, us] = (await redisServer.io.call('TIME')) as [string, string];
+      return Number(s) * 1e6 + Number(us);
+    };
+    const t0 = await time();
+    while ((await time()) < t0 + 3_000);
+    expect(await r.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 2 });
   });
 
   it('a fractional interval (3 per 200 ms) is exact on Redis to the microsecond', async () => {
