@@ -235,7 +235,7 @@ function missScan(table) {
 
 /** Probe lengths of a limiter's table (the table's own probeLengths(), through dist/), and its counts. */
 function probesOf(limiter, clock) {
-  const table = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), clock));
+  const table = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), clock), limiter.handle.keys);
   const p = table.probeLengths();
   const miss = p.missMean === undefined ? missScan(table) : { mean: p.missMean, max: p.missMax };
   const s = limiter.stats();

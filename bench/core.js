@@ -86,7 +86,7 @@ function memory(quick) {
     for (const k of keys) if (!limiter.allow(k)) full++; // perSecond(10): a first request passes unless there is no slot
     const insertNs = ((performance.now() - t0) * 1e6) / maxKeys;
     const s = limiter.stats();
-    const probes = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock)).probeLengths();
+    const probes = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock), limiter.handle.keys).probeLengths();
     rows.push({ maxKeyBytes, slotsPerKey: slotsPerKey ?? 2, maxKeys, live: s.liveKeys, full, tableBytes: s.tableBytes, perKey: s.tableBytes / maxKeys, insertNs, probes });
   }
   return rows;

@@ -74,7 +74,7 @@ export function attachVariant(variant, handle, lockBuffer) {
   if (product.width !== 32 || p.width !== 32) {
     throw new RangeError(`variant ${variant} models the 32-bit path; this limiter runs at width ${product.width}`);
   }
-  const table = new SlotTable(handle.table, gcraSlotState(p, clock));
+  const table = new SlotTable(handle.table, gcraSlotState(p, clock), handle.keys);
   const index = new SlotIndex(table, DEFAULT_CACHE_SIZE); // the same cache the product uses
   const w = table.words;
 

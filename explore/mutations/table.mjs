@@ -31,4 +31,16 @@ export default [
     scenario: 'compaction',
     edits: [{ file: 'table/table.js', from: 'if (state === BUSY && !this.#cancelExpired(base, c))', to: 'if (false)' }],
   },
+  {
+    name: 'long keys told apart by their first 24 bytes',
+    what: 'a lookup takes a long key whose hash, length and slot bytes match for the key, without comparing its tail',
+    scenario: 'long-key-insert',
+    edits: [{ file: 'table/table.js', from: 'return n === inline || this.#tailEquals(', to: 'return true || this.#tailEquals(' }],
+  },
+  {
+    name: 'one heap record for two slots',
+    what: 'two inserters take records from the heap top with a plain read and write, so both get the same words',
+    scenario: 'long-key-insert',
+    edits: [{ file: 'table/key-heap.js', from: 'if (Atomics.compareExchange(w, K_TOP, top, top + size) === top)', to: 'if ((w[K_TOP] = top + size) > 0)' }],
+  },
 ];

@@ -25,22 +25,34 @@ export function gcraOutcome(exec, model, outcome = (c) => ({ key: 'k', cost: 1, 
   return linearizable(callsOf(exec), model, outcome, { since: exec.startMs });
 }
 
-/** Keys (of `keys`) held by more than one live slot of the table in `buffer`: a violation, or null. */
-export function liveCopies(buffer, lib, keys) {
+/**
+ * Keys (of `keys`) held by more than one live slot of the table in `buffer`: a violation, or
+ * null. With `heap` (the table's key heap), long keys are read in full, and every one of `keys`
+ * must be live.
+ */
+export function liveCopies(buffer, lib, keys, heap = null) {
   const L = lib.layout;
   const w = new Int32Array(buffer);
   const slots = w[L.H_STRIPES] * w[L.H_SLOTS_PER_STRIPE];
   const keyAt = w[L.H_STATE_OFFSET] + w[L.H_STATE_WORDS];
+  const inlineBytes = 4 * w[L.H_INLINE_KEY_WORDS];
   const bytes = new Uint8Array(buffer);
   const counts = new Map();
   for (let s = 0; s < slots; s++) {
     const base = L.HEADER_WORDS + s * w[L.H_SLOT_WORDS];
     if ((w[base + L.S_CTRL] & 3) !== L.LIVE || w[base + L.S_TAT] === L.DEAD) continue;
     const n = w[base + L.S_KEY_BYTES];
-    const key = new TextDecoder().decode(bytes.slice(4 * (base + keyAt), 4 * (base + keyAt) + n));
+    const head = bytes.slice(4 * (base + keyAt), 4 * (base + keyAt) + Math.min(n, inlineBytes));
+    let key = new TextDecoder().decode(head);
+    if (n > inlineBytes) {
+      if (heap === null) return `a long key (${n} bytes) is live: pass the key heap`;
+      const ref = w[base + keyAt + inlineBytes / 4];
+      key = new TextDecoder().decode(Buffer.concat([head, new Uint8Array(heap).slice(4 * (ref + 1), 4 * (ref + 1) + n - inlineBytes)]));
+    }
     counts.set(key, (counts.get(key) ?? 0) + 1);
   }
   for (const k of keys) if ((counts.get(k) ?? 0) > 1) return `key ${k} has ${counts.get(k)} live copies`;
+  if (heap !== null) for (const k of keys) if (!counts.has(k)) return `key ${k} is not live (or not read back in full)`;
   return null;
 }
 

@@ -64,6 +64,8 @@ const OPTION_NAMES = namesOf<ConcurrencyLimiterOptions>()([
 export interface ConcurrencyLimiterHandle {
   readonly kind: 'sluice.ConcurrencyLimiter';
   readonly table: SharedArrayBuffer;
+  /** The key heap that holds long keys past their slot's words, or null (maxKeyBytes <= 24). */
+  readonly keys: SharedArrayBuffer | null;
   readonly clock: SharedArrayBuffer | null;
 }
 

@@ -39,7 +39,7 @@ export interface PolicyLimiterOptions
   extends Pick<RateLimiterOptions, 'maxKeys' | 'clock' | 'onFull' | 'slotsPerKey' | 'maxLogSize' | 'claimTimeoutMs' | 'cacheSize' | 'hashSeed'> {
   /** The rules; exactly one has neither `user` nor `api` (the default). */
   rules: readonly PolicyRule[];
-  /** Longest user + api, in UTF-8 bytes plus a few for the length prefix. Default 128. */
+  /** Longest user + api, in UTF-8 bytes plus a few for the length prefix. Default 4,096 (see RateLimiterOptions.maxKeyBytes). */
   maxKeyBytes?: number;
   /** State words reserved per key for any future rules. Default: what the rules need, at least 16. */
   maxStateWords?: number;
@@ -61,6 +61,8 @@ const OPTION_NAMES = namesOf<PolicyLimiterOptions>()([
 export interface PolicyLimiterHandle {
   readonly kind: 'sluice.PolicyLimiter';
   readonly table: SharedArrayBuffer;
+  /** The key heap that holds long keys past their slot's words, or null (maxKeyBytes <= 24). */
+  readonly keys: SharedArrayBuffer | null;
   readonly rules: SharedArrayBuffer;
   readonly clock: SharedArrayBuffer | null;
 }
@@ -144,7 +146,7 @@ export class PolicyLimiter {
     const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
     const compiled = compileRules(options.rules, maxLogSize);
     const maxStateWords = integerInRange('options.maxStateWords', options.maxStateWords ?? Math.max(16, compiled.stateWords), compiled.stateWords, 65_537);
-    const t = parseTableOptions(options, 128);
+    const t = parseTableOptions(options);
     const maxRulesBytes = integerInRange('options.maxRulesBytes', options.maxRulesBytes ?? 65_536, 64, 2 ** 24);
     const rules = createRulesStore(JSON.stringify(options.rules), maxRulesBytes);
     // align8: the rules' states are laid out for an odd base (after the shape word) in slots whose

@@ -66,7 +66,12 @@ export interface RateLimiterOptions {
   clock?: Clock;
   /** What to do when a new key finds no free or reclaimable slot. Default `'deny'`. */
   onFull?: 'deny' | 'allow';
-  /** Longest key in UTF-8 bytes; longer keys throw `RangeError`. Default 64, at most 1024. */
+  /**
+   * Longest key in UTF-8 bytes; longer keys throw `RangeError`. Default 4,096, at most 65,536. A
+   * slot holds 24 bytes of key; a longer key keeps the rest in a key heap beside the table, which
+   * grows with the long keys stored (each slot keeps the record it was given). At 24 or less
+   * there is no heap and each slot is 4 bytes smaller.
+   */
   maxKeyBytes?: number;
   /**
    * Slots allocated per key of `maxKeys`, 1.25 to 4; default 1.25. Fewer slots hold the same keys
@@ -96,6 +101,8 @@ export interface RateLimiterOptions {
 export interface RateLimiterHandle {
   readonly kind: 'sluice.RateLimiter';
   readonly table: SharedArrayBuffer;
+  /** The key heap that holds long keys past their slot's words, or null (maxKeyBytes <= 24). */
+  readonly keys: SharedArrayBuffer | null;
   /** The clock's buffer when the limiter runs on a ManualClock or a coarseClock(), else null. */
   readonly clock: SharedArrayBuffer | null;
 }
@@ -114,6 +121,8 @@ export interface RateLimiterStats {
   claimed: number;
   /** Size of the shared table in bytes. */
   tableBytes: number;
+  /** Size of the key heap in bytes: long keys past their slot's 24 bytes (0 without a heap). */
+  keyHeapBytes: number;
   /** Compare-and-swap attempts that lost a race, on this thread's instance since it was made. */
   casRetries: number;
   /**

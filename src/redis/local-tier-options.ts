@@ -14,7 +14,7 @@ export interface LocalTierOptions
   extends Partial<Pick<RateLimiterOptions, 'slotsPerKey' | 'claimTimeoutMs' | 'hashSeed' | 'cacheSize' | 'forceHash'>> {
   /** Keys the table is sized for (default 10,000). */
   maxKeys?: number;
-  /** Longest key in UTF-8 bytes (default 64); a longer key is simply not cached. */
+  /** Longest key in UTF-8 bytes (default 4,096; see RateLimiterOptions.maxKeyBytes); a longer key is simply not cached. */
   maxKeyBytes?: number;
   /** How long a lease's permits may be spent, counted from when they were asked for (default 1000). */
   leaseMs?: number;
@@ -24,10 +24,12 @@ export interface LocalTierOptions
   clock?: Clock;
 }
 
-/** What `attach` needs: two SharedArrayBuffers and a tag, so it survives structured cloning. */
+/** What `attach` needs: its SharedArrayBuffers and a tag, so it survives structured cloning. */
 export interface LocalTierHandle {
   readonly kind: 'sluice.LocalTier';
   readonly table: SharedArrayBuffer;
+  /** The key heap that holds long keys past their slot's words, or null (maxKeyBytes <= 24). */
+  readonly keys: SharedArrayBuffer | null;
   /** The clock's buffer when the tier runs on a ManualClock or a coarseClock(), else null. */
   readonly clock: SharedArrayBuffer | null;
 }

@@ -91,7 +91,7 @@ export class LocalTier {
     this.#refillTimeoutMs = w[T_REFILL_TIMEOUT_MS] as number;
     this.#cacheSize = cacheSize ?? DEFAULT_CACHE_SIZE;
     // Its own key cache (with absent keys, see #cache), not the site's SlotIndex.
-    this.#table = new SlotTable(w.buffer as SharedArrayBuffer, tierSlotState(this.#so, this.#leaseMs, this.#clock));
+    this.#table = site.newTable(tierSlotState(this.#so, this.#leaseMs, this.#clock));
     // Each instance gets its own owner id for its refill stamps (1 to 2^20 - 1).
     this.#owner = (site.newOwner() % FIELD_MASK) + 1;
   }
@@ -433,7 +433,8 @@ export class LocalTier {
     const c = this.#table.scan();
     return {
       liveKeys: c.live, maxKeys: this.#w[H_MAX_KEYS] as number, capacity: this.#table.capacity, tombstones: c.tombstones,
-      claimed: c.claimed, tableBytes: this.#w.byteLength, casLosses: this.#casLosses, lateSpends: this.#lateSpends,
+      claimed: c.claimed, tableBytes: this.#w.byteLength, keyHeapBytes: this.#table.heap?.byteLength ?? 0,
+      casLosses: this.#casLosses, lateSpends: this.#lateSpends,
     };
   }
 }

@@ -8,6 +8,7 @@
  * | ... tickNs | staleSec | onFull | hashMode | hashValue | hashSeed | claimTimeoutMs | clock    |
  * | maxKeys | algorithm | limitCount | hasGlobal | maxLogSize | stateWords | ownerSeq | global  |
  * | stateOffset | width | forceLocked | class (which limiter class made the table)            |
+ * | inlineKeyWords (key words a slot holds; a longer key's tail is in the key heap)            |
  * | @ byte 256: float64 [permits, periodMs, burst] per limit, then the global limit's          |
  * +---------------------------------- stripe 0 ------------------------------------------------+
  * | slot 0 | slot 1 | ... | slot S-1 |     a key only ever lives in the stripe its hash picks,  |
@@ -20,12 +21,18 @@
  * +--------------------------------------------------------------------------------------------+
  *
  * one slot (slotWords int32 words):
- * +-----------+-----------+-----------+-----------+-----------+-------------+------------------+
- * | ctrl      | tat       | lastSec   | hash      | keyBytes  | state words | key: UTF-8,      |
- * | state|gen | ticks mod | second of | 32-bit    | byte len  | (a pad word | zero-padded,     |
- * | or stamp  | 2^32, or  | last      | hash of   | of the    | first when  | ceil(maxKeyBytes |
- * |           | the guard | admission | the key   | key       | 8-aligned)  | / 4) words       |
- * +-----------+-----------+-----------+-----------+-----------+-------------+------------------+
+ * +-----------+-----------+-----------+-----------+-----------+-------------+--------------+------+
+ * | ctrl      | tat       | lastSec   | hash      | keyBytes  | state words | key: UTF-8,  | ref  |
+ * | state|gen | ticks mod | second of | 32-bit    | byte len  | (a pad word | zero-padded, | (see |
+ * | or stamp  | 2^32, or  | last      | hash of   | of the    | first when  | its first    | be-  |
+ * |           | the guard | admission | the whole | whole key | 8-aligned)  | inlineKey-   | low) |
+ * |           |           |           | key       |           |             | Words words  |      |
+ * +-----------+-----------+-----------+-----------+-----------+-------------+--------------+------+
+ *
+ * A slot holds min(maxKeyBytes, INLINE_KEY_BYTES) bytes of key. When maxKeyBytes is larger (the
+ * default), the table has a key heap (key-heap.ts) and every slot ends with a reference word: 0,
+ * or the heap record that holds the rest of the slot's long keys (a key of more than
+ * INLINE_KEY_BYTES bytes keeps its first INLINE_KEY_BYTES in the slot, the rest in the record).
  *
  * The state sits next to the words every decision touches, the key after it (read only by
  * lookups that miss the thread's cache): a decision's reads and writes share a cache line in
@@ -56,7 +63,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 6;
+export const LAYOUT_VERSION = 7;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -94,6 +101,11 @@ export const H_WIDTH = 26;
 export const H_FORCE_LOCKED = 27;
 /** Which class made the table (TABLE_CLASSES): attach refuses a table of another class. */
 export const H_CLASS = 28;
+/**
+ * Key words a slot holds (`INLINE_KEY_BYTES`, or fewer when maxKeyBytes is smaller); a table whose
+ * maxKeyBytes is larger has a key heap and a reference word after them.
+ */
+export const H_INLINE_KEY_WORDS = 29;
 /** The classes a table may belong to, by their H_CLASS value (1-based: 0 is no class). */
 export const TABLE_CLASSES = ['RateLimiter', 'PolicyLimiter', 'ConcurrencyLimiter', 'LocalTier'] as const;
 export type TableClass = (typeof TABLE_CLASSES)[number];
@@ -113,6 +125,12 @@ export const S_HASH = 3;
 export const S_KEY_BYTES = 4;
 /** Words in a slot before its state (and its key, after the state: `keyOffsetOf` in table.ts). */
 export const SLOT_HEADER_WORDS = 5;
+
+/**
+ * Bytes of key a slot holds: IPv4 and most IPv6 addresses, user ids, tenant names. Longer keys
+ * keep the rest in the key heap.
+ */
+export const INLINE_KEY_BYTES = 24;
 
 /** Slot states, the low two bits of ctrl. */
 export const EMPTY = 0;

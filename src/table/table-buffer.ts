@@ -1,8 +1,8 @@
 import { keyWords } from './hash.js';
 import {
   GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLASS, H_GLOBAL_BASE, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
-  H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STATE_OFFSET, H_STATE_WORDS, H_STRIPES, H_VERSION,
-  HEADER_WORDS, LAYOUT_VERSION, MAGIC, SLOT_HEADER_WORDS, slotsPerStripeFor, TABLE_CLASSES, type TableClass,
+  H_INLINE_KEY_WORDS, H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STATE_OFFSET, H_STATE_WORDS, H_STRIPES,
+  H_VERSION, HEADER_WORDS, INLINE_KEY_BYTES, LAYOUT_VERSION, MAGIC, SLOT_HEADER_WORDS, slotsPerStripeFor, TABLE_CLASSES, type TableClass,
 } from './layout.js';
 
 /**
@@ -37,6 +37,34 @@ export function stateOffsetOf(words: Int32Array): number {
 /** Offset of a slot's key words from its base, for the table in `words`: after the state words. */
 export function keyOffsetOf(words: Int32Array): number {
   return (words[H_STATE_OFFSET] as number) + (words[H_STATE_WORDS] as number);
+}
+
+/** Key words a slot of the table in `words` holds. */
+export function inlineKeyWordsOf(words: Int32Array): number {
+  return words[H_INLINE_KEY_WORDS] as number;
+}
+
+/**
+ * Whether the table in `words` keeps long keys' tails in a key heap: its maxKeyBytes is more
+ * than its slots hold. Then every slot ends with a reference word (`keyRefOffsetOf`).
+ */
+export function hasKeyHeap(words: Int32Array): boolean {
+  return keyWords(words[H_MAX_KEY_BYTES] as number) > inlineKeyWordsOf(words);
+}
+
+/** Offset of a slot's reference word (a table with a key heap): right after its key words. */
+export function keyRefOffsetOf(words: Int32Array): number {
+  return keyOffsetOf(words) + inlineKeyWordsOf(words);
+}
+
+/** The key words past the slot's that the longest key needs: the largest record's capacity. */
+export function tailWordsOf(words: Int32Array): number {
+  return keyWords(words[H_MAX_KEY_BYTES] as number) - inlineKeyWordsOf(words);
+}
+
+/** Number of slots in the table in `words`. */
+export function slotCountOf(words: Int32Array): number {
+  return (words[H_STRIPES] as number) * (words[H_SLOTS_PER_STRIPE] as number);
 }
 
 /** Geometry and identity of a new table. */
@@ -75,7 +103,10 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   // 6% faster this way than with the state after the key).
   let stateOffset = SLOT_HEADER_WORDS;
   if (spec.align8 === true) stateOffset += stateOffset & 1;
-  let slotWords = stateOffset + spec.stateWords + keyWords(spec.maxKeyBytes);
+  // A slot holds at most INLINE_KEY_BYTES of key; a longer maxKeyBytes adds the reference word.
+  const inlineWords = keyWords(Math.min(spec.maxKeyBytes, INLINE_KEY_BYTES));
+  const refWords = keyWords(spec.maxKeyBytes) > inlineWords ? 1 : 0;
+  let slotWords = stateOffset + spec.stateWords + inlineWords + refWords;
   if (spec.align8 === true) slotWords += slotWords & 1;
   const slotArea = stripes * slotsPerStripe * slotWords;
   const globalWords = spec.globalWords > 0 ? GLOBAL_HEADER_WORDS + spec.globalWords : 0;
@@ -86,7 +117,7 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   } catch (e) {
     throw new RangeError(
       `options.maxKeys ${spec.maxKeys} needs a table of ${bytes} bytes (${slotWords * 4} per slot, ${spec.slotsPerKey} slots per key), ` +
-        `which could not be allocated: lower maxKeys, maxKeyBytes or the per-key state (${e instanceof Error ? e.message : String(e)})`,
+        `which could not be allocated: lower maxKeys, slotsPerKey or the per-key state (${e instanceof Error ? e.message : String(e)})`,
       { cause: e },
     );
   }
@@ -106,5 +137,6 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   w[H_STATE_OFFSET] = stateOffset;
   w[H_CLASS] = TABLE_CLASSES.indexOf(spec.tableClass) + 1;
   w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea : 0;
+  w[H_INLINE_KEY_WORDS] = inlineWords;
   return buffer;
 }

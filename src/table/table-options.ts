@@ -28,6 +28,14 @@ export interface AttachOptions {
   cacheSize?: number;
 }
 
+/**
+ * The longest key accepted unless configured otherwise. A slot holds 24 bytes of key; a longer
+ * key keeps the rest in the table's key heap, which costs only the keys that use it.
+ */
+export const DEFAULT_MAX_KEY_BYTES = 4096;
+/** The most `maxKeyBytes` may be. */
+export const MAX_KEY_BYTES = 65_536;
+
 /** Most keys a table may be sized for. */
 export const MAX_KEYS = 2 ** 22;
 
@@ -41,14 +49,14 @@ export const MAX_CLAIM_TIMEOUT_MS = 60_000;
 
 /**
  * Checks the shared options; throws `TypeError`/`RangeError` naming `options.<name>` and the
- * value. `defaultKeyBytes` differs by class (a PolicyLimiter key holds a user and an API).
+ * value.
  */
 export function parseTableOptions(options: {
   maxKeys?: unknown; maxKeyBytes?: unknown; claimTimeoutMs?: unknown; onFull?: unknown;
   hashSeed?: unknown; forceHash?: unknown; clock?: unknown; cacheSize?: unknown; slotsPerKey?: unknown;
-}, defaultKeyBytes = 64): TableOptions {
+}): TableOptions {
   const maxKeys = integerInRange('options.maxKeys', options.maxKeys, 1, MAX_KEYS);
-  const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? defaultKeyBytes, 1, 1024);
+  const maxKeyBytes = integerInRange('options.maxKeyBytes', options.maxKeyBytes ?? DEFAULT_MAX_KEY_BYTES, 1, MAX_KEY_BYTES);
   const claimTimeoutMs = integerInRange('options.claimTimeoutMs', options.claimTimeoutMs ?? 1000, 1, MAX_CLAIM_TIMEOUT_MS);
   const onFull = options.onFull ?? 'deny';
   if (onFull !== 'deny' && onFull !== 'allow') {

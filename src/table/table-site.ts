@@ -4,7 +4,8 @@ import { checkNames } from '../config/option-names.js';
 import { H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_ON_FULL, H_OWNER_SEQ, type TableClass } from './layout.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './slot-index.js';
 import { SlotTable, type SlotState } from './table.js';
-import { allocateTable, checkTableBuffer, stateOffsetOf, type TableSpec } from './table-buffer.js';
+import { allocateKeyHeap, checkKeyHeap, keyHeapBytes } from './key-heap.js';
+import { allocateTable, checkTableBuffer, hasKeyHeap, slotCountOf, stateOffsetOf, tailWordsOf, type TableSpec } from './table-buffer.js';
 import { checkAttachOptions, type AttachOptions, type TableOptions } from './table-options.js';
 
 /**
@@ -18,10 +19,14 @@ import { checkAttachOptions, type AttachOptions, type TableOptions } from './tab
  * sites on the same table.
  */
 
-/** The handle of every class: its kind, the table, and the clock's buffer if the clock travels. */
+/**
+ * The handle of every class: its kind, the table, the key heap if the table has one (long keys'
+ * tails), and the clock's buffer if the clock travels.
+ */
 export interface TableHandle {
   readonly kind: string;
   readonly table: SharedArrayBuffer;
+  readonly keys: SharedArrayBuffer | null;
   readonly clock: SharedArrayBuffer | null;
 }
 
@@ -96,6 +101,8 @@ export function checkRequest(key: unknown, cost: unknown): void {
 export class TableSite {
   /** The whole buffer as int32 words (header, slots, global area). */
   readonly words: Int32Array;
+  /** The key heap (long keys' tails), or null when every key fits its slot. */
+  readonly keys: SharedArrayBuffer | null;
   readonly clock: Clock;
   /** The clock's shared memory when the clock travels with the handle, else null. */
   readonly clockBuffer: SharedArrayBuffer | null;
@@ -110,11 +117,19 @@ export class TableSite {
 
   /**
    * Checks that `buffer` holds a table made by `tableClass` and resolves the clock: `clock` from
-   * `attach`'s options if given, else the one the header names (see `resolveClock`).
+   * `attach`'s options if given, else the one the header names (see `resolveClock`). `keys` is
+   * the handle's key heap, or 'new' for a table this thread just made (it gets one if it needs it).
    */
-  constructor(buffer: SharedArrayBuffer, tableClass: TableClass, clock: Clock | undefined, clockBuffer: SharedArrayBuffer | null) {
+  constructor(
+    buffer: SharedArrayBuffer, tableClass: TableClass, clock: Clock | undefined, clockBuffer: SharedArrayBuffer | null,
+    keys: SharedArrayBuffer | null | 'new',
+  ) {
     const w = checkTableBuffer(buffer, tableClass);
     this.words = w;
+    // A table made with long keys has a heap that travels in the handle; a new table gets its own.
+    if (!hasKeyHeap(w)) this.keys = null;
+    else if (keys === 'new') this.keys = allocateKeyHeap(keyHeapBytes(slotCountOf(w), tailWordsOf(w)));
+    else this.keys = checkKeyHeap(keys, 'handle.keys');
     this.clock = resolveClock(w[H_CLOCK_KIND], clock, clockBuffer, tableClass);
     this.clockBuffer = clockBuffer;
     this.allowWhenFull = w[H_ON_FULL] === 1;
@@ -124,12 +139,12 @@ export class TableSite {
 
   /** The site of a table this thread just made with `clock` (its buffer travels with the handle). */
   static created(buffer: SharedArrayBuffer, tableClass: TableClass, clock: Clock): TableSite {
-    return new TableSite(buffer, tableClass, clock, clockBuffer(clock));
+    return new TableSite(buffer, tableClass, clock, clockBuffer(clock), 'new');
   }
 
   /** The site an `attach` opens. */
   static attached(request: AttachRequest<TableHandle>, tableClass: TableClass): TableSite {
-    return new TableSite(request.handle.table, tableClass, request.clock, request.handle.clock);
+    return new TableSite(request.handle.table, tableClass, request.clock, request.handle.clock, request.handle.keys ?? null);
   }
 
   /** A new owner id for this instance's lock tokens. */
@@ -140,8 +155,13 @@ export class TableSite {
 
   /** Opens the table with the class's slot hooks, and this thread's key cache. */
   open(hooks: SlotState, cacheSize: number | undefined): void {
-    this.table = new SlotTable(this.words.buffer as SharedArrayBuffer, hooks);
+    this.table = this.newTable(hooks);
     this.index = new SlotIndex(this.table, cacheSize ?? DEFAULT_CACHE_SIZE);
+  }
+
+  /** This thread's view of the table with the class's slot hooks (and its key heap). */
+  newTable(hooks: SlotState): SlotTable {
+    return new SlotTable(this.words.buffer as SharedArrayBuffer, hooks, this.keys);
   }
 
   /** The key's slot: cached, else found or inserted; undefined when the table has no room. */
@@ -167,7 +187,7 @@ export class TableSite {
   }
 
   /** The structured-cloneable handle of kind `kind`. */
-  handle<Kind extends string>(kind: Kind): { kind: Kind; table: SharedArrayBuffer; clock: SharedArrayBuffer | null } {
-    return { kind, table: this.words.buffer as SharedArrayBuffer, clock: this.clockBuffer };
+  handle<Kind extends string>(kind: Kind): { kind: Kind; table: SharedArrayBuffer; keys: SharedArrayBuffer | null; clock: SharedArrayBuffer | null } {
+    return { kind, table: this.words.buffer as SharedArrayBuffer, keys: this.keys, clock: this.clockBuffer };
   }
 }

@@ -4,7 +4,8 @@ import {
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES,
   CLAIM_STAMP_MASK, TOMB, PAYLOAD_MASK,
 } from './layout.js';
-import { checkTableBuffer, keyOffsetOf, stateOffsetOf } from './table-buffer.js';
+import { KeyHeap } from './key-heap.js';
+import { checkTableBuffer, hasKeyHeap, inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf, stateOffsetOf } from './table-buffer.js';
 
 /**
  * What the table needs to know about the state stored in a slot. The table owns keys and slots;
@@ -87,6 +88,12 @@ export class SlotTable {
   /** Offset of a slot's key words from its base (after the state words). */
   readonly keyOffset: number;
   readonly encoder: KeyEncoder;
+  /** Long keys' tails (null when every key fits its slot: maxKeyBytes <= INLINE_KEY_BYTES). */
+  readonly heap: KeyHeap | null;
+  /** Key words a slot holds; a longer key keeps the rest in the heap record of its slot. */
+  readonly #inlineWords: number;
+  /** Offset of a slot's reference word to its heap record (with a heap). */
+  readonly #refOffset: number;
   /** ctrl word seen when `locate` last returned a slot: the cache validates against it. */
   foundCtrl = 0;
   readonly #stripeMask: number;
@@ -103,8 +110,18 @@ export class SlotTable {
   readonly #seen: Int32Array;
   readonly #crossed: Uint8Array;
 
-  constructor(buffer: SharedArrayBuffer, state: SlotState) {
+  /**
+   * Opens the table in `buffer`, with `heap` its key heap when it has one (`hasKeyHeap`; the
+   * caller checked that it is one, see checkKeyHeap).
+   */
+  constructor(buffer: SharedArrayBuffer, state: SlotState, heap: SharedArrayBuffer | null = null) {
     const words = checkTableBuffer(buffer);
+    if (hasKeyHeap(words) !== (heap !== null)) {
+      throw new TypeError(hasKeyHeap(words) ? 'this table keeps long keys in a key heap: pass its heap' : 'this table has no key heap');
+    }
+    this.heap = heap === null ? null : new KeyHeap(heap);
+    this.#inlineWords = inlineKeyWordsOf(words);
+    this.#refOffset = keyRefOffsetOf(words);
     this.words = words;
     this.stripes = words[H_STRIPES] as number;
     this.slotsPerStripe = words[H_SLOTS_PER_STRIPE] as number;
@@ -176,12 +193,53 @@ export class SlotTable {
   #keyEquals(base: number, bytes: number, hash: number): boolean {
     const w = this.words;
     // Plain reads of hash and key are safe: the caller re-reads ctrl afterwards, and a LIVE
-    // slot's key words are written before the publishing CAS and never change while it is LIVE.
+    // slot's key words (its record's too) are written before the publishing CAS and never
+    // change while it is LIVE.
     if (w[base + S_HASH] !== hash || w[base + S_KEY_BYTES] !== bytes) return false;
     const key = this.encoder.words;
     const n = keyWords(bytes);
+    const inline = Math.min(n, this.#inlineWords);
     const at = base + this.keyOffset;
-    for (let i = 0; i < n; i++) if (w[at + i] !== key[i]) return false;
+    for (let i = 0; i < inline; i++) if (w[at + i] !== key[i]) return false;
+    return n === inline || this.#tailEquals(w[base + this.#refOffset] as number, n);
+  }
+
+  /**
+   * Whether the heap record `ref` holds the encoded key's words from the slot's last one to `n`.
+   * The slot may have changed since its reference was read (the caller re-reads its ctrl): a
+   * reference is always 0 or a record's index, and a record too short to hold the tail fails.
+   */
+  #tailEquals(ref: number, n: number): boolean {
+    const tail = n - this.#inlineWords;
+    const h = (this.heap as KeyHeap).view(ref + 1 + tail);
+    if (ref === 0 || !((h[ref] as number) >= tail)) return false;
+    const key = this.encoder.words;
+    for (let i = 0; i < tail; i++) if (h[ref + 1 + i] !== key[this.#inlineWords + i]) return false;
+    return true;
+  }
+
+  /**
+   * Writes the encoded key's words past the slot's own into the slot's heap record, first giving
+   * the slot a larger record if its own is too short. Called with the slot claimed by this thread
+   * (its record is written only under a claim, as its key words are). False when the heap has no
+   * room for the record.
+   */
+  #writeTail(base: number, n: number): boolean {
+    const heap = this.heap as KeyHeap;
+    const tail = n - this.#inlineWords;
+    const w = this.words;
+    let ref = w[base + this.#refOffset] as number;
+    let h = heap.view(ref + 1);
+    if (ref === 0 || (h[ref] as number) < tail) {
+      // At least twice the old one: a slot leaves at most about twice its longest key behind.
+      ref = heap.allocate(ref === 0 ? tail : Math.max(tail, 2 * (h[ref] as number)));
+      if (ref === 0) return false;
+      // A plain write: the slot is ours, and its publish (a compareExchange) comes after it.
+      w[base + this.#refOffset] = ref;
+    }
+    h = heap.view(ref + 1 + tail);
+    const key = this.encoder.words;
+    for (let i = 0; i < tail; i++) h[ref + 1 + i] = key[this.#inlineWords + i] as number;
     return true;
   }
 
@@ -317,8 +375,14 @@ export class SlotTable {
     w[base + S_KEY_BYTES] = bytes;
     const key = this.encoder.words;
     const n = keyWords(bytes);
+    const inline = Math.min(n, this.#inlineWords);
     const at = base + this.keyOffset;
-    for (let i = 0; i < n; i++) w[at + i] = key[i] as number;
+    for (let i = 0; i < inline; i++) w[at + i] = key[i] as number;
+    // A long key's tail: a heap without room leaves the key out, as a full stripe does.
+    if (n > inline && !this.#writeTail(base, n)) {
+      this.#abandon(base, claim, gen);
+      return TABLE_FULL;
+    }
     // 3. Re-scan the chain for the same key inserted (or being inserted) elsewhere.
     for (let i = 0; i < S; i++) {
       if (i === pos) continue;
@@ -536,12 +600,13 @@ export class SlotTable {
    * O(capacity); a snapshot that may race with writers.
    */
   report(casRetries: number): {
-    liveKeys: number; maxKeys: number; capacity: number; tombstones: number; claimed: number; tableBytes: number; casRetries: number;
+    liveKeys: number; maxKeys: number; capacity: number; tombstones: number; claimed: number; tableBytes: number; keyHeapBytes: number;
+    casRetries: number;
   } {
     const c = this.scan();
     return {
       liveKeys: c.live, maxKeys: this.words[H_MAX_KEYS] as number, capacity: this.capacity, tombstones: c.tombstones,
-      claimed: c.claimed, tableBytes: this.words.byteLength, casRetries,
+      claimed: c.claimed, tableBytes: this.words.byteLength, keyHeapBytes: this.heap?.byteLength ?? 0, casRetries,
     };
   }
 

@@ -244,7 +244,7 @@ describe('options and arguments', () => {
     [{ ...base, leaseMs: 1e15 }, RangeError, /options\.leaseMs must be at most 536870912000 .* got 1000000000000000/],
     [{ ...base, leaseMs: '5' }, TypeError, /options\.leaseMs must be a number, got "5"/],
     [{ ...base, maxKeys: 0 }, RangeError, /options\.maxKeys must be an integer from 1 to 4194304, got 0/],
-    [{ ...base, maxKeyBytes: 2000 }, RangeError, /options\.maxKeyBytes .* got 2000/],
+    [{ ...base, maxKeyBytes: 65_537 }, RangeError, /options\.maxKeyBytes .* got 65537/],
     [{ ...base, claimTimeoutMs: 0 }, RangeError, /options\.claimTimeoutMs .* got 0/],
     [{ ...base, onFull: 'drop' }, RangeError, /options\.onFull must be 'deny' or 'allow', got "drop"/],
     [{ ...base, hashSeed: 1.5 }, RangeError, /options\.hashSeed .* got 1\.5/],
@@ -273,7 +273,7 @@ describe('options and arguments', () => {
   it.each([
     [123, TypeError, /key must be a non-empty string, got 123/],
     ['', TypeError, /key must be a non-empty string, got ""/],
-    ['x'.repeat(65), RangeError, /key must be at most 64 UTF-8 bytes \(option maxKeyBytes\)/],
+    ['x'.repeat(4097), RangeError, /key must be at most 4096 UTF-8 bytes \(option maxKeyBytes\)/],
   ])('rejects key %j and changes nothing', (key, type, message) => {
     const { limiter } = fresh();
     limiter.tryAcquire('a', 2);

@@ -3,7 +3,7 @@
 // the reclaim marker (DEAD) in a slot's `tat` word, so one reader serves them all. Snapshots:
 // call them while no other thread writes, or read the result as such.
 import { BUSY, CLAIM_CANCELLED, DEAD, EMPTY, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES, S_TAT } from '../../src/table/layout.js';
-import { keyOffsetOf } from '../../src/table/table-buffer.js';
+import { inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf } from '../../src/table/table-buffer.js';
 
 /** Slots of `table`, and the first word of each. */
 function* slotBases(table: SharedArrayBuffer): Generator<number> {
@@ -13,24 +13,38 @@ function* slotBases(table: SharedArrayBuffer): Generator<number> {
   for (let slot = 0; slot < capacity; slot++) yield HEADER_WORDS + slot * slotWords;
 }
 
-/** Live slots (LIVE and not being reclaimed) per key, as the table spells the key. */
-export function liveCopies(table: SharedArrayBuffer): Map<string, number> {
+/**
+ * The key in the slot at `base`, as the table spells it: its bytes in the slot, and a long key's
+ * tail from the slot's record in `keys`, the table's key heap (the handle's `keys`).
+ */
+export function keyAt(table: SharedArrayBuffer, base: number, keys: SharedArrayBuffer | null = null): string {
   const w = new Int32Array(table);
-  const bytes = new Uint8Array(table);
-  const decoder = new TextDecoder();
+  const length = w[base + S_KEY_BYTES] as number;
+  const inlineBytes = inlineKeyWordsOf(w) * 4;
+  const start = (base + keyOffsetOf(w)) * 4;
+  const head = new Uint8Array(table).slice(start, start + Math.min(length, inlineBytes));
+  if (length <= inlineBytes) return new TextDecoder().decode(head);
+  if (keys === null) throw new Error('a long key is in the table: pass its key heap');
+  const ref = w[base + keyRefOffsetOf(w)] as number;
+  const tail = new Uint8Array(keys).slice((ref + 1) * 4, (ref + 1) * 4 + length - inlineBytes);
+  return new TextDecoder().decode(Buffer.concat([head, tail]));
+}
+
+/** Live slots (LIVE and not being reclaimed) per key, as the table spells the key. */
+export function liveCopies(table: SharedArrayBuffer, keys: SharedArrayBuffer | null = null): Map<string, number> {
+  const w = new Int32Array(table);
   const copies = new Map<string, number>();
   for (const base of slotBases(table)) {
     if (((Atomics.load(w, base + S_CTRL)) & 3) !== LIVE || Atomics.load(w, base + S_TAT) === DEAD) continue;
-    const start = (base + keyOffsetOf(w)) * 4;
-    const key = decoder.decode(bytes.slice(start, start + (w[base + S_KEY_BYTES] as number)));
+    const key = keyAt(table, base, keys);
     copies.set(key, (copies.get(key) ?? 0) + 1);
   }
   return copies;
 }
 
 /** The keys that have more than one live copy, with their counts. */
-export function duplicateKeys(table: SharedArrayBuffer): [string, number][] {
-  return [...liveCopies(table)].filter(([, n]) => n > 1);
+export function duplicateKeys(table: SharedArrayBuffer, keys: SharedArrayBuffer | null = null): [string, number][] {
+  return [...liveCopies(table, keys)].filter(([, n]) => n > 1);
 }
 
 /** The distinct hashes held by live slots (a forced hash leaves exactly one). */

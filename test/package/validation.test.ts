@@ -14,8 +14,8 @@ describe('bad input', () => {
     [null, TypeError, /key must be a non-empty string, got null/],
     [{}, TypeError, /key must be a non-empty string, got an object/],
     ['', TypeError, /key must be a non-empty string, got ""/],
-    ['x'.repeat(65), RangeError, /key must be at most 64 UTF-8 bytes \(option maxKeyBytes\), got "xxx/],
-    ['é'.repeat(33), RangeError, /key must be at most 64 UTF-8 bytes/],
+    ['x'.repeat(4097), RangeError, /key must be at most 4096 UTF-8 bytes \(option maxKeyBytes\), got "xxx/],
+    ['é'.repeat(2049), RangeError, /key must be at most 4096 UTF-8 bytes/],
   ])('rejects key %j and changes nothing', (key, type, message) => {
     const { limiter } = fresh();
     limiter.tryAcquire('a', 2);

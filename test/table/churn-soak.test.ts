@@ -39,7 +39,7 @@ const LIMIT = perSecond(BURST);
 const ROUND_MS = 2_000;
 
 function probes(limiter: RateLimiter) {
-  return new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock)).probeLengths();
+  return new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock), limiter.handle.keys).probeLengths();
 }
 
 const sleep = () => new Promise((r) => setTimeout(r, 1));

@@ -11,7 +11,7 @@ import { SlotTable } from '../../src/table/table.js';
 import { slotBaseOf } from '../helpers/slots.js';
 
 function probes(limiter: RateLimiter) {
-  return new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock)).probeLengths();
+  return new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock), limiter.handle.keys).probeLengths();
 }
 
 describe('compaction', () => {

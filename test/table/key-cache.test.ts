@@ -13,7 +13,7 @@ function setup(keyCount: number, cacheSize: number): { index: SlotIndex; keys: s
   const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: Math.max(4_096, keyCount) });
   const keys = Array.from({ length: keyCount }, (_, i) => `key-${i}`);
   for (const k of keys) limiter.allow(k);
-  const table = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock));
+  const table = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock), limiter.handle.keys);
   const probe = new SlotIndex(table, 0);
   const bases = new Map(keys.map((k) => [k, (probe.locate(k) as SlotRef).base]));
   return { index: new SlotIndex(table, cacheSize), keys, bases };

@@ -117,17 +117,28 @@ describe('an inserter stalled between its re-scan and its publish', () => {
   });
 
   it('cannot either when the other thread inserts the key earlier in the chain than the stalled claim', async () => {
-    const claimTimeoutMs = 5;
-    const clock = new ManualClock(1_000_000);
-    // Every key hashes alike: one probe chain.
-    const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, claimTimeoutMs, clock, forceHash: 7 });
-    expect(limiter.tryAcquire('filler', 0).allowed).toBe(true); // a fresh key at the chain's head
-    const [fillerSlot] = slotsIn(limiter, LIVE);
-    const a = await parkedInsert(limiter.handle, 'k', 20);
-    const [claimSlot] = slotsIn(limiter, BUSY);
-    // One ms later 'filler' is idle: sweep() frees the chain's head, before A's claim.
-    clock.advance(1);
-    expect(limiter.sweep()).toBe(1);
+    const claimTimeoutMs = 20;
+    // The sweep below must come while A's claim is younger than claimTimeoutMs (an older one it
+    // cancels, and the freed head is then cleared to EMPTY). Found in CI at 5 ms on a busy machine:
+    // a late sweep left no tombstone. A late attempt is run again, up to 10 times.
+    let setup: { limiter: RateLimiter; fillerSlot: number | undefined; claimSlot: number | undefined; a: Parked } | undefined;
+    for (let attempt = 0; attempt < 10 && setup === undefined; attempt++) {
+      const clock = new ManualClock(1_000_000);
+      // Every key hashes alike: one probe chain.
+      const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, claimTimeoutMs, clock, forceHash: 7 });
+      expect(limiter.tryAcquire('filler', 0).allowed).toBe(true); // a fresh key at the chain's head
+      const [fillerSlot] = slotsIn(limiter, LIVE);
+      const a = await parkedInsert(limiter.handle, 'k', 20);
+      const [claimSlot] = slotsIn(limiter, BUSY);
+      // One ms later 'filler' is idle: sweep() frees the chain's head, before A's claim.
+      clock.advance(1);
+      expect(limiter.sweep()).toBe(1);
+      // The claim's stamp is no earlier than startedAt's whole ms: younger than this, it was not cancelled.
+      if (performance.now() - a.startedAt < claimTimeoutMs) setup = { limiter, fillerSlot, claimSlot, a };
+      else await a.release();
+    }
+    if (setup === undefined) throw new Error('no sweep came within claimTimeoutMs of the parked claim in 10 attempts');
+    const { limiter, fillerSlot, claimSlot, a } = setup;
     expect(limiter.stats()).toMatchObject({ liveKeys: 0, claimed: 1, tombstones: 1 });
     waitUntil(a.parkedAt + claimTimeoutMs + 2); // precondition: A's claim is past claimTimeoutMs
     const admittedHere = admittedOf(limiter, 'k', 20);
