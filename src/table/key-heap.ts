@@ -74,7 +74,7 @@ export class KeyHeap {
 
   constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
-    this.#words = new Int32Array(buffer, 0, buffer.byteLength >> 2);
+    this.#words = new Int32Array(buffer, 0, buffer.byteLength >>> 2);
   }
 
   /** The heap's bytes now (it only grows). */
@@ -87,7 +87,7 @@ export class KeyHeap {
    * its reads past the end give undefined, which no key word equals).
    */
   view(words: number): Int32Array {
-    if (words > this.#words.length) this.#words = new Int32Array(this.buffer, 0, this.buffer.byteLength >> 2);
+    if (words > this.#words.length) this.#words = new Int32Array(this.buffer, 0, this.buffer.byteLength >>> 2);
     return this.#words;
   }
 
@@ -97,7 +97,7 @@ export class KeyHeap {
    */
   allocate(capacity: number): number {
     const size = capacity + 1;
-    const max = this.buffer.maxByteLength >> 2;
+    const max = this.buffer.maxByteLength >>> 2;
     const w = this.#words;
     let top: number;
     for (;;) {
@@ -111,7 +111,7 @@ export class KeyHeap {
     // grow() may race with other threads' grows: each asks for more than it needs, and a grow to
     // less than the length already reached throws; then the length is checked again.
     while (this.buffer.byteLength < end * 4) {
-      const want = Math.min(max * 4, Math.max(end * 4, this.buffer.byteLength + Math.max(GROW_BYTES, this.buffer.byteLength >> 3)));
+      const want = Math.min(max * 4, Math.max(end * 4, this.buffer.byteLength + Math.max(GROW_BYTES, this.buffer.byteLength >>> 3)));
       try {
         this.buffer.grow(want);
       } catch {

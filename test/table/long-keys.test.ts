@@ -7,7 +7,7 @@ import {
 } from '../../src/index.js';
 import { gcraParams } from '../../src/math/gcra.js';
 import { gcraSlotState } from '../../src/rate/gcra-slot.js';
-import { allocateKeyHeap, KeyHeap } from '../../src/table/key-heap.js';
+import { allocateKeyHeap, KeyHeap, keyHeapBytes, MAX_HEAP_BYTES } from '../../src/table/key-heap.js';
 import { INLINE_KEY_BYTES } from '../../src/table/layout.js';
 import { SlotIndex } from '../../src/table/slot-index.js';
 import { SlotTable } from '../../src/table/table.js';
@@ -83,6 +83,16 @@ describe('long keys', () => {
     const heapView = new KeyHeap(heap);
     expect(heapView.allocate(100)).toBe(0);
     for (let i = 0; i < placed; i++) expect(keyAt(limiter.handle.table, (index.locate(PREFIX + 'y'.repeat(200) + i) as { base: number }).base, heap)).toBe(PREFIX + 'y'.repeat(200) + i);
+  });
+
+  // Found by the memory benchmark: a table for 1,000,000 keys has a heap bound of 2 GiB, whose
+  // word count read with a signed shift was negative, so every record was refused (liveKeys 0).
+  it('a heap of 2 GiB (a table for 1,000,000 keys) hands out records', () => {
+    const heap = new KeyHeap(allocateKeyHeap(MAX_HEAP_BYTES));
+    expect(heap.buffer.maxByteLength).toBe(2 ** 31);
+    expect(heap.allocate(10)).toBe(4);
+    expect(heap.allocate(10)).toBe(15);
+    expect(keyHeapBytes(1_250_000, 1018)).toBe(MAX_HEAP_BYTES);
   });
 
   it('attach needs the handle whole: a missing or foreign key heap is a TypeError', () => {
