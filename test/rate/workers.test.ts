@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter, type RateLimiterHandle } from '../../src/index.js';
 
+import { duplicateKeys } from '../helpers/table-scan.js';
 import { openGate, result, spawn } from '../helpers/workers.js';
 
 interface HammerResult {
@@ -107,14 +108,18 @@ describe('real worker_threads sharing one limiter', () => {
     expect(limiter.stats().claimed).toBe(0);
   });
 
-  it('stays usable when workers die inside inserts, reclaims and sweeps', async () => {
+  it.each([
+    { keys: 'short keys', suffix: '' },
+    // Long keys: a worker may also die while it takes a heap record or grows the heap.
+    { keys: 'keys of about 100 bytes', suffix: `/${'t'.repeat(90)}` },
+  ])('stays usable when workers die inside inserts, reclaims and sweeps ($keys)', async ({ suffix }) => {
     const clock = new ManualClock();
     const limiter = new RateLimiter({ limit: perSecond(3), maxKeys: 24, clock, forceHash: 5, claimTimeoutMs: 20 });
     for (let round = 0; round < 3; round++) {
       const gate = new SharedArrayBuffer(8);
       const counters = new SharedArrayBuffer(4 * 4);
       const count = new Int32Array(counters);
-      const pool = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'churn-forever', handle: limiter.handle, id, gate, counters }));
+      const pool = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'churn-forever', handle: limiter.handle, id, gate, counters, suffix }));
       await openGate(gate, 4);
       while (count.reduce((a, b) => a + b, 0) < 2_000 * (round + 1)) await new Promise((r) => setTimeout(r, 1));
       await Promise.all(pool.map((w) => w.terminate()));
@@ -124,8 +129,9 @@ describe('real worker_threads sharing one limiter', () => {
     clock.advance(10_000);
     // New keys in the same (fully colliding) chain still get exactly their own quota.
     for (let i = 0; i < 10; i++) {
-      expect(limiter.tryAcquire(`after-${i}`, 3)).toMatchObject({ allowed: true, remaining: 0 });
-      expect(limiter.allow(`after-${i}`)).toBe(false);
+      expect(limiter.tryAcquire(`after-${i}${suffix}`, 3)).toMatchObject({ allowed: true, remaining: 0 });
+      expect(limiter.allow(`after-${i}${suffix}`)).toBe(false);
     }
+    expect(duplicateKeys(limiter.handle.table, limiter.handle.keys)).toEqual([]);
   });
 });

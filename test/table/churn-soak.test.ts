@@ -46,17 +46,21 @@ const sleep = () => new Promise((r) => setTimeout(r, 1));
 
 describe('churn soak: workers insert never-repeating keys and sweep while the main thread sweeps and moves the clock', () => {
   it.each([
-    { slotsPerKey: 2, maxKeys: 1_024 },
+    { slotsPerKey: 2, maxKeys: 1_024, suffix: '', keys: 'short keys' },
     // 2,000 slots wanted: two stripes of 1,024.
-    { slotsPerKey: 1.25, maxKeys: 1_600 },
-  ])('slotsPerKey $slotsPerKey: no over-admission, no second copy, misses stay short', async ({ slotsPerKey, maxKeys }) => {
+    { slotsPerKey: 1.25, maxKeys: 1_600, suffix: '', keys: 'short keys' },
+    // Keys of about 210 bytes: 24 in the slot, the rest in the slot's key heap record, which
+    // the slot's next keys reuse.
+    { slotsPerKey: 1.25, maxKeys: 1_600, suffix: `:${'t'.repeat(200)}`, keys: 'keys of about 210 bytes' },
+  ])('slotsPerKey $slotsPerKey, $keys: no over-admission, no second copy, misses stay short', async ({ slotsPerKey, maxKeys, suffix }) => {
     const clock = new ManualClock(1_000_000);
     // The default claimTimeoutMs (1 s): a claim is cancelled only after its inserter stalled that
     // long. A cancelled claim stays BUSY for 30 timeouts, and while any claim is in a stripe, no
     // compaction clears that stripe's tombstones (compactStripe gives up: the claim's chain is not
     // known): with claimTimeoutMs 1 on a busy machine that left tombstones behind for rounds at a
     // time (missMean 1.79 to 2.23 in one round at slotsPerKey 1.25), which measured the machine.
-    const limiter = new RateLimiter({ limit: LIMIT, maxKeys, maxKeyBytes: 24, slotsPerKey, clock });
+    const limiter = new RateLimiter({ limit: LIMIT, maxKeys, slotsPerKey, clock, ...(suffix === '' ? { maxKeyBytes: 24 } : {}) });
+    const heap = limiter.handle.keys;
     const working = maxKeys / 4;
     const newPerRound = maxKeys / 4;
     const ctl = new Int32Array(new SharedArrayBuffer(4 * (6 + WORKERS)));
@@ -66,7 +70,7 @@ describe('churn soak: workers insert never-repeating keys and sweep while the ma
     const pool = Array.from({ length: WORKERS }, (_, id) => new Worker(workerUrl, {
       workerData: {
         handle: limiter.handle, id, workers: WORKERS, ctl: ctl.buffer, counts: counts.buffer, inside, working, newPerRound: Math.ceil(newPerRound / WORKERS),
-        sweepEvery: 16, seed: 0x50a4 + 977 * id,
+        sweepEvery: 16, seed: 0x50a4 + 977 * id, suffix,
       },
     }));
     for (const w of pool) w.on('error', (e) => errors.push(e));
@@ -97,11 +101,11 @@ describe('churn soak: workers insert never-repeating keys and sweep while the ma
         }
         // The workers wait for the next round: the table holds still.
         const admitted = Array.from(counts);
-        const over = admitted.map((n, k) => [`live:${k}`, n] as const).filter(([, n]) => n > BURST);
+        const over = admitted.map((n, k) => [`live:${k}${suffix}`, n] as const).filter(([, n]) => n > BURST);
         expect(over, `round ${round}: working-set keys over their burst`).toEqual([]);
         expect(admitted.reduce((a, b) => a + b, 0), `round ${round}: nothing admitted`).toBeGreaterThan(0);
-        expect(duplicateKeys(limiter.handle.table), `round ${round}: keys with two live copies`).toEqual([]);
-        const live = liveCopies(limiter.handle.table);
+        expect(duplicateKeys(limiter.handle.table, heap), `round ${round}: keys with two live copies`).toEqual([]);
+        const live = liveCopies(limiter.handle.table, heap);
         const stale = [...live.keys()].filter((k) => !k.startsWith('live:') && !isThisRound(k, round, newPerRound));
         expect(stale.slice(0, 5), `round ${round}: keys of earlier rounds still live`).toEqual([]);
         expect(live.size, `round ${round}: live keys`).toBe(working + WORKERS * Math.ceil(newPerRound / WORKERS));
@@ -120,12 +124,21 @@ describe('churn soak: workers insert never-repeating keys and sweep while the ma
       const ms = Math.round(performance.now() - started);
       const first = curve[0] as number;
       const worst = Math.max(...curve);
-      console.log(`churn soak, slotsPerKey ${slotsPerKey}: ${round} rounds in ${ms} ms, missMean first ${first.toFixed(3)} worst ${worst.toFixed(3)} last ${(curve.at(-1) as number).toFixed(3)}, main-thread sweeps ${mainSweeps} reclaimed ${reclaimed}, casRetries ${casRetries}, overlapping checks of one working-set key ${sameKey}, overlapping new-key checks ${overlaps}, most cancelled claims after a round ${cancelledClaims}, compacted slots now ${compactedSlots(limiter.handle.table)}`);
+      console.log(`churn soak, slotsPerKey ${slotsPerKey}${suffix === '' ? '' : `, keys of ${suffix.length} more bytes (key heap ${limiter.stats().keyHeapBytes} bytes)`}: ${round} rounds in ${ms} ms, missMean first ${first.toFixed(3)} worst ${worst.toFixed(3)} last ${(curve.at(-1) as number).toFixed(3)}, main-thread sweeps ${mainSweeps} reclaimed ${reclaimed}, casRetries ${casRetries}, overlapping checks of one working-set key ${sameKey}, overlapping new-key checks ${overlaps}, most cancelled claims after a round ${cancelledClaims}, compacted slots now ${compactedSlots(limiter.handle.table)}`);
       expect(curve.filter((m) => m > first * 1.2), `missMean per round: ${where.join(', ')}`).toEqual([]);
       expect(sameKey, 'no two workers were ever inside a check of one working-set key at once').toBeGreaterThan(0);
       expect(overlaps, 'new-key checks never overlapped').toBeGreaterThan(0);
       // Compaction did its part: EMPTY slots that once held keys.
       expect(compactedSlots(limiter.handle.table)).toBeGreaterThan(0);
+      if (suffix !== '') {
+        // Slots kept their records: the heap holds at most two records a slot of the longest
+        // tail (and its first 64 KiB), far less than a record per key inserted would take.
+        const tailWords = Math.ceil((`new:${WORKERS}:${round * newPerRound}${suffix}`.length - 24) / 4);
+        const bound = 65_536 + limiter.stats().capacity * 2 * (tailWords + 1) * 4;
+        const inserted = round * (working + newPerRound);
+        expect(inserted * (tailWords + 1) * 4).toBeGreaterThan(2 * bound);
+        expect(limiter.stats().keyHeapBytes).toBeLessThanOrEqual(bound);
+      }
     } finally {
       await Promise.all(pool.map((w) => w.terminate()));
     }
