@@ -23,7 +23,7 @@ describe.each(runtimes)('$name', ({ name, bin, args }) => {
   }
   it.skipIf(!present)('one timeline across threads on the default clock, and exact limits under 4 racing workers', () => {
     const out = execFileSync(bin, args, { encoding: 'utf8', timeout: 60_000, env: { ...process.env, NO_COLOR: '1' } });
-    const r = JSON.parse(out.trim().split('\n').pop() as string) as { skew: { worker: number; main: number; elapsedMs: number }; perKey: number[] };
+    const r = JSON.parse(out.trim().split('\n').pop() as string) as { skew: { worker: number; main: number; elapsedMs: number }; perKey: number[]; liveKeys: number; keyHeapBytes: number };
     // A burst of 10 and a refill of 1 per 100 ms: the burst, plus what refilled in the wall time
     // measured between the worker's first ask and the main thread's last (a few ms on a quiet
     // machine, more on a busy one), plus 1 for the clock's rounding. Before the fix, 13-16 within
@@ -31,5 +31,7 @@ describe.each(runtimes)('$name', ({ name, bin, args }) => {
     expect(r.skew.worker).toBe(10);
     expect(r.skew.worker + r.skew.main).toBeLessThanOrEqual(10 + Math.floor(r.skew.elapsedMs / 100) + 1);
     expect(r.perKey).toEqual([100, 100, 100]);
+    expect(r.liveKeys).toBe(3 + 4 * 300);
+    expect(r.keyHeapBytes).toBeGreaterThan(65_536); // the heap grew while the workers ran
   });
 });
