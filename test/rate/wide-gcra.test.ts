@@ -623,34 +623,54 @@ async function hammer(handle: RateLimiterHandle, workers: number, keys: string[]
   };
 }
 
+/**
+ * Runs `round` (which checks its own results) on fresh limiters until one shows the workers
+ * racing (a compare-and-swap lost), up to 6 rounds: on a busy machine one worker may finish
+ * before another starts. Returns the lost races of the last round.
+ */
+async function untilRaced(round: () => Promise<number>): Promise<number> {
+  let casRetries = 0;
+  for (let r = 0; r < 6 && casRetries === 0; r++) casRetries = await round();
+  return casRetries;
+}
+
 describe('real worker_threads on one 64-bit key', () => {
   it('admits exactly 1e6 of 2.4 million tries at 1e6 a day (burst 1e6) on a frozen clock, with CAS retries', async () => {
-    const limiter = new RateLimiter({ limit: PER_DAY, maxKeys: 8, clock: new ManualClock(5_000) });
-    const { perKey, casRetries, widths } = await hammer(limiter.handle, 4, ['hot'], 600_000, 1);
-    expect(widths).toEqual([64, 64, 64, 64]);
-    expect(perKey[0]).toBe(1e6);
+    const casRetries = await untilRaced(async () => {
+      const limiter = new RateLimiter({ limit: PER_DAY, maxKeys: 8, clock: new ManualClock(5_000) });
+      const { perKey, casRetries, widths } = await hammer(limiter.handle, 4, ['hot'], 600_000, 1);
+      expect(widths).toEqual([64, 64, 64, 64]);
+      expect(perKey[0]).toBe(1e6);
+      expect(limiter.tryAcquire('hot', 0)).toMatchObject({ remaining: 0, resetAfterMs: 86_400_000 });
+      return casRetries;
+    });
     expect(casRetries).toBeGreaterThan(0); // the workers really raced on the 64-bit word
-    expect(limiter.tryAcquire('hot', 0)).toMatchObject({ remaining: 0, resetAfterMs: 86_400_000 });
   });
 
   it('admits exactly 2^20 calls of cost 2^20 from a burst of 2^40, with CAS retries', async () => {
-    const limiter = new RateLimiter({ limit: GIGA, maxKeys: 8, clock: new ManualClock(5_000) });
-    const { perKey, casRetries } = await hammer(limiter.handle, 4, ['hot'], 600_000, 2 ** 20);
-    expect(perKey[0]).toBe(2 ** 20);
+    const casRetries = await untilRaced(async () => {
+      const limiter = new RateLimiter({ limit: GIGA, maxKeys: 8, clock: new ManualClock(5_000) });
+      const { perKey, casRetries } = await hammer(limiter.handle, 4, ['hot'], 600_000, 2 ** 20);
+      expect(perKey[0]).toBe(2 ** 20);
+      expect(limiter.tryAcquire('hot', 0)).toMatchObject({ remaining: 0, resetAfterMs: 2 ** 40 / 1e6 });
+      return casRetries;
+    });
     expect(casRetries).toBeGreaterThan(0);
-    expect(limiter.tryAcquire('hot', 0)).toMatchObject({ remaining: 0, resetAfterMs: 2 ** 40 / 1e6 });
   });
 
   it('gives each of 1,000 keys exactly its burst of 1,000 (1e6 in all) when 4 workers insert and hammer them at once', async () => {
-    const limit = { permits: 1e9, periodMs: 1_000, burst: 1_000 }; // 1 ns apart: width 64
-    const limiter = new RateLimiter({ limit, maxKeys: 1_000, clock: new ManualClock(5_000) });
-    expect(limiter.width).toBe(64);
-    const keys = Array.from({ length: 1_000 }, (_, i) => `tenant:${i}`);
-    const { perKey, casRetries } = await hammer(limiter.handle, 4, keys, 600_000, 1);
-    expect(perKey.every((n) => n === 1_000)).toBe(true);
-    expect(perKey.reduce((a, b) => a + b, 0)).toBe(1e6);
+    const casRetries = await untilRaced(async () => {
+      const limit = { permits: 1e9, periodMs: 1_000, burst: 1_000 }; // 1 ns apart: width 64
+      const limiter = new RateLimiter({ limit, maxKeys: 1_000, clock: new ManualClock(5_000) });
+      expect(limiter.width).toBe(64);
+      const keys = Array.from({ length: 1_000 }, (_, i) => `tenant:${i}`);
+      const { perKey, casRetries } = await hammer(limiter.handle, 4, keys, 600_000, 1);
+      expect(perKey.every((n) => n === 1_000)).toBe(true);
+      expect(perKey.reduce((a, b) => a + b, 0)).toBe(1e6);
+      expect(limiter.stats()).toMatchObject({ liveKeys: 1_000, claimed: 0 });
+      return casRetries;
+    });
     expect(casRetries).toBeGreaterThan(0);
-    expect(limiter.stats()).toMatchObject({ liveKeys: 1_000, claimed: 0 });
   });
 
   it.each([

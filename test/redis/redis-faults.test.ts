@@ -272,6 +272,7 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
       for (; seen < calls.length && !answeredAgain; seen++) answeredAgain = (calls[seen] as Call).t0 > tBack && (calls[seen] as Call).d.degraded === undefined;
     }
     const tSteady = performance.now();
+    const closedAtSteady = !limiter.breakerOpen;
     await sleep(150);
     running = false;
     // A call that never settles is a hang: say so rather than wait for the test's timeout.
@@ -337,12 +338,20 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     // 3. The breaker opened during the outage, and closed once Redis answered again.
     expect(openFrom, 'the breaker was seen open after the fault').toBeGreaterThanOrEqual(tFault);
     expect(openFrom, 'the breaker opened before the server returned').toBeLessThan(tBack);
-    expect(breakerOpenAtEnd, 'the breaker is closed at the end').toBe(false);
+    expect(closedAtSteady, 'the breaker closed once Redis answered again').toBe(true);
     const firstBack = calls.filter((c) => c.t0 > tBack && c.d.degraded === undefined);
     expect(firstBack.length, 'answers from Redis after it returned').toBeGreaterThan(0);
     const last = calls.filter((c) => c.t0 > tSteady);
     expect(last.length).toBeGreaterThan(0);
-    expect(last.filter((c) => c.d.degraded).length, 'calls answered without Redis once it was back').toBe(0);
+    // Once back, nothing is answered without Redis, and the breaker stays closed, unless a call
+    // made then ran past its own deadline first (found in CI: a busy machine delayed a reply past
+    // the 150 ms timeout; the breaker opening then is the breaker working). Such a call is a
+    // timeout of this machine's, measured, not a fault of the limiter's: every answer without
+    // Redis must come at or after the first one.
+    const firstLate = Math.min(...last.filter((c) => c.t1 - c.t0 >= TIMEOUT_MS).map((c) => c.t0));
+    if (firstLate < Infinity) console.warn(`redis-faults: a call made ${Math.round(firstLate - tSteady)} ms after the steady state ran past its ${TIMEOUT_MS} ms deadline (a busy machine)`);
+    expect(last.filter((c) => c.d.degraded && c.t1 < firstLate + TIMEOUT_MS).map((c) => c.key), 'calls answered without Redis once it was back').toEqual([]);
+    expect(breakerOpenAtEnd && firstLate === Infinity, 'the breaker is closed at the end').toBe(false);
 
     // 4. Spends. Redis holds exactly one unit for every call it admitted, and nothing for a call
     // that reached it after the limiter had given up on it.
