@@ -1,16 +1,25 @@
 /**
- * A circuit breaker for the calls to Redis: after `threshold` failures in a row (errors or calls
- * not answered by their deadline) it opens, and decisions answer at once without Redis for a
- * cooldown; then the next decisions go to Redis again (half open): a success closes it, a failure
- * opens it for twice as long, up to `maxCooldownMs`.
+ * A circuit breaker for the calls to Redis. After `threshold` failures in a row (errors, calls
+ * not answered by their deadline, malformed replies) it opens: decisions answer at once without
+ * Redis for a cooldown. Then it is half open: one call, the probe, goes to Redis while every other
+ * decision still answers at once. The probe's success closes the breaker; its failure opens it
+ * again for twice as long, up to `maxCooldownMs`. Any success closes it at once, also one of a
+ * call sent before it opened that Redis answers late.
  *
- * Thread-safety: one instance per limiter instance (per thread).
+ * Thread-safety: one instance per limiter instance (per thread): each limiter instance on each
+ * thread has its own breaker and its own probe.
  */
 export class Breaker {
   #failures = 0;
   /** Closed from the start, whatever the clock's origin (performance.now() may be negative). */
   #openUntil = -Infinity;
   #cooldownMs: number;
+  /** Opened and not closed since: past #openUntil it is half open. */
+  #open = false;
+  /** A probe is in flight (half open): every other call answers at once. */
+  #probing = false;
+  /** When the probe in flight was let through. */
+  #probeAt = 0;
 
   constructor(
     private readonly threshold = 3,
@@ -20,20 +29,46 @@ export class Breaker {
     this.#cooldownMs = firstCooldownMs;
   }
 
-  /** Whether a call may go to Redis at `nowMs`. */
+  /** Whether a call made at `nowMs` would go to Redis (no side effect: for monitoring). */
   admits(nowMs: number): boolean {
-    return nowMs >= this.#openUntil;
+    return !this.#open || (nowMs >= this.#openUntil && !this.#probing);
   }
 
+  /**
+   * Whether the call about to be made at `nowMs` goes to Redis; if it is the half-open breaker's
+   * probe, no other call goes until `succeeded` or `failed` is called for it.
+   */
+  pass(nowMs: number): boolean {
+    if (!this.#open) return true;
+    if (nowMs < this.#openUntil || this.#probing) return false;
+    this.#probing = true;
+    this.#probeAt = nowMs;
+    return true;
+  }
+
+  /** Redis answered a call: closed at once, the cooldown back to its first length. */
   succeeded(): void {
     this.#failures = 0;
     this.#cooldownMs = this.firstCooldownMs;
+    this.#open = false;
+    this.#probing = false;
+    this.#openUntil = -Infinity;
   }
 
-  failed(nowMs: number): void {
+  /**
+   * A call made at `askedAt` failed at `nowMs`. While the breaker is open, only the probe's
+   * failure counts: a call made before the probe was let through was made before the breaker
+   * opened (every call since answered without Redis), and its late failure changes nothing.
+   */
+  failed(nowMs: number, askedAt: number): void {
     this.#failures++;
-    if (this.#failures < this.threshold || nowMs < this.#openUntil) return;
-    // Open (again, if a half-open call failed): twice as long each time in a row.
+    // askedAt comes back as a deadline less the timeout: equal to the probe's time but for the
+    // last bits of a double. Calls made before the probe are a cooldown (100 ms or more) older.
+    if (this.#open && !(this.#probing && askedAt >= this.#probeAt - 1)) return;
+    if (!this.#open && this.#failures < this.threshold) return;
+    // Open, or open again after a failed probe: twice as long each time in a row.
+    this.#open = true;
+    this.#probing = false;
     this.#openUntil = nowMs + this.#cooldownMs;
     this.#cooldownMs = Math.min(this.#cooldownMs * 2, this.maxCooldownMs);
   }

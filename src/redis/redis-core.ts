@@ -147,7 +147,7 @@ export class RedisCore<R> {
     }
     // An open breaker: Redis failed repeatedly; answer at once until its cooldown ends.
     const now = performance.now();
-    if (!this.batcher.breaker.admits(now)) {
+    if (!this.batcher.breaker.pass(now)) {
       if (refill) cache?.endRefill(cacheKey);
       return Promise.resolve(this.fallback(request, cost));
     }

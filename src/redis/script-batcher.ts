@@ -87,6 +87,46 @@ function usText(us: number): string {
 /** A script's reply (limits-script.ts): integers, which a client may hand over as strings. */
 type Answer = readonly (number | string)[];
 
+/**
+ * A script reply that is not what the script returns (another script under its SHA, a proxy or
+ * client that rewrote it): an error of the call, which the batcher handles as a failure (the
+ * breaker counts it, the decision answers by onError), never an admission.
+ */
+export class MalformedReplyError extends Error {
+  constructor(why: string, reply: unknown) {
+    let shown: string;
+    try {
+      shown = JSON.stringify(reply)?.slice(0, 200) ?? String(reply);
+    } catch {
+      shown = String(reply);
+    }
+    super(`the Redis script's reply is malformed (${why}): ${shown}`);
+    this.name = 'MalformedReplyError';
+  }
+}
+
+/**
+ * Checks that `reply` is an array of integers (numbers, or the decimal strings some clients
+ * give) at least `min` long, for a plan with or without a cap tail; throws MalformedReplyError.
+ */
+function checkShape(reply: unknown, plan: ScriptPlan): Answer {
+  if (!Array.isArray(reply)) throw new MalformedReplyError('not an array', reply);
+  for (const x of reply as unknown[]) {
+    if (!(typeof x === 'number' || typeof x === 'string') || !Number.isSafeInteger(Number(x)) || x === '') {
+      throw new MalformedReplyError('an element is not an integer', reply);
+    }
+  }
+  if (reply.length < (plan.globalKeys.length > 0 ? 2 : 1)) throw new MalformedReplyError('too short', reply);
+  return reply as Answer;
+}
+
+/** Checks a decision's status word at `at` of `reply`: one the scripts write. */
+function checkStatus(reply: Answer, at: number): number {
+  const status = Number(reply[at]);
+  if (!(status >= ALLOWED && status <= ALLOWED_PLAIN)) throw new MalformedReplyError(`unknown status ${String(reply[at])}`, reply);
+  return status;
+}
+
 /** The reply's tail: the cap's block after the batch (0 without a cap) and Redis's time. */
 function tail(reply: Answer, plan: ScriptPlan): { capBlockedUs: number; nowUs: number; end: number } {
   const capped = plan.globalKeys.length > 0;
@@ -109,12 +149,14 @@ function fields(reply: Answer, at: number, capBlockedUs: number, nowUs: number):
 }
 
 /** The outcomes of a batch script's reply, for decisions of `costs` in order. */
-export function batchOutcomes(reply: Answer, plan: ScriptPlan, costs: readonly number[]): Outcome[] {
-  const { capBlockedUs, nowUs } = tail(reply, plan);
+export function batchOutcomes(answer: unknown, plan: ScriptPlan, costs: readonly number[]): Outcome[] {
+  const reply = checkShape(answer, plan);
+  const { capBlockedUs, nowUs, end } = tail(reply, plan);
   const out: Outcome[] = [];
   let at = 0;
   for (const cost of costs) {
-    const status = Number(reply[at]);
+    if (at >= end) throw new MalformedReplyError(`${costs.length} decisions asked, fewer answered`, reply);
+    const status = checkStatus(reply, at);
     if (status === LATE) {
       out.push('late');
       at += 1;
@@ -128,6 +170,7 @@ export function batchOutcomes(reply: Answer, plan: ScriptPlan, costs: readonly n
       at += 6;
     }
   }
+  if (at !== end) throw new MalformedReplyError(`its length does not match the ${costs.length} decisions asked`, reply);
   return out;
 }
 
@@ -135,8 +178,11 @@ export function batchOutcomes(reply: Answer, plan: ScriptPlan, costs: readonly n
  * The outcome of a decision of `cost` alone, from the reply of its plan's script for one: its
  * part is told apart by its length (script-reply.ts, luaReturnDecision).
  */
-export function aloneOutcome(reply: Answer, plan: ScriptPlan, cost: number): Outcome {
+export function aloneOutcome(answer: unknown, plan: ScriptPlan, cost: number): Outcome {
+  const reply = checkShape(answer, plan);
   const { capBlockedUs, nowUs, end } = tail(reply, plan);
+  if (end !== ALONE_LATE && end !== ALONE_DEBT && end !== ALONE_PLAIN && end !== 6) throw new MalformedReplyError(`a decision of ${end} fields`, reply);
+  if (end === 6) checkStatus(reply, 0);
   switch (end) {
     case ALONE_LATE:
       return 'late';
@@ -303,18 +349,16 @@ export class ScriptBatcher {
       const args: (string | number)[] = single !== null ? packed.slice(1) : [packed.join(',')];
       if (fixed !== null) args.push(fixed());
       const sentAt = performance.now();
-      const reply = (await this.#redis.evalScript(script.sha, script.text, keys, args)) as Answer;
+      const reply = await this.#redis.evalScript(script.sha, script.text, keys, args);
       const received = performance.now();
-      if (fixed === null) this.#learn(head.slot, Number(reply[reply.length - 1]), sentAt, received);
+      // Read (and checked) before anything trusts it: a malformed reply throws, a failure.
+      const outcomes = single !== null ? [aloneOutcome(reply, plan, head.cost)] : batchOutcomes(reply, plan, batch.map((p) => p.cost));
+      if (fixed === null) this.#learn(head.slot, Number((reply as Answer)[(reply as Answer).length - 1]), sentAt, received);
       this.breaker.succeeded();
-      if (single !== null) {
-        this.#settle(head, aloneOutcome(reply, plan, head.cost));
-      } else {
-        const outcomes = batchOutcomes(reply, plan, batch.map((p) => p.cost));
-        batch.forEach((p, i) => this.#settle(p, outcomes[i] as Outcome));
-      }
+      batch.forEach((p, i) => this.#settle(p, outcomes[i] as Outcome));
     } catch {
-      this.breaker.failed(performance.now());
+      // The batch's latest call: the breaker's probe, if it is in the batch.
+      this.breaker.failed(performance.now(), Math.max(...batch.map((p) => p.deadline)) - this.timeoutMs);
       for (const p of batch) this.#settle(p, 'failed');
     }
     this.#release();
@@ -394,7 +438,7 @@ export class ScriptBatcher {
       // A call Redis did not answer in time counts against it, sent or not: an unsent one waited
       // behind calls Redis had not answered (a frozen server holds every call in flight).
       if (!p.settled) {
-        this.breaker.failed(now);
+        this.breaker.failed(now, p.deadline - this.timeoutMs);
         this.#settle(p, 'failed');
       }
     }
