@@ -79,8 +79,17 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     return;
   }
   const { check, skip, status, body } = checker;
+  const answer = (reply: FastifyReply, next: (error?: Error) => void, outcome: Outcome): void => {
+    setReplyFields(reply, outcome);
+    if (outcome.allowed) {
+      next();
+      return;
+    }
+    next(new RateLimitedError(body.trimEnd(), status, outcome.decision));
+  };
+  const fail = (next: (error?: Error) => void, error: unknown): void => next(error instanceof Error ? error : new Error(String(error)));
   fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
-    let outcome: Outcome;
+    let outcome: Outcome | Promise<Outcome>;
     try {
       const route = request.routeOptions.config.rateLimit;
       if (route === false || (skip !== null && skip(request))) {
@@ -89,15 +98,12 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
       }
       outcome = check(request, route !== undefined && route.cost !== undefined ? routeCost(route)(request) : undefined);
     } catch (error) {
-      next(error instanceof Error ? error : new Error(String(error)));
+      fail(next, error);
       return;
     }
-    setReplyFields(reply, outcome);
-    if (outcome.allowed) {
-      next();
-      return;
-    }
-    next(new RateLimitedError(body.trimEnd(), status, outcome.decision));
+    // A Redis limiter's decision comes later; a shared-memory one's now.
+    if (outcome instanceof Promise) outcome.then((o) => answer(reply, next, o), (e: unknown) => fail(next, e));
+    else answer(reply, next, outcome);
   });
   done();
 };

@@ -5,6 +5,8 @@ import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { RateLimiter, type Decision } from '../rate/rate-limiter.js';
+import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
+import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 import { advertisePolicies, policyFields, rateLimitValue, retryAfterSeconds, type PolicyFields } from './headers.js';
 
 /**
@@ -12,7 +14,9 @@ import { advertisePolicies, policyFields, rateLimitValue, retryAfterSeconds, typ
  * next)` signature) and `fastifyRateLimit` for a Fastify `onRequest` hook. Both share one check:
  * find the key, spend `cost` from the limiter, and answer 429 Too Many Requests with
  * `Retry-After` and a short plain-text body when refused; otherwise go on. The RateLimit fields
- * (see headers.ts) are set on every response, refused or not, unless `headers: false`.
+ * (see headers.ts) are set on every response, refused or not, unless `headers: false`. The
+ * limiter is a shared-memory one (the check is synchronous) or a Redis one (the request waits for
+ * its decision; nothing else changes, and `degraded` on the decision says Redis did not make it).
  *
  * Thread-safety: a handler uses its limiter instance, so it belongs to the thread that made that
  * instance (one instance per thread, as for the limiters); the limiter's state is shared with
@@ -42,9 +46,9 @@ interface CommonOptions<Req> {
   ipv6Subnet?: number;
 }
 
-/** Options for a `RateLimiter`: `key` names the client; default: its address. Read once, when the handler is made. */
+/** Options for a `RateLimiter` or a `RedisRateLimiter`: `key` names the client; default: its address. Read once, when the handler is made. */
 export interface RateLimiterHttpOptions<Req> extends CommonOptions<Req> {
-  limiter: RateLimiter;
+  limiter: RateLimiter | RedisRateLimiter;
   /**
    * The key to spend from. Default: the client's address, as the framework sees it: Express's
    * `req.ip` (which follows its `trust proxy` setting), Fastify's `request.ip` (its
@@ -53,9 +57,9 @@ export interface RateLimiterHttpOptions<Req> extends CommonOptions<Req> {
   key?: (req: Req) => string;
 }
 
-/** Options for a `PolicyLimiter`: `key` returns who is asking and what for. Read once, when the handler is made. */
+/** Options for a `PolicyLimiter` or a `RedisPolicyLimiter`: `key` returns who is asking and what for. Read once, when the handler is made. */
 export interface PolicyLimiterHttpOptions<Req> extends CommonOptions<Req> {
-  limiter: PolicyLimiter;
+  limiter: PolicyLimiter | RedisPolicyLimiter;
   /** The (user, api) pair to spend from. Required. */
   key: (req: Req) => PolicyRequest;
 }
@@ -119,8 +123,11 @@ export interface Outcome {
   retryAfter: string | undefined;
 }
 
-/** One check of a request; `cost` overrides the options' (a Fastify route's own cost). */
-type Check<Req> = (req: Req, cost?: number) => Outcome;
+/**
+ * One check of a request; `cost` overrides the options' (a Fastify route's own cost). A Redis
+ * limiter's check is a promise; a shared-memory limiter's is not (no promise, no extra tick).
+ */
+type Check<Req> = (req: Req, cost?: number) => Outcome | Promise<Outcome>;
 
 /** The advertised policies of `limits` run by `algorithm` (default GCRA). */
 function policiesOf(algorithm: string | undefined, limits: Limit | readonly Limit[]): PolicyFields {
@@ -131,7 +138,7 @@ function policiesOf(algorithm: string | undefined, limits: Limit | readonly Limi
  * For a PolicyLimiter: the policies of the rule a request matches, computed once per rule object
  * (`ruleFor` returns the same object until the rules change).
  */
-function policyLookup(limiter: PolicyLimiter): (request: PolicyRequest) => PolicyFields {
+function policyLookup(limiter: PolicyLimiter | RedisPolicyLimiter): (request: PolicyRequest) => PolicyFields {
   const cache = new WeakMap<object, PolicyFields>();
   return (request) => {
     const rule = limiter.ruleFor(request);
@@ -199,16 +206,27 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
     const fixed = headers ? policiesOf(limiter.algorithm, limiter.limits) : null;
     return (req, cost) => outcome(limiter.tryAcquire(keyOf(req), cost ?? costOf(req)), fixed);
   }
-  if (limiter instanceof PolicyLimiter) {
+  if (limiter instanceof RedisRateLimiter) {
+    const keyOf = (options.key as ((req: Req) => string) | undefined) ?? defaultKey;
+    const fixed = headers ? policiesOf(limiter.algorithm, limiter.limits) : null;
+    return (req, cost) => limiter.tryAcquire(keyOf(req), cost ?? costOf(req)).then((d) => outcome(d, fixed));
+  }
+  if (limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter) {
     const keyOf = options.key as ((req: Req) => PolicyRequest) | undefined;
     if (keyOf === undefined) throw new TypeError('options.key is required with a PolicyLimiter: a function of the request returning { user, api }');
     const lookup = policyLookup(limiter);
+    if (limiter instanceof RedisPolicyLimiter) {
+      return (req, cost) => {
+        const request = keyOf(req);
+        return limiter.tryAcquire(request, cost ?? costOf(req)).then((d) => outcome(d, headers ? lookup(request) : null));
+      };
+    }
     return (req, cost) => {
       const request = keyOf(req);
       return outcome(limiter.tryAcquire(request, cost ?? costOf(req)), headers ? lookup(request) : null);
     };
   }
-  throw new TypeError(`options.limiter must be a RateLimiter or a PolicyLimiter, got ${describe(limiter)}`);
+  throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);
 }
 
 /** The node:http / Express client address: Express's `req.ip` (its trust proxy setting), else the socket's. */
@@ -238,18 +256,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
     throw new TypeError(`options.requestProperty must be a property name or false, got ${describe(requestProperty)}`);
   }
   const length = String(Buffer.byteLength(body));
-  return (req, res, next) => {
-    let outcome: Outcome;
-    try {
-      if (skip !== null && skip(req)) {
-        next();
-        return;
-      }
-      outcome = check(req);
-    } catch (error) {
-      next(error);
-      return;
-    }
+  const answer = (req: Req, res: Res, next: NextFunction, outcome: Outcome): void => {
     if (requestProperty !== false) (req as unknown as Record<string, unknown>)[requestProperty] = outcome.decision;
     if (outcome.policy !== null) {
       res.setHeader('ratelimit-policy', stacked(res.getHeader('ratelimit-policy'), outcome.policy));
@@ -268,6 +275,25 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
     res.setHeader('content-type', 'text/plain; charset=utf-8');
     res.setHeader('content-length', length);
     res.end(body);
+  };
+  return (req, res, next) => {
+    let outcome: Outcome | Promise<Outcome>;
+    try {
+      if (skip !== null && skip(req)) {
+        next();
+        return;
+      }
+      outcome = check(req);
+    } catch (error) {
+      next(error);
+      return;
+    }
+    if (!(outcome instanceof Promise)) {
+      answer(req, res, next, outcome);
+      return;
+    }
+    // A Redis decision: answered when it comes; a rejection (bad input, a caller's error) goes to next.
+    outcome.then((o) => answer(req, res, next, o), next);
   };
 }
 
@@ -302,18 +328,8 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
   options: RateLimitOptions<Req>,
 ): FastifyOnRequestHook<Req, Reply> {
   const { check, skip, status, body } = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
-  return (request, reply, done) => {
-    let outcome: Outcome;
-    try {
-      if (skip !== null && skip(request)) {
-        done();
-        return;
-      }
-      outcome = check(request);
-    } catch (error) {
-      done(error instanceof Error ? error : new Error(String(error)));
-      return;
-    }
+  const fail = (done: (error?: Error) => void, error: unknown): void => done(error instanceof Error ? error : new Error(String(error)));
+  const answer = (reply: Reply, done: (error?: Error) => void, outcome: Outcome): void => {
     setReplyFields(reply, outcome);
     if (outcome.allowed) {
       done();
@@ -322,5 +338,20 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
     reply.code(status);
     reply.header('content-type', 'text/plain; charset=utf-8');
     reply.send(body);
+  };
+  return (request, reply, done) => {
+    let outcome: Outcome | Promise<Outcome>;
+    try {
+      if (skip !== null && skip(request)) {
+        done();
+        return;
+      }
+      outcome = check(request);
+    } catch (error) {
+      fail(done, error);
+      return;
+    }
+    if (outcome instanceof Promise) outcome.then((o) => answer(reply, done, o), (e: unknown) => fail(done, e));
+    else answer(reply, done, outcome);
   };
 }

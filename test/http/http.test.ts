@@ -296,7 +296,7 @@ describe('rateLimit() on a node:http server', () => {
 
   it.each<[string, (limiter: RateLimiter) => unknown, ErrorConstructor, RegExp]>([
     ['no options', () => undefined, TypeError, /^rateLimit options must be an object like \{ limiter \}, got undefined$/],
-    ['no limiter', () => ({}), TypeError, /^options\.limiter must be a RateLimiter or a PolicyLimiter, got undefined$/],
+    ['no limiter', () => ({}), TypeError, /^options\.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got undefined$/],
     ['a limiter of another kind', () => ({ limiter: { tryAcquire() {} } }), TypeError, /^options\.limiter .* got an object$/],
     ['negative cost', (limiter) => ({ limiter, cost: -1 }), RangeError, /^options\.cost must be an integer from 0 to 2\^53 - 1 \(Number.MAX_SAFE_INTEGER\), got -1$/],
     ['cost a string', (limiter) => ({ limiter, cost: '1' }), TypeError, /^options\.cost .* got "1"$/],
