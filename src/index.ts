@@ -29,6 +29,7 @@ export type { Clock } from './time/clock.js';
 export { perDay, perHour, perMinute, perSecond } from './config/limit.js';
 export type { Limit, LimitOptions } from './config/limit.js';
 export { RedisRateLimiter } from './redis/redis-rate-limiter.js';
+export { RedisConfigError } from './redis/redis-errors.js';
 export type { RedisRateLimiterOptions } from './redis/redis-rate-limiter.js';
 export { RedisPolicyLimiter } from './redis/redis-policy-limiter.js';
 export type { RedisPolicyLimiterOptions } from './redis/redis-policy-limiter.js';

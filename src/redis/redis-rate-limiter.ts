@@ -30,7 +30,10 @@ export interface RedisRateLimiterOptions extends RedisCommonOptions {
   /**
    * With onError 'local': the shared-memory limiter to ask, e.g. `RateLimiter.attach(handle)` of
    * one shared by every worker thread of the process. Default: one of this instance's own
-   * (10,000 keys).
+   * (10,000 keys). It must be at least as strict as the Redis limits (same algorithm; for each
+   * limit one with no higher rate and burst, or for windows the same period and no more
+   * permits; a global limit if they have one), else `RangeError`. During an outage each process
+   * answers from its own: P processes may admit up to P times the limit.
    */
   local?: RateLimiter;
 }
@@ -61,6 +64,39 @@ function checkKey(key: string, cost: number): void {
  *
  * Thread-safety: one instance per thread (it holds its queue); the state is Redis's.
  */
+/** `a` holds no more than `b`: for GCRA a rate and a burst no higher; for windows the same period, no more permits. */
+function asStrict(algorithm: AlgorithmName, a: Readonly<Required<Limit>>, b: Readonly<Required<Limit>>): boolean {
+  if (algorithm !== 'gcra') return a.periodMs === b.periodMs && a.permits <= b.permits;
+  return a.permits * b.periodMs <= b.permits * a.periodMs && a.burst <= b.burst;
+}
+
+/** A limit as the README writes it, for messages. */
+function limitText(l: Readonly<Required<Limit>>): string {
+  return `${l.permits} per ${l.periodMs} ms (burst ${l.burst})`;
+}
+
+/**
+ * Throws `RangeError` unless the `local` limiter (onError 'local') enforces at least what the
+ * Redis limits do: its answers stand in for Redis's during an outage. Found: a 99/s local limiter
+ * in front of a 1/s limit admitted 20 of 20 while Redis was down.
+ */
+function checkLocalAsStrict(
+  local: RateLimiter, algorithm: AlgorithmName, limits: readonly Readonly<Required<Limit>>[], globalLimit: Readonly<Required<Limit>> | null,
+): void {
+  if (local.algorithm !== algorithm) {
+    throw new RangeError(`options.local runs '${local.algorithm}', the Redis limits '${algorithm}': it must run the same algorithm to stand in for them`);
+  }
+  for (const [i, l] of limits.entries()) {
+    if (!local.limits.some((m) => asStrict(algorithm, m, l))) {
+      throw new RangeError(`options.local has no limit as strict as options.limit${limits.length > 1 ? `[${i}]` : ''} (${limitText(l)}): ` +
+        `during an outage it would admit more (its limits: ${local.limits.map(limitText).join(', ')})`);
+    }
+  }
+  if (globalLimit !== null && (local.globalLimit === null || !asStrict(algorithm, local.globalLimit, globalLimit))) {
+    throw new RangeError(`options.local has no global limit as strict as options.globalLimit (${limitText(globalLimit)})`);
+  }
+}
+
 export class RedisRateLimiter {
   readonly limits: readonly Readonly<Required<Limit>>[];
   readonly globalLimit: Readonly<Required<Limit>> | null;
@@ -94,6 +130,7 @@ export class RedisRateLimiter {
     this.algorithm = algorithm;
     this.limits = Object.freeze(compiled.map((c) => c.limit));
     this.globalLimit = global === null ? null : global.limit;
+    if (options.local !== undefined) checkLocalAsStrict(options.local, algorithm, this.limits, this.globalLimit);
     if (core.onError === 'local') {
       const local = options.local ?? new RateLimiter({
         algorithm, maxLogSize, limit: this.limits as Limit[], ...(this.globalLimit === null ? {} : { globalLimit: this.globalLimit }), maxKeys: 10_000,
@@ -111,8 +148,10 @@ export class RedisRateLimiter {
    * Checks `key` and, if the request passes, counts it, in one atomic step on Redis. `cost` is an
    * integer >= 0; 0 is a probe that counts nothing. Resolves with the same `Decision` as the
    * shared-memory limiter, or, when Redis fails or is later than `timeoutMs`, with `onError`'s
-   * answer and reason 'unavailable'. Never rejects for Redis's failures; throws `TypeError`/
-   * `RangeError` at once for a bad key or cost.
+   * answer and reason 'unavailable'. Rejects with `RedisConfigError` when Redis refuses the call
+   * for a reason waiting does not fix (an ACL without the scripts' commands, WRONGTYPE, OOM:
+   * redis-errors.ts), whatever `onError` says; throws `TypeError`/`RangeError` at once for a bad
+   * key or cost.
    */
   tryAcquire(key: string, cost = 1): Promise<Decision> {
     checkKey(key, cost);

@@ -1,4 +1,5 @@
 import { Breaker } from './breaker.js';
+import { configError } from './redis-errors.js';
 import type { RedisCommands } from './client.js';
 import { ALLOWED, ALLOWED_PLAIN, ALONE_DEBT, ALONE_LATE, ALONE_PLAIN, LATE, type LimitsScript } from './limits-script.js';
 import type { RedisLimit } from './redis-limits.js';
@@ -356,10 +357,18 @@ export class ScriptBatcher {
       if (fixed === null) this.#learn(head.slot, Number((reply as Answer)[(reply as Answer).length - 1]), sentAt, received);
       this.breaker.succeeded();
       batch.forEach((p, i) => this.#settle(p, outcomes[i] as Outcome));
-    } catch {
-      // The batch's latest call: the breaker's probe, if it is in the batch.
-      this.breaker.failed(performance.now(), Math.max(...batch.map((p) => p.deadline)) - this.timeoutMs);
-      for (const p of batch) this.#settle(p, 'failed');
+    } catch (e) {
+      const config = configError(e);
+      if (config !== undefined) {
+        // Not an outage (redis-errors.ts): every caller of the call gets the error. Redis did
+        // answer, so the breaker, which counts outages, closes (a half-open probe settles).
+        this.breaker.succeeded();
+        for (const p of batch) this.#reject(p, config);
+      } else {
+        // The batch's latest call: the breaker's probe, if it is in the batch.
+        this.breaker.failed(performance.now(), Math.max(...batch.map((p) => p.deadline)) - this.timeoutMs);
+        for (const p of batch) this.#settle(p, 'failed');
+      }
     }
     this.#release();
     // The call's place is free. What waits goes out once the callers just answered have run, so
@@ -464,6 +473,13 @@ export class ScriptBatcher {
       i = 0;
     }
     this.#waitingHead = i;
+  }
+
+  /** Rejects `p`'s caller with `e` (a misconfiguration), unless it is settled. */
+  #reject(p: Pending, e: unknown): void {
+    if (p.settled) return;
+    p.settled = true;
+    p.reject(e);
   }
 
   #settle(p: Pending, o: Outcome): void {

@@ -1,10 +1,14 @@
 // What the Redis limiters do with what comes back from Redis: a reply that is not the script's is
-// a failure of the call (never an admission), and the breaker that failures open closes at the
-// first success, letting one probe through while half open. The client is a real ioredis client
+// a failure of the call (never an admission); the breaker that failures open closes at the first
+// success, letting one probe through while half open; a misconfiguration rejects the call; and a
+// local limiter for onError 'local' must be as strict as the Redis limits. The client is a real ioredis client
 // on a private redis-server, wrapped where a test needs a reply rewritten or a call failed.
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { perHour, RedisRateLimiter } from '../../src/index.js';
+import { perDay, perHour, perMinute, perSecond, RateLimiter, RedisConfigError, RedisRateLimiter } from '../../src/index.js';
 import { Breaker } from '../../src/redis/breaker.js';
+import { configError } from '../../src/redis/redis-errors.js';
+import { keyBase } from '../../src/redis/redis-keys.js';
 import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
@@ -135,5 +139,127 @@ describe.skipIf(!available)('the breaker of a Redis limiter', () => {
     expect(limiter.breakerOpen).toBe(false);
     const after = await Promise.all(Array.from({ length: 5 }, (_, i) => limiter.tryAcquire(`a${i}`)));
     for (const d of after) expect(d.degraded).toBeUndefined();
+  });
+});
+
+describe("onError 'local' with a local limiter of the caller's", () => {
+  // The client is never called: the checks are the constructor's.
+  const idle = { call: async (): Promise<unknown> => { throw new Error('not called'); } };
+
+  // Found: a 99/s local limiter in front of a 1/s limit admitted 20 of 20 while Redis was down.
+  it.each([
+    ['a higher rate', { limit: perSecond(99) }, { limit: perSecond(1) }, /no limit as strict as options\.limit \(1 per 1000 ms \(burst 1\)\)/],
+    ['a larger burst', { limit: perSecond(1, { burst: 5 }) }, { limit: perSecond(1) }, /no limit as strict as options\.limit/],
+    ['another algorithm', { algorithm: 'fixed-window' as const, limit: perSecond(1) }, { limit: perSecond(1) }, /runs 'fixed-window', the Redis limits 'gcra'/],
+    ['a limit missing', { limit: perSecond(1) }, { limit: [perSecond(1), perDay(100)] }, /no limit as strict as options\.limit\[1\] \(100 per 86400000 ms/],
+    ['a window of another period', { algorithm: 'fixed-window' as const, limit: perMinute(1) }, { algorithm: 'fixed-window' as const, limit: perSecond(1) }, /no limit as strict/],
+    ['the global limit missing', { limit: perSecond(1) }, { limit: perSecond(1), globalLimit: perSecond(10) }, /no global limit as strict as options\.globalLimit/],
+  ])('a local limiter with %s is refused at construction', (_, localOptions, redisOptions, message) => {
+    const local = new RateLimiter({ ...localOptions, maxKeys: 8 });
+    expect(() => new RedisRateLimiter({ redis: idle, onError: 'local', local, localTier: false, ...redisOptions })).toThrow(message);
+  });
+
+  it.each([
+    ['the same limits', { limit: [perSecond(1), perDay(100)] }, { limit: [perSecond(1), perDay(100)] }],
+    ['a stricter rate and burst, and an extra limit', { limit: [perMinute(30, { burst: 1 }), perHour(5)] }, { limit: perSecond(1) }],
+    ['a window with fewer permits, and a stricter cap', { algorithm: 'sliding-window' as const, limit: perSecond(3), globalLimit: perSecond(5) }, { algorithm: 'sliding-window' as const, limit: perSecond(4), globalLimit: perSecond(9) }],
+  ])('a local limiter with %s is accepted', (_, localOptions, redisOptions) => {
+    const local = new RateLimiter({ ...localOptions, maxKeys: 8 });
+    expect(() => new RedisRateLimiter({ redis: idle, onError: 'local', local, localTier: false, ...redisOptions })).not.toThrow();
+  });
+});
+
+describe.skipIf(!available)('misconfiguration is an error the caller sees, whatever onError says', () => {
+  const redisServer = privateRedis();
+  let n = 0;
+
+  // Found (#28): an ACL user allowed only +evalsha +eval +time got NOPERM inside the scripts;
+  // every call answered 'unavailable' and no error reached the caller (with onError 'allow', no
+  // limit at all).
+  it.each(['deny', 'allow', 'local'] as const)("an ACL without the scripts' commands rejects with RedisConfigError (onError %s)", async (onError) => {
+    const user = `lim${n++}`;
+    await redisServer.io.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '+evalsha', '+eval', '+time');
+    const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
+    try {
+      const limiter = new RedisRateLimiter({ redis: io, limit: perHour(5), prefix: `a${n++}:`, localTier: false, onError });
+      for (let i = 0; i < 3; i++) {
+        const error = await limiter.tryAcquire('k').then(() => null, (e: unknown) => e);
+        expect(error).toBeInstanceOf(RedisConfigError);
+        expect((error as RedisConfigError).redisMessage).toMatch(/can't run this command/);
+      }
+      // Not an outage: the breaker stays closed.
+      expect(limiter.breakerOpen).toBe(false);
+    } finally {
+      io.disconnect();
+    }
+  });
+
+  it.each(['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const)("the ACL the README lists is enough (%s, two limits and a cap)", async (algorithm) => {
+    const user = `ok${n++}`;
+    const prefix = `acl${n++}:`;
+    await redisServer.io.call('ACL', 'SETUSER', user, 'on', '>secret', `~${prefix}*`,
+      ...'+evalsha +eval +time +get +set +del +pexpire +rpush +lrem +ltrim +llen +lindex'.split(' '));
+    const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
+    try {
+      const limiter = new RedisRateLimiter({
+        redis: io, algorithm, limit: [perHour(3), perDay(10)], globalLimit: perHour(50), prefix, localTier: false, onError: 'deny',
+      });
+      const answers = [];
+      for (let i = 0; i < 4; i++) answers.push(await limiter.tryAcquire('k'));
+      expect(answers.map((d) => d.allowed)).toEqual([true, true, true, false]);
+      expect(answers.every((d) => d.degraded === undefined)).toBe(true);
+    } finally {
+      io.disconnect();
+    }
+  });
+
+  it("another program's value under the limiter's key (WRONGTYPE) rejects; a key of its own still decides", async () => {
+    const prefix = `w${n++}:`;
+    await redisServer.io.lpush(`${keyBase(prefix, 'k')}0/1`, 'not a limiter state');
+    const limiter = new RedisRateLimiter({ redis: redisServer.io, limit: perHour(5), prefix, localTier: false, onError: 'allow' });
+    await expect(limiter.tryAcquire('k')).rejects.toThrow(/WRONGTYPE/);
+    expect(await limiter.tryAcquire('other')).toMatchObject({ allowed: true, remaining: 4 });
+  });
+
+  it('an outage is not a misconfiguration: a closed connection answers by onError', () => {
+    expect(configError(new Error('Connection is closed.'))).toBeUndefined();
+    expect(configError(new Error('LOADING Redis is loading the dataset in memory'))).toBeUndefined();
+    expect(configError(new Error("READONLY You can't write against a read only replica."))).toBeUndefined();
+    expect(configError(new Error('OOM command not allowed when used memory > maxmemory'))).toBeInstanceOf(RedisConfigError);
+    expect(configError(new Error('NOAUTH Authentication required.'))).toBeInstanceOf(RedisConfigError);
+  });
+});
+
+describe.skipIf(!available)('answers without Redis leave room for the event loop', () => {
+  const redisServer = privateRedis();
+
+  // Found (#28): `while (true) await tryAcquire(k)` on a refused key that the local tier answers
+  // ran on microtasks alone and delayed other calls' Redis replies to 2,415 ms (2,000 ms deadline).
+  it('a loop on a key the local tier refuses lets setImmediate callbacks run every 64 answers, and timers in time', async () => {
+    const limiter = new RedisRateLimiter({ redis: redisServer.io, limit: perHour(1), prefix: 'fair:' });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, reason: 'limited' }); // Redis's refusal, now in the tier
+    let answers = 0;
+    const immediates: number[] = [];
+    let timerAt = -1;
+    const again = (): void => {
+      immediates.push(answers);
+      if (answers < 10_000) setImmediate(again);
+    };
+    setImmediate(again);
+    setTimeout(() => {
+      timerAt = answers;
+    }, 1);
+    while (answers < 10_000) {
+      const d = await limiter.tryAcquire('k');
+      expect(d.allowed).toBe(false);
+      answers++;
+    }
+    // Without the yields neither ran before the loop ended: the answers were microtasks alone.
+    const gaps = immediates.slice(1).map((a, i) => a - (immediates[i] as number));
+    expect(immediates.length, 'setImmediate turns during 10,000 answers').toBeGreaterThan(100);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(64);
+    expect(timerAt, 'answers before a 1 ms timer ran').toBeGreaterThanOrEqual(0);
+    expect(timerAt).toBeLessThan(10_000);
   });
 });

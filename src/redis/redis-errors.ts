@@ -1,0 +1,44 @@
+/**
+ * Which errors from Redis are outages and which are misconfiguration. An outage (the server
+ * away, loading, a replica answering during a failover, a cluster reconfiguring, a deadline
+ * passed) is answered by `onError` and counts against the breaker: waiting helps. A
+ * misconfiguration does not pass by waiting, and `onError: 'allow'` would run the service with
+ * no limit, silently: the call rejects with a `RedisConfigError` whatever `onError` says, and the
+ * breaker does not count it.
+ *
+ * | Redis answers | is |
+ * |---|---|
+ * | NOPERM, "ERR The user executing the script can't run this command" (an ACL without the commands the scripts need) | misconfiguration |
+ * | NOAUTH, WRONGPASS (authentication) | misconfiguration |
+ * | WRONGTYPE (another program's value under the limiter's keys: a shared prefix) | misconfiguration |
+ * | OOM (maxmemory reached under a policy that refuses writes) | misconfiguration |
+ * | "ERR Error compiling script", "ERR user_script:...", "ERR unknown command" (a script that cannot load or run, scripting disabled) | misconfiguration |
+ * | LOADING, READONLY, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, a closed connection, no answer by the deadline, a malformed reply | outage |
+ */
+
+const CONFIG_ERRORS = [
+  /^NOPERM\b/, /^NOAUTH\b/, /^WRONGPASS\b/, /^WRONGTYPE\b/, /^OOM\b/,
+  /^ERR The user executing the script can't run/, /^ERR Error compiling script/, /^ERR user_script:/, /^ERR unknown command/,
+];
+
+/**
+ * A call Redis refused for a reason that waiting does not fix (see the table above): the
+ * limiter's decision rejects with it, whatever `onError` says. `redisMessage` is Redis's own.
+ */
+export class RedisConfigError extends Error {
+  override readonly name = 'RedisConfigError';
+  /** Redis's error, as it answered. */
+  readonly redisMessage: string;
+
+  constructor(redisMessage: string, options?: { cause?: unknown }) {
+    super(`Redis refused the limiter's call, which waiting will not fix (check the ACL, the prefix and maxmemory-policy; see the README's Redis section): ${redisMessage}`, options);
+    this.redisMessage = redisMessage;
+  }
+}
+
+/** `error` as a RedisConfigError when it is a misconfiguration, else undefined (an outage). */
+export function configError(error: unknown): RedisConfigError | undefined {
+  if (error instanceof RedisConfigError) return error;
+  const message = error instanceof Error ? error.message : typeof error === 'string' ? error : '';
+  return CONFIG_ERRORS.some((re) => re.test(message)) ? new RedisConfigError(message, { cause: error }) : undefined;
+}
