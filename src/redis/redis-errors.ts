@@ -31,7 +31,11 @@ export class RedisConfigError extends Error {
   readonly redisMessage: string;
 
   constructor(redisMessage: string, options?: { cause?: unknown }) {
-    super(`Redis refused the limiter's call, which waiting will not fix (check the ACL, the prefix and maxmemory-policy; see the README's Redis section): ${redisMessage}`, options);
+    super(
+      `Redis refused the limiter's call, which waiting will not fix (check the ACL, the prefix and maxmemory-policy; ` +
+        `see the README's Redis section): ${redisMessage}`,
+      options,
+    );
     this.redisMessage = redisMessage;
   }
 }
