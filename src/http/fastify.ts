@@ -1,7 +1,7 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { checkCost, describe } from '../config/check.js';
 import type { Decision } from '../rate/types.js';
-import { fastifyAddress, makeCheck, setReplyFields, type Outcome, type RateLimitOptions } from './middleware.js';
+import { fastifyAddress, makeCheck, setReplyFields, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
 
 /**
  * `sluice/fastify`: rate limiting as a Fastify plugin. Register it once, and every route of the
@@ -89,21 +89,11 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
   };
   const fail = (next: (error?: Error) => void, error: unknown): void => next(error instanceof Error ? error : new Error(String(error)));
   fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
-    let outcome: Outcome | Promise<Outcome>;
-    try {
+    settleCheck(() => {
       const route = request.routeOptions.config.rateLimit;
-      if (route === false || (skip !== null && skip(request))) {
-        next();
-        return;
-      }
-      outcome = check(request, route !== undefined && route.cost !== undefined ? routeCost(route)(request) : undefined);
-    } catch (error) {
-      fail(next, error);
-      return;
-    }
-    // A Redis limiter's decision comes later; a shared-memory one's now.
-    if (outcome instanceof Promise) outcome.then((o) => answer(reply, next, o), (e: unknown) => fail(next, e));
-    else answer(reply, next, outcome);
+      if (route === false || (skip !== null && skip(request))) return SKIPPED;
+      return check(request, route !== undefined && route.cost !== undefined ? routeCost(route)(request) : undefined);
+    }, (o) => (o === SKIPPED ? next() : answer(reply, next, o)), (e) => fail(next, e));
   });
   done();
 };

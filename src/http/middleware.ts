@@ -108,6 +108,15 @@ export function stacked(earlier: unknown, items: string): string {
   return typeof earlier === 'string' && earlier.length > 0 ? `${earlier}, ${items}` : items;
 }
 
+/** What a handler's check returns for a request its `skip` lets through uncounted. */
+export const SKIPPED: Outcome = Object.freeze({
+  allowed: true,
+  decision: Object.freeze({ allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'allowed' }),
+  policy: null,
+  limits: null,
+  retryAfter: undefined,
+}) as Outcome;
+
 /** The body of a 429 answer. */
 const REFUSED_BODY = 'Too Many Requests: retry later.\n';
 
@@ -229,6 +238,23 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);
 }
 
+/**
+ * Runs one check (`run`: the skip test is the caller's) and hands its outcome to `answer`, at once
+ * for a shared-memory limiter or when a Redis decision comes; an error, thrown or rejected, goes
+ * to `fail`. Every adapter's handler is this and its own answer.
+ */
+export function settleCheck(run: () => Outcome | Promise<Outcome>, answer: (o: Outcome) => void, fail: (error: unknown) => void): void {
+  let outcome: Outcome | Promise<Outcome>;
+  try {
+    outcome = run();
+  } catch (error) {
+    fail(error);
+    return;
+  }
+  if (outcome instanceof Promise) outcome.then(answer, fail);
+  else answer(outcome);
+}
+
 /** The node:http / Express client address: Express's `req.ip` (its trust proxy setting), else the socket's. */
 function requestAddress(req: IncomingMessage & { ip?: unknown }): unknown {
   return typeof req.ip === 'string' && req.ip.length > 0 ? req.ip : req.socket?.remoteAddress;
@@ -277,23 +303,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
     res.end(body);
   };
   return (req, res, next) => {
-    let outcome: Outcome | Promise<Outcome>;
-    try {
-      if (skip !== null && skip(req)) {
-        next();
-        return;
-      }
-      outcome = check(req);
-    } catch (error) {
-      next(error);
-      return;
-    }
-    if (!(outcome instanceof Promise)) {
-      answer(req, res, next, outcome);
-      return;
-    }
-    // A Redis decision: answered when it comes; a rejection (bad input, a caller's error) goes to next.
-    outcome.then((o) => answer(req, res, next, o), next);
+    settleCheck(() => (skip !== null && skip(req) ? SKIPPED : check(req)), (o) => (o === SKIPPED ? next() : answer(req, res, next, o)), next);
   };
 }
 
@@ -340,18 +350,7 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
     reply.send(body);
   };
   return (request, reply, done) => {
-    let outcome: Outcome | Promise<Outcome>;
-    try {
-      if (skip !== null && skip(request)) {
-        done();
-        return;
-      }
-      outcome = check(request);
-    } catch (error) {
-      fail(done, error);
-      return;
-    }
-    if (outcome instanceof Promise) outcome.then((o) => answer(reply, done, o), (e: unknown) => fail(done, e));
-    else answer(reply, done, outcome);
+    const run = (): Outcome | Promise<Outcome> => (skip !== null && skip(request) ? SKIPPED : check(request));
+    settleCheck(run, (o) => (o === SKIPPED ? done() : answer(reply, done, o)), (e) => fail(done, e));
   };
 }
