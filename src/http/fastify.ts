@@ -78,7 +78,7 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     done(error as Error);
     return;
   }
-  const { check, skip, status, body } = checker;
+  const { check, status, body } = checker;
   const answer = (reply: FastifyReply, next: (error?: Error) => void, outcome: Outcome): void => {
     setReplyFields(reply, outcome);
     if (outcome.allowed) {
@@ -91,7 +91,7 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
   fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
     settleCheck(() => {
       const route = request.routeOptions.config.rateLimit;
-      if (route === false || (skip !== null && skip(request))) return SKIPPED;
+      if (route === false) return SKIPPED;
       return check(request, route !== undefined && route.cost !== undefined ? routeCost(route)(request) : undefined);
     }, (o) => (o === SKIPPED ? next() : answer(reply, next, o)), (e) => fail(next, e));
   });

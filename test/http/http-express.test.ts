@@ -146,6 +146,47 @@ describe.each(frameworks)('rateLimit in %s', (_, express) => {
   });
 });
 
+describe.each(frameworks)('async key, cost and skip in %s', (_, express) => {
+  // Found (#29): `skip: async () => false` returns a promise, which is truthy: 10 of 10 passed
+  // at 3 a minute and nothing was spent.
+  it('an async skip that resolves false counts every request: exactly the limit passes', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(3), maxKeys: 16, clock: new ManualClock(0) });
+    const app = express();
+    app.use(rateLimit({ limiter, key: () => 'k', skip: async () => false }));
+    app.get('/', (_req, res) => {
+      res.send('ok');
+    });
+    const url = await listen(app);
+    const statuses = [];
+    for (let i = 0; i < 10; i++) statuses.push((await fetch(url)).status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(3);
+    expect(limiter.tryAcquire('k', 0).remaining).toBe(0);
+  });
+
+  it('async key and cost are awaited; an async skip that resolves true passes uncounted; a rejected key goes to next(error)', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(4), maxKeys: 16, clock: new ManualClock(0) });
+    const app = express();
+    app.use('/paid', rateLimit({ limiter, key: async () => 'paid', cost: async () => 2 }));
+    app.use('/free', rateLimit({ limiter, key: () => 'free', skip: async () => true }));
+    app.use('/broken', rateLimit({ limiter, key: async () => { throw new Error('no user'); } }));
+    app.get(['/paid', '/free', '/broken'], (_req, res) => {
+      res.send('ok');
+    });
+    app.use((error: Error, _req: ExpressRequest, res: ExpressResponse, _next: () => void) => {
+      res.status(500).send(error.message);
+    });
+    const url = await listen(app);
+    const paid = [];
+    for (let i = 0; i < 3; i++) paid.push((await fetch(`${url}/paid`)).status);
+    expect(paid).toEqual([200, 200, 429]);
+    expect(limiter.tryAcquire('paid', 0).remaining).toBe(0);
+    for (let i = 0; i < 5; i++) expect((await fetch(`${url}/free`)).status).toBe(200);
+    expect(limiter.tryAcquire('free', 0).remaining).toBe(4);
+    const broken = await fetch(`${url}/broken`);
+    expect([broken.status, await broken.text()]).toEqual([500, 'no user']);
+  });
+});
+
 describe('one limiter, Express served from several worker threads, each on its own port', () => {
   it.each([2, 4])('%i threads: exactly the limit passes over all of them', async (threads) => {
     const limiter = new RateLimiter({ limit: perMinute(120), maxKeys: 16, clock: new ManualClock(0) });
