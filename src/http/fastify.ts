@@ -1,5 +1,6 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import { checkCost, describe } from '../config/check.js';
+import { checkNames } from '../config/option-names.js';
 import type { Decision } from '../rate/types.js';
 import { fastifyAddress, makeCheck, setReplyFields, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
 
@@ -20,12 +21,12 @@ import { fastifyAddress, makeCheck, setReplyFields, settleCheck, SKIPPED, type O
  * Thread-safety: a plugin instance uses its limiter instance, which belongs to one thread.
  */
 
-/** A route's `config.rateLimit`: false to leave the route alone, or its own cost. */
-export type RouteRateLimit = false | { cost?: number | ((request: FastifyRequest) => number) };
+/** A route's `config.rateLimit`: false to leave the route alone, true (as if absent), or its own cost. */
+export type RouteRateLimit = boolean | { cost?: number | ((request: FastifyRequest) => number) };
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** sluice: false to leave this route alone, or the route's own cost. */
+    /** sluice: false to leave this route alone, true (the default), or the route's own cost. */
     rateLimit?: RouteRateLimit;
   }
 }
@@ -46,6 +47,23 @@ export class RateLimitedError extends Error {
     super(message);
     this.statusCode = statusCode;
     this.decision = decision;
+  }
+}
+
+/**
+ * Checks a route's `config.rateLimit` when the route is registered, so that a mistake fails the
+ * app at startup, naming the route, instead of every request (found: `{ costs: 2 }` was ignored,
+ * `true` was ignored, and `cost: -1` was accepted and answered every request with a 500).
+ */
+function checkRouteConfig(value: unknown, route: string): void {
+  if (value === undefined || typeof value === 'boolean') return;
+  const where = `config.rateLimit of route ${route}`;
+  if (value === null || typeof value !== 'object') throw new TypeError(`${where} must be false, true or { cost }, got ${describe(value)}`);
+  checkNames(value, ['cost'], where, 'route rateLimit option');
+  const cost = (value as { cost?: unknown }).cost;
+  if (typeof cost === 'number') checkCost(cost, `${where}.cost`);
+  else if (cost !== undefined && typeof cost !== 'function') {
+    throw new TypeError(`${where}.cost must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
   }
 }
 
@@ -79,6 +97,9 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     return;
   }
   const { check, status, body } = checker;
+  fastify.addHook('onRoute', (route) => {
+    checkRouteConfig((route.config as { rateLimit?: unknown } | undefined)?.rateLimit, `${String(route.method)} ${route.url}`);
+  });
   const answer = (reply: FastifyReply, next: (error?: Error) => void, outcome: Outcome): void => {
     setReplyFields(reply, outcome);
     if (outcome.allowed) {
@@ -92,7 +113,7 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     settleCheck(() => {
       const route = request.routeOptions.config.rateLimit;
       if (route === false) return SKIPPED;
-      return check(request, route !== undefined && route.cost !== undefined ? routeCost(route)(request) : undefined);
+      return check(request, typeof route === 'object' && route.cost !== undefined ? routeCost(route)(request) : undefined);
     }, (o) => (o === SKIPPED ? next() : answer(reply, next, o)), (e) => fail(next, e));
   });
   done();

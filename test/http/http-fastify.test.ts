@@ -89,6 +89,25 @@ describe('sluice/fastify in Fastify 5', () => {
     expect(await as('/', 'bob')).toBe(200); // another key
   });
 
+  // Found (#29): `{ costs: 2 }` (a typo) was ignored (cost 1), `rateLimit: true` was ignored, and
+  // `cost: -1` was accepted at registration, then every request to the route got a 500.
+  it('a route config is checked when the route is registered: typos and bad costs fail the app at startup', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(4), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    await app.register(sluice, { limiter, key: () => 'k' });
+    const handler = async (): Promise<string> => 'ok';
+    expect(() => app.get('/typo', { config: { rateLimit: { costs: 2 } as never } }, handler))
+      .toThrow(/config\.rateLimit of route GET \/typo\.costs is not a route rateLimit option; did you mean config\.rateLimit of route GET \/typo\.cost\?/);
+    expect(() => app.get('/negative', { config: { rateLimit: { cost: -1 } } }, handler)).toThrow(/config\.rateLimit of route GET \/negative\.cost must be an integer/);
+    expect(() => app.get('/string', { config: { rateLimit: 'yes' as never } }, handler)).toThrow(/must be false, true or \{ cost \}, got "yes"/);
+    // true is the default: the route spends 1 a request.
+    app.get('/on', { config: { rateLimit: true } }, handler);
+    const url = await start(app);
+    const statuses = [];
+    for (let i = 0; i < 5; i++) statuses.push((await fetch(`${url}/on`)).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 429]);
+  });
+
   it('concurrent load (autocannon, 20 connections): exactly the burst passes', async () => {
     const limiter = new RateLimiter({ limit: perMinute(50), maxKeys: 16, clock: new ManualClock(0) });
     const app = Fastify();
