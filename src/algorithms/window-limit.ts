@@ -21,6 +21,13 @@ export function windowLimit(limit: Limit, name: string, maxPermits = 2 ** 30, bo
     throw new RangeError(`${name}.permits must be at most ${maxPermits} (${bound}), got ${describe(permits)}`);
   }
   integerInRange(`${name}.permits`, permits, 1, maxPermits);
+  // A window holds `permits` at once; a burst of another size would be reported but not enforced
+  // (found: burst 10 on a fixed window was ignored while limiter.limit said burst 10).
+  if (limit.burst !== undefined && limit.burst !== permits) {
+    throw new RangeError(
+      `${name}.burst applies to 'gcra' only: a window admits its permits (${describe(permits)}) at once, got burst ${describe(limit.burst)}`,
+    );
+  }
   // The stored window index is modulo 2^32 and compared as a signed difference: it can alias only
   // if 2^53 ms spans 2^31 windows. Then a key idle for two windows is stale (its counts are all
   // expired); else never.

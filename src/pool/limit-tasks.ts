@@ -1,6 +1,7 @@
-import { describe } from '../config/check.js';
+import { checkCost, describe } from '../config/check.js';
 import { checkNames } from '../config/option-names.js';
 import { RateLimiter, type RateLimiterHandle } from '../rate/rate-limiter.js';
+import { checkMaxWait } from '../rate/waiting.js';
 import { RateLimitTimeoutError } from '../errors.js';
 
 /** Options for `limitTasks`. */
@@ -36,6 +37,9 @@ export function limitTasks<T, R>(
   if (typeof options.key !== 'function') throw new TypeError(`options.key must be a function of the task, got ${describe(options.key)}`);
   const mode = options.mode ?? 'wait';
   if (mode !== 'wait' && mode !== 'refuse') throw new RangeError(`options.mode must be 'wait' or 'refuse', got ${describe(mode)}`);
+  // Checked here, as acquire would check it at the first task (found: maxWaitMs -1 was accepted).
+  if (options.maxWaitMs !== undefined) checkMaxWait(options.maxWaitMs, 'options.maxWaitMs');
+  if (options.cost !== undefined && typeof options.cost !== 'function') checkCost(options.cost, 'options.cost');
   const shared = limiter instanceof RateLimiter ? limiter : RateLimiter.attach(limiter);
   const costOf = typeof options.cost === 'function' ? options.cost : () => (options.cost as number | undefined) ?? 1;
   return async (task: T): Promise<R> => {

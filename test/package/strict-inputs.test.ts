@@ -61,6 +61,24 @@ describe('misspelt and unknown names', () => {
   });
 });
 
+// Found (#29): accepted silently, and wrong later or never.
+describe('smaller inputs that were accepted silently', () => {
+  it.each([
+    ['burst on a fixed window (ignored, while limiter.limit said burst 10)', () => new RateLimiter({ algorithm: 'fixed-window', limit: perSecond(5, { burst: 10 }), maxKeys: 4 }), /^options\.limit\.burst applies to 'gcra' only: a window admits its permits \(5\) at once, got burst 10$/],
+    ['burst on a sliding window, second limit', () => new RateLimiter({ algorithm: 'sliding-window', limit: [perSecond(5), perMinute(50, { burst: 1 })], maxKeys: 4 }), /^options\.limit\[1\]\.burst applies to 'gcra' only/],
+    ['burst on a Redis sliding log', () => new RedisRateLimiter({ redis: { call: async () => null }, algorithm: 'sliding-log', limit: perSecond(5, { burst: 2 }) }), /^options\.limit\.burst applies to 'gcra' only/],
+    ['limitTasks maxWaitMs -1 (refused only at the first task)', () => limitTasks(new RateLimiter({ limit, maxKeys: 4 }), () => 1, { key: () => 'k', maxWaitMs: -1 }), /options\.maxWaitMs/],
+    ['limitTasks cost -1', () => limitTasks(new RateLimiter({ limit, maxKeys: 4 }), () => 1, { key: () => 'k', cost: -1 }), /options\.cost must be an integer/],
+  ])('%s is a RangeError at once', (_, make, message) => {
+    expect(make).toThrow(RangeError);
+    expect(make).toThrow(message);
+  });
+
+  it('a window limit whose burst equals its permits (as perSecond makes it) is accepted', () => {
+    expect(new RateLimiter({ algorithm: 'fixed-window', limit: perSecond(5, { burst: 5 }), maxKeys: 4 }).limit).toMatchObject({ permits: 5, burst: 5 });
+  });
+});
+
 describe('null and wrong kinds where options belong', () => {
   const limiter = new RateLimiter({ limit, maxKeys: 4 });
 
