@@ -102,6 +102,10 @@ describe('a lease kill storm with idle keys, sweeps from workers and colliding k
     for (; epoch < EPOCHS || ((killedIn[5] === 0 || mostEver < MAX) && epoch < MAX_EPOCHS); epoch++) {
       if (epoch > 0) clock.advance(2 * LEASE_MS); // every lease expired: every key idle
       const ctl = new Int32Array(new SharedArrayBuffer(4 * (2 * KEYS + 1)));
+      // Past the planned epochs (the storm has not shown all of a key's places held at once, or a
+      // termination inside a sweep), workers live longer, so that they overlap more: found in CI
+      // beside other load, workers living up to 15 ms held at most 2 of 3 places in 8 epochs.
+      const lifeMs = epoch < EPOCHS ? MAX_LIFE_MS : Math.min(200, MAX_LIFE_MS * 2 ** (epoch - EPOCHS + 1));
       for (let round = 0; round < ROUNDS_PER_EPOCH; round++) {
         const doing = new Int32Array(new SharedArrayBuffer(4 * WORKERS));
         const seed = Math.floor(random() * 2 ** 32);
@@ -114,7 +118,7 @@ describe('a lease kill storm with idle keys, sweeps from workers and colliding k
           w.once('exit', () => resolve());
         })));
         await Promise.all(pool.map(async (w, id) => {
-          await sleep(random() * MAX_LIFE_MS);
+          await sleep(random() * lifeMs);
           await w.terminate();
           const where = Atomics.load(doing, id);
           killedIn[where] = (killedIn[where] ?? 0) + 1;
