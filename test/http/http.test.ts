@@ -281,7 +281,7 @@ describe('rateLimit() on a node:http server', () => {
   });
 
   it('advertises window algorithms without sluice-burst', async () => {
-    const limiter = new RateLimiter({ limit: perSecond(10, { burst: 2 }), algorithm: 'fixed-window', maxKeys: 16, clock: new ManualClock() });
+    const limiter = new RateLimiter({ limit: perSecond(10), algorithm: 'fixed-window', maxKeys: 16, clock: new ManualClock() });
     const { url } = await serveLimited(rateLimit({ limiter }));
     expect((await get(url)).policy).toBe('"10-per-1s";q=10;w=1');
   });
