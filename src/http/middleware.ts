@@ -230,7 +230,15 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
   const keyed = <K>(keyOf: (req: Req) => K | Promise<K>, decide: (key: K, cost: number) => Outcome | Promise<Outcome>): Check<Req> =>
     (req, cost) => {
       const k = keyOf(req);
-      const c = cost ?? costOf(req);
+      let c: number | Promise<number>;
+      try {
+        c = cost ?? costOf(req);
+      } catch (error) {
+        // The cost's error is the one reported: a key's rejection must not go unhandled (it
+        // would end the process).
+        if (k instanceof Promise) k.catch(() => {});
+        throw error;
+      }
       if (!(k instanceof Promise) && !(c instanceof Promise)) return decide(k, c);
       return Promise.all([k, c]).then(([key, n]) => decide(key, n));
     };

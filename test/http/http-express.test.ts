@@ -169,7 +169,9 @@ describe.each(frameworks)('async key, cost and skip in %s', (_, express) => {
     app.use('/paid', rateLimit({ limiter, key: async () => 'paid', cost: async () => 2 }));
     app.use('/free', rateLimit({ limiter, key: () => 'free', skip: async () => true }));
     app.use('/broken', rateLimit({ limiter, key: async () => { throw new Error('no user'); } }));
-    app.get(['/paid', '/free', '/broken'], (_req, res) => {
+    // Both fail: the cost's error is reported, and the key's rejection is not left unhandled.
+    app.use('/both', rateLimit({ limiter, key: async () => { throw new Error('no user'); }, cost: () => { throw new Error('no price'); } }));
+    app.get(['/paid', '/free', '/broken', '/both'], (_req, res) => {
       res.send('ok');
     });
     app.use((error: Error, _req: ExpressRequest, res: ExpressResponse, _next: () => void) => {
@@ -184,6 +186,8 @@ describe.each(frameworks)('async key, cost and skip in %s', (_, express) => {
     expect(limiter.tryAcquire('free', 0).remaining).toBe(4);
     const broken = await fetch(`${url}/broken`);
     expect([broken.status, await broken.text()]).toEqual([500, 'no user']);
+    const both = await fetch(`${url}/both`);
+    expect([both.status, await both.text()]).toEqual([500, 'no price']);
   });
 });
 
