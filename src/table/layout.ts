@@ -33,6 +33,8 @@
  * default), the table has a key heap (key-heap.ts) and every slot ends with a reference word: 0,
  * or the heap record that holds the rest of the slot's long keys (a key of more than
  * INLINE_KEY_BYTES bytes keeps its first INLINE_KEY_BYTES in the slot, the rest in the record).
+ * A small table (every slot's whole key within INLINE_ALL_BYTES, table-buffer.ts) holds its keys
+ * whole instead, with no heap: inlineKeyWords is then ceil(maxKeyBytes / 4).
  *
  * The state sits next to the words every decision touches, the key after it (read only by
  * lookups that miss the thread's cache): a decision's reads and writes share a cache line in

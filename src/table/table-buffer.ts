@@ -67,6 +67,17 @@ export function slotCountOf(words: Int32Array): number {
   return (words[H_STRIPES] as number) * (words[H_SLOTS_PER_STRIPE] as number);
 }
 
+/**
+ * A table whose slots can all hold a key of maxKeyBytes within this many bytes of key words keeps
+ * every key whole in its slot and has no key heap. A key heap is a growable SharedArrayBuffer:
+ * a reservation of address space and its own memory mappings, about two per heap. A process that
+ * made many small limiters faster than the collector freed them ran out of mappings (found: the
+ * explorer, some 200,000 tables of 4 keys in one process, aborted in V8 with "Array buffer
+ * allocation failed" and a failed munmap). Small tables cost little either way; the heap is for
+ * large ones, where it saves memory, and a process has few of those.
+ */
+export const INLINE_ALL_BYTES = 1 << 20;
+
 /** Geometry and identity of a new table. */
 export interface TableSpec {
   maxKeys: number;
@@ -103,8 +114,10 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   // 6% faster this way than with the state after the key).
   let stateOffset = SLOT_HEADER_WORDS;
   if (spec.align8 === true) stateOffset += stateOffset & 1;
-  // A slot holds at most INLINE_KEY_BYTES of key; a longer maxKeyBytes adds the reference word.
-  const inlineWords = keyWords(Math.min(spec.maxKeyBytes, INLINE_KEY_BYTES));
+  // A slot holds at most INLINE_KEY_BYTES of key; a longer maxKeyBytes adds the reference word
+  // and a key heap. A small table holds its keys whole instead (see INLINE_ALL_BYTES).
+  const wholeWords = keyWords(spec.maxKeyBytes);
+  const inlineWords = stripes * slotsPerStripe * wholeWords * 4 <= INLINE_ALL_BYTES ? wholeWords : keyWords(Math.min(spec.maxKeyBytes, INLINE_KEY_BYTES));
   const refWords = keyWords(spec.maxKeyBytes) > inlineWords ? 1 : 0;
   let slotWords = stateOffset + spec.stateWords + inlineWords + refWords;
   if (spec.align8 === true) slotWords += slotWords & 1;

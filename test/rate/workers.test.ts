@@ -109,12 +109,14 @@ describe('real worker_threads sharing one limiter', () => {
   });
 
   it.each([
-    { keys: 'short keys', suffix: '' },
+    { keys: 'short keys', suffix: '', maxKeys: undefined },
     // Long keys: a worker may also die while it takes a heap record or grows the heap.
-    { keys: 'keys of about 100 bytes', suffix: `/${'t'.repeat(90)}` },
-  ])('stays usable when workers die inside inserts, reclaims and sweeps ($keys)', async ({ suffix }) => {
+    // (A table large enough to have a key heap: see INLINE_ALL_BYTES.)
+    { keys: 'keys of about 100 bytes', suffix: `/${'t'.repeat(90)}`, maxKeys: 300 },
+  ])('stays usable when workers die inside inserts, reclaims and sweeps ($keys)', async ({ suffix, maxKeys }) => {
     const clock = new ManualClock();
-    const limiter = new RateLimiter({ limit: perSecond(3), maxKeys: 24, clock, forceHash: 5, claimTimeoutMs: 20 });
+    const limiter = new RateLimiter({ limit: perSecond(3), maxKeys: maxKeys ?? 24, clock, forceHash: 5, claimTimeoutMs: 20 });
+    if (suffix !== '') expect(limiter.handle.keys).not.toBeNull();
     for (let round = 0; round < 3; round++) {
       const gate = new SharedArrayBuffer(8);
       const counters = new SharedArrayBuffer(4 * 4);

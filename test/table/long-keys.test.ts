@@ -15,11 +15,17 @@ import { duplicateKeys, keyAt, liveCopies } from '../helpers/table-scan.js';
 import { openGate, result, spawn } from '../helpers/workers.js';
 
 const PREFIX = 'tenant-0123456789abcdef/'; // 24 bytes: a key's tail starts right after it
+/** Enough keys for a table with a key heap: 1,250 slots of up to 4,096 bytes of key exceed INLINE_ALL_BYTES. */
+const HEAP_KEYS = 1_000;
 
 describe('long keys', () => {
-  it('a key of 25 to 4,096 bytes has its own state, even when only its last byte differs and every hash is equal', () => {
+  it.each([
+    ['with a key heap', HEAP_KEYS, true],
+    ['in a small table, which holds its keys whole', 64, false],
+  ])('a key of 25 to 4,096 bytes has its own state, even when only its last byte differs and every hash is equal (%s)', (_, maxKeys, heap) => {
     const clock = new ManualClock(0);
-    const limiter = new RateLimiter({ limit: perSecond(2), maxKeys: 64, clock, forceHash: 11, cacheSize: 0 });
+    const limiter = new RateLimiter({ limit: perSecond(2), maxKeys, clock, forceHash: 11, cacheSize: 0 });
+    expect(limiter.handle.keys !== null).toBe(heap);
     const keys = [25, 28, 29, 64, 65, 1000, 4096].flatMap((n) => ['a', 'b'].map((last) => PREFIX + 'x'.repeat(n - PREFIX.length - 1) + last));
     keys.push(PREFIX, PREFIX.slice(0, 23)); // 24 and 23 bytes: held in the slot alone
     for (const k of keys) expect(limiter.tryAcquire(k, 2).allowed, k.length + ' bytes').toBe(true);
@@ -31,7 +37,7 @@ describe('long keys', () => {
   });
 
   it('counts UTF-8 bytes across the slot boundary: a multi-byte character split between slot and record', () => {
-    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 16, clock: new ManualClock(0), forceHash: 3, cacheSize: 0 });
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: HEAP_KEYS, clock: new ManualClock(0), forceHash: 3, cacheSize: 0 });
     // 23 ASCII bytes, then 'é' (2 bytes: the 24th and 25th), then more.
     const a = PREFIX.slice(0, 23) + 'é' + 'tail-a';
     const b = PREFIX.slice(0, 23) + 'é' + 'tail-b';
@@ -44,7 +50,7 @@ describe('long keys', () => {
   it('a slot keeps its record: a reused slot writes the next long key into it, and grows it only for a longer tail', () => {
     const clock = new ManualClock(0);
     // One key at a time in one chain: each new key takes the slot the last one left.
-    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 1, clock, forceHash: 5, cacheSize: 0 });
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: HEAP_KEYS, clock, forceHash: 5, cacheSize: 0 });
     const heapBefore = limiter.stats().keyHeapBytes;
     const top = (): number => new Int32Array(limiter.handle.keys as SharedArrayBuffer)[1] as number;
     const lengths = [40, 40, 30, 100, 60, 100, 24, 100];
@@ -66,7 +72,7 @@ describe('long keys', () => {
   });
 
   it('a heap that cannot grow leaves a new long key out, as a full stripe does, and changes nothing else', () => {
-    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 64, clock: new ManualClock(0) });
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: HEAP_KEYS, clock: new ManualClock(0) });
     // This thread's own view of the table with a heap of one page: room for a few records.
     const heap = allocateKeyHeap(4096);
     const table = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock), heap);
@@ -96,13 +102,14 @@ describe('long keys', () => {
   });
 
   it('attach needs the handle whole: a missing or foreign key heap is a TypeError', () => {
-    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 8 });
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: HEAP_KEYS });
     const noKeys: Record<string, unknown> = { ...limiter.handle };
     delete noKeys.keys;
     expect(() => RateLimiter.attach(noKeys as unknown as RateLimiterHandle)).toThrow(/handle\.keys must be the key heap that came with the table/);
     expect(() => RateLimiter.attach({ ...limiter.handle, keys: new SharedArrayBuffer(64) })).toThrow(TypeError);
-    // A table of short keys only has no heap, and needs none.
-    const short = new RateLimiter({ limit: perSecond(1), maxKeys: 8, maxKeyBytes: INLINE_KEY_BYTES });
+    // A table of short keys only has no heap, and needs none; nor does a small one.
+    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 8 }).handle.keys).toBeNull();
+    const short = new RateLimiter({ limit: perSecond(1), maxKeys: HEAP_KEYS, maxKeyBytes: INLINE_KEY_BYTES });
     expect(short.handle.keys).toBeNull();
     expect(RateLimiter.attach(short.handle).allow('k')).toBe(true);
     expect(() => short.allow('x'.repeat(INLINE_KEY_BYTES + 1))).toThrow(/at most 24 UTF-8 bytes/);
