@@ -4,6 +4,7 @@ import { coarseClock, monotonicClock, perSecond, RateLimiter } from 'sluice';
 import { gcraParams } from '../dist/math/gcra.js';
 import { gcraSlotState } from '../dist/rate/gcra-slot.js';
 import { SlotTable } from '../dist/table/table.js';
+import { SLOTS_PER_KEY } from '../dist/table/layout.js';
 import { createMapGcra, createMapGcraReadOnce } from './lib/map-gcra.js';
 import { BATCH, bytesPerCall, fmt, makeKeys, median, nsPerCall } from './lib/measure.js';
 import { workerThroughput } from './lib/throughput-run.js';
@@ -87,7 +88,7 @@ function memory(quick) {
     const insertNs = ((performance.now() - t0) * 1e6) / maxKeys;
     const s = limiter.stats();
     const probes = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock), limiter.handle.keys).probeLengths();
-    rows.push({ maxKeyBytes, slotsPerKey: slotsPerKey ?? 2, maxKeys, live: s.liveKeys, full, tableBytes: s.tableBytes, perKey: s.tableBytes / maxKeys, insertNs, probes });
+    rows.push({ maxKeyBytes, slotsPerKey: slotsPerKey ?? SLOTS_PER_KEY, maxKeys, live: s.liveKeys, full, tableBytes: s.tableBytes, perKey: s.tableBytes / maxKeys, insertNs, probes });
   }
   return rows;
 }
