@@ -1,8 +1,8 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
-import { checkCost, describe } from '../config/check.js';
+import { describe } from '../config/check.js';
 import { checkNames } from '../config/option-names.js';
 import type { Decision } from '../rate/types.js';
-import { fastifyAddress, makeCheck, setReplyFields, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
+import { asError, costFunction, fastifyAddress, makeCheck, setReplyFields, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
 
 /**
  * `sluice/fastify`: rate limiting as a Fastify plugin. Register it once, and every route of the
@@ -61,10 +61,7 @@ function checkRouteConfig(value: unknown, route: string): void {
   if (value === null || typeof value !== 'object') throw new TypeError(`${where} must be false, true or { cost }, got ${describe(value)}`);
   checkNames(value, ['cost'], where, 'route rateLimit option');
   const cost = (value as { cost?: unknown }).cost;
-  if (typeof cost === 'number') checkCost(cost, `${where}.cost`);
-  else if (cost !== undefined && typeof cost !== 'function') {
-    throw new TypeError(`${where}.cost must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
-  }
+  if (cost !== undefined) costFunction(cost, `${where}.cost`);
 }
 
 /** Routes' own costs, checked once per route config object. */
@@ -73,15 +70,7 @@ const routeCosts = new WeakMap<object, (request: FastifyRequest) => number>();
 function routeCost(config: { cost?: unknown }): (request: FastifyRequest) => number {
   let costOf = routeCosts.get(config);
   if (costOf === undefined) {
-    const cost = config.cost;
-    if (typeof cost === 'number') {
-      checkCost(cost, 'config.rateLimit.cost');
-      costOf = () => cost;
-    } else if (typeof cost === 'function') {
-      costOf = cost as (request: FastifyRequest) => number;
-    } else {
-      throw new TypeError(`config.rateLimit.cost must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
-    }
+    costOf = costFunction<FastifyRequest>(config.cost, 'config.rateLimit.cost') as (request: FastifyRequest) => number;
     routeCosts.set(config, costOf);
   }
   return costOf;
@@ -108,13 +97,12 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     }
     next(new RateLimitedError(body.trimEnd(), status, outcome.decision));
   };
-  const fail = (next: (error?: Error) => void, error: unknown): void => next(error instanceof Error ? error : new Error(String(error)));
   fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
     settleCheck(() => {
       const route = request.routeOptions.config.rateLimit;
       if (route === false) return SKIPPED;
       return check(request, typeof route === 'object' && route.cost !== undefined ? routeCost(route)(request) : undefined);
-    }, (o) => (o === SKIPPED ? next() : answer(reply, next, o)), (e) => fail(next, e));
+    }, (o) => (o === SKIPPED ? next() : answer(reply, next, o)), (e) => next(asError(e)));
   });
   done();
 };

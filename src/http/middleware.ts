@@ -207,14 +207,27 @@ function then<T, U>(v: T | Promise<T>, f: (v: T) => U | Promise<U>): U | Promise
   return v instanceof Promise ? v.then(f) : f(v);
 }
 
-function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: unknown, headers: unknown, defaultKey: (req: Req) => string): Check<Req> {
+/**
+ * A cost option as a function of the request: an integer from 0 to 2^53 - 1 (checked), or a
+ * function; else `TypeError` naming `name`. For the adapters' `cost` and a Fastify route's.
+ */
+export function costFunction<Req>(cost: unknown, name: string): (req: Req) => number | Promise<number> {
   if (typeof cost === 'number') {
-    checkCost(cost, 'options.cost');
-  } else if (typeof cost !== 'function') {
-    throw new TypeError(`options.cost must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
+    checkCost(cost, name);
+    return () => cost;
   }
+  if (typeof cost === 'function') return cost as (req: Req) => number | Promise<number>;
+  throw new TypeError(`${name} must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
+}
+
+/** An error handed to a Fastify continuation: an Error as it is, anything else wrapped in one. */
+export function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: unknown, headers: unknown, defaultKey: (req: Req) => string): Check<Req> {
+  const costOf = costFunction<Req>(cost, 'options.cost');
   if (typeof headers !== 'boolean') throw new TypeError(`options.headers must be a boolean, got ${describe(headers)}`);
-  const costOf = typeof cost === 'number' ? () => cost : (cost as (req: Req) => number | Promise<number>);
   if (options.key !== undefined && typeof options.key !== 'function') {
     throw new TypeError(`options.key must be a function of the request, got ${describe(options.key)}`);
   }
@@ -359,7 +372,6 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
   options: RateLimitOptions<Req>,
 ): FastifyOnRequestHook<Req, Reply> {
   const { check, status, body } = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
-  const fail = (done: (error?: Error) => void, error: unknown): void => done(error instanceof Error ? error : new Error(String(error)));
   const answer = (reply: Reply, done: (error?: Error) => void, outcome: Outcome): void => {
     setReplyFields(reply, outcome);
     if (outcome.allowed) {
@@ -371,6 +383,6 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
     reply.send(body);
   };
   return (request, reply, done) => {
-    settleCheck(() => check(request), (o) => (o === SKIPPED ? done() : answer(reply, done, o)), (e) => fail(done, e));
+    settleCheck(() => check(request), (o) => (o === SKIPPED ? done() : answer(reply, done, o)), (e) => done(asError(e)));
   };
 }

@@ -108,7 +108,8 @@ export class MalformedReplyError extends Error {
 
 /**
  * Checks that `reply` is an array of integers (numbers, or the decimal strings some clients
- * give) at least `min` long, for a plan with or without a cap tail; throws MalformedReplyError.
+ * give), long enough for the plan's tail (Redis's time, and the cap's block with a cap); throws
+ * MalformedReplyError.
  */
 function checkShape(reply: unknown, plan: ScriptPlan): Answer {
   if (!Array.isArray(reply)) throw new MalformedReplyError('not an array', reply);
