@@ -25,13 +25,14 @@ import type { RedisLimit } from './redis-limits.js';
  * ARGV[1]: one string holding, comma-separated, the number of decisions, then per decision
  * cost, deadline (µs on Redis's clock, 0: none) and want (>= cost: a lease asks for up to `want`
  * and is granted what every limit still holds, if that is at least `cost`; a plain decision
- * wants its cost). ARGV[2], tests only: the time to decide at, in µs, instead of Redis's TIME.
+ * wants its cost). ARGV[2], tests only: the time to decide at, in µs, instead of Redis's TIME;
+ * ARGV[3], tests only with ARGV[2]: ms added to every expiry written.
  * KEYS: per decision its key limits' keys, then the global limits' keys.
  *
  * A GCRA plan has a second script for one decision alone (`single`, lua-gcra.ts): ARGV[1..3]
- * its cost, deadline and want, ARGV[4] the tests' time; KEYS as for a batch of one. Its reply
- * holds the decision's part told apart by its length (script-reply.ts, luaReturnDecision): none
- * when late; [debt] (a plan of one key limit: its debt after, in units) or [remaining,
+ * its cost, deadline and want, ARGV[4] and ARGV[5] the tests' time and pad; KEYS as for a batch
+ * of one. Its reply holds the decision's part told apart by its length (script-reply.ts,
+ * luaReturnDecision): none when late; [debt] (a plan of one key limit: its debt after, in units) or [remaining,
  * resetAfterUs] for an admission of exactly its cost that leaves the key open; else the six
  * fields. The same tail follows.
  *
@@ -56,12 +57,16 @@ return out
 
 /**
  * The script's first lines: `now`, Redis's time in µs, or the tests' time from ARGV[`at`]. TIME's
- * two strings are numbers to Lua's arithmetic, exactly (no tonumber to call).
+ * two strings are numbers to Lua's arithmetic, exactly (no tonumber to call). `pad`, 0 but in
+ * tests (ARGV[`at` + 1], ms), lengthens every expiry written: a test's clock stands still while
+ * Redis's runs on, and a key must not expire on Redis's clock before the test's reaches its end.
  */
 function clock(at: number): string {
   return `local now = ARGV[${at}]
+local pad = 0
 if now then
   now = tonumber(now)
+  pad = tonumber(ARGV[${at + 1}] or 0)
 else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]

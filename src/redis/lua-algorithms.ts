@@ -27,7 +27,7 @@
 /** What every fragment uses. */
 const COMMON = `
 local function int(x) return string.format('%.0f', x) end
-local function ms(us) return math.max(1, math.ceil(us / 1000)) end
+local function ms(us) return math.max(1, math.ceil(us / 1000)) + pad end
 `;
 
 /** Parses a window's state, "a:b[:c]", into numbers. */

@@ -201,7 +201,7 @@ function luaDebt(name: string, key: string, k: number, indent: string): string {
  * key is then deleted. Under k = 1 there is never a fraction.
  */
 function luaStore(key: string, k: number, expr: string, mayBeSpent: boolean, indent: string): string {
-  const px = `math.ceil(d / ${k} / 1000)`;
+  const px = `math.ceil(d / ${k} / 1000) + pad`;
   const write = k === 1
     ? [`redis.call('SET', ${key}, struct.pack('>d', now + d), 'PX', ${px})`]
     : [

@@ -268,11 +268,16 @@ export function registerBatcher(limiter: object, batcher: ScriptBatcher): void {
 /**
  * Tests only (not exported from the package): every script call of `limiter` decides at the time
  * `nowUs()` returns, in µs, instead of Redis's TIME, without deadlines. null restores TIME.
+ * `ttlPadMs` lengthens every expiry written: a test whose clock advances by steps (or stands
+ * still) while Redis's runs on sets it longer than the test runs, so that no key expires on
+ * Redis's clock before the test's clock reaches the key's end (a slow machine would else see
+ * counts vanish). Left at 0, expiries are as Redis's own time would set them.
  */
-export function setScriptTime(limiter: object, nowUs: (() => number) | null): void {
+export function setScriptTime(limiter: object, nowUs: (() => number) | null, ttlPadMs = 0): void {
   const batcher = batchers.get(limiter);
   if (batcher === undefined) throw new TypeError('setScriptTime needs a Redis limiter');
   batcher.fixedNowUs = nowUs;
+  batcher.fixedTtlPadMs = ttlPadMs;
 }
 
 /** Decisions answered without Redis between two looks at the clock for a yield (see RedisCore#now). */

@@ -243,6 +243,8 @@ export class ScriptBatcher {
   readonly #learning = new Map<number, Promise<void>>();
   /** Tests only: the time every script call decides at, in µs on Redis's clock. */
   fixedNowUs: (() => number) | null = null;
+  /** Tests only, with fixedNowUs: ms added to every expiry a script writes. */
+  fixedTtlPadMs = 0;
 
   constructor(redis: RedisCommands, timeoutMs: number, maxBatch: number) {
     this.#redis = redis;
@@ -349,7 +351,7 @@ export class ScriptBatcher {
       const single = batch.length === 1 ? plan.script.single : null;
       const script = single ?? plan.script;
       const args: (string | number)[] = single !== null ? packed.slice(1) : [packed.join(',')];
-      if (fixed !== null) args.push(fixed());
+      if (fixed !== null) args.push(fixed(), this.fixedTtlPadMs);
       const sentAt = performance.now();
       const reply = await this.#redis.evalScript(script.sha, script.text, keys, args);
       const received = performance.now();

@@ -118,6 +118,12 @@ export function privateRedis(): { readonly server: TestRedis; readonly io: Redis
 }
 
 /** Makes the keys a script call touched live for ever, in the same transaction as the call. */
+/**
+ * What a test that sets the script's time passes as setScriptTime's ttlPadMs: an hour, longer
+ * than any test runs, so no key expires on Redis's clock while the test's clock stands still.
+ */
+export const SCRIPT_TTL_PAD_MS = 3_600_000;
+
 const PERSIST_KEYS = "for i = 1, #KEYS do redis.call('PERSIST', KEYS[i]) end return 0";
 
 /**

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perDay, RedisRateLimiter } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
 import { redisAvailable, startCluster, type TestCluster } from '../helpers/redis-cluster.js';
+import { SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -32,10 +33,10 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     const tier = LocalTier.create({ clock });
     const prefix = `acc${n++}:`;
     const r = new RedisRateLimiter({ redis: io, prefix, localTier: tier, limit: perDay(1), globalLimit: perDay(2) });
-    setScriptTime(r, () => clock.now() * 1000);
+    setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     // The same limits, no tier: what Redis alone answers.
     const plain = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: perDay(2) });
-    setScriptTime(plain, () => clock.now() * 1000);
+    setScriptTime(plain, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
 
     expect((await plain.tryAcquire('a')).allowed).toBe(true);
     expect(await r.tryAcquire('a')).toMatchObject({ allowed: false, reason: 'limited' });
@@ -59,16 +60,16 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     const tier = LocalTier.create({ clock });
     const prefix = `acb${n++}:`;
     const r = new RedisRateLimiter({ redis: io, prefix, localTier: tier, limit: perDay(1), globalLimit: perDay(2) });
-    setScriptTime(r, () => clock.now() * 1000);
+    setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const plain = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perDay(1) });
-    setScriptTime(plain, () => clock.now() * 1000);
+    setScriptTime(plain, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect((await plain.tryAcquire('a')).allowed).toBe(true); // the key only: the cap keeps 2
     const [a, b] = await Promise.all([r.tryAcquire('a'), r.tryAcquire('b')]);
     expect(a).toMatchObject({ allowed: false, reason: 'limited' });
     expect(b).toMatchObject({ allowed: true });
     // Let the refund (fire-and-forget) land: the cap holds one permit again.
     const capped = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: perDay(2) });
-    setScriptTime(capped, () => clock.now() * 1000);
+    setScriptTime(capped, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     for (let i = 0; i < 50 && (await capped.tryAcquire('probe', 0)).remaining === 0; i++) await new Promise((res) => setTimeout(res, 10));
     expect((await capped.tryAcquire('probe', 0)).remaining).toBe(1);
     clock.advance(1);
@@ -87,7 +88,7 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     let rNow = t0 - 1_000_000;
     let sends = 0;
     const r2 = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
-    setScriptTime(r2, () => (t0 + 5_000) * 1000);
+    setScriptTime(r2, () => (t0 + 5_000) * 1000, SCRIPT_TTL_PAD_MS);
     const second: Promise<boolean>[] = [];
     const r = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
     setScriptTime(r, () => {
@@ -98,7 +99,7 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
       // Send 5 is the refund, at t0 + 5 s.
       if (sends === 5) rNow = t0 + 5_000;
       return rNow * 1000;
-    });
+    }, SCRIPT_TTL_PAD_MS);
     // Long before t0: 'a' spends its key (and one of the cap's, long drained by t0).
     expect(await r.allow('a')).toBe(true);
     rNow = t0;
@@ -110,7 +111,7 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     // The same instant, after the refund, and 5 s later: what does the cap admit?
     const r3 = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
     let now3 = t0 + 5_000;
-    setScriptTime(r3, () => now3 * 1000);
+    setScriptTime(r3, () => now3 * 1000, SCRIPT_TTL_PAD_MS);
     let more = 0;
     for (let i = 0; i < 3; i++) if (await r3.allow(`y${i}`)) more++;
     now3 = t0 + 10_000;

@@ -6,6 +6,7 @@ import { LocalTier, ManualClock, perDay, perHour, perMinute, RedisPolicyLimiter,
 import { setScriptTime } from '../../src/redis/redis-core.js';
 import { keySlot } from '../../src/redis/key-slot.js';
 import { redisAvailable, startCluster, type TestCluster } from '../helpers/redis-cluster.js';
+import { SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -84,8 +85,8 @@ describe.skipIf(!available)('Redis limiters on a Cluster', () => {
     const r = new RedisRateLimiter({ redis, prefix, localTier: LocalTier.create({ clock }), lease: 10, ...options });
     // Its probes read the cap: its key's own limit is larger than anything left on the cap.
     const plain = new RedisRateLimiter({ redis, prefix, localTier: false, limit: perDay(1_000), globalLimit: options.globalLimit });
-    setScriptTime(r, () => clock.now() * 1000);
-    setScriptTime(plain, () => clock.now() * 1000);
+    setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    setScriptTime(plain, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const got = [];
     for (let i = 0; i < 8; i++) got.push((await r.tryAcquire('k')).allowed);
     // The first call leased 10 from the cap and 5 from the key (all it holds): 5 admitted, the

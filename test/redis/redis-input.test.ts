@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perHour, perMinute, RateLimiter, RedisPolicyLimiter, RedisRateLimiter, type PolicyRule } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -81,7 +81,7 @@ describe.skipIf(!available)('input to the Redis limiters', () => {
     const clock = new ManualClock(5_000_000);
     const log = (periodMs: number): PolicyRule[] => [{ algorithm: 'sliding-log', limit: { permits: 2, periodMs } }];
     const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `ai${n++}:`, localTier: LocalTier.create({ clock }), rules: log(3_600_000) });
-    setScriptTime(p, () => clock.now() * 1000);
+    setScriptTime(p, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const u = { user: 'u', api: 'a' };
     expect(await p.allow(u)).toBe(true);
     expect(await p.allow(u)).toBe(true);

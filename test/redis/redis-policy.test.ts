@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perMinute, perSecond, PolicyLimiter, RedisPolicyLimiter, type PolicyRule } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { heldKeys, privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { heldKeys, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -50,7 +50,7 @@ describe.skipIf(!available)('RedisPolicyLimiter', () => {
         const onRedis = make(rulesA, { redis: heldKeys(redisServer.io) });
         let now = startMs;
         let current = rulesA;
-        setScriptTime(onRedis, () => now * 1000);
+        setScriptTime(onRedis, () => now * 1000, SCRIPT_TTL_PAD_MS);
         for (const [i, s] of steps.entries()) {
           now += s.advanceMs;
           clock.set(now);
@@ -110,7 +110,7 @@ describe.skipIf(!available)('RedisPolicyLimiter', () => {
   it('a window keeps its count under its own period and algorithm, and starts afresh under others', async () => {
     const fw = (periodMs: number): PolicyRule[] => [{ algorithm: 'fixed-window', limit: { permits: 2, periodMs } }];
     const r = make(fw(3_600_000));
-    setScriptTime(r, () => 1_000_000 * 3_600_000 * 1000 + 60_000_000); // a minute into an hour
+    setScriptTime(r, () => 1_000_000 * 3_600_000 * 1000 + 60_000_000, SCRIPT_TTL_PAD_MS); // a minute into an hour
     const u = { user: 'u', api: 'a' };
     expect(await r.allow(u)).toBe(true);
     expect(await r.allow(u)).toBe(true);

@@ -5,7 +5,7 @@ import { RateLimitTimeoutError, RedisPolicyLimiter, RedisRateLimiter, type Polic
 import { setScriptTime } from '../../src/redis/redis-core.js';
 import { redisLimit, scriptPlan, type RedisLimit } from '../../src/redis/redis-limits.js';
 import { aloneOutcome, batchOutcomes } from '../../src/redis/script-batcher.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -44,6 +44,34 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
     // A refusal and a probe write nothing: the expiry stays.
     await r.tryAcquire('k', 0);
     expect(await redisServer.io.pttl(`${prefix}{k}:${suffix}`)).toBeLessThanOrEqual(pttl);
+  });
+
+  it.each([
+    // [algorithm, a limit whose first admission writes an expiry of 2 ms at most, at this time]
+    ['gcra', { permits: 1_000, periodMs: 1_000, burst: 2 }, 1_000_000_000], // one emission: 1 ms
+    ['fixed-window', { permits: 2, periodMs: 1_000 }, 1_000_000_999], // 1 ms before the window's end
+    ['sliding-window', { permits: 2, periodMs: 1 }, 1_000_000_000], // the next window's end: 2 ms
+    ['sliding-log', { permits: 2, periodMs: 1 }, 1_000_000_000], // a period: 1 ms
+  ] as const)('%s: under a test clock that stands still, a key outlives Redis\'s clock by the pad', async (algorithm, limit, atMs) => {
+    // Found: a property test at a standing clock saw a window's count vanish on a busy machine,
+    // because the key expired on Redis's clock (its TTL is in the script's time) between calls.
+    const padded = new RedisRateLimiter({ redis: redisServer.io, prefix: `pad${n++}:`, algorithm, limit, localTier: false });
+    const bare = new RedisRateLimiter({ redis: redisServer.io, prefix: `pad${n++}:`, algorithm, limit, localTier: false });
+    setScriptTime(padded, () => atMs * 1000, SCRIPT_TTL_PAD_MS);
+    setScriptTime(bare, () => atMs * 1000);
+    expect(await padded.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
+    expect(await bare.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
+    // Redis's own clock runs on past every expiry the script wrote without the pad.
+    const time = async (): Promise<number> => {
+      const [s, us] = (await redisServer.io.call('TIME')) as [string, string];
+      return Number(s) * 1e6 + Number(us);
+    };
+    const from = await time();
+    while ((await time()) - from < 5_000);
+    // The test's clock has not moved: the padded key still holds its admission.
+    expect(await padded.tryAcquire('k', 0)).toMatchObject({ allowed: true, remaining: 1 });
+    // Without the pad, the admission is gone at the same script time: what the fix is for.
+    expect(await bare.tryAcquire('k', 0)).toMatchObject({ allowed: true, remaining: 2 });
   });
 
   it('the GCRA script for one decision decides and writes exactly as the batch script does for a batch of one', async () => {

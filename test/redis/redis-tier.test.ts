@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perHour, perSecond, RedisPolicyLimiter, RedisRateLimiter, type Decision, type RedisRateLimiterOptions } from '../../src/index.js';
 import type { AlgorithmName } from '../../src/algorithms/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -25,7 +25,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
     const clock = new ManualClock(1_000_000);
     const tier = LocalTier.create({ clock, ...tierOptions });
     const r = new RedisRateLimiter({ redis: counted, prefix: `lt${n++}:`, localTier: tier, ...options });
-    setScriptTime(r, () => clock.now() * 1000);
+    setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     return { clock, tier, r };
   }
 
@@ -57,7 +57,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
           const options = { algorithm, limit: [{ permits: 4, periodMs: 300 }, { permits: 9, periodMs: 2_000 }], globalLimit: { permits: 12, periodMs: 1_000 } };
           const { clock, r } = onClock(options);
           const plain = new RedisRateLimiter({ redis: redisServer.io, prefix: `lp${n++}:`, localTier: false, ...options });
-          setScriptTime(plain, () => clock.now() * 1000);
+          setScriptTime(plain, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
           for (const [i, { advanceMs, cost }] of steps.entries()) {
             clock.advance(advanceMs);
             const before = calls;
@@ -123,8 +123,8 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
     const prefix = `la${n++}:`;
     const a = new RedisRateLimiter({ redis: counted, prefix, localTier: mine, limit: perHour(1) });
     const b = new RedisRateLimiter({ redis: counted, prefix, localTier: other, limit: perHour(1) });
-    setScriptTime(a, () => clock.now() * 1000);
-    setScriptTime(b, () => clock.now() * 1000);
+    setScriptTime(a, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    setScriptTime(b, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect((await a.tryAcquire('x')).allowed).toBe(true);
     expect((await b.tryAcquire('x')).allowed).toBe(false); // Redis refused: b's tier records it
     const before = calls;
@@ -155,7 +155,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
     // Redis counted 20: 10 per lease, 4 of them never used.
     expect((await r.tryAcquire('other', 0)).remaining).toBe(100);
     const probe = new RedisRateLimiter({ redis: redisServer.io, prefix: `lt${n - 1}:`, localTier: false, limit: perHour(100) });
-    setScriptTime(probe, () => clock.now() * 1000);
+    setScriptTime(probe, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect((await probe.tryAcquire('k', 0)).remaining).toBe(80);
   });
 
@@ -169,7 +169,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
     const clock = new ManualClock(1_000_000);
     const tier = LocalTier.create({ clock });
     const p = new RedisPolicyLimiter({ redis: counted, prefix: `lpp${n++}:`, localTier: tier, rules: [{ limit: perHour(1) }] });
-    setScriptTime(p, () => clock.now() * 1000);
+    setScriptTime(p, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const u = { user: 'u', api: 'a' };
     expect((await p.tryAcquire(u)).allowed).toBe(true);
     expect((await p.tryAcquire(u)).allowed).toBe(false);

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, RateLimiter, RedisRateLimiter, type Decision, type Limit } from '../../src/index.js';
 import type { AlgorithmName } from '../../src/algorithms/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { heldKeys, privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { heldKeys, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -73,7 +73,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
         const memory = new RateLimiter({ ...options, maxKeys: 16, clock });
         const onRedis = new RedisRateLimiter({ ...options, redis: heldKeys(redisServer.io), prefix: `v${n++}:`, localTier: false });
         let now = startMs;
-        setScriptTime(onRedis, () => now * 1000);
+        setScriptTime(onRedis, () => now * 1000, SCRIPT_TTL_PAD_MS);
         for (const [i, { advanceMs, key, cost }] of steps.entries()) {
           now += advanceMs;
           clock.set(now);
@@ -97,7 +97,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
   it('a second request 1 test-ms before the window ends, after the Redis clock moved 3 ms', async () => {
     const limit = [{ permits: 4, periodMs: 200 }, { permits: 8, periodMs: 3_000 }];
     const r = new RedisRateLimiter({ algorithm: 'fixed-window', limit, redis: heldKeys(redisServer.io), prefix: `w${n++}:`, localTier: false });
-    setScriptTime(r, () => 4_999_000);
+    setScriptTime(r, () => 4_999_000, SCRIPT_TTL_PAD_MS);
     expect(await r.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 3 });
     // Waits on Redis's clock, the one its TTLs follow, until it is 3 ms on.
     const time = async (): Promise<number> => {
@@ -113,7 +113,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
     const r = new RedisRateLimiter({ redis: redisServer.io, limit: { permits: 3, periodMs: 200 }, prefix: `f${n++}:`, localTier: false });
     const t0 = 5_000_000_000; // µs
     let now = t0;
-    setScriptTime(r, () => now);
+    setScriptTime(r, () => now, SCRIPT_TTL_PAD_MS);
     for (let i = 0; i < 3; i++) expect((await r.tryAcquire('k')).allowed).toBe(true);
     // The next passes once 200/3 ms = 66,666.67 µs of debt are paid: at 66,667 µs, not before.
     now = t0 + 66_666;
@@ -129,7 +129,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
     const periodMs = 10 * 365 * 86_400_000; // ten years: a wait of up to 3.2e14 µs
     const r = new RedisRateLimiter({ redis: redisServer.io, algorithm: 'fixed-window', limit: { permits: 1, periodMs }, prefix: `y${n++}:`, localTier: false });
     const nowUs = 1_764_000_000_123_457; // December 2025, to the µs
-    setScriptTime(r, () => nowUs);
+    setScriptTime(r, () => nowUs, SCRIPT_TTL_PAD_MS);
     expect((await r.tryAcquire('k')).allowed).toBe(true);
     const periodUs = periodMs * 1000;
     const waitUs = (Math.floor(nowUs / periodUs) + 1) * periodUs - nowUs;
