@@ -14,29 +14,73 @@ export const DEFAULT_CACHE_SIZE = 65_536;
 /**
  * Where a key lives: its slot's first word and the ctrl word it had when found. A LIVE ctrl word
  * carries the slot's generation, so an unchanged ctrl means the same key still lives there.
+ *
+ * Every field holds a small integer (a V8 Smi: 31 bits). A field that once holds a larger number
+ * (an int32 ctrl word or TAT past 2^30, a second of `Date.now()`) is stored boxed, in an object
+ * of its own: one more cache miss on every check of a key whose entry is cold (measured in a
+ * reduced loop of a Map to such objects and a load and compareExchange on a shared slot, 25,000
+ * keys in turn: 2x with boxed fields). So the 32-bit words are kept as two 16-bit halves, behind
+ * accessors that the compiler inlines.
  */
 export class SlotRef {
+  readonly base: number;
+  readonly #ctrlHi: number;
+  readonly #ctrlLo: number;
+  #tatHi = 0;
+  #tatLo = 0;
+  #secHi = 0;
+  #secLo = 0;
   /**
-   * A second this thread knows the slot's lastSec word has reached (it only moves forward), when
-   * `secKnown`: a decision in that same second need not load the word (see Gcra32). A flag, not a
-   * sentinel value: a clock may read negative times, so any integer can be a real second; and an
-   * integer field, not NaN, which V8 would keep boxed. Per thread, plain.
-   */
-  sec = 0;
-  secKnown = false;
-  /**
-   * The state word this thread last wrote for the key: the tat word (Gcra32, 32-bit GCRA), or the
-   * first limit's word (LockFreeEngine). Set on every write of this thread's, and `sec` with it on
-   * every admission (a refund's reading is no earlier than the admission's), so while `secKnown`
-   * and `sec` is the second of this thread's reading, a loaded word equal to it is a write of this
-   * thread's from that same second: the decision may skip the lastSec load (see Gcra32.decide).
+   * Whether `sec` holds a second this thread knows the slot's lastSec word has reached (it only
+   * moves forward): a decision in that same second need not load the word (see Gcra32). A flag,
+   * not a sentinel value: a clock may read negative times, so any integer can be a real second.
    * Per thread, plain.
    */
-  tat = 0;
+  secKnown = false;
   /** Admissions left that load tat instead of starting from `tat` (Gcra32's backoff). Per thread, plain. */
   ownSkip = 0;
 
-  constructor(readonly base: number, readonly ctrl: number) {}
+  constructor(base: number, ctrl: number) {
+    this.base = base;
+    this.#ctrlHi = ctrl >> 16;
+    this.#ctrlLo = ctrl & 0xffff;
+  }
+
+  /** The slot's ctrl word when the key was found there (int32). */
+  get ctrl(): number {
+    return (this.#ctrlHi << 16) | this.#ctrlLo;
+  }
+
+  /**
+   * The state word this thread last wrote for the key (int32): the tat word (Gcra32, 32-bit
+   * GCRA), or the first limit's word (LockFreeEngine). Set on every write of this thread's, and
+   * `sec` with it on every admission (a refund's reading is no earlier than the admission's), so
+   * while `secKnown` and `sec` is the second of this thread's reading, a loaded word equal to it
+   * is a write of this thread's from that same second: the decision may skip the lastSec load
+   * (see Gcra32.decide). Per thread, plain.
+   */
+  get tat(): number {
+    return (this.#tatHi << 16) | this.#tatLo;
+  }
+
+  set tat(word: number) {
+    this.#tatHi = word >> 16;
+    this.#tatLo = word & 0xffff;
+  }
+
+  /**
+   * The second that `secKnown` speaks of: an integer of either sign, a clock's reading (at most
+   * 2^53 ms, time/ticks.ts) over 1000. Kept as its low 16 bits and the rest, both small integers.
+   */
+  get sec(): number {
+    return this.#secHi * 65_536 + this.#secLo;
+  }
+
+  set sec(second: number) {
+    const hi = Math.floor(second / 65_536);
+    this.#secHi = hi;
+    this.#secLo = second - hi * 65_536;
+  }
 }
 
 

@@ -1,0 +1,28 @@
+// A SlotRef keeps its 32-bit words and its second as small integers (see slot-index.ts): every
+// value of their ranges comes back exactly.
+import { describe, expect, it } from 'vitest';
+import { SlotRef } from '../../src/table/slot-index.js';
+
+describe('SlotRef', () => {
+  const words = [0, 1, -1, 2, 0x7fff_ffff, -0x8000_0000, 0x4000_0000, -0x4000_0001, 0x1234_5678 | 0, 0xdead_beef | 0, 65_535, 65_536, -65_536];
+
+  it('gives back every int32 ctrl word and tat word as given', () => {
+    for (const w of words) {
+      const ref = new SlotRef(12, w);
+      expect(ref.ctrl).toBe(w);
+      expect(ref.base).toBe(12);
+      ref.tat = w;
+      expect(ref.tat).toBe(w);
+      expect(Object.is(ref.tat, -0)).toBe(false);
+    }
+  });
+
+  it('gives back every second a clock can read, of either sign', () => {
+    const ref = new SlotRef(0, 2);
+    const max = Math.floor(2 ** 53 / 1000);
+    for (const s of [0, 1, -1, 65_535, 65_536, -65_536, -65_537, 1_764_000_000, -1_764_000_000, max, -max, 2 ** 31, -(2 ** 31) - 1]) {
+      ref.sec = s;
+      expect(ref.sec).toBe(s);
+    }
+  });
+});
