@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 /**
- * The `sluice` command: `demo`, `stress`, `simulate` and `bench`. Exit status 0 on success, 1 when
- * a check fails (or the benchmarks are missing), 2 on a usage error.
+ * The `sluice` command: `demo`, `stress`, `simulate`, `bench` and `help`. Exit status 0 on
+ * success, 1 when a check fails (or the benchmarks are missing), 2 on a usage error.
  *
  * Thread-safety: main thread only.
  */
 import { readFileSync } from 'node:fs';
-import { UsageError } from './args.js';
+import { show, UsageError } from './args.js';
 import { BENCH_USAGE, runBench } from './bench.js';
 import { DEMO_USAGE, runDemo } from './demo.js';
 import { print, wrap } from './output.js';
@@ -24,8 +24,8 @@ Commands:
   simulate   replay one client against the four algorithms on a manual clock
   bench      run the benchmark suites (needs the source repository)
 
-Run sluice <command> --help for the options of a command, sluice --version
-for the version.`;
+Run sluice help <command> (or sluice <command> --help) for the options of a
+command, sluice --version for the version.`;
 
 /** The installed package's version, from its package.json (two folders above dist/cli/). */
 function version(): string {
@@ -45,11 +45,27 @@ const COMMANDS: Readonly<Record<string, { run: (argv: readonly string[]) => numb
 async function main(argv: readonly string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === '-h' || name === '--help') {
+    if (rest.length > 0) return usageError(`sluice: ${name} takes no arguments (for a command's options: sluice <command> --help)`, MAIN_USAGE);
     print(MAIN_USAGE);
     return 0;
   }
   if (name === '-v' || name === '--version') {
+    // Found: `sluice --version extra` printed the version and exited 0.
+    if (rest.length > 0) return usageError(`sluice: ${name} takes no arguments, got ${show(rest[0] as string)}`, MAIN_USAGE);
     print(version());
+    return 0;
+  }
+  if (name === 'help') {
+    // `sluice help` as `sluice --help`; `sluice help <command>` as `sluice <command> --help`.
+    const [topic, ...more] = rest;
+    if (topic === undefined) {
+      print(MAIN_USAGE);
+      return 0;
+    }
+    const about = Object.hasOwn(COMMANDS, topic) ? COMMANDS[topic] : undefined;
+    if (about === undefined) return usageError(`sluice help: unknown command ${show(topic)}`, MAIN_USAGE);
+    if (more.length > 0) return usageError(`sluice help: unexpected argument ${show(more[0] as string)}`, MAIN_USAGE);
+    print(about.usage);
     return 0;
   }
   const command = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;

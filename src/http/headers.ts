@@ -184,7 +184,15 @@ export function rateLimitHeaders(decision: Decision, limit: Limit | readonly Lim
   if (limit === null || typeof limit !== 'object') {
     throw new TypeError(`limit must be a Limit like { permits, periodMs } or an array of them, got ${describe(limit)}`);
   }
-  const headers: RateLimitHeaders = rateLimitFields(checked, advertisePolicies(limit));
+  const policies = advertisePolicies(limit);
+  // A decision of several limits has one state per limit: they must be the limits given, in
+  // number (found: a 2-limit decision under 1 limit gave 1 item without complaint).
+  const states = checked.limits;
+  if (states !== undefined && (!Array.isArray(states) || states.length !== policies.length)) {
+    const held = Array.isArray(states) ? `${states.length} limit states` : describe(states);
+    throw new RangeError(`decision.limits must hold one state per limit (${policies.length}), got ${held}: pass the limits the decision was made under`);
+  }
+  const headers: RateLimitHeaders = rateLimitFields(checked, policies);
   const retryAfter = retryAfterSeconds(checked);
   if (retryAfter !== undefined) headers['retry-after'] = retryAfter;
   return headers;

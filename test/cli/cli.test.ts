@@ -28,6 +28,35 @@ describe('sluice --version', () => {
   });
 });
 
+describe('sluice --version and --help take nothing after them', () => {
+  // Found: `sluice --version extra` printed the version and exited 0.
+  it.each([['--version', 'extra'], ['-v', 'x'], ['--help', 'demo'], ['-h', 'x']])('%s %s is a usage error', (flag, extra) => {
+    const r = sluice(flag, extra);
+    expect(r).toMatchObject({ status: 2, stdout: '' });
+    expect(r.stderr).toMatch(new RegExp(`^sluice: ${flag} takes no arguments`));
+    expect(r.stderr).toMatch(/\n\nUsage: sluice <command>/);
+  });
+});
+
+describe('sluice help', () => {
+  // Found: `sluice help` was an unknown command.
+  it('prints what --help prints', () => {
+    expect(sluice('help')).toEqual(sluice('--help'));
+  });
+
+  it.each(['demo', 'stress', 'simulate', 'bench'])('help %s prints what %s --help prints', (command) => {
+    const r = sluice('help', command);
+    expect(r).toEqual(sluice(command, '--help'));
+    expect(r.stdout).toMatch(new RegExp(`^Usage: sluice ${command} `));
+  });
+
+  it.each([[['help', 'frobnicate'], /^sluice help: unknown command "frobnicate"/], [['help', 'demo', 'x'], /^sluice help: unexpected argument "x"/]])('%j is a usage error', (args, message) => {
+    const r = sluice(...(args as string[]));
+    expect(r).toMatchObject({ status: 2, stdout: '' });
+    expect(r.stderr).toMatch(message as RegExp);
+  });
+});
+
 describe('sluice --help', () => {
   it('is the first line of the built entry: #!/usr/bin/env node', () => {
     expect(readFileSync(`${root}${main}`, 'utf8').split('\n')[0]).toBe('#!/usr/bin/env node');

@@ -176,6 +176,12 @@ describe('rateLimitHeaders()', () => {
     ['bad permits', decision({}), { permits: 0, periodMs: 1000 }, RangeError, /^limit\.permits must be a positive finite number, got 0$/],
     ['bad period in a list', decision({}), [perSecond(1), { permits: 1, periodMs: '1s' }], TypeError, /^limit\[1\]\.periodMs must be a number, got "1s"$/],
     ['bad burst', decision({}), { permits: 1, periodMs: 1000, burst: 0.5 }, RangeError, /^limit\.burst must be at least 1, got 0\.5$/],
+    // Found: a 2-limit decision under 1 limit gave 1 item without complaint.
+    ['a 2-limit decision, 1 limit', { ...decision({}), limits: [{ remaining: 0, resetAfterMs: 0 }, { remaining: 1, resetAfterMs: 0 }] }, perSecond(1), RangeError,
+      /^decision\.limits must hold one state per limit \(1\), got 2 limit states: pass the limits the decision was made under$/],
+    ['a 1-limit state, 2 limits', { ...decision({}), limits: [{ remaining: 0, resetAfterMs: 0 }] }, [perSecond(1), perMinute(5)], RangeError,
+      /^decision\.limits must hold one state per limit \(2\), got 1 limit states/],
+    ['limits not an array', { ...decision({}), limits: 3 }, perSecond(1), RangeError, /^decision\.limits must hold one state per limit \(1\), got 3/],
   ])('throws for bad arguments, naming them: %s', (_, d, limit, type, message) => {
     const call = () => rateLimitHeaders(d as Decision, limit as Limit);
     expect(call).toThrow(type);
