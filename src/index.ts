@@ -9,7 +9,7 @@ export type {
 export { PolicyLimiter } from './policy/policy-limiter.js';
 export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRule } from './policy/policy-limiter.js';
 export type { AlgorithmName } from './algorithms/index.js';
-export { fastifyRateLimit, rateLimit, rateLimitHeaders } from './http/index.js';
+export { fastifyRateLimit, ipKey, rateLimit, rateLimitHeaders } from './http/index.js';
 export type {
   FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike, NextFunction, PolicyLimiterHttpOptions,
   RateLimitHandler, RateLimitHeaders, RateLimiterHttpOptions, RateLimitOptions,

@@ -1,4 +1,5 @@
 import { isIPv4, isIPv6 } from 'node:net';
+import { describe, integerInRange } from '../config/check.js';
 
 /**
  * The key a client's address gives: an IPv4 address as it is, an IPv6 address grouped by its
@@ -27,6 +28,24 @@ export function clientKey(address: string, prefixBits: number): string {
     kept.push(bits === 0 ? 0 : (groups[i] as number) & ((0xffff << (16 - bits)) & 0xffff));
   }
   return `${compress(kept)}/${prefixBits}`;
+}
+
+/**
+ * The key a custom `key` function should give for a client's address, as the default key does:
+ * IPv4 as it is, IPv4-mapped IPv6 as the IPv4 address, other IPv6 grouped by its first
+ * `ipv6Subnet` bits (default 64: one subscriber's whole /64 is one client). A `key: (req) =>
+ * req.ip` alone gives every address of a /64 a limit of its own.
+ *
+ *   rateLimit({ limiter, key: (req) => `${req.headers['x-tenant']}:${ipKey(req.ip)}` })
+ *
+ * An address that is not IP comes back as it is. Throws `TypeError` for an `ip` that is not a
+ * string and `RangeError` for an `ipv6Subnet` that is not an integer from 1 to 128. Pure; any
+ * thread.
+ */
+export function ipKey(ip: string, ipv6Subnet = 64): string {
+  if (typeof ip !== 'string') throw new TypeError(`ip must be a string (an IPv4 or IPv6 address), got ${describe(ip)}`);
+  integerInRange('ipv6Subnet', ipv6Subnet, 1, 128);
+  return clientKey(ip, ipv6Subnet);
 }
 
 /** The eight 16-bit groups of a valid IPv6 address (with `::` and an IPv4 tail expanded). */

@@ -4,6 +4,7 @@
  * `sluice/http` subpath. The Fastify plugin has its own, `sluice/fastify` (fastify.ts).
  */
 export { rateLimitHeaders } from './headers.js';
+export { ipKey } from './client-address.js';
 export type { RateLimitHeaders } from './headers.js';
 export { fastifyRateLimit, rateLimit } from './middleware.js';
 export type {

@@ -11,7 +11,7 @@ import express4 from 'express4';
 import { parseList } from 'structured-headers';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, RateLimiter, type Decision } from '../../src/index.js';
-import { rateLimit } from '../../src/http/index.js';
+import { ipKey, rateLimit } from '../../src/http/index.js';
 import { clientKey } from '../../src/http/client-address.js';
 
 const frameworks = [
@@ -229,5 +229,51 @@ describe('clientKey', () => {
     ['not an address', 64, 'not an address'],
   ])('%s /%i is %s', (address, bits, key) => {
     expect(clientKey(address, bits)).toBe(key);
+    expect(ipKey(address, bits)).toBe(key);
+  });
+});
+
+describe('ipKey, for a custom key', () => {
+  it('groups IPv6 by /64 unless told otherwise', () => {
+    expect(ipKey('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1:2::/64');
+    expect(ipKey('2001:db8:1:2:ffff::9')).toBe('2001:db8:1:2::/64');
+    expect(ipKey('203.0.113.9')).toBe('203.0.113.9');
+  });
+
+  it.each<[unknown, unknown, ErrorConstructor, RegExp]>([
+    [undefined, 64, TypeError, /^ip must be a string \(an IPv4 or IPv6 address\), got undefined$/],
+    [42, 64, TypeError, /^ip must be a string .*got 42$/],
+    ['::1', 0, RangeError, /^ipv6Subnet must be an integer from 1 to 128, got 0$/],
+    ['::1', 129, RangeError, /^ipv6Subnet must be an integer from 1 to 128, got 129$/],
+    ['::1', 56.5, RangeError, /^ipv6Subnet must be an integer from 1 to 128, got 56\.5$/],
+    ['::1', '64', TypeError, /^ipv6Subnet must be an integer, got "64"$/],
+  ])('refuses ip %j with subnet %j by name', (ip, bits, type, message) => {
+    const call = () => ipKey(ip as string, bits as number);
+    expect(call).toThrow(type);
+    expect(call).toThrow(message);
+  });
+
+  it('in an Express app: a custom key through ipKey gives one /64 one limit, where req.ip alone gives each address its own', async () => {
+    const run = async (key: (req: ExpressRequest) => string): Promise<number[]> => {
+      const limiter = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(0) });
+      const app = express5();
+      app.set('trust proxy', true); // the client's address from X-Forwarded-For, as behind a proxy
+      app.use(rateLimit({ limiter, key: (req) => `tenant-a:${key(req)}` }));
+      app.get('/', (_req, res) => {
+        res.send('ok');
+      });
+      const url = await listen(app);
+      const statuses: number[] = [];
+      // One subscriber, a new address of its /64 for every request.
+      for (let i = 1; i <= 4; i++) {
+        const reply = await fetch(url, { headers: { 'x-forwarded-for': `2001:db8:aa:bb::${i}` } });
+        statuses.push(reply.status);
+        await reply.text();
+      }
+      return statuses;
+    };
+    // Found: a custom key of req.ip does not group IPv6: every new address is a new client.
+    expect(await run((req) => req.ip as string)).toEqual([200, 200, 200, 200]);
+    expect(await run((req) => ipKey(req.ip as string))).toEqual([200, 200, 429, 429]);
   });
 });
