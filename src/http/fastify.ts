@@ -42,11 +42,17 @@ export class RateLimitedError extends Error {
   readonly statusCode: number;
   /** The refusal: `retryAfterMs`, `remaining`, `reason`. */
   readonly decision: Decision;
+  /**
+   * What the `message` option gave for this refusal: a string (also the error's message) or an
+   * object (the message is its JSON), for a `setErrorHandler` that sends it as it is.
+   */
+  readonly body: string | object;
 
-  constructor(message: string, statusCode: number, decision: Decision) {
+  constructor(message: string, statusCode: number, decision: Decision, body: string | object = message) {
     super(message);
     this.statusCode = statusCode;
     this.decision = decision;
+    this.body = body;
   }
 }
 
@@ -85,24 +91,26 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     done(error as Error);
     return;
   }
-  const { check, status, body } = checker;
+  const { check, status, body, stacking } = checker;
   fastify.addHook('onRoute', (route) => {
     checkRouteConfig((route.config as { rateLimit?: unknown } | undefined)?.rateLimit, `${String(route.method)} ${route.url}`);
   });
-  const answer = (reply: FastifyReply, next: (error?: Error) => void, outcome: Outcome): void => {
-    setReplyFields(reply, outcome);
+  const answer = (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void, outcome: Outcome): void => {
+    setReplyFields(reply, outcome, stacking);
     if (outcome.allowed) {
       next();
       return;
     }
-    next(new RateLimitedError(body.trimEnd(), status, outcome.decision));
+    settleCheck(() => body(request, outcome.decision), (b) => {
+      next(new RateLimitedError(typeof b.value === 'string' ? b.text.trimEnd() : b.text, status, outcome.decision, b.value));
+    }, (e) => next(asError(e)));
   };
   fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
     settleCheck(() => {
       const route = request.routeOptions.config.rateLimit;
       if (route === false) return SKIPPED;
       return check(request, typeof route === 'object' && route.cost !== undefined ? routeCost(route)(request) : undefined);
-    }, (o) => (o === SKIPPED ? next() : answer(reply, next, o)), (e) => next(asError(e)));
+    }, (o) => (o === SKIPPED ? next() : answer(request, reply, next, o)), (e) => next(asError(e)));
   });
   done();
 };

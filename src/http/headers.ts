@@ -44,6 +44,9 @@ export interface RateLimitHeaders {
 export interface AdvertisedPolicy {
   readonly name: string;
   readonly item: string;
+  /** The advertised quota and its window in whole seconds. */
+  readonly q: number;
+  readonly w: number;
   /** What `t` needs: the limit's kind, its emission interval (ms), burst and permits. */
   readonly gcra: boolean;
   readonly intervalMs: number;
@@ -84,7 +87,7 @@ export function advertisePolicies(limit: Limit | readonly Limit[], gcra = true):
     for (let n = 2; seen.has(policy); n++) policy = `${q}-per-${wSec}s-${n}`;
     seen.add(policy);
     const burstParam = gcra && burst !== q ? `;sluice-burst=${burst}` : '';
-    return { name: policy, item: `"${policy}";q=${q};w=${wSec}${burstParam}`, gcra, intervalMs, burst, permits };
+    return { name: policy, item: `"${policy}";q=${q};w=${wSec}${burstParam}`, q, w: wSec, gcra, intervalMs, burst, permits };
   });
 }
 

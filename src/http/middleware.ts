@@ -7,7 +7,9 @@ import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { RateLimiter, type Decision } from '../rate/rate-limiter.js';
 import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
 import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
-import { advertisePolicies, policyFields, rateLimitValue, retryAfterSeconds, type PolicyFields } from './headers.js';
+import { fieldWriter, headerMode, stacked, type FieldList, type HeaderMode } from './header-modes.js';
+import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
+import { DEFAULT_MESSAGE, refusalBody, type Message, type RefusalBody } from './refusal-body.js';
 
 /**
  * Rate limiting for HTTP servers: `rateLimit` for node:http and Express (the same `(req, res,
@@ -30,8 +32,14 @@ export type NextFunction = (error?: unknown) => void;
 interface CommonOptions<Req> {
   /** What one request costs: an integer >= 0, or a function of the request (it may return a promise). Default 1. */
   cost?: number | ((req: Req) => number | Promise<number>);
-  /** Whether to set the RateLimit-Policy and RateLimit fields on every response. Default true. Retry-After is always set on a 429. */
-  headers?: boolean;
+  /**
+   * Which RateLimit fields to set on every response: `true` (the default) or 'draft-11', the
+   * newest draft; 'draft-8', 'draft-7' or 'draft-6' for clients that read an older one (see
+   * header-modes.ts); false for none. Retry-After is always set on a refusal.
+   */
+  headers?: boolean | HeaderMode;
+  /** Also set the legacy X-RateLimit-Limit, -Remaining and -Reset fields (reset: a Unix time in seconds). Default false. */
+  legacyHeaders?: boolean;
   /**
    * Requests for which this returns true (or a promise of true) go on uncounted, without RateLimit
    * fields (health checks, trusted clients).
@@ -39,8 +47,12 @@ interface CommonOptions<Req> {
   skip?: (req: Req) => boolean | Promise<boolean>;
   /** The status of a refusal, 400 to 599. Default 429. */
   statusCode?: number;
-  /** The plain-text body of a refusal. Default "Too Many Requests: retry later.\n". */
-  message?: string;
+  /**
+   * The body of a refusal: a string (sent as plain text), an object (sent as JSON), or a function
+   * of the request and the decision returning either, or a promise of either. Default "Too Many
+   * Requests: retry later.\n".
+   */
+  message?: Message<Req>;
   /**
    * The default key groups IPv6 clients by this many leading bits of their address (a subscriber
    * usually holds a whole /64 and can take a new address from it for every request). Default
@@ -103,34 +115,21 @@ export interface FastifyReplyLike {
 export type FastifyOnRequestHook<Req = FastifyRequestLike, Reply = FastifyReplyLike> =
   (request: Req, reply: Reply, done: (error?: Error) => void) => void;
 
-/**
- * A RateLimit field's value with `items` after what an earlier limiter on the same response set
- * (both fields are lists: a second middleware adds its policies instead of replacing the first's).
- */
-export function stacked(earlier: unknown, items: string): string {
-  return typeof earlier === 'string' && earlier.length > 0 ? `${earlier}, ${items}` : items;
-}
-
 /** What a handler's check returns for a request its `skip` lets through uncounted. */
 export const SKIPPED: Outcome = Object.freeze({
   allowed: true,
   decision: Object.freeze({ allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'allowed' }),
-  policy: null,
-  limits: null,
+  fields: null,
   retryAfter: undefined,
 }) as Outcome;
 
-/** The body of a 429 answer. */
-const REFUSED_BODY = 'Too Many Requests: retry later.\n';
 
 /** What one check decided, with the fields to set. */
 export interface Outcome {
   allowed: boolean;
   decision: Decision;
-  /** The RateLimit-Policy field's value, or null with `headers: false`. */
-  policy: string | null;
-  /** The RateLimit field's value, or null with `headers: false`. */
-  limits: string | null;
+  /** The fields to set, name then value (header-modes.ts), or null with no headers. */
+  fields: string[] | null;
   /** The Retry-After value on a refusal that can pass later. */
   retryAfter: string | undefined;
 }
@@ -172,21 +171,27 @@ export interface Checker<Req> {
    */
   check: Check<Req>;
   status: number;
-  body: string;
+  /** The body of a refusal (a promise when `message` is an async function). */
+  body: (req: Req, decision: Decision) => RefusalBody | Promise<RefusalBody>;
+  /** How many of an outcome's leading fields add to an earlier limiter's (header-modes.ts). */
+  stacking: number;
 }
 
-const COMMON_NAMES = ['limiter', 'key', 'cost', 'headers', 'skip', 'statusCode', 'message', 'ipv6Subnet'];
+const COMMON_NAMES = ['limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'skip', 'statusCode', 'message', 'ipv6Subnet'];
 
 export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: Req) => unknown, fn: string, more: readonly string[] = []): Checker<Req> {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`${fn} options must be an object like { limiter }, got ${describe(options)}`);
   }
   checkNames(options, [...COMMON_NAMES, ...more], 'options', `${fn} option`);
-  const { limiter, cost = 1, headers = true, skip, statusCode = 429, message = REFUSED_BODY, ipv6Subnet = 64 } = options;
+  const { limiter, cost = 1, headers = true, legacyHeaders = false, skip, statusCode = 429, message = DEFAULT_MESSAGE, ipv6Subnet = 64 } = options;
   if (skip !== undefined && typeof skip !== 'function') throw new TypeError(`options.skip must be a function of the request, got ${describe(skip)}`);
   integerInRange('options.statusCode', statusCode, 400, 599);
-  if (typeof message !== 'string') throw new TypeError(`options.message must be a string, got ${describe(message)}`);
+  const body = refusalBody<Req>(message);
   integerInRange('options.ipv6Subnet', ipv6Subnet, 1, 128);
+  if (typeof legacyHeaders !== 'boolean') throw new TypeError(`options.legacyHeaders must be a boolean, got ${describe(legacyHeaders)}`);
+  const writer = fieldWriter(headerMode(headers), legacyHeaders);
+  const stacking = writer === null ? 0 : writer.stacking;
   const defaultKey = (req: Req): string => {
     const address = addressOf(req);
     if (typeof address !== 'string' || address.length === 0) {
@@ -194,12 +199,12 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
     }
     return clientKey(address, ipv6Subnet);
   };
-  const decide = checkOf(options, limiter, cost, headers, defaultKey);
-  if (skip === undefined) return { check: decide, status: statusCode, body: message };
+  const decide = checkOf(options, limiter, cost, writer, defaultKey);
+  if (skip === undefined) return { check: decide, status: statusCode, body, stacking };
   // An async skip (a promise) is awaited: a promise is truthy, and read as a boolean it skipped
   // every request (found: `skip: async () => false` let 10 of 10 through at 3 a minute).
   const check: Check<Req> = (req, cost) => then(skip(req), (skipped) => (skipped ? SKIPPED : decide(req, cost)));
-  return { check, status: statusCode, body: message };
+  return { check, status: statusCode, body, stacking };
 }
 
 /** `f(v)`, or `v.then(f)` when `v` is a promise: sync values stay sync (no extra tick). */
@@ -225,9 +230,9 @@ export function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }
 
-function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: unknown, headers: unknown, defaultKey: (req: Req) => string): Check<Req> {
+function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: unknown, writer: FieldList | null, defaultKey: (req: Req) => string): Check<Req> {
   const costOf = costFunction<Req>(cost, 'options.cost');
-  if (typeof headers !== 'boolean') throw new TypeError(`options.headers must be a boolean, got ${describe(headers)}`);
+  const headers = writer !== null;
   if (options.key !== undefined && typeof options.key !== 'function') {
     throw new TypeError(`options.key must be a function of the request, got ${describe(options.key)}`);
   }
@@ -235,8 +240,7 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
   const outcome = (decision: Decision, fields: PolicyFields | null): Outcome => ({
     allowed: decision.allowed,
     decision,
-    policy: fields === null ? null : fields.policy,
-    limits: fields === null ? null : rateLimitValue(decision, fields),
+    fields: fields === null || writer === null ? null : writer(decision, fields),
     retryAfter: decision.allowed ? undefined : retryAfterSeconds(decision),
   });
   /** The key and cost of `req` (either may be a promise), then `decide` on them. */
@@ -273,12 +277,12 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
 }
 
 /**
- * Runs one check (`run`) and hands its outcome to `answer`, at once
- * for a shared-memory limiter or when a Redis decision comes; an error, thrown or rejected, goes
- * to `fail`. Every adapter's handler is this and its own answer.
+ * Runs `run` (one check, or a refusal's body) and hands its result to `answer`, at once for a
+ * shared-memory limiter (or a plain `message`) or when a promise settles; an error, thrown or
+ * rejected, goes to `fail`. Every adapter's handler is this and its own answer.
  */
-export function settleCheck(run: () => Outcome | Promise<Outcome>, answer: (o: Outcome) => void, fail: (error: unknown) => void): void {
-  let outcome: Outcome | Promise<Outcome>;
+export function settleCheck<T>(run: () => T | Promise<T>, answer: (o: T) => void, fail: (error: unknown) => void): void {
+  let outcome: T | Promise<T>;
   try {
     outcome = run();
   } catch (error) {
@@ -307,7 +311,7 @@ function requestAddress(req: IncomingMessage & { ip?: unknown }): unknown {
 export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse>(
   options: RateLimitOptions<Req> & ExpressOptions<Req, Res>,
 ): RateLimitHandler<Req, Res> {
-  const { check, status, body } = makeCheck<Req>(options, requestAddress, 'rateLimit', ['handler', 'requestProperty']);
+  const { check, status, body, stacking } = makeCheck<Req>(options, requestAddress, 'rateLimit', ['handler', 'requestProperty']);
   const { handler, requestProperty = 'rateLimit' } = options;
   if (handler !== undefined && typeof handler !== 'function') {
     throw new TypeError(`options.handler must be a function (req, res, next, decision), got ${describe(handler)}`);
@@ -315,12 +319,20 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
   if (requestProperty !== false && (typeof requestProperty !== 'string' || requestProperty.length === 0)) {
     throw new TypeError(`options.requestProperty must be a property name or false, got ${describe(requestProperty)}`);
   }
-  const length = String(Buffer.byteLength(body));
+  const send = (res: Res, b: RefusalBody): void => {
+    res.statusCode = status;
+    res.setHeader('content-type', b.type);
+    res.setHeader('content-length', String(Buffer.byteLength(b.text)));
+    res.end(b.text);
+  };
   const answer = (req: Req, res: Res, next: NextFunction, outcome: Outcome): void => {
     if (requestProperty !== false) (req as unknown as Record<string, unknown>)[requestProperty] = outcome.decision;
-    if (outcome.policy !== null) {
-      res.setHeader('ratelimit-policy', stacked(res.getHeader('ratelimit-policy'), outcome.policy));
-      res.setHeader('ratelimit', stacked(res.getHeader('ratelimit'), outcome.limits as string));
+    const fields = outcome.fields;
+    if (fields !== null) {
+      for (let i = 0; i < fields.length; i += 2) {
+        const name = fields[i] as string;
+        res.setHeader(name, i < 2 * stacking ? stacked(res.getHeader(name), fields[i + 1] as string) : fields[i + 1] as string);
+      }
     }
     if (outcome.allowed) {
       next();
@@ -331,10 +343,8 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
       handler(req, res, next, outcome.decision);
       return;
     }
-    res.statusCode = status;
-    res.setHeader('content-type', 'text/plain; charset=utf-8');
-    res.setHeader('content-length', length);
-    res.end(body);
+    // The body, from `message` (an error from its function goes to next, as any other).
+    settleCheck(() => body(req, outcome.decision), (b) => send(res, b), next);
   };
   return (req, res, next) => {
     settleCheck(() => check(req), (o) => (o === SKIPPED ? next() : answer(req, res, next, o)), next);
@@ -345,10 +355,13 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
  * Sets a check's fields on a Fastify reply: the RateLimit fields after any an earlier limiter set,
  * and Retry-After on a refusal that can pass later. For the bare hook and the plugin alike.
  */
-export function setReplyFields(reply: FastifyReplyLike, outcome: Outcome): void {
-  if (outcome.policy !== null) {
-    reply.header('ratelimit-policy', stacked(reply.getHeader?.('ratelimit-policy'), outcome.policy));
-    reply.header('ratelimit', stacked(reply.getHeader?.('ratelimit'), outcome.limits as string));
+export function setReplyFields(reply: FastifyReplyLike, outcome: Outcome, stacking: number): void {
+  const fields = outcome.fields;
+  if (fields !== null) {
+    for (let i = 0; i < fields.length; i += 2) {
+      const name = fields[i] as string;
+      reply.header(name, i < 2 * stacking ? stacked(reply.getHeader?.(name), fields[i + 1] as string) : fields[i + 1] as string);
+    }
   }
   if (outcome.retryAfter !== undefined) reply.header('retry-after', outcome.retryAfter);
 }
@@ -371,18 +384,20 @@ export function fastifyAddress(request: FastifyRequestLike): unknown {
 export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequestLike, Reply extends FastifyReplyLike = FastifyReplyLike>(
   options: RateLimitOptions<Req>,
 ): FastifyOnRequestHook<Req, Reply> {
-  const { check, status, body } = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
-  const answer = (reply: Reply, done: (error?: Error) => void, outcome: Outcome): void => {
-    setReplyFields(reply, outcome);
+  const { check, status, body, stacking } = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
+  const answer = (request: Req, reply: Reply, done: (error?: Error) => void, outcome: Outcome): void => {
+    setReplyFields(reply, outcome, stacking);
     if (outcome.allowed) {
       done();
       return;
     }
-    reply.code(status);
-    reply.header('content-type', 'text/plain; charset=utf-8');
-    reply.send(body);
+    settleCheck(() => body(request, outcome.decision), (b) => {
+      reply.code(status);
+      reply.header('content-type', b.type);
+      reply.send(b.text);
+    }, (e) => done(asError(e)));
   };
   return (request, reply, done) => {
-    settleCheck(() => check(request), (o) => (o === SKIPPED ? done() : answer(reply, done, o)), (e) => done(asError(e)));
+    settleCheck(() => check(request), (o) => (o === SKIPPED ? done() : answer(request, reply, done, o)), (e) => done(asError(e)));
   };
 }

@@ -307,7 +307,14 @@ describe('rateLimit() on a node:http server', () => {
     ['negative cost', (limiter) => ({ limiter, cost: -1 }), RangeError, /^options\.cost must be an integer from 0 to 2\^53 - 1 \(Number.MAX_SAFE_INTEGER\), got -1$/],
     ['cost a string', (limiter) => ({ limiter, cost: '1' }), TypeError, /^options\.cost .* got "1"$/],
     ['key not a function', (limiter) => ({ limiter, key: 'ip' }), TypeError, /^options\.key must be a function of the request, got "ip"$/],
-    ['headers not a boolean', (limiter) => ({ limiter, headers: 'yes' }), TypeError, /^options\.headers must be a boolean, got "yes"$/],
+    ['headers neither a boolean nor a draft', (limiter) => ({ limiter, headers: 'yes' }), TypeError,
+      /^options\.headers must be true, false, 'draft-6', 'draft-7', 'draft-8' or 'draft-11', got "yes"$/],
+    ['headers an unknown draft', (limiter) => ({ limiter, headers: 'draft-5' }), TypeError, /^options\.headers must be .* got "draft-5"$/],
+    ['legacyHeaders not a boolean', (limiter) => ({ limiter, legacyHeaders: 1 }), TypeError, /^options\.legacyHeaders must be a boolean, got 1$/],
+    ['message a number', (limiter) => ({ limiter, message: 429 }), TypeError,
+      /^options\.message must be a string, an object, or a function \(req, decision\) returning one, got 429$/],
+    ['message null', (limiter) => ({ limiter, message: null }), TypeError, /^options\.message must be a string, an object, .* got null$/],
+    ['message an object JSON cannot write', (limiter) => ({ limiter, message: { n: 1n } }), TypeError, /^options\.message must be an object JSON can write: /],
   ])('throws at once for bad options: %s', (_, options, type, message) => {
     const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 4 });
     const call = () => rateLimit(options(limiter) as never);

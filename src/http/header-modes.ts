@@ -1,0 +1,135 @@
+import { describe } from '../config/check.js';
+import type { Decision } from '../rate/types.js';
+import { rateLimitValue, type AdvertisedPolicy, type PolicyFields } from './headers.js';
+
+/**
+ * The header fields the middleware can send, by the draft of the IETF RateLimit fields a client
+ * reads, and the legacy `X-RateLimit-*` fields:
+ *
+ *   draft-11 (and `true`)  ratelimit-policy: "10-per-1s";q=10;w=1    one item per limit; t is the
+ *                          ratelimit: "10-per-1s";r=3;t=1            wait for more quota (headers.ts)
+ *   draft-8                the same fields; t is the wait until the limit is full again
+ *   draft-7                ratelimit-policy: 10;w=1                  one limit: the binding one
+ *                          ratelimit: limit=10, remaining=3, reset=1
+ *   draft-6                ratelimit-policy: 10;w=1                  one limit: the binding one
+ *                          ratelimit-limit: 10, ratelimit-remaining: 3, ratelimit-reset: 1
+ *   legacy                 x-ratelimit-limit: 10, x-ratelimit-remaining: 3,
+ *                          x-ratelimit-reset: <Unix time in seconds, rounded up, of the reset>
+ *
+ * Drafts 6 and 7 and the legacy fields carry one limit: of several, the one with the fewest
+ * requests left (the one that refuses first; of equals, the one that takes longest to reset).
+ * `reset` is the seconds until that limit is full again, rounded up. Their items replace what an
+ * earlier limiter on the same response set, where the draft-8 and -11 lists add to it.
+ */
+export type HeaderMode = 'draft-6' | 'draft-7' | 'draft-8' | 'draft-11';
+
+const MODES: readonly unknown[] = ['draft-6', 'draft-7', 'draft-8', 'draft-11'];
+
+/** `options.headers` checked: the mode, or null for none (`false`). `true` is the newest draft. */
+export function headerMode(headers: unknown): HeaderMode | null {
+  if (headers === true) return 'draft-11';
+  if (headers === false) return null;
+  if (MODES.includes(headers)) return headers as HeaderMode;
+  throw new TypeError(`options.headers must be true, false, 'draft-6', 'draft-7', 'draft-8' or 'draft-11', got ${describe(headers)}`);
+}
+
+/**
+ * The fields of one decision as a flat list (name, value, name, value, ...), lower-case names.
+ * The first `stacking` fields add to what an earlier limiter set on the same response (the list
+ * fields of drafts 8 and 11); the others replace it.
+ */
+export interface FieldList {
+  (decision: Decision, policies: PolicyFields): string[];
+  readonly stacking: number;
+}
+
+/**
+ * A list field's value with `items` after what an earlier limiter on the same response set (the
+ * fields of drafts 8 and 11 are lists: a second middleware adds its policies instead of replacing
+ * the first's).
+ */
+export function stacked(earlier: unknown, items: string): string {
+  return typeof earlier === 'string' && earlier.length > 0 ? `${earlier}, ${items}` : items;
+}
+
+/** Seconds, rounded up (at least 0). */
+function seconds(ms: number): number {
+  return Math.ceil(ms / 1000);
+}
+
+/** The index of the limit that binds: the fewest left; of equals, the longest reset. */
+function binding(decision: Decision, count: number): number {
+  const states = decision.limits;
+  if (states === undefined || count === 1) return 0;
+  let best = 0;
+  for (let i = 1; i < count; i++) {
+    const a = states[i];
+    const b = states[best];
+    if (a === undefined || b === undefined) continue;
+    if (a.remaining < b.remaining || (a.remaining === b.remaining && a.resetAfterMs > b.resetAfterMs)) best = i;
+  }
+  return best;
+}
+
+/** The binding limit's policy, what it has left (whole requests) and the ms to its reset. */
+function bound(decision: Decision, fields: PolicyFields): { p: AdvertisedPolicy; remaining: number; resetMs: number } {
+  const i = binding(decision, fields.policies.length);
+  const own = decision.limits?.[i];
+  return {
+    p: fields.policies[i] as AdvertisedPolicy,
+    remaining: Math.floor(own === undefined ? decision.remaining : own.remaining),
+    resetMs: own === undefined ? decision.resetAfterMs : own.resetAfterMs,
+  };
+}
+
+/** The fields of draft-8: draft-11's, with t the wait until the limit is full. */
+function draft8Value(decision: Decision, fields: PolicyFields): string {
+  let value = '';
+  fields.policies.forEach((p, i) => {
+    const own = decision.limits?.[i];
+    const remaining = Math.floor(own === undefined ? decision.remaining : own.remaining);
+    const resetMs = own === undefined ? decision.resetAfterMs : own.resetAfterMs;
+    value += `${i === 0 ? '' : ', '}"${p.name}";r=${remaining};t=${seconds(resetMs)}`;
+  });
+  return value;
+}
+
+/**
+ * The writer of `mode`'s fields, with the legacy ones when `legacy`; null when there is nothing
+ * to write. `wallMs` reads the time for the legacy reset (a Unix time): Date.now unless a test
+ * passes its own.
+ */
+export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: () => number = Date.now): FieldList | null {
+  if (mode === null && !legacy) return null;
+  const standard = (decision: Decision, fields: PolicyFields): string[] => {
+    switch (mode) {
+      case 'draft-11':
+        return ['ratelimit-policy', fields.policy, 'ratelimit', rateLimitValue(decision, fields)];
+      case 'draft-8':
+        return ['ratelimit-policy', fields.policy, 'ratelimit', draft8Value(decision, fields)];
+      case 'draft-7': {
+        const { p, remaining, resetMs } = bound(decision, fields);
+        return ['ratelimit-policy', `${p.q};w=${p.w}`, 'ratelimit', `limit=${p.q}, remaining=${remaining}, reset=${seconds(resetMs)}`];
+      }
+      case 'draft-6': {
+        const { p, remaining, resetMs } = bound(decision, fields);
+        return [
+          'ratelimit-policy', `${p.q};w=${p.w}`, 'ratelimit-limit', String(p.q),
+          'ratelimit-remaining', String(remaining), 'ratelimit-reset', String(seconds(resetMs)),
+        ];
+      }
+      default:
+        return [];
+    }
+  };
+  const write = legacy
+    ? (decision: Decision, fields: PolicyFields): string[] => {
+      const { p, remaining, resetMs } = bound(decision, fields);
+      return [
+        ...standard(decision, fields), 'x-ratelimit-limit', String(p.q), 'x-ratelimit-remaining', String(remaining),
+        'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)),
+      ];
+    }
+    : standard;
+  return Object.assign(write, { stacking: mode === 'draft-8' || mode === 'draft-11' ? 2 : 0 });
+}
