@@ -2,7 +2,8 @@ import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastif
 import { describe } from '../config/check.js';
 import { checkNames } from '../config/option-names.js';
 import type { Decision } from '../rate/types.js';
-import { asError, costFunction, fastifyAddress, makeCheck, setReplyFields, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
+import { asError, costFunction } from './http-inputs.js';
+import { fastifyAddress, makeCheck, setReplyFields, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
 
 /**
  * `sluice/fastify`: rate limiting as a Fastify plugin. Register it once, and every route of the

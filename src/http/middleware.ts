@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { checkCost, describe, integerInRange } from '../config/check.js';
+import { describe, integerInRange } from '../config/check.js';
+import { asError, costFunction, fieldName } from './http-inputs.js';
 import { clientKey } from './client-address.js';
 import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
@@ -40,6 +41,12 @@ interface CommonOptions<Req> {
   headers?: boolean | HeaderMode;
   /** Also set the legacy X-RateLimit-Limit, -Remaining and -Reset fields (reset: a Unix time in seconds). Default false. */
   legacyHeaders?: boolean;
+  /**
+   * A Redis limiter's decision that Redis did not make (an outage: `decision.degraded`) sets this
+   * header field to "1", so that a client or a proxy can tell (`req.rateLimit.degraded` tells the
+   * app). Default: none.
+   */
+  degradedHeader?: string;
   /**
    * Requests for which this returns true (or a promise of true) go on uncounted, without RateLimit
    * fields (health checks, trusted clients).
@@ -177,7 +184,7 @@ export interface Checker<Req> {
   stacking: number;
 }
 
-const COMMON_NAMES = ['limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'skip', 'statusCode', 'message', 'ipv6Subnet'];
+const COMMON_NAMES = ['limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'degradedHeader', 'skip', 'statusCode', 'message', 'ipv6Subnet'];
 
 export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: Req) => unknown, fn: string, more: readonly string[] = []): Checker<Req> {
   if (options === null || typeof options !== 'object') {
@@ -199,7 +206,8 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
     }
     return clientKey(address, ipv6Subnet);
   };
-  const decide = checkOf(options, limiter, cost, writer, defaultKey);
+  const degraded = options.degradedHeader === undefined ? null : fieldName(options.degradedHeader, 'options.degradedHeader');
+  const decide = checkOf(options, limiter, cost, writer, degraded, defaultKey);
   if (skip === undefined) return { check: decide, status: statusCode, body, stacking };
   // An async skip (a promise) is awaited: a promise is truthy, and read as a boolean it skipped
   // every request (found: `skip: async () => false` let 10 of 10 through at 3 a minute).
@@ -207,30 +215,20 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
   return { check, status: statusCode, body, stacking };
 }
 
+/** `fields` with the `degraded` field last when the decision is degraded and the option names one. */
+function withDegraded(fields: string[] | null, decision: Decision, degraded: string | null): string[] | null {
+  if (degraded === null || decision.degraded !== true) return fields;
+  return fields === null ? [degraded, '1'] : [...fields, degraded, '1'];
+}
+
 /** `f(v)`, or `v.then(f)` when `v` is a promise: sync values stay sync (no extra tick). */
 function then<T, U>(v: T | Promise<T>, f: (v: T) => U | Promise<U>): U | Promise<U> {
   return v instanceof Promise ? v.then(f) : f(v);
 }
 
-/**
- * A cost option as a function of the request: an integer from 0 to 2^53 - 1 (checked), or a
- * function; else `TypeError` naming `name`. For the adapters' `cost` and a Fastify route's.
- */
-export function costFunction<Req>(cost: unknown, name: string): (req: Req) => number | Promise<number> {
-  if (typeof cost === 'number') {
-    checkCost(cost, name);
-    return () => cost;
-  }
-  if (typeof cost === 'function') return cost as (req: Req) => number | Promise<number>;
-  throw new TypeError(`${name} must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
-}
-
-/** An error handed to a Fastify continuation: an Error as it is, anything else wrapped in one. */
-export function asError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
-}
-
-function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: unknown, writer: FieldList | null, defaultKey: (req: Req) => string): Check<Req> {
+function checkOf<Req>(
+  options: RateLimitOptions<Req>, limiter: unknown, cost: unknown, writer: FieldList | null, degraded: string | null, defaultKey: (req: Req) => string,
+): Check<Req> {
   const costOf = costFunction<Req>(cost, 'options.cost');
   const headers = writer !== null;
   if (options.key !== undefined && typeof options.key !== 'function') {
@@ -240,7 +238,7 @@ function checkOf<Req>(options: RateLimitOptions<Req>, limiter: unknown, cost: un
   const outcome = (decision: Decision, fields: PolicyFields | null): Outcome => ({
     allowed: decision.allowed,
     decision,
-    fields: fields === null || writer === null ? null : writer(decision, fields),
+    fields: withDegraded(fields === null || writer === null ? null : writer(decision, fields), decision, degraded),
     retryAfter: decision.allowed ? undefined : retryAfterSeconds(decision),
   });
   /** The key and cost of `req` (either may be a promise), then `decide` on them. */

@@ -78,7 +78,7 @@ describe.skipIf(!available)('the HTTP middleware in front of Redis', () => {
     for (const onError of ['allow', 'deny'] as const) {
       const limiter = new RedisRateLimiter({ redis: failing, limit: perHour(5), prefix: `d${n++}:`, localTier: false, onError });
       const app = express5();
-      app.use(rateLimit({ limiter, key: () => 'k' }));
+      app.use(rateLimit({ limiter, key: () => 'k', degradedHeader: 'X-RateLimit-Degraded' }));
       app.get('/', (req, res) => {
         res.json((req as ExpressRequest & { rateLimit: Decision }).rateLimit);
       });
@@ -86,6 +86,8 @@ describe.skipIf(!available)('the HTTP middleware in front of Redis', () => {
       await new Promise((r) => server.once('listening', r));
       try {
         const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+        // The field the app asked for says so on either answer.
+        expect(res.headers.get('x-ratelimit-degraded')).toBe('1');
         if (onError === 'allow') {
           expect(res.status).toBe(200);
           expect(await res.json()).toMatchObject({ allowed: true, reason: 'unavailable', degraded: true });
@@ -97,6 +99,32 @@ describe.skipIf(!available)('the HTTP middleware in front of Redis', () => {
         await new Promise((r) => server.close(r));
       }
     }
+  });
+
+  it('degradedHeader: absent on decisions Redis made, and never sent unless asked for', async () => {
+    const limiter = new RedisRateLimiter({ redis: redisServer.io, limit: perHour(5), prefix: `d${n++}:`, localTier: false });
+    const app = express5();
+    app.use('/asked', rateLimit({ limiter, key: () => 'a', degradedHeader: 'x-ratelimit-degraded' }));
+    app.use('/plain', rateLimit({ limiter: new RedisRateLimiter({ redis: { async call() { throw new Error('ERR injected: away'); } }, limit: perHour(5), localTier: false, onError: 'allow' }), key: () => 'b' }));
+    app.get(['/asked', '/plain'], (_req, res) => {
+      res.send('ok');
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    try {
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const made = await fetch(`${base}/asked`);
+      expect([made.status, made.headers.get('x-ratelimit-degraded')]).toEqual([200, null]);
+      await made.arrayBuffer();
+      const degraded = await fetch(`${base}/plain`);
+      expect(degraded.status).toBe(200);
+      expect([...degraded.headers.keys()].filter((k) => k.includes('degraded'))).toEqual([]);
+      await degraded.arrayBuffer();
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+    expect(() => rateLimit({ limiter, degradedHeader: 'bad name' })).toThrow(/^options\.degradedHeader must be a header field name .* got "bad name"$/);
+    expect(() => rateLimit({ limiter, degradedHeader: 1 as never })).toThrow(TypeError);
   });
 
   it('fastifyRateLimit, the bare hook, with a RedisRateLimiter', async () => {

@@ -1,0 +1,32 @@
+import { checkCost, describe } from '../config/check.js';
+
+/**
+ * Inputs the HTTP adapters check the same way: a cost option, a header name, and an error handed
+ * on to a Fastify continuation. Pure; any thread.
+ */
+
+/**
+ * A cost option as a function of the request: an integer from 0 to 2^53 - 1 (checked), or a
+ * function; else `TypeError` naming `name`. For the adapters' `cost` and a Fastify route's.
+ */
+export function costFunction<Req>(cost: unknown, name: string): (req: Req) => number | Promise<number> {
+  if (typeof cost === 'number') {
+    checkCost(cost, name);
+    return () => cost;
+  }
+  if (typeof cost === 'function') return cost as (req: Req) => number | Promise<number>;
+  throw new TypeError(`${name} must be an integer from 0 to 2^53 - 1, or a function, got ${describe(cost)}`);
+}
+
+/** An error handed to a Fastify continuation: an Error as it is, anything else wrapped in one. */
+export function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/** An HTTP field name (RFC 9110, section 5.1: a token), lower-cased; else `TypeError` naming `name`. */
+export function fieldName(value: unknown, name: string): string {
+  if (typeof value !== 'string' || !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(value)) {
+    throw new TypeError(`${name} must be a header field name (letters, digits and !#$%&'*+-.^_\`|~), got ${describe(value)}`);
+  }
+  return value.toLowerCase();
+}
