@@ -11,8 +11,8 @@ export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRu
 export type { AlgorithmName } from './algorithms/index.js';
 export { fastifyRateLimit, ipKey, rateLimit, rateLimitHeaders } from './http/index.js';
 export type {
-  FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike, NextFunction, PolicyLimiterHttpOptions,
-  RateLimitHandler, RateLimitHeaders, RateLimiterHttpOptions, RateLimitOptions,
+  FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike, HeaderMode, NextFunction, PolicyLimiterHttpOptions,
+  RateLimitHandler, RateLimitHeaders, RateLimiterHttpOptions, RateLimitOptions, RefusalMessage,
 } from './http/index.js';
 export { ConcurrencyLimiter } from './concurrency/concurrency-limiter.js';
 export type {

@@ -6,6 +6,8 @@
 export { rateLimitHeaders } from './headers.js';
 export { ipKey } from './client-address.js';
 export type { RateLimitHeaders } from './headers.js';
+export type { HeaderMode } from './header-modes.js';
+export type { RefusalMessage } from './refusal-body.js';
 export { fastifyRateLimit, rateLimit } from './middleware.js';
 export type {
   FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike, NextFunction, PolicyLimiterHttpOptions,

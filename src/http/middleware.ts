@@ -10,7 +10,7 @@ import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
 import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
-import { DEFAULT_MESSAGE, refusalBody, type Message, type RefusalBody } from './refusal-body.js';
+import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } from './refusal-body.js';
 
 /**
  * Rate limiting for HTTP servers: `rateLimit` for node:http and Express (the same `(req, res,
@@ -59,7 +59,7 @@ interface CommonOptions<Req> {
    * of the request and the decision returning either, or a promise of either. Default "Too Many
    * Requests: retry later.\n".
    */
-  message?: Message<Req>;
+  message?: RefusalMessage<Req>;
   /**
    * The default key groups IPv6 clients by this many leading bits of their address (a subscriber
    * usually holds a whole /64 and can take a new address from it for every request). Default
