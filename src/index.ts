@@ -34,5 +34,6 @@ export type { RedisRateLimiterOptions } from './redis/redis-rate-limiter.js';
 export { RedisPolicyLimiter } from './redis/redis-policy-limiter.js';
 export type { RedisPolicyLimiterOptions } from './redis/redis-policy-limiter.js';
 export type { RedisCommonOptions } from './redis/redis-core.js';
+export type { RedisVerification, VerifyOptions } from './redis/verify.js';
 export { LocalTier } from './redis/local-tier.js';
 export type { LocalTierHandle, LocalTierOptions, LocalTierStats } from './redis/local-tier.js';

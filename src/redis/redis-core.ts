@@ -1,6 +1,6 @@
 import { describe, positiveFinite } from '../config/check.js';
 import type { Decision, DecisionReason } from '../rate/types.js';
-import { redisCommands } from './client.js';
+import { redisCommands, type RedisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
 import { LocalTier } from './local-tier.js';
 import { keyBase } from './redis-keys.js';
@@ -73,6 +73,8 @@ export function decisionOf(r: Reply): Decision {
  * Thread-safety: one instance per limiter instance (per thread).
  */
 export class RedisCore<R> {
+  /** The client, wrapped: the batcher's, and verify()'s. */
+  readonly commands: RedisCommands;
   readonly batcher: ScriptBatcher;
   readonly prefix: string;
   readonly onError: 'deny' | 'allow' | 'local';
@@ -116,7 +118,8 @@ export class RedisCore<R> {
     this.lease = lease;
     this.cache = tier === false ? null : tier ?? LocalTier.create({ maxKeys: 10_000 });
     // The client last: every other option was valid.
-    this.batcher = new ScriptBatcher(redisCommands(options.redis), timeoutMs, maxBatch);
+    this.commands = redisCommands(options.redis);
+    this.batcher = new ScriptBatcher(this.commands, timeoutMs, maxBatch);
   }
 
   /** Sets the shared-memory limiter's answer, for onError 'local'. */

@@ -24,18 +24,18 @@ const CONFIG_ERRORS = [
 /**
  * A call Redis refused for a reason that waiting does not fix (see the table above): the
  * limiter's decision rejects with it, whatever `onError` says. `redisMessage` is Redis's own.
+ * `verify()` rejects with it too, for a server that may evict the limiter's keys.
  */
 export class RedisConfigError extends Error {
   override readonly name = 'RedisConfigError';
   /** Redis's error, as it answered. */
   readonly redisMessage: string;
 
-  constructor(redisMessage: string, options?: { cause?: unknown }) {
-    super(
-      `Redis refused the limiter's call, which waiting will not fix (check the ACL, the prefix and maxmemory-policy; ` +
-        `see the README's Redis section): ${redisMessage}`,
-      options,
-    );
+  /** `lead`: what went wrong, when it is not a call Redis refused (verify() found the server set up wrong). */
+  constructor(redisMessage: string, options?: { cause?: unknown; lead?: string }) {
+    const lead = options?.lead ?? `Redis refused the limiter's call, which waiting will not fix (check the ACL, the prefix and maxmemory-policy; ` +
+      `see the README's Redis section)`;
+    super(`${lead}: ${redisMessage}`, options?.cause === undefined ? undefined : { cause: options.cause });
     this.redisMessage = redisMessage;
   }
 }

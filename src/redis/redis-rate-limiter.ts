@@ -13,6 +13,7 @@ import { checkNames } from '../config/option-names.js';
 import { COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
+import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
 
 /** Options for `new RedisRateLimiter`. */
 export interface RedisRateLimiterOptions extends RedisCommonOptions {
@@ -179,6 +180,17 @@ export class RedisRateLimiter {
       const wait = d.reason === 'unavailable' ? UNAVAILABLE_RETRY_MS : d.retryAfterMs;
       await sleepUntil(clock, retryAt(key, wait, clock.now(), deadline, maxWaitMs), signal);
     }
+  }
+
+  /**
+   * Checks once, at startup, that the limiter's scripts load and run on the server (a probe of
+   * cost 0, which writes nothing) and that the server will not evict its keys: resolves with the
+   * `maxmemory-policy` seen. Rejects with `RedisConfigError` when the scripts cannot run (an ACL,
+   * WRONGTYPE) or the policy may evict the keys (anything but noeviction) unless
+   * `allowEviction`, and with an `Error` when Redis does not answer. See verify.ts.
+   */
+  verify(options?: VerifyOptions): Promise<RedisVerification> {
+    return verifyServer(this.#core.commands, this.#core.prefix, () => this.tryAcquire(VERIFY_KEY, 0), options);
   }
 
   /** Whether the breaker currently keeps calls from Redis (for monitoring). */
