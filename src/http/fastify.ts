@@ -30,6 +30,10 @@ declare module 'fastify' {
     /** sluice: false to leave this route alone, true (the default), or the route's own cost. */
     rateLimit?: RouteRateLimit;
   }
+  interface FastifyRequest {
+    /** sluice: the decision of this request's check (null where the plugin left the route alone). */
+    rateLimit: Decision | null;
+  }
 }
 
 /** The plugin's options: those of `fastifyRateLimit`, with the Fastify request. */
@@ -93,10 +97,13 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     return;
   }
   const { check, status, body, stacking } = checker;
+  // Each checked request's decision, as express-rate-limit's req.rateLimit (shadow mode's answer).
+  if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', null);
   fastify.addHook('onRoute', (route) => {
     checkRouteConfig((route.config as { rateLimit?: unknown } | undefined)?.rateLimit, `${String(route.method)} ${route.url}`);
   });
   const answer = (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void, outcome: Outcome): void => {
+    request.rateLimit = outcome.decision;
     setReplyFields(reply, outcome, stacking);
     if (outcome.allowed) {
       next();

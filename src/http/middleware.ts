@@ -10,6 +10,7 @@ import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
 import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
+import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js';
 import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } from './refusal-body.js';
 
 /**
@@ -30,7 +31,7 @@ import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } f
 export type NextFunction = (error?: unknown) => void;
 
 /** Options shared by `rateLimit` and `fastifyRateLimit`. `Req` is the request type the functions receive. */
-interface CommonOptions<Req> {
+interface CommonOptions<Req> extends ObserverOptions<Req> {
   /** What one request costs: an integer >= 0, or a function of the request (it may return a promise). Default 1. */
   cost?: number | ((req: Req) => number | Promise<number>);
   /**
@@ -184,7 +185,7 @@ export interface Checker<Req> {
   stacking: number;
 }
 
-const COMMON_NAMES = ['limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'degradedHeader', 'skip', 'statusCode', 'message', 'ipv6Subnet'];
+const COMMON_NAMES = ['limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'degradedHeader', 'skip', 'statusCode', 'message', 'ipv6Subnet', ...OBSERVER_NAMES];
 
 export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: Req) => unknown, fn: string, more: readonly string[] = []): Checker<Req> {
   if (options === null || typeof options !== 'object') {
@@ -207,7 +208,9 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
     return clientKey(address, ipv6Subnet);
   };
   const degraded = options.degradedHeader === undefined ? null : fieldName(options.degradedHeader, 'options.degradedHeader');
-  const decide = checkOf(options, limiter, cost, writer, degraded, defaultKey);
+  const decided = checkOf(options, limiter, cost, writer, degraded, defaultKey);
+  const observe = observers(options);
+  const decide: Check<Req> = observe === undefined ? decided : (req, cost) => then(decided(req, cost), (o) => observe(req, o));
   if (skip === undefined) return { check: decide, status: statusCode, body, stacking };
   // An async skip (a promise) is awaited: a promise is truthy, and read as a boolean it skipped
   // every request (found: `skip: async () => false` let 10 of 10 through at 3 a minute).
@@ -384,6 +387,7 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
 ): FastifyOnRequestHook<Req, Reply> {
   const { check, status, body, stacking } = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
   const answer = (request: Req, reply: Reply, done: (error?: Error) => void, outcome: Outcome): void => {
+    (request as unknown as { rateLimit: Decision }).rateLimit = outcome.decision;
     setReplyFields(reply, outcome, stacking);
     if (outcome.allowed) {
       done();

@@ -1,0 +1,148 @@
+// Shadow mode and the onExceeded / onLimit hooks, on a real node:http server, a real Express 5 app
+// and a real Fastify 5 app, driven by fetch. The limiters run on a ManualClock: every count is
+// exact.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import Fastify from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fastifyRateLimit, ManualClock, perMinute, RateLimiter, type Decision } from '../../src/index.js';
+import { rateLimit, type RateLimitOptions } from '../../src/http/middleware.js';
+import { sluice } from '../../src/http/fastify.js';
+
+let closers: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.all(closers.map((c) => c()));
+  closers = [];
+});
+
+/** Each answer: status, the app's body, and whether any RateLimit field or Retry-After came. */
+async function hit(url: string, times: number): Promise<{ status: number; body: string; fields: boolean }[]> {
+  const out = [];
+  for (let i = 0; i < times; i++) {
+    const r = await fetch(url);
+    const fields = [...r.headers.keys()].some((k) => k.includes('ratelimit') || k === 'retry-after');
+    out.push({ status: r.status, body: await r.text(), fields });
+  }
+  return out;
+}
+
+/** A node:http server behind `options`' middleware; its body is req.rateLimit's allowed and remaining. */
+async function nodeServer(options: Omit<RateLimitOptions, 'limiter'>, limiter: RateLimiter): Promise<string> {
+  const limit = rateLimit({ limiter, ...options } as RateLimitOptions);
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    limit(req, res, (error) => {
+      if (error !== undefined) {
+        res.statusCode = 500;
+        res.end(`error: ${(error as Error).message}`);
+        return;
+      }
+      const d = (req as IncomingMessage & { rateLimit: Decision }).rateLimit;
+      res.end(`${d.allowed}:${d.remaining}`);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  closers.push(() => new Promise((r) => server.close(r)));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+describe('onExceeded and onLimit', () => {
+  it('onLimit: the admission that leaves nothing; onExceeded: each refusal, before its 429', async () => {
+    const events: string[] = [];
+    const limiter = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(0) });
+    const url = await nodeServer({
+      onLimit: (req: IncomingMessage, d: Decision) => events.push(`limit ${req.url} r=${d.remaining}`),
+      onExceeded: (req: IncomingMessage, d: Decision) => events.push(`exceeded ${req.url} wait=${d.retryAfterMs}`),
+    }, limiter);
+    const answers = await hit(url, 4);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 429, 429]);
+    expect(events).toEqual(['limit / r=0', 'exceeded / wait=30000', 'exceeded / wait=30000']);
+  });
+
+  it('a hook that throws: the error goes to next, as any other', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock: new ManualClock(0) });
+    const url = await nodeServer({ onExceeded: () => { throw new Error('hook failed'); } }, limiter);
+    expect((await hit(url, 2)).map((a) => [a.status, a.body])).toEqual([[200, 'true:0'], [500, 'error: hook failed']]);
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['shadow', 'yes', /^options\.shadow must be a boolean, got "yes"$/],
+    ['onExceeded', 1, /^options\.onExceeded must be a function \(req, decision\), got 1$/],
+    ['onLimit', 'log', /^options\.onLimit must be a function \(req, decision\), got "log"$/],
+  ])('a bad %s throws at once, by name', (name, value, message) => {
+    const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 4 });
+    expect(() => rateLimit({ limiter, [name]: value } as never)).toThrow(TypeError);
+    expect(() => rateLimit({ limiter, [name]: value } as never)).toThrow(message);
+  });
+});
+
+describe('shadow mode', () => {
+  it('node:http: every request goes on, no field is sent, req.rateLimit says what the limiter decided, and it counted', async () => {
+    const exceeded: number[] = [];
+    const limiter = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(0) });
+    const url = await nodeServer({ shadow: true, onExceeded: (_req: IncomingMessage, d: Decision) => exceeded.push(d.retryAfterMs) }, limiter);
+    expect(await hit(url, 4)).toEqual([
+      { status: 200, body: 'true:1', fields: false },
+      { status: 200, body: 'true:0', fields: false },
+      { status: 200, body: 'false:0', fields: false },
+      { status: 200, body: 'false:0', fields: false },
+    ]);
+    expect(exceeded).toEqual([30_000, 30_000]);
+    // The admissions were counted: the key has nothing left.
+    expect(limiter.tryAcquire('127.0.0.1', 0).remaining).toBe(0);
+  });
+
+  it('Express: the same, through app.use', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock: new ManualClock(0) });
+    const app = express();
+    app.use(rateLimit({ limiter, shadow: true, key: () => 'k' }));
+    app.get('/', (req, res) => {
+      const d = (req as unknown as { rateLimit: Decision }).rateLimit;
+      res.send(`${d.allowed}:${d.reason}`);
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    closers.push(() => new Promise((r) => server.close(r)));
+    const answers = await hit(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, 3);
+    expect(answers).toEqual([
+      { status: 200, body: 'true:allowed', fields: false },
+      { status: 200, body: 'false:limited', fields: false },
+      { status: 200, body: 'false:limited', fields: false },
+    ]);
+  });
+
+  it('Fastify: the plugin and the bare hook let every request on, with request.rateLimit', async () => {
+    for (const mount of ['plugin', 'hook'] as const) {
+      const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock: new ManualClock(0) });
+      const app = Fastify();
+      closers.push(() => app.close());
+      if (mount === 'plugin') await app.register(sluice, { limiter, shadow: true });
+      else app.addHook('onRequest', fastifyRateLimit({ limiter, shadow: true }));
+      app.get('/', async (request) => {
+        const d = (request as unknown as { rateLimit: Decision }).rateLimit;
+        return `${d.allowed}:${d.remaining}`;
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const answers = await hit(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/`, 3);
+      expect(answers, mount).toEqual([
+        { status: 200, body: 'true:0', fields: false },
+        { status: 200, body: 'false:0', fields: false },
+        { status: 200, body: 'false:0', fields: false },
+      ]);
+    }
+  });
+
+  it('Fastify without shadow: request.rateLimit holds each admitted request\'s decision', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(3), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    closers.push(() => app.close());
+    await app.register(sluice, { limiter });
+    app.get('/', async (request) => `${request.rateLimit?.remaining}`);
+    app.get('/free', { config: { rateLimit: false } }, async (request) => `${request.rateLimit}`);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    expect((await hit(`${url}/`, 2)).map((a) => a.body)).toEqual(['2', '1']);
+    expect((await hit(`${url}/free`, 1))[0]?.body).toBe('null');
+  });
+});
