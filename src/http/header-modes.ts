@@ -133,3 +133,9 @@ export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: ()
     : standard;
   return Object.assign(write, { stacking: mode === 'draft-8' || mode === 'draft-11' ? 2 : 0 });
 }
+
+/** `fields` with the `degraded` field last when the decision is degraded and the option names one. */
+export function withDegraded(fields: string[] | null, decision: Decision, degraded: string | null): string[] | null {
+  if (degraded === null || decision.degraded !== true) return fields;
+  return fields === null ? [degraded, '1'] : [...fields, degraded, '1'];
+}

@@ -1,8 +1,8 @@
 import { checkCost, describe } from '../config/check.js';
 
 /**
- * Inputs the HTTP adapters check the same way: a cost option, a header name, and an error handed
- * on to a Fastify continuation. Pure; any thread.
+ * Inputs the HTTP adapters check the same way: a cost option, a header name, an allow list, and
+ * an error handed on to a Fastify continuation. Pure; any thread.
  */
 
 /**
@@ -29,4 +29,15 @@ export function fieldName(value: unknown, name: string): string {
     throw new TypeError(`${name} must be a header field name (letters, digits and !#$%&'*+-.^_\`|~), got ${describe(value)}`);
   }
   return value.toLowerCase();
+}
+
+/** `allowList` checked (`TypeError` naming it), as a test of a request and its key; undefined when absent. */
+export function allowListOf<Req>(list: unknown): ((req: Req, key: string) => boolean | Promise<boolean>) | undefined {
+  if (list === undefined) return undefined;
+  if (typeof list === 'function') return list as (req: Req, key: string) => boolean | Promise<boolean>;
+  if (!Array.isArray(list) || !list.every((k) => typeof k === 'string')) {
+    throw new TypeError(`options.allowList must be an array of keys (strings) or a function (req, key), got ${describe(list)}`);
+  }
+  const keys = new Set<string>(list as string[]);
+  return (_req, key) => keys.has(key);
 }

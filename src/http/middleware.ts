@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, integerInRange } from '../config/check.js';
-import { asError, costFunction, fieldName } from './http-inputs.js';
+import { allowListOf, asError, costFunction, fieldName } from './http-inputs.js';
 import { clientKey } from './client-address.js';
 import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
@@ -8,9 +8,12 @@ import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { RateLimiter, type Decision } from '../rate/rate-limiter.js';
 import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
 import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
-import { fieldWriter, headerMode, stacked, type FieldList, type HeaderMode } from './header-modes.js';
+import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
 import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js';
+import { SKIPPED, type Outcome } from './outcome.js';
+
+export { SKIPPED, type Outcome } from './outcome.js';
 import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } from './refusal-body.js';
 
 /**
@@ -53,6 +56,12 @@ interface CommonOptions<Req> extends ObserverOptions<Req> {
    * fields (health checks, trusted clients).
    */
   skip?: (req: Req) => boolean | Promise<boolean>;
+  /**
+   * Clients never limited, by key (a `RateLimiter`'s key; a `PolicyLimiter`'s `user`): a list, or
+   * a function of the request and that key (it may return a promise). Their requests go on
+   * uncounted, without RateLimit fields, as `skip`'s do.
+   */
+  allowList?: readonly string[] | ((req: Req, key: string) => boolean | Promise<boolean>);
   /** The status of a refusal, 400 to 599. Default 429. */
   statusCode?: number;
   /**
@@ -123,25 +132,6 @@ export interface FastifyReplyLike {
 export type FastifyOnRequestHook<Req = FastifyRequestLike, Reply = FastifyReplyLike> =
   (request: Req, reply: Reply, done: (error?: Error) => void) => void;
 
-/** What a handler's check returns for a request its `skip` lets through uncounted. */
-export const SKIPPED: Outcome = Object.freeze({
-  allowed: true,
-  decision: Object.freeze({ allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'allowed' }),
-  fields: null,
-  retryAfter: undefined,
-}) as Outcome;
-
-
-/** What one check decided, with the fields to set. */
-export interface Outcome {
-  allowed: boolean;
-  decision: Decision;
-  /** The fields to set, name then value (header-modes.ts), or null with no headers. */
-  fields: string[] | null;
-  /** The Retry-After value on a refusal that can pass later. */
-  retryAfter: string | undefined;
-}
-
 /**
  * One check of a request; `cost` overrides the options' (a Fastify route's own cost). A Redis
  * limiter's check is a promise; a shared-memory limiter's is not (no promise, no extra tick).
@@ -185,7 +175,9 @@ export interface Checker<Req> {
   stacking: number;
 }
 
-const COMMON_NAMES = ['limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'degradedHeader', 'skip', 'statusCode', 'message', 'ipv6Subnet', ...OBSERVER_NAMES];
+const COMMON_NAMES = [
+  'limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'degradedHeader', 'skip', 'allowList', 'statusCode', 'message', 'ipv6Subnet', ...OBSERVER_NAMES,
+];
 
 export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: Req) => unknown, fn: string, more: readonly string[] = []): Checker<Req> {
   if (options === null || typeof options !== 'object') {
@@ -218,12 +210,6 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
   return { check, status: statusCode, body, stacking };
 }
 
-/** `fields` with the `degraded` field last when the decision is degraded and the option names one. */
-function withDegraded(fields: string[] | null, decision: Decision, degraded: string | null): string[] | null {
-  if (degraded === null || decision.degraded !== true) return fields;
-  return fields === null ? [degraded, '1'] : [...fields, degraded, '1'];
-}
-
 /** `f(v)`, or `v.then(f)` when `v` is a promise: sync values stay sync (no extra tick). */
 function then<T, U>(v: T | Promise<T>, f: (v: T) => U | Promise<U>): U | Promise<U> {
   return v instanceof Promise ? v.then(f) : f(v);
@@ -245,8 +231,10 @@ function checkOf<Req>(
     retryAfter: decision.allowed ? undefined : retryAfterSeconds(decision),
   });
   /** The key and cost of `req` (either may be a promise), then `decide` on them. */
-  const keyed = <K>(keyOf: (req: Req) => K | Promise<K>, decide: (key: K, cost: number) => Outcome | Promise<Outcome>): Check<Req> =>
+  const allowed = allowListOf<Req>(options.allowList);
+  const keyed = <K>(keyOf: (req: Req) => K | Promise<K>, decideKey: (key: K, cost: number) => Outcome | Promise<Outcome>, nameOf: (key: K) => string): Check<Req> =>
     (req, cost) => {
+      const decide = allowed === undefined ? decideKey : (key: K, n: number) => then(allowed(req, nameOf(key)), (yes) => (yes ? SKIPPED : decideKey(key, n)));
       const k = keyOf(req);
       let c: number | Promise<number>;
       try {
@@ -263,16 +251,19 @@ function checkOf<Req>(
   if (limiter instanceof RateLimiter || limiter instanceof RedisRateLimiter) {
     const keyOf = (options.key as ((req: Req) => string | Promise<string>) | undefined) ?? defaultKey;
     const fixed = headers ? policiesOf(limiter.algorithm, limiter.limits) : null;
-    if (limiter instanceof RedisRateLimiter) return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => outcome(d, fixed)));
-    return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed));
+    const name = (key: string): string => key;
+    if (limiter instanceof RedisRateLimiter) return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => outcome(d, fixed)), name);
+    return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed), name);
   }
   if (limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter) {
     const keyOf = options.key as ((req: Req) => PolicyRequest | Promise<PolicyRequest>) | undefined;
     if (keyOf === undefined) throw new TypeError('options.key is required with a PolicyLimiter: a function of the request returning { user, api }');
     const lookup = policyLookup(limiter);
     const fields = (request: PolicyRequest): PolicyFields | null => (headers ? lookup(request) : null);
-    if (limiter instanceof RedisPolicyLimiter) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))));
-    return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)));
+    // A policy request's user names the client; a request that is not an object fails in tryAcquire.
+    const user = (request: PolicyRequest): string => (request !== null && typeof request === 'object' ? String(request.user) : '');
+    if (limiter instanceof RedisPolicyLimiter) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
+    return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
   }
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);
 }

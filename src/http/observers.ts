@@ -1,12 +1,13 @@
 import { describe } from '../config/check.js';
 import type { Decision } from '../rate/types.js';
-import type { Outcome } from './middleware.js';
+import { SKIPPED, type Outcome } from './outcome.js';
 
 /**
  * What the adapters let an application watch, and shadow mode:
  *
  * - `onExceeded(req, decision)`: every refused request, before it is answered (in shadow mode
  *   too, where it is let through);
+ * - `onExceeding(req, decision)`: every admitted request, counted (as @fastify/rate-limit's);
  * - `onLimit(req, decision)`: the admitted request that leaves its key nothing (`remaining` 0:
  *   the next request of cost 1 would wait), once per such request;
  * - `shadow: true`: every request is checked and counted as usual, and every one goes on; no
@@ -21,11 +22,13 @@ export interface ObserverOptions<Req> {
   shadow?: boolean;
   /** Called with each refused request and its decision, before it is answered. */
   onExceeded?: (req: Req, decision: Decision) => void;
+  /** Called with each admitted request and its decision (counted; not one that `skip` or `allowList` let through). */
+  onExceeding?: (req: Req, decision: Decision) => void;
   /** Called with each admitted request that leaves its key nothing (`remaining` 0). */
   onLimit?: (req: Req, decision: Decision) => void;
 }
 
-export const OBSERVER_NAMES = ['shadow', 'onExceeded', 'onLimit'];
+export const OBSERVER_NAMES = ['shadow', 'onExceeded', 'onExceeding', 'onLimit'];
 
 function hook<Req>(value: unknown, name: string): ((req: Req, decision: Decision) => void) | undefined {
   if (value !== undefined && typeof value !== 'function') throw new TypeError(`options.${name} must be a function (req, decision), got ${describe(value)}`);
@@ -41,13 +44,16 @@ export function observers<Req>(options: ObserverOptions<Req>): ((req: Req, o: Ou
   const shadow = options.shadow ?? false;
   if (typeof shadow !== 'boolean') throw new TypeError(`options.shadow must be a boolean, got ${describe(shadow)}`);
   const onExceeded = hook<Req>(options.onExceeded, 'onExceeded');
+  const onExceeding = hook<Req>(options.onExceeding, 'onExceeding');
   const onLimit = hook<Req>(options.onLimit, 'onLimit');
-  if (!shadow && onExceeded === undefined && onLimit === undefined) return undefined;
+  if (!shadow && onExceeded === undefined && onExceeding === undefined && onLimit === undefined) return undefined;
   return (req, o) => {
+    if (o === SKIPPED) return o; // skip or allowList: not checked, not watched
     if (!o.allowed) onExceeded?.(req, o.decision);
+    else onExceeding?.(req, o.decision);
     // An admission that leaves nothing has its reset ahead; a Redis lease's admission reports
     // remaining 0 and reset 0 (what the key holds beyond the lease is not known there): not one.
-    else if (o.decision.remaining === 0 && o.decision.resetAfterMs > 0) onLimit?.(req, o.decision);
+    if (o.allowed && o.decision.remaining === 0 && o.decision.resetAfterMs > 0) onLimit?.(req, o.decision);
     return shadow ? { allowed: true, decision: o.decision, fields: null, retryAfter: undefined } : o;
   };
 }

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import Fastify from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fastifyRateLimit, ManualClock, perMinute, RateLimiter, type Decision } from '../../src/index.js';
+import { fastifyRateLimit, ManualClock, perMinute, PolicyLimiter, RateLimiter, type Decision } from '../../src/index.js';
 import { rateLimit, type RateLimitOptions } from '../../src/http/middleware.js';
 import { sluice } from '../../src/http/fastify.js';
 
@@ -28,7 +28,7 @@ async function hit(url: string, times: number): Promise<{ status: number; body: 
 }
 
 /** A node:http server behind `options`' middleware; its body is req.rateLimit's allowed and remaining. */
-async function nodeServer(options: Omit<RateLimitOptions, 'limiter'>, limiter: RateLimiter): Promise<string> {
+async function nodeServer(options: Omit<RateLimitOptions, 'limiter' | 'key'> & { key?: unknown }, limiter: RateLimiter): Promise<string> {
   const limit = rateLimit({ limiter, ...options } as RateLimitOptions);
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     limit(req, res, (error) => {
@@ -37,8 +37,8 @@ async function nodeServer(options: Omit<RateLimitOptions, 'limiter'>, limiter: R
         res.end(`error: ${(error as Error).message}`);
         return;
       }
-      const d = (req as IncomingMessage & { rateLimit: Decision }).rateLimit;
-      res.end(`${d.allowed}:${d.remaining}`);
+      const d = (req as IncomingMessage & { rateLimit?: Decision }).rateLimit;
+      res.end(d === undefined ? 'unchecked' : `${d.allowed}:${d.remaining}`);
     });
   });
   server.listen(0, '127.0.0.1');
@@ -60,6 +60,23 @@ describe('onExceeded and onLimit', () => {
     expect(events).toEqual(['limit / r=0', 'exceeded / wait=30000', 'exceeded / wait=30000']);
   });
 
+  it('onExceeding: each admitted request, counted; not those allowList or skip let through', async () => {
+    const events: string[] = [];
+    const limiter = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(0) });
+    const url = await nodeServer({
+      key: (req: IncomingMessage) => String(req.headers['x-client'] ?? 'anon'),
+      allowList: ['trusted'],
+      skip: (req: IncomingMessage) => req.url === '/health',
+      onExceeding: (_req: IncomingMessage, d: Decision) => events.push(`exceeding r=${d.remaining}`),
+      onExceeded: () => events.push('exceeded'),
+    }, limiter);
+    for (const [path, client] of [['/', 'anon'], ['/health', 'anon'], ['/', 'trusted'], ['/', 'anon'], ['/', 'anon']]) {
+      const r = await fetch(`${url}${path}`, { headers: { 'x-client': client as string } });
+      await r.text();
+    }
+    expect(events).toEqual(['exceeding r=1', 'exceeding r=0', 'exceeded']);
+  });
+
   it('a hook that throws: the error goes to next, as any other', async () => {
     const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock: new ManualClock(0) });
     const url = await nodeServer({ onExceeded: () => { throw new Error('hook failed'); } }, limiter);
@@ -70,10 +87,42 @@ describe('onExceeded and onLimit', () => {
     ['shadow', 'yes', /^options\.shadow must be a boolean, got "yes"$/],
     ['onExceeded', 1, /^options\.onExceeded must be a function \(req, decision\), got 1$/],
     ['onLimit', 'log', /^options\.onLimit must be a function \(req, decision\), got "log"$/],
+    ['onExceeding', {}, /^options\.onExceeding must be a function \(req, decision\), got an object$/],
+    ['allowList', '127.0.0.1', /^options\.allowList must be an array of keys \(strings\) or a function \(req, key\), got "127\.0\.0\.1"$/],
+    ['allowList', ['a', 1], /^options\.allowList must be an array of keys .* got an array/],
   ])('a bad %s throws at once, by name', (name, value, message) => {
     const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 4 });
     expect(() => rateLimit({ limiter, [name]: value } as never)).toThrow(TypeError);
     expect(() => rateLimit({ limiter, [name]: value } as never)).toThrow(message);
+  });
+});
+
+describe('allowList', () => {
+  it('a list of keys: their requests go on uncounted, with no fields; other keys are limited', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock: new ManualClock(0) });
+    const url = await nodeServer({ key: (req: IncomingMessage) => String(req.headers['x-client']), allowList: ['ops', 'monitor'] }, limiter);
+    const as = async (client: string) => {
+      const r = await fetch(url, { headers: { 'x-client': client } });
+      await r.text();
+      return [r.status, r.headers.has('ratelimit')] as const;
+    };
+    expect([await as('ops'), await as('ops'), await as('ops')]).toEqual([[200, false], [200, false], [200, false]]);
+    expect([await as('user'), await as('user')]).toEqual([[200, true], [429, true]]);
+    expect(limiter.tryAcquire('ops', 0).remaining).toBe(1); // nothing was spent
+  });
+
+  it('a function of the request and the key, async too; with a PolicyLimiter the key is the user', async () => {
+    const limiter = new PolicyLimiter({ rules: [{ limit: perMinute(1) }], maxKeys: 16, clock: new ManualClock(0) });
+    const url = await nodeServer({
+      key: (req: IncomingMessage) => ({ user: String(req.headers['x-user']), api: 'search' }),
+      allowList: async (req: IncomingMessage, user: string) => user.startsWith('internal:') && req.method === 'GET',
+    } as never, limiter as never);
+    const as = async (user: string) => {
+      const r = await fetch(url, { headers: { 'x-user': user } });
+      await r.text();
+      return r.status;
+    };
+    expect([await as('internal:batch'), await as('internal:batch'), await as('alice'), await as('alice')]).toEqual([200, 200, 200, 429]);
   });
 });
 
