@@ -124,11 +124,10 @@ export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: ()
   };
   const write = legacy
     ? (decision: Decision, fields: PolicyFields): string[] => {
+      const out = standard(decision, fields);
       const { p, remaining, resetMs } = bound(decision, fields);
-      return [
-        ...standard(decision, fields), 'x-ratelimit-limit', String(p.q), 'x-ratelimit-remaining', String(remaining),
-        'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)),
-      ];
+      out.push('x-ratelimit-limit', String(p.q), 'x-ratelimit-remaining', String(remaining), 'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)));
+      return out;
     }
     : standard;
   return Object.assign(write, { stacking: mode === 'draft-8' || mode === 'draft-11' ? 2 : 0 });
