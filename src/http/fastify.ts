@@ -31,7 +31,7 @@ declare module 'fastify' {
     rateLimit?: RouteRateLimit;
   }
   interface FastifyRequest {
-    /** sluice: the decision of this request's check (null where the plugin left the route alone). */
+    /** sluice: the decision of this request's check (null where the plugin left the route alone, or `skip` or `allowList` let the request through). */
     rateLimit: Decision | null;
   }
 }

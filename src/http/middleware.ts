@@ -12,9 +12,9 @@ import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type He
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
 import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js';
 import { SKIPPED, type Outcome } from './outcome.js';
+import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } from './refusal-body.js';
 
 export { SKIPPED, type Outcome } from './outcome.js';
-import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } from './refusal-body.js';
 
 /**
  * Rate limiting for HTTP servers: `rateLimit` for node:http and Express (the same `(req, res,
@@ -234,6 +234,7 @@ function checkOf<Req>(
   const allowed = allowListOf<Req>(options.allowList);
   const keyed = <K>(keyOf: (req: Req) => K | Promise<K>, decideKey: (key: K, cost: number) => Outcome | Promise<Outcome>, nameOf: (key: K) => string): Check<Req> =>
     (req, cost) => {
+      // A key on the allow list goes on uncounted (made once per request only with a list).
       const decide = allowed === undefined ? decideKey : (key: K, n: number) => then(allowed(req, nameOf(key)), (yes) => (yes ? SKIPPED : decideKey(key, n)));
       const k = keyOf(req);
       let c: number | Promise<number>;
