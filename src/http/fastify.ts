@@ -30,14 +30,27 @@ declare module 'fastify' {
     /** sluice: false to leave this route alone, true (the default), or the route's own cost. */
     rateLimit?: RouteRateLimit;
   }
+  interface FastifyInstance {
+    /**
+     * sluice: a hook that spends from the plugin's limiter, for a route's `onRequest` or
+     * `preHandler` where the plugin's own hook does not run (`global: false`) or comes too early:
+     * `fastify.get('/x', { preHandler: fastify.rateLimit({ cost: 5 }) }, handler)`. Refused, it
+     * sets the fields and throws a `RateLimitedError`; the route's `config.rateLimit` is not read.
+     */
+    rateLimit(options?: { cost?: number | ((request: FastifyRequest) => number | Promise<number>) }): (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  }
   interface FastifyRequest {
     /** sluice: the decision of this request's check (null where the plugin left the route alone, or `skip` or `allowList` let the request through). */
     rateLimit: Decision | null;
   }
 }
 
-/** The plugin's options: those of `fastifyRateLimit`, with the Fastify request. */
-export type SluiceFastifyOptions = RateLimitOptions<FastifyRequest>;
+/**
+ * The plugin's options: those of `fastifyRateLimit`, with the Fastify request, and `global`:
+ * false to limit only the routes whose `config.rateLimit` is true or `{ cost }` (and those that
+ * place `fastify.rateLimit()` themselves). Default true: every route but those with `false`.
+ */
+export type SluiceFastifyOptions = RateLimitOptions<FastifyRequest> & { global?: boolean };
 
 /** What a refused request becomes: Fastify answers with `statusCode`, and `setErrorHandler` sees it. */
 export class RateLimitedError extends Error {
@@ -90,7 +103,8 @@ function routeCost(config: { cost?: unknown }): (request: FastifyRequest) => num
 const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, done) => {
   let checker: ReturnType<typeof makeCheck<FastifyRequest>>;
   try {
-    checker = makeCheck<FastifyRequest>(options, fastifyAddress, 'sluice Fastify plugin');
+    checker = makeCheck<FastifyRequest>(options, fastifyAddress, 'sluice Fastify plugin', ['global']);
+    if (options.global !== undefined && typeof options.global !== 'boolean') throw new TypeError(`options.global must be a boolean, got ${describe(options.global)}`);
   } catch (error) {
     // Bad options fail the registration (fastify.register rejects), not the process.
     done(error as Error);
@@ -113,13 +127,30 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
       next(new RateLimitedError(typeof b.value === 'string' ? b.text.trimEnd() : b.text, status, outcome.decision, b.value));
     }, (e) => next(asError(e)));
   };
+  const global = options.global ?? true;
   fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
     settleCheck(() => {
       const route = request.routeOptions.config.rateLimit;
-      if (route === false) return SKIPPED;
+      if (route === false || (!global && route === undefined)) return SKIPPED;
       return check(request, typeof route === 'object' && route.cost !== undefined ? routeCost(route)(request) : undefined);
     }, (o) => (o === SKIPPED ? next() : answer(request, reply, next, o)), (e) => next(asError(e)));
   });
+  // fastify.rateLimit(): the same check, placed by the route (the first registration's limiter).
+  if (!fastify.hasDecorator('rateLimit')) {
+    fastify.decorate('rateLimit', (hookOptions?: { cost?: unknown }) => {
+      if (hookOptions !== undefined && (hookOptions === null || typeof hookOptions !== 'object')) {
+        throw new TypeError(`fastify.rateLimit options must be an object like { cost }, got ${describe(hookOptions)}`);
+      }
+      checkNames(hookOptions ?? {}, ['cost'], 'options', 'fastify.rateLimit option');
+      const costOf = hookOptions?.cost === undefined ? undefined : costFunction<FastifyRequest>(hookOptions.cost, 'options.cost');
+      return (request: FastifyRequest, reply: FastifyReply): Promise<void> => new Promise((resolve, reject) => {
+        settleCheck(() => check(request, costOf?.(request) as number | undefined), (o) => {
+          if (o === SKIPPED) resolve();
+          else answer(request, reply, (error) => (error === undefined ? resolve() : reject(error)), o);
+        }, (e) => reject(asError(e)));
+      });
+    });
+  }
   done();
 };
 

@@ -140,7 +140,53 @@ describe('sluice/fastify in Fastify 5', () => {
     expect(parseList(r.headers.get('ratelimit-policy') as string).map(([n]) => n)).toEqual(['2-per-60s']);
   });
 
+  it('global: false limits only the routes that ask (config.rateLimit true or { cost })', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    await app.register(sluice, { limiter, global: false, key: (request) => request.url });
+    app.get('/open', async () => 'ok');
+    app.get('/limited', { config: { rateLimit: true } }, async () => 'ok');
+    app.get('/heavy', { config: { rateLimit: { cost: 2 } } }, async () => 'ok');
+    const url = await start(app);
+    const statuses = async (path: string, n: number): Promise<number[]> => {
+      const out = [];
+      for (let i = 0; i < n; i++) {
+        const r = await fetch(`${url}${path}`);
+        await r.text();
+        out.push(r.status);
+      }
+      return out;
+    };
+    expect(await statuses('/open', 4)).toEqual([200, 200, 200, 200]);
+    expect(await statuses('/limited', 3)).toEqual([200, 200, 429]);
+    expect(await statuses('/heavy', 2)).toEqual([200, 429]);
+    expect(limiter.tryAcquire('/open', 0).remaining).toBe(2); // never spent
+  });
+
+  it('fastify.rateLimit(): the same check placed by the route, with its own cost', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(10), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    await app.register(sluice, { limiter, global: false, key: () => 'k' });
+    app.get('/export', { preHandler: app.rateLimit({ cost: 4 }) }, async (request) => `left ${request.rateLimit?.remaining}`);
+    app.get('/one', { onRequest: app.rateLimit() }, async () => 'ok');
+    const url = await start(app);
+    const answers: [number, string][] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await fetch(`${url}/export`);
+      answers.push([r.status, r.status === 200 ? await r.text() : (await r.json() as { code: string }).code]);
+      if (i === 2) expect(r.headers.get('retry-after')).toBe('12'); // 2 left, 4 asked: 2 more, 6 s each
+    }
+    expect(answers).toEqual([[200, 'left 6'], [200, 'left 2'], [429, 'SLUICE_RATE_LIMITED']]);
+    const one = await fetch(`${url}/one`);
+    expect([one.status, parseList(one.headers.get('ratelimit') as string)[0]?.[1].get('r')]).toEqual([200, 1]);
+    await one.text();
+    expect(() => app.rateLimit({ costs: 1 } as never)).toThrow(/options\.costs is not a fastify\.rateLimit option/);
+    expect(() => app.rateLimit({ cost: -1 })).toThrow(RangeError);
+    expect(() => app.rateLimit(null as never)).toThrow(/^fastify\.rateLimit options must be an object like \{ cost \}, got null$/);
+  });
+
   it('checks its options when registered', async () => {
+    await expect(Fastify().register(sluice, { limiter: new RateLimiter({ limit: perMinute(1), maxKeys: 4 }), global: 'no' } as never)).rejects.toThrow(/^options\.global must be a boolean, got "no"$/);
     const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 4 });
     await expect(Fastify().register(sluice, { limiter, header: false } as never)).rejects.toThrow(/options\.header is not a sluice Fastify plugin option; did you mean options\.headers\?/);
   });
