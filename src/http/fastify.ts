@@ -37,7 +37,9 @@ declare module 'fastify' {
      * `fastify.get('/x', { preHandler: fastify.rateLimit({ cost: 5 }) }, handler)`. Refused, it
      * sets the fields and throws a `RateLimitedError`; the route's `config.rateLimit` is not read.
      */
-    rateLimit(options?: { cost?: number | ((request: FastifyRequest) => number | Promise<number>) }): (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+    rateLimit(
+      options?: { cost?: number | ((request: FastifyRequest) => number | Promise<number>) },
+    ): (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   }
   interface FastifyRequest {
     /** sluice: the decision of this request's check (null where the plugin left the route alone, or `skip` or `allowList` let the request through). */
@@ -104,7 +106,9 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
   let checker: ReturnType<typeof makeCheck<FastifyRequest>>;
   try {
     checker = makeCheck<FastifyRequest>(options, fastifyAddress, 'sluice Fastify plugin', ['global']);
-    if (options.global !== undefined && typeof options.global !== 'boolean') throw new TypeError(`options.global must be a boolean, got ${describe(options.global)}`);
+    if (options.global !== undefined && typeof options.global !== 'boolean') {
+      throw new TypeError(`options.global must be a boolean, got ${describe(options.global)}`);
+    }
   } catch (error) {
     // Bad options fail the registration (fastify.register rejects), not the process.
     done(error as Error);

@@ -126,7 +126,8 @@ export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: ()
     ? (decision: Decision, fields: PolicyFields): string[] => {
       const out = standard(decision, fields);
       const { p, remaining, resetMs } = bound(decision, fields);
-      out.push('x-ratelimit-limit', String(p.q), 'x-ratelimit-remaining', String(remaining), 'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)));
+      const reset = String(Math.ceil((wallMs() + resetMs) / 1000));
+      out.push('x-ratelimit-limit', String(p.q), 'x-ratelimit-remaining', String(remaining), 'x-ratelimit-reset', reset);
       return out;
     }
     : standard;

@@ -232,7 +232,9 @@ function checkOf<Req>(
   });
   /** The key and cost of `req` (either may be a promise), then `decide` on them. */
   const allowed = allowListOf<Req>(options.allowList);
-  const keyed = <K>(keyOf: (req: Req) => K | Promise<K>, decideKey: (key: K, cost: number) => Outcome | Promise<Outcome>, nameOf: (key: K) => string): Check<Req> =>
+  const keyed = <K>(
+    keyOf: (req: Req) => K | Promise<K>, decideKey: (key: K, cost: number) => Outcome | Promise<Outcome>, nameOf: (key: K) => string,
+  ): Check<Req> =>
     (req, cost) => {
       // A key on the allow list goes on uncounted (made once per request only with a list).
       const decide = allowed === undefined ? decideKey : (key: K, n: number) => then(allowed(req, nameOf(key)), (yes) => (yes ? SKIPPED : decideKey(key, n)));
@@ -263,7 +265,9 @@ function checkOf<Req>(
     const fields = (request: PolicyRequest): PolicyFields | null => (headers ? lookup(request) : null);
     // A policy request's user names the client; a request that is not an object fails in tryAcquire.
     const user = (request: PolicyRequest): string => (request !== null && typeof request === 'object' ? String(request.user) : '');
-    if (limiter instanceof RedisPolicyLimiter) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
+    if (limiter instanceof RedisPolicyLimiter) {
+      return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
+    }
     return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
   }
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);

@@ -19,7 +19,10 @@ import { configError, RedisConfigError } from './redis-errors.js';
 
 /** What `verify()` found. Plain data. */
 export interface RedisVerification {
-  /** The `maxmemory-policy` values seen (one per distinct value; several nodes may share one), or null when the server would not say (an ACL without `+info`). */
+  /**
+   * The `maxmemory-policy` values seen (one per distinct value; several nodes may share one), or
+   * null when the server would not say (an ACL without `+info`).
+   */
   readonly maxmemoryPolicy: readonly string[] | null;
   /** Whether a policy seen may evict the limiter's keys (any but `noeviction`); null when unknown. */
   readonly evicts: boolean | null;
@@ -61,7 +64,9 @@ function routingKeys(redis: RedisCommands, prefix: string): string[] {
  * `RedisConfigError` Redis caused), then the policy is read. Rejects with `RedisConfigError` for
  * a policy that evicts unless `allowEviction`, with an `Error` when Redis did not answer the probe.
  */
-export async function verifyServer(redis: RedisCommands, prefix: string, probe: () => Promise<Decision>, options: VerifyOptions | undefined): Promise<RedisVerification> {
+export async function verifyServer(
+  redis: RedisCommands, prefix: string, probe: () => Promise<Decision>, options: VerifyOptions | undefined,
+): Promise<RedisVerification> {
   if (options !== undefined && (options === null || typeof options !== 'object')) {
     throw new TypeError(`options must be an object like { allowEviction }, got ${describe(options)}`);
   }
