@@ -10,7 +10,8 @@ clock.advance(1_000);
 console.log(api.tryAcquire('user:1', 0).remaining); // 5: this second's 5 are back, 15 left this minute
 
 // The same client against each algorithm: 100 per minute, one try every 10 ms for 5 minutes.
-for (const algorithm of ['gcra', 'fixed-window', 'sliding-window', 'sliding-log']) {
+// (`@type {const}` keeps the names as the literal types the `algorithm` option takes.)
+for (const algorithm of /** @type {const} */ (['gcra', 'fixed-window', 'sliding-window', 'sliding-log'])) {
   const c = new ManualClock(30_000); // halfway through a minute
   const limiter = new RateLimiter({ limit: perMinute(100), algorithm, maxKeys: 10, clock: c });
   let allowed = 0;

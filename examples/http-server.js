@@ -20,5 +20,6 @@ const server = createServer((req, res) => {
 });
 
 server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', () => {
-  console.log(`listening on http://127.0.0.1:${server.address().port}`);
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address()); // TCP: never a pipe's name
+  console.log(`listening on http://127.0.0.1:${port}`);
 });

@@ -21,7 +21,7 @@ const WINDOW_RANGE = 2 ** 19;
  * twice `permits` in any period. With `a` admitted in the previous window after a point `f` of
  * the way through it, this window admits at most `permits - a * (1 - f)` by the same point, so
  * a period holds at most `permits + a * f` < 2 * `permits`; clients that burst near the end of a
- * window come close (149 for 100 per minute with the README's client, 180 of 100 with bursts at
+ * window come close (149 for 100 per minute with the client of docs/algorithms.md, 180 of 100 with bursts at
  * 80% of a window).
  */
 export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm {

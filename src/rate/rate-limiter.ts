@@ -348,7 +348,7 @@ export class RateLimiter {
 
   /**
    * The width of the one-limit GCRA state: 32 (one int32 word per key) or 64 (a 64-bit word, for
-   * limits that do not fit 32 bits: see the README's Limits). `null` for several limits, a global
+   * limits that do not fit 32 bits: see docs/rate-limiter.md, Limits). `null` for several limits, a global
    * cap, and the window and log algorithms, whose GCRA limits each take the width they need.
    */
   get width(): 32 | 64 | null {

@@ -54,7 +54,7 @@ export interface RateLimiterOptions {
    * allow a request, which is then spent from all of them in one step. At most 8.
    */
   limit: Limit | readonly Limit[];
-  /** How each limit counts; default `'gcra'`. See the README for what each one promises. */
+  /** How each limit counts; default `'gcra'`. See docs/algorithms.md for what each one promises. */
   algorithm?: AlgorithmName;
   /** One limit shared by all keys, checked after the key's own; refusals spend nothing. */
   globalLimit?: Limit;
@@ -127,7 +127,7 @@ export interface RateLimiterStats {
   casRetries: number;
   /**
    * Width of the one-limit GCRA state: 32 or 64 bits (`null` with several limits, a global cap
-   * or another algorithm). See the README's Limits for which limits take 64 bits.
+   * or another algorithm). See docs/rate-limiter.md, Limits, for which limits take 64 bits.
    */
   width?: 32 | 64 | null;
 }

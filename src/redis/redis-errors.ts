@@ -34,7 +34,7 @@ export class RedisConfigError extends Error {
   /** `lead`: what went wrong, when it is not a call Redis refused (verify() found the server set up wrong). */
   constructor(redisMessage: string, options?: { cause?: unknown; lead?: string }) {
     const lead = options?.lead ?? `Redis refused the limiter's call, which waiting will not fix (check the ACL, the prefix and maxmemory-policy; ` +
-      `see the README's Redis section)`;
+      `see docs/redis.md)`;
     super(`${lead}: ${redisMessage}`, options?.cause === undefined ? undefined : { cause: options.cause });
     this.redisMessage = redisMessage;
   }

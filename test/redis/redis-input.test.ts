@@ -75,8 +75,8 @@ describe.skipIf(!available)('input to the Redis limiters', () => {
     }
   });
 
-  it('setRules: a sliding log starts afresh under another period, as the README says', async () => {
-    // README: "a window keeps its count under the same period and algorithm and starts afresh
+  it('setRules: a sliding log starts afresh under another period, as docs/redis.md says', async () => {
+    // docs/redis.md: "a window keeps its count under the same period and algorithm and starts afresh
     // under another". The sliding log's key has no period in it (sl:0): its stamps carry over.
     const clock = new ManualClock(5_000_000);
     const log = (periodMs: number): PolicyRule[] => [{ algorithm: 'sliding-log', limit: { permits: 2, periodMs } }];

@@ -194,7 +194,7 @@ describe.skipIf(!available)('misconfiguration is an error the caller sees, whate
     }
   });
 
-  it.each(['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const)("the ACL the README lists is enough (%s, two limits and a cap)", async (algorithm) => {
+  it.each(['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const)("the ACL docs/redis.md lists is enough (%s, two limits and a cap)", async (algorithm) => {
     const user = `ok${n++}`;
     const prefix = `acl${n++}:`;
     await redisServer.io.call('ACL', 'SETUSER', user, 'on', '>secret', `~${prefix}*`,

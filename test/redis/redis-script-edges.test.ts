@@ -15,7 +15,7 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
 
 
   it('a fixed window whose permits a change of rules lowered below its count reports remaining 0, never less', async () => {
-    // Same period and algorithm: the count is kept (README). 8 counted, then 5 permits.
+    // Same period and algorithm: the count is kept (docs/redis.md). 8 counted, then 5 permits.
     const fw = (permits: number): PolicyRule[] => [{ algorithm: 'fixed-window', limit: { permits, periodMs: 3_600_000 } }];
     const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `al${n++}:`, localTier: false, rules: fw(10) });
     setScriptTime(p, () => 1_000 * 3_600_000 * 1000 + 60_000_000);

@@ -62,7 +62,7 @@ describe.skipIf(!available)('verify() on one server', () => {
     }
   });
 
-  it("the README's ACL, without +info: the scripts run, the policy is unknown (null), not an error", async () => {
+  it("the ACL of docs/redis.md, without +info: the scripts run, the policy is unknown (null), not an error", async () => {
     const user = `vk${n++}`;
     const prefix = `vk${n++}:`;
     await redisServer.io.call('ACL', 'SETUSER', user, 'on', '>secret', `~${prefix}*`,
