@@ -20,7 +20,8 @@ import type { RedisLimit } from './redis-limits.js';
  * A refusal and a probe (cost 0) write nothing; an admission writes every limit with an expiry at
  * the moment its state equals a fresh key's. A decision that reaches Redis after its deadline (on
  * Redis's clock, see script-batcher.ts) writes nothing and answers LATE. A negative cost is a
- * refund of -cost spent at the time its deadline field holds (the global cap on Cluster).
+ * refund of -cost (the global cap on Cluster): for a window or log, spent at the time its deadline
+ * field holds; for GCRA, the last -cost of a spend whose slot ends at that time (lua-gcra.ts).
  *
  * ARGV[1]: one string holding, comma-separated, the number of decisions, then per decision
  * cost, deadline (µs on Redis's clock, 0: none) and want (>= cost: a lease asks for up to `want`

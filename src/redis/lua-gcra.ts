@@ -59,12 +59,15 @@ for j = 0, nd - 1 do
   const debtForm = single && nl === 1 && global.length === 0;
   emit(`  local status, remaining, wait, reset, blocked, spent = 0, 0, 0, 0, 0, 0${debtForm ? '\n  local debt = 0' : ''}
   if cost < 0 then`);
-  // A refund of a spend at `deadline`: less what has drained since (with the spend gone, the debt
-  // might have reached 0 meanwhile, and an idle stretch absorbs that much of it).
+  // A refund of the last -cost of a spend whose slot ended at `deadline` (µs; the cap's reply
+  // gives it): what of it is still ahead of now. The spend's slot started where the debt then
+  // ended, not at the spend's own time: a saturated cap did not drain while the spend was out,
+  // so all of it that is still ahead comes back (found: refunds from the spend's time, as if
+  // the cap had been idle, left a contended cap about 30% short). What has passed stays spent.
   all.forEach((_, i) => {
     const { k, T } = c(i);
     emit(`    do
-      local back = -cost * ${T} - math.max(0, now - deadline) * ${k}
+      local back = math.min(-cost * ${T}, (deadline - now) * ${k})
       if back > 0 then
 ${luaDebt('dr', keyOf(i), k, '        ')}
 ${luaStore(keyOf(i), k, 'dr - back', true, '        ')}
@@ -117,10 +120,14 @@ ${luaStore(keyOf(i), k, 'dr - back', true, '        ')}
     if (i === nl && nl > 0) emit(`    if status ~= 1 and status ~= 2 then`);
     const left = floorDiv(`${tau} - d${i} - spent * ${T}`, T);
     emit(i === 0 ? `${indent}remaining = ${left}` : `${indent}do local r = ${left}; if r < remaining then remaining = r end end`);
-    if (i < nl) {
+    if (i < nl || nl === 0) {
+      // A plan of the cap alone (a Cluster's) reports the cap's reset: where its spend's slot
+      // ends, which a refund of it needs.
       const r = ceilDiv(`d${i} + spent * ${T}`, k);
-      const b = ceilDiv(`d${i} + (spent + 1) * ${T} - ${tau}`, k);
       emit(i === 0 ? `    reset = ${r}` : `    reset = math.max(reset, ${r})`);
+    }
+    if (i < nl) {
+      const b = ceilDiv(`d${i} + (spent + 1) * ${T} - ${tau}`, k);
       emit(`    if d${i} + (spent + 1) * ${T} > ${tau} then blocked = ${i === 0 ? b : `math.max(blocked, ${b})`} end`);
     }
   });

@@ -238,9 +238,16 @@ export class RedisCore<R> {
       if (k === 'failed') return this.fallback(request, cost);
       const kept = k === 'late' || k.status !== ALLOWED ? 0 : k.granted;
       if (c.granted > kept) {
-        // Nobody waits for the refund: refused as a misconfiguration, the cap keeps the spend
-        // (conservative), as when the call fails.
-        this.batcher.decide(cap, '', -(c.granted - kept), -(c.granted - kept), c.nowUs, performance.now() + this.batcher.timeoutMs, outcome).catch(() => {});
+        // A GCRA cap gets back what of the spend's slot is still ahead: the refund names where
+        // the slot ended, now + the reply's reset. The reset is the cap's debt in whole µs,
+        // rounded up: exact when the cap counts whole µs (k = 1: every interval of a whole µs);
+        // else 1 µs less, never later than the true end, so the refund never gives back too much.
+        // A window cap counted the spend in the window of its time. Nobody waits for the refund:
+        // refused as a misconfiguration, the cap keeps the spend (conservative), as when the call
+        // fails.
+        const wholeUs = cap.globalLimits.every((l) => l.args[0] === 1);
+        const at = cap.gcra ? c.nowUs + c.resetUs - (wholeUs ? 0 : 1) : c.nowUs;
+        this.batcher.decide(cap, '', -(c.granted - kept), -(c.granted - kept), at, performance.now() + this.batcher.timeoutMs, outcome).catch(() => {});
       }
       if (k === 'late') return this.fallback(request, cost);
       this.#remember(k, cacheKey, asked);

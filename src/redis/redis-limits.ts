@@ -44,6 +44,8 @@ export function scriptPlan(keyLimits: readonly RedisLimit[], global: readonly Re
     suffixes: keyLimits.map((l, i) => suffix(l, i, keyLimits.length)),
     globalKeys: global.map((l, i) => globalKey(prefix, suffix(l, i, global.length))),
     script: limitsScript(keyLimits, global),
+    globalLimits: global,
+    gcra: [...keyLimits, ...global].every((l) => l.kind === KIND.gcra),
   };
 }
 

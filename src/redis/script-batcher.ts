@@ -15,6 +15,10 @@ export interface ScriptPlan {
   readonly globalKeys: readonly string[];
   /** The script for these limits' algorithms. */
   readonly script: LimitsScript;
+  /** The global cap's limits (also in `globalKeys`' order). */
+  readonly globalLimits: readonly RedisLimit[];
+  /** Every limit is GCRA: a refund names where its spend's slot ended, not when it was spent. */
+  readonly gcra: boolean;
 }
 
 /** Redis's answer to one decision. */
@@ -48,8 +52,11 @@ interface Pending {
   cost: number;
   /** A lease: up to this much (>= cost). */
   want: number;
-  /** For a refund (cost < 0): when it was spent, µs on Redis's clock. */
-  spentAt: number;
+  /**
+   * For a refund (cost < 0), µs on Redis's clock: when it was spent (windows), or where its slot
+   * ended (GCRA: `ScriptPlan.gcra`).
+   */
+  refundAt: number;
   /** performance.now() past which the caller gets 'failed'. */
   deadline: number;
   /** Turns the outcome into the caller's answer (run once, when the decision settles). */
@@ -261,15 +268,15 @@ export class ScriptBatcher {
 
   /**
    * Decides `cost` for the key whose Redis keys start with `base` under `plan`: up to `want` for
-   * a lease (a negative cost refunds -cost spent at `spentAt`). Resolves with what `finish` makes
+   * a lease (a negative cost refunds -cost of the spend `refundAt` names, see Pending). Resolves with what `finish` makes
    * of Redis's reply, 'late' or 'failed' (`outcome`: the outcome itself), and rejects only when
    * `finish` throws. `deadline` (performance.now() basis) is at most now + timeoutMs. `finish`
    * runs as the decision settles: one promise per decision, not a chain of them.
    */
-  decide<T>(plan: ScriptPlan, base: string, cost: number, want: number, spentAt: number, deadline: number, finish: (o: Outcome) => T): Promise<T> {
+  decide<T>(plan: ScriptPlan, base: string, cost: number, want: number, refundAt: number, deadline: number, finish: (o: Outcome) => T): Promise<T> {
     const slot = this.#redis.cluster ? this.#redis.slotOf(plan.suffixes.length > 0 ? base + (plan.suffixes[0] as string) : (plan.globalKeys[0] as string)) : 0;
     return new Promise<T>((resolve, reject) => {
-      const p: Pending = { plan, base, slot, cost, want, spentAt, deadline, finish, resolve: resolve as (answer: unknown) => void, reject, settled: false };
+      const p: Pending = { plan, base, slot, cost, want, refundAt, deadline, finish, resolve: resolve as (answer: unknown) => void, reject, settled: false };
       this.#watch(p);
       this.#queue.push(p);
       this.#schedule();
@@ -344,7 +351,7 @@ export class ScriptBatcher {
         // The deadline on Redis's clock: ours plus a lower bound of the clocks' offset, in whole
         // µs rounded down, so never later than the moment we give up. None under a fixed time.
         const offset = stored - Math.max(0, p.deadline - learnt) * DRIFT;
-        packed.push(p.cost, p.cost < 0 ? usText(p.spentAt) : fixed !== null ? 0 : usText(Math.floor((p.deadline + offset) * 1000)), p.want);
+        packed.push(p.cost, p.cost < 0 ? usText(p.refundAt) : fixed !== null ? 0 : usText(Math.floor((p.deadline + offset) * 1000)), p.want);
       }
       for (const k of plan.globalKeys) keys.push(k);
       // A decision alone goes to the plan's script for one, when it has one: its fields as they are.

@@ -121,4 +121,41 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     // the cap would admit 10 at t0 + 5 s and none more before t0 + 15 s.
     expect(firstWave + more, 'admitted by the cap within 5 s (GCRA bound: 10)').toBeLessThanOrEqual(10);
   });
+  it('a GCRA cap refund gives back all of the spend still ahead when the cap was saturated: no under-admission', async () => {
+    // Found: cluster + GCRA + cap admitted 1,013-1,132 of a 1,604-1,608 bound under contention.
+    // Cap: 10 per 100 s (T = 10 s), burst 10. At t0 the cap owes 45 s (spent by others), so the
+    // spend of 'a' takes the slot [t0 + 45 s, t0 + 55 s]; its key refuses, and the refund reaches
+    // the cap 5.5 s later. The cap did not drain that spend meanwhile: all 10 s of it are still
+    // ahead, and the exact state is 55 - 5.5 - 10 = 39.5 s owed, room for 6 more. A refund that
+    // takes off only T less the time since the spend (4.5 s) leaves 45 s owed: room for 5.
+    const cap = { permits: 10, periodMs: 100_000 };
+    const prefix = `acs${n++}:`;
+    const t0 = 2_000_000_000; // ms
+    const at = (ms: number) => () => ms * 1000;
+    // Others spend the cap: 5 intervals at t0 - 5 s (a key limit that lets them), 45 s owed at t0.
+    const others = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perDay(100), globalLimit: cap });
+    setScriptTime(others, at(t0 - 5_000), SCRIPT_TTL_PAD_MS);
+    expect((await others.tryAcquire('w', 5)).allowed).toBe(true);
+    // 'a' has spent its key (no cap on that limiter).
+    const plain = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perDay(1) });
+    setScriptTime(plain, at(t0), SCRIPT_TTL_PAD_MS);
+    expect(await plain.allow('a')).toBe(true);
+    // The cap call and the key call at t0; the refund (the third send) at t0 + 5.5 s.
+    let sends = 0;
+    const r = new RedisRateLimiter({ redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
+    setScriptTime(r, () => (++sends <= 2 ? t0 : t0 + 5_500) * 1000, SCRIPT_TTL_PAD_MS);
+    expect(await r.tryAcquire('a')).toMatchObject({ allowed: false, reason: 'limited' });
+    // The cap as a probe sees it at t0 + 5.5 s (a key limit that is never the smaller one).
+    setScriptTime(others, at(t0 + 5_500), SCRIPT_TTL_PAD_MS);
+    const room = async () => (await others.tryAcquire('probe', 0)).remaining;
+    // Let the refund (fire-and-forget) land: until then the cap owes 55 - 5.5 = 49.5 s, room for 5.
+    for (let i = 0; i < 100 && sends < 3; i++) await new Promise((res) => setTimeout(res, 10));
+    expect(sends).toBe(3);
+    for (let i = 0; i < 50 && (await room()) === 5; i++) await new Promise((res) => setTimeout(res, 10));
+    expect(await room()).toBe(6);
+    // And it admits exactly those 6, then refuses: never more than the exact state allows.
+    let admitted = 0;
+    for (let i = 0; i < 8; i++) if (await others.allow(`v${i}`)) admitted++;
+    expect(admitted).toBe(6);
+  });
 });
