@@ -73,3 +73,42 @@ export class Breaker {
     this.#cooldownMs = Math.min(this.#cooldownMs * 2, this.maxCooldownMs);
   }
 }
+
+/**
+ * What the calls to one Redis server share: its breaker, and its places for calls in flight. A
+ * standalone server is one group; a Cluster has one per primary, so that a primary that fails
+ * opens only its own breaker and holds up only its own calls: the keys of the others go on.
+ */
+export class NodeGroup {
+  readonly breaker = new Breaker();
+  /** Calls sent to this server and not yet settled. */
+  inFlight = 0;
+}
+
+/**
+ * The groups of one batcher, by primary address ('' for a standalone server, or for a slot whose
+ * primary the client does not know yet). A slot's group is looked up at each decision, from the
+ * client's slot table: after a failover or a resharding (the client follows MOVED and learns the
+ * new primary) the slot's decisions go to the new primary's group, whose breaker starts closed.
+ *
+ * Thread-safety: one instance per batcher, so per limiter instance and thread.
+ */
+export class NodeGroups {
+  readonly #groups = new Map<string, NodeGroup>();
+
+  /** The group of the primary at `address`, made on first use. */
+  of(address: string): NodeGroup {
+    let g = this.#groups.get(address);
+    if (g === undefined) {
+      g = new NodeGroup();
+      this.#groups.set(address, g);
+    }
+    return g;
+  }
+
+  /** Whether any group's breaker keeps calls from its server at `nowMs` (for monitoring). */
+  anyOpen(nowMs: number): boolean {
+    for (const g of this.#groups.values()) if (!g.breaker.admits(nowMs)) return true;
+    return false;
+  }
+}

@@ -32,6 +32,12 @@ export interface RedisCommands {
    * standalone server, where all keys go to one place.
    */
   slotOf(key: string): number;
+  /**
+   * The address of the primary serving `slot`, as the client's own slot table has it now (it
+   * follows MOVED: after a failover or a resharding the client learns the new one). '' on a
+   * standalone server, and while the client has no slot table yet.
+   */
+  nodeOf(slot: number): string;
 }
 
 /** ioredis, `Redis` or `Cluster`: `call(command, ...args)`, routed by the command's keys on a Cluster. */
@@ -41,6 +47,8 @@ interface IoredisLike {
   isCluster?: unknown;
   /** Prepended by ioredis to every key it sends (a `Cluster` copies its nodes' option here). */
   options?: { keyPrefix?: unknown };
+  /** A `Cluster`'s slot table: per slot, the addresses ("host:port") serving it, primary first. */
+  slots?: unknown;
 }
 
 /** node-redis (v4 and later): `sendCommand([command, ...args])`, every argument a string. */
@@ -56,6 +64,8 @@ interface NodeRedisLike {
 interface NodeRedisClusterLike {
   sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>;
   getSlotRandomNode(slot: number): unknown;
+  /** Its slot table: per slot, a shard whose `master.address` is "host:port". */
+  slots?: unknown;
 }
 
 /** Reads the clock of the node that serves the script's one key. */
@@ -69,11 +79,20 @@ export function redisCommands(client: unknown): RedisCommands {
     if ((client as IoredisLike).isCluster === true && typeof (client as IoredisLike).call === 'function') {
       const c = client as IoredisLike;
       // ioredis finds a script's keys in its arguments (numkeys) and routes by the first.
-      return clusterCommands((command, _firstKey, args) => c.call(command, ...args), slotWithPrefix(c.options?.keyPrefix));
+      const nodeOf = (slot: number): string => {
+        const serving = Array.isArray(c.slots) ? (c.slots as unknown[])[slot] : undefined;
+        return Array.isArray(serving) && typeof serving[0] === 'string' ? serving[0] : '';
+      };
+      return clusterCommands((command, _firstKey, args) => c.call(command, ...args), slotWithPrefix(c.options?.keyPrefix), nodeOf);
     }
     if (typeof (client as NodeRedisClusterLike).getSlotRandomNode === 'function' && typeof (client as NodeRedisClusterLike).sendCommand === 'function') {
       const c = client as NodeRedisClusterLike;
-      return clusterCommands((command, firstKey, args) => c.sendCommand(firstKey, false, [command, ...args.map(String)]), keySlot);
+      const nodeOf = (slot: number): string => {
+        const shard = Array.isArray(c.slots) ? ((c.slots as unknown[])[slot] as { master?: { address?: unknown } } | undefined) : undefined;
+        const address = shard?.master?.address;
+        return typeof address === 'string' ? address : '';
+      };
+      return clusterCommands((command, firstKey, args) => c.sendCommand(firstKey, false, [command, ...args.map(String)]), keySlot, nodeOf);
     }
     // ioredis has both; its sendCommand takes its own Command objects, so `call` decides.
     if (typeof (client as IoredisLike).call === 'function') {
@@ -115,6 +134,9 @@ function commands(send: (command: string, args: (string | number)[]) => Promise<
     slotOf() {
       return 0;
     },
+    nodeOf() {
+      return '';
+    },
   };
 }
 
@@ -128,6 +150,7 @@ function slotWithPrefix(prefix: unknown): (key: string) => number {
 function clusterCommands(
   send: (command: string, firstKey: string, args: (string | number)[]) => Promise<unknown>,
   slotOf: (key: string) => number,
+  nodeOf: (slot: number) => string,
 ): RedisCommands {
   async function evalScript(sha: string, script: string, keys: string[], args: (string | number)[]): Promise<unknown> {
     const first = keys[0];
@@ -155,5 +178,6 @@ function clusterCommands(
       return micros(await evalScript(TIME_SHA, TIME_SCRIPT, [routingKey], []));
     },
     slotOf,
+    nodeOf,
   };
 }

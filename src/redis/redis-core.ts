@@ -152,13 +152,15 @@ export class RedisCore<R> {
         refill = this.lease > 0 && cost < this.lease && cache.beginRefill(cacheKey, asked);
       }
     }
-    // An open breaker: Redis failed repeatedly; answer at once until its cooldown ends.
+    // An open breaker: the server of the first call failed repeatedly; answer at once until its
+    // cooldown ends. On a Cluster each primary has its own (NodeGroups): with the cap on another
+    // node, the cap's comes first, and the key's is asked before the key's call (#capFirst).
     const now = performance.now();
-    if (!this.batcher.breaker.pass(now)) {
+    const base = keyBase(this.prefix, cacheKey);
+    if (!this.batcher.breakerFor(cap ?? plan, cap === null ? base : '').pass(now)) {
       if (refill) cache?.endRefill(cacheKey);
       return this.#now(this.fallback(request, cost));
     }
-    const base = keyBase(this.prefix, cacheKey);
     const deadline = now + this.batcher.timeoutMs;
     if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap, asked, refill, deadline);
     if (refill) {
@@ -234,7 +236,10 @@ export class RedisCore<R> {
       if (typeof c === 'string') return this.fallback(request, cost);
       // The cap's reply is not cached: it counts spends of the batch that may yet be given back.
       if (c.status !== ALLOWED) return decisionOf(c);
-      const k = await this.batcher.decide(plan, base, cost, c.granted, 0, deadline, outcome);
+      // The key's server may be another, whose breaker is open: then the key is not asked, and
+      // the cap gets its spend back, as when the key's call comes back late.
+      const keyPasses = this.batcher.breakerFor(plan, base).pass(performance.now());
+      const k = keyPasses ? await this.batcher.decide(plan, base, cost, c.granted, 0, deadline, outcome) : 'late';
       if (k === 'failed') return this.fallback(request, cost);
       const kept = k === 'late' || k.status !== ALLOWED ? 0 : k.granted;
       if (c.granted > kept) {

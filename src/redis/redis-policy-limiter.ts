@@ -148,9 +148,13 @@ export class RedisPolicyLimiter {
     return verifyServer(this.#core.commands, this.#core.prefix, () => this.tryAcquire({ user: VERIFY_KEY, api: VERIFY_KEY }, 0), options);
   }
 
-  /** Whether the breaker currently keeps calls from Redis (for monitoring). */
+  /**
+   * Whether a breaker currently keeps calls from Redis (for monitoring): this instance's one, or
+   * on a Cluster any primary's (each has its own, so only that primary's keys are answered by
+   * `onError` meanwhile).
+   */
   get breakerOpen(): boolean {
-    return !this.#core.batcher.breaker.admits(performance.now());
+    return this.#core.batcher.groups.anyOpen(performance.now());
   }
 
   /** A shared-memory PolicyLimiter of our own for onError 'local', with room for `rules`. */

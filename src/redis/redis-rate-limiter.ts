@@ -193,8 +193,12 @@ export class RedisRateLimiter {
     return verifyServer(this.#core.commands, this.#core.prefix, () => this.tryAcquire(VERIFY_KEY, 0), options);
   }
 
-  /** Whether the breaker currently keeps calls from Redis (for monitoring). */
+  /**
+   * Whether a breaker currently keeps calls from Redis (for monitoring): this instance's one, or
+   * on a Cluster any primary's (each has its own, so only that primary's keys are answered by
+   * `onError` meanwhile).
+   */
   get breakerOpen(): boolean {
-    return !this.#core.batcher.breaker.admits(performance.now());
+    return this.#core.batcher.groups.anyOpen(performance.now());
   }
 }

@@ -1,4 +1,4 @@
-import { Breaker } from './breaker.js';
+import { NodeGroups, type Breaker, type NodeGroup } from './breaker.js';
 import { configError } from './redis-errors.js';
 import type { RedisCommands } from './client.js';
 import { ALLOWED, ALLOWED_PLAIN, ALONE_DEBT, ALONE_LATE, ALONE_PLAIN, LATE, type LimitsScript } from './limits-script.js';
@@ -49,6 +49,8 @@ interface Pending {
   /** The key's Redis key base; each limit's key is base + suffix. */
   base: string;
   slot: number;
+  /** The server the call goes to: its breaker and places in flight. */
+  group: NodeGroup;
   cost: number;
   /** A lease: up to this much (>= cost). */
   want: number;
@@ -69,9 +71,9 @@ interface Pending {
 /** `finish` for a caller that wants the outcome itself. */
 export const outcome = (o: Outcome): Outcome => o;
 
-/** Script calls in flight at once (per limiter): decisions that arrive meanwhile go out together. */
+/** Script calls in flight at once (per limiter and server): decisions that arrive meanwhile go out together. */
 const MAX_IN_FLIGHT = 4;
-/** On a Cluster, batches are per slot, so more of them may be in flight. */
+/** On a Cluster, per primary: batches are per slot, so more of them may be in flight. */
 const MAX_IN_FLIGHT_CLUSTER = 64;
 const SLOTS = 16_384;
 /** How far two clocks may drift apart, per ms: 100 ppm. */
@@ -224,7 +226,8 @@ export function aloneOutcome(answer: unknown, plan: ScriptPlan, cost: number): O
  * Thread-safety: one instance per thread (it holds its queue); the state is Redis's.
  */
 export class ScriptBatcher {
-  readonly breaker = new Breaker();
+  /** The breakers and places in flight, per server (per primary on a Cluster). */
+  readonly groups = new NodeGroups();
   readonly #redis: RedisCommands;
   readonly timeoutMs: number;
   readonly #maxBatch: number;
@@ -239,7 +242,6 @@ export class ScriptBatcher {
   #timer: ReturnType<typeof setTimeout> | null = null;
   /** The deadline the timer is armed for. */
   #timerAt = 0;
-  #inFlight = 0;
   #flushScheduled = false;
   /**
    * Redis's clock minus performance.now(), in ms, a lower bound per slot (NaN: not known yet),
@@ -268,19 +270,35 @@ export class ScriptBatcher {
 
   /**
    * Decides `cost` for the key whose Redis keys start with `base` under `plan`: up to `want` for
-   * a lease (a negative cost refunds -cost of the spend `refundAt` names, see Pending). Resolves with what `finish` makes
-   * of Redis's reply, 'late' or 'failed' (`outcome`: the outcome itself), and rejects only when
+   * a lease (a negative cost refunds -cost of the spend `refundAt` names, see Pending). Resolves
+   * with what `finish` makes of Redis's reply, 'late' or 'failed' (`outcome`: the outcome itself), and rejects only when
    * `finish` throws. `deadline` (performance.now() basis) is at most now + timeoutMs. `finish`
    * runs as the decision settles: one promise per decision, not a chain of them.
    */
   decide<T>(plan: ScriptPlan, base: string, cost: number, want: number, refundAt: number, deadline: number, finish: (o: Outcome) => T): Promise<T> {
-    const slot = this.#redis.cluster ? this.#redis.slotOf(plan.suffixes.length > 0 ? base + (plan.suffixes[0] as string) : (plan.globalKeys[0] as string)) : 0;
+    const slot = this.#slotOf(plan, base);
+    const group = this.groups.of(this.#redis.nodeOf(slot));
     return new Promise<T>((resolve, reject) => {
-      const p: Pending = { plan, base, slot, cost, want, refundAt, deadline, finish, resolve: resolve as (answer: unknown) => void, reject, settled: false };
+      const p: Pending = {
+        plan, base, slot, group, cost, want, refundAt, deadline, finish, resolve: resolve as (answer: unknown) => void, reject, settled: false,
+      };
       this.#watch(p);
       this.#queue.push(p);
       this.#schedule();
     });
+  }
+
+  /** The slot a decision's call goes to (0 on a standalone server). */
+  #slotOf(plan: ScriptPlan, base: string): number {
+    return this.#redis.cluster ? this.#redis.slotOf(plan.suffixes.length > 0 ? base + (plan.suffixes[0] as string) : (plan.globalKeys[0] as string)) : 0;
+  }
+
+  /**
+   * The breaker of the server a decision on `base` under `plan` goes to: the one a caller asks
+   * (`pass`) before it calls `decide` for it.
+   */
+  breakerFor(plan: ScriptPlan, base: string): Breaker {
+    return this.groups.of(this.#redis.nodeOf(this.#slotOf(plan, base))).breaker;
   }
 
   /** Sends what waits once the current tick is over, so that decisions made together share a call. */
@@ -298,31 +316,40 @@ export class ScriptBatcher {
   };
 
   #flush(): void {
-    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
-      // What waits, spread over the calls that may still go out: several smaller calls let Redis
-      // run one while this thread reads the answer to another, where one large call would make
-      // them take turns (16 callers: 0.5x RateLimiterRedis in one call a round).
-      const batch = this.#take(Math.min(this.#maxBatch, Math.ceil(this.#queue.length / (this.#maxInFlight - this.#inFlight))));
-      if (batch.length === 0) continue;
-      this.#inFlight++;
+    for (;;) {
+      const head = this.#nextHead();
+      if (head === undefined) return;
+      // What waits, spread over the calls that may still go out to that server: several smaller
+      // calls let Redis run one while this thread reads the answer to another, where one large
+      // call would make them take turns (16 callers: 0.5x RateLimiterRedis in one call a round).
+      const g = head.group;
+      const batch = this.#take(head, Math.min(this.#maxBatch, Math.ceil(this.#queue.length / (this.#maxInFlight - g.inFlight))));
+      g.inFlight++;
       void this.#send(batch);
     }
   }
 
-  /** The next batch: up to `size` waiting decisions of the first one's plan and slot, in order. */
-  #take(size: number): Pending[] {
+  /**
+   * The first waiting decision whose server has a place for a call, or undefined. Each server
+   * has its own places: calls a failed server holds until their deadlines keep no other
+   * server's decisions waiting (they would time out, and count against a server that is fine).
+   */
+  #nextHead(): Pending | undefined {
     const q = this.#queue;
     let i = 0;
     while (i < q.length && (q[i] as Pending).settled) i++;
-    if (i === q.length) {
-      this.#queue = [];
-      return [];
-    }
-    const head = q[i] as Pending;
+    if (i > 0) q.splice(0, i);
+    for (const p of q) if (!p.settled && p.group.inFlight < this.#maxInFlight) return p;
+    return undefined;
+  }
+
+  /** The next batch: `head` and up to `size - 1` more waiting decisions of its plan and slot, in order. */
+  #take(head: Pending, size: number): Pending[] {
+    // What waits before `head` goes to other slots (a decision of head's slot would have been
+    // the head): it stays, in order.
     const batch: Pending[] = [];
     const rest: Pending[] = [];
-    for (; i < q.length; i++) {
-      const p = q[i] as Pending;
+    for (const p of this.#queue) {
       if (p.settled) continue;
       if (batch.length < size && p.plan === head.plan && p.slot === head.slot) batch.push(p);
       else rest.push(p);
@@ -365,25 +392,25 @@ export class ScriptBatcher {
       // Read (and checked) before anything trusts it: a malformed reply throws, a failure.
       const outcomes = single !== null ? [aloneOutcome(reply, plan, head.cost)] : batchOutcomes(reply, plan, batch.map((p) => p.cost));
       if (fixed === null) this.#learn(head.slot, Number((reply as Answer)[(reply as Answer).length - 1]), sentAt, received);
-      this.breaker.succeeded();
+      head.group.breaker.succeeded();
       batch.forEach((p, i) => this.#settle(p, outcomes[i] as Outcome));
     } catch (e) {
       const config = configError(e);
       if (config !== undefined) {
         // Not an outage (redis-errors.ts): every caller of the call gets the error. Redis did
         // answer, so the breaker, which counts outages, closes (a half-open probe settles).
-        this.breaker.succeeded();
+        head.group.breaker.succeeded();
         for (const p of batch) this.#reject(p, config);
       } else {
         // The batch's latest call: the breaker's probe, if it is in the batch.
-        this.breaker.failed(performance.now(), Math.max(...batch.map((p) => p.deadline)) - this.timeoutMs);
+        head.group.breaker.failed(performance.now(), Math.max(...batch.map((p) => p.deadline)) - this.timeoutMs);
         for (const p of batch) this.#settle(p, 'failed');
       }
     }
     this.#release();
     // The call's place is free. What waits goes out once the callers just answered have run, so
     // that the decisions they make next can join it.
-    this.#inFlight--;
+    head.group.inFlight--;
     this.#schedule();
   }
 
@@ -457,7 +484,7 @@ export class ScriptBatcher {
       // A call Redis did not answer in time counts against it, sent or not: an unsent one waited
       // behind calls Redis had not answered (a frozen server holds every call in flight).
       if (!p.settled) {
-        this.breaker.failed(now, p.deadline - this.timeoutMs);
+        p.group.breaker.failed(now, p.deadline - this.timeoutMs);
         this.#settle(p, 'failed');
       }
     }
