@@ -57,8 +57,8 @@ function firstSlot(i: number): number {
   return Math.round((16384 * i) / PRIMARIES);
 }
 
-/** Whether `port` can be bound on 127.0.0.1 right now. */
-function portFree(port: number): Promise<boolean> {
+/** Whether `port` can be bound on 127.0.0.1 right now (also for the Sentinel set-up). */
+export function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = createServer();
     s.once('error', () => resolve(false));
@@ -98,7 +98,7 @@ function launch(dir: string, port: number, index: number): { child: ChildProcess
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `check` every 25 ms until it is true, failing after `ms` with `what`. */
-async function until(what: string, ms: number, check: () => Promise<boolean>): Promise<void> {
+export async function until(what: string, ms: number, check: () => Promise<boolean>): Promise<void> {
   const end = Date.now() + ms;
   for (;;) {
     if (await check().catch(() => false)) return;
