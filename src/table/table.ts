@@ -177,6 +177,11 @@ export class SlotTable {
     return HEADER_WORDS + slot * this.slotWords;
   }
 
+  /** The stripe a key of hash `hash` lives in (every slot of its probe chain is there). */
+  stripeOf(hash: number): number {
+    return (hash >>> 0) % this.stripes;
+  }
+
   #home(hash: number): number {
     // Stripe from the hash's value, home slot from its (re-mixed) top bits: two independent picks.
     const stripe = (hash >>> 0) % this.stripes;

@@ -7,6 +7,7 @@ import { perSecond } from '../../src/config/limit.js';
 import { RateLimiter } from '../../src/rate/rate-limiter.js';
 import { LocalTier, type LocalTierOptions } from '../../src/redis/local-tier.js';
 import { ANSWER_WINDOW_MS, LIMIT_MS, MAX_PERMITS, MAX_REFUSAL_MS } from '../../src/redis/local-tier-slot.js';
+import { loadsDuring } from '../helpers/atomics-spy.js';
 import { leaseOf, liveSlots } from '../helpers/local-tier.js';
 
 const WRAP = 2 ** 32;
@@ -172,6 +173,28 @@ describe('refusal cache', () => {
     expect(tier.refuseUntil('e', 20_000)).toBe(true); // the insert reclaims the idle stripe
     expect(tier.refusedFor('e', clock.now())).toBe(20_000 - clock.now());
     expect(tier.stats()).toMatchObject({ liveKeys: 1, capacity: 4, maxKeys: 2 });
+  });
+
+  it('a stripe found full is not scanned again by this thread until the tier\'s clock moves 50 ms', () => {
+    // Found: with a full tier, every refusal recorded scanned the full stripe (reclaim and
+    // compaction, every slot), and a Redis limiter in front of it ran 10x slower.
+    const { clock, tier } = tierAt(1_000, { maxKeys: 800, forceHash: 5 }); // every key in one stripe of 1,024 slots
+    let held = 0;
+    for (let i = 0; tier.refuseUntil(`k${i}`, 60_000); i++) held++;
+    expect(held).toBe(1_024);
+    const scan = (key: string) => loadsDuring(() => tier.refuseUntil(key, 60_000));
+    // Not tried: a load or two (the inserts count), no slot's.
+    expect(scan('x1')).toBeLessThan(4); // found full just now (the loop's last try)
+    expect(scan('x2')).toBeLessThan(4);
+    clock.advance(49);
+    expect(scan('x3')).toBeLessThan(4);
+    clock.advance(1);
+    const loads = scan('x4'); // tried again: a full scan, found full
+    expect(loads).toBeGreaterThan(1_024);
+    expect(scan('x5')).toBeLessThan(4);
+    // Entries that go idle are reclaimed by the next try, as before.
+    clock.set(60_000 + 2 * ANSWER_WINDOW_MS);
+    expect(tier.refuseUntil('x6', 200_000)).toBe(true);
   });
 
   it('does not cache keys it cannot store; throws for bad arguments, naming them', () => {

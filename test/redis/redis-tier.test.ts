@@ -48,6 +48,20 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
     expect(calls).toBe(before + 2);
   });
 
+  it('a key admitted takes no slot of the tier, even when the admission spent its last; its first refusal does', async () => {
+    // Found: new keys admitted once each (1 an hour, fixed window) filled the default tier
+    // (10,000 keys) in seconds, and every decision after paid a scan of a full stripe.
+    const { tier, r } = onClock({ limit: perHour(1), algorithm: 'fixed-window' });
+    for (let i = 0; i < 50; i++) expect((await r.tryAcquire(`new:${i}`)).allowed).toBe(true);
+    expect(tier.stats().liveKeys).toBe(0);
+    const before = calls;
+    expect(await r.tryAcquire('new:7')).toMatchObject({ allowed: false, reason: 'limited' }); // Redis refuses it
+    expect(calls).toBe(before + 1);
+    expect(tier.stats().liveKeys).toBe(1);
+    expect(await r.tryAcquire('new:7')).toMatchObject({ allowed: false, reason: 'limited' }); // the tier does
+    expect(calls).toBe(before + 1);
+  });
+
   it.each(['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const)('%s: with the tier, every decision admits exactly what Redis alone admits', async (algorithm: AlgorithmName) => {
     let cached = 0;
     await fc.assert(
