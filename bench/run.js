@@ -11,6 +11,7 @@ import { runChurn } from './churn.js';
 import { runContention } from './contention.js';
 import { runCore } from './core.js';
 import { runHttp } from './http.js';
+import { runHttpRedis } from './http-redis.js';
 import { machine } from './lib/measure.js';
 import { dateOf, withPrevious } from './lib/previous.js';
 import { runPeers } from './peers.js';
@@ -36,6 +37,7 @@ const SUITES = {
   'redis-outage': runRedisOutage,
   'redis-tier': runRedisTier,
   http: runHttp,
+  'http-redis': runHttpRedis,
 };
 
 const args = process.argv.slice(2);
