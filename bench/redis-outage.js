@@ -37,17 +37,21 @@ const clients = {
 
 /**
  * One outage: calls arrive at a steady RATE (each made on the next key without waiting for the
- * others' answers, in 1 ms ticks) for `normalMs`; the server is frozen for `outageMs`, then
- * thawed; the calls go on until Redis answers again, then `afterMs` more. Latency is
- * performance.now() around each call, from the moment it is made.
+ * others' answers, in 1 ms ticks) for `normalMs`; the server is frozen (`kind` 'freeze': SIGSTOP,
+ * then SIGCONT) or killed and started again empty ('restart') for `outageMs`; the calls go on
+ * until Redis answers again, then `afterMs` more. Latency is performance.now() around each call,
+ * from the moment it is made. After a restart the client reconnects: "Redis again" is then
+ * measured from its `ready` event, when it can send again.
  */
-async function outage(server, clientName, onError, { normalMs, outageMs, afterMs }) {
+async function outage(server, clientName, onError, kind, { normalMs, outageMs, afterMs }) {
   const c = await clients[clientName].open(server.socket);
   const limiter = new RedisRateLimiter({ redis: c, limit: perSecond(1_000_000), prefix: `out:${clientName}:${onError}:${Math.random()}:`, timeoutMs: TIMEOUT_MS, onError });
   await limiter.tryAcquire('warm', 0); // reads Redis's clock
   const t0s = [];
   const t1s = [];
   const degraded = [];
+  /** Whether the breaker was open when each call was made. */
+  const openAtCall = [];
   let running = true;
   let tStop = Infinity;
   let tCont = Infinity;
@@ -70,11 +74,13 @@ async function outage(server, clientName, onError, { normalMs, outageMs, afterMs
       const due = Math.floor(((performance.now() - start) * RATE) / 1000);
       for (; issued < due; issued++) {
         const t0 = performance.now();
+        const openThen = limiter.breakerOpen;
         const p = limiter.tryAcquire(keys[issued % KEYS]).then((d) => {
           const t1 = performance.now();
           t0s.push(t0);
           t1s.push(t1);
           degraded.push(d.degraded === true);
+          openAtCall.push(openThen);
           if (d.degraded && t1 >= tStop && limiter.breakerOpen) firstOpen = Math.min(firstOpen, t1);
           pending.delete(p);
         });
@@ -88,10 +94,17 @@ async function outage(server, clientName, onError, { normalMs, outageMs, afterMs
   const driving = drive();
   await sleep(normalMs);
   tStop = performance.now();
-  server.freeze();
+  let readyAt = Infinity;
+  if (kind === 'freeze') {
+    server.freeze();
+  } else {
+    await server.kill();
+    c.once('ready', () => { readyAt = performance.now(); });
+  }
   await sleep(outageMs);
   tCont = performance.now();
-  server.thaw();
+  if (kind === 'freeze') server.thaw();
+  else await server.restart();
   const backBy = tCont + 5_000;
   let seen = 0;
   let back = false;
@@ -99,6 +112,8 @@ async function outage(server, clientName, onError, { normalMs, outageMs, afterMs
     await sleep(5);
     for (; seen < t1s.length && !back; seen++) back = t1s[seen] > tCont && !degraded[seen];
   }
+  // Redis again, from when the client could send again: the thaw, or its ready event.
+  const from = kind === 'freeze' ? tCont : readyAt;
   await sleep(afterMs);
   running = false;
   await driving;
@@ -109,16 +124,19 @@ async function outage(server, clientName, onError, { normalMs, outageMs, afterMs
   // Past the first calls' warm-up, and answered (or given up on) before the freeze.
   const normal = latencies(tStart + 20, tStop - TIMEOUT_MS);
   const during = latencies(tStop, tCont);
+  // The calls made during the outage while the breaker was open: every one but a probe answers at once.
+  const whileOpen = t0s.flatMap((t, i) => (t >= tStop && t < tCont && openAtCall[i] ? [t1s[i] - t] : []));
   const inOutage = t0s.flatMap((t, i) => (t >= tStop && t < tCont ? [degraded[i]] : []));
   return {
     normalP50: percentile(normal, 0.5),
     normalP99: percentile(normal, 0.99),
     outageP50: percentile(during, 0.5),
     outageP99: percentile(during, 0.99),
+    openP99: percentile(whileOpen, 0.99),
     firstDegraded: minOf(t1s, (t, i) => degraded[i] && t >= tStop) - tStop,
     breakerOpen: firstOpen - tStop,
     openShare: openMs / (tCont - tStop),
-    recovered: minOf(t1s, (t, i) => !degraded[i] && t > tCont) - tCont,
+    recovered: minOf(t1s, (t, i) => !degraded[i] && t > tCont) - from,
     outageCalls: inOutage.length,
     outageDegraded: inOutage.filter(Boolean).length / inOutage.length,
   };
@@ -143,36 +161,43 @@ export async function runRedisOutage({ quick = false } = {}) {
   const server = await startRedisServer();
   const rows = [];
   try {
-    for (const clientName of Object.keys(clients)) {
-      for (const onError of ['deny', 'allow', 'local']) {
-        const runs = [];
-        for (let r = 0; r < rounds; r++) runs.push(await outage(server, clientName, onError, phases));
-        const med = (f) => median(runs.map((x) => x[f]));
-        rows.push({
-          clientName, onError,
-          ...Object.fromEntries(Object.keys(runs[0]).map((f) => [f, med(f)])),
-          recoveredAll: runs.map((x) => x.recovered),
-        });
+    for (const kind of ['freeze', 'restart']) {
+      for (const clientName of Object.keys(clients)) {
+        // Every onError for a freeze; a restart's figures do not depend on it (deny only).
+        for (const onError of kind === 'freeze' ? ['deny', 'allow', 'local'] : ['deny']) {
+          const runs = [];
+          for (let r = 0; r < rounds; r++) runs.push(await outage(server, clientName, onError, kind, phases));
+          const med = (f) => median(runs.map((x) => x[f]));
+          rows.push({
+            kind, clientName, onError,
+            ...Object.fromEntries(Object.keys(runs[0]).map((f) => [f, med(f)])),
+            recoveredAll: runs.map((x) => x.recovered),
+          });
+        }
       }
     }
   } finally {
     await server.stop();
   }
 
-  const lines = ['## Redis outage: RedisRateLimiter while the server is frozen', ''];
+  const lines = ['## Redis outage: RedisRateLimiter while the server is frozen, or killed and restarted', ''];
   lines.push(`A private redis-server ${server.version} on a unix socket; calls arrive at ${fmt(RATE)} a second from one thread (each made without waiting for the others' answers) over ${fmt(KEYS)} keys ` +
     `(a limit nobody reaches), \`timeoutMs: ${TIMEOUT_MS}\`. ${phases.normalMs / 1000} s of normal operation, then the server is frozen (SIGSTOP) ` +
-    `for ${phases.outageMs / 1000} s and thawed (SIGCONT); the calls go on throughout. ${rounds === 1 ? 'One round' : `Median of ${rounds} rounds`} per row; ` +
+    `for ${phases.outageMs / 1000} s and thawed (SIGCONT), or killed (SIGKILL) and started again, empty, after as long; the calls go on throughout. ` +
+    `${rounds === 1 ? 'One round' : `Median of ${rounds} rounds`} per row; ` +
     'latencies are performance.now() around each call, in ms; "normal" the calls made before the freeze (up to `timeoutMs` before it), "outage" those made while frozen. ' +
-    '"first degraded" and "breaker open" are measured from the SIGSTOP (the breaker polled every ms), "Redis again" from the SIGCONT ' +
-    'to the first answer Redis decided (it includes what is left of the breaker\'s cooldown); "open" is the share of the outage the breaker was seen open; ' +
+    '"while open p99": the calls made during the outage while the breaker was open (every one but a probe answers without Redis). ' +
+    '"first degraded" and "breaker open" are measured from the SIGSTOP or SIGKILL (the breaker polled every ms), "Redis again" from the SIGCONT, ' +
+    'or after a restart from the client\'s `ready` event (its connection made again), to the first answer Redis decided (it includes what is left ' +
+    'of the breaker\'s cooldown); "open" is the share of the outage the breaker was seen open; ' +
     '"by onError" the share of the calls made during the outage that onError answered.', '');
-  lines.push('| client | onError | normal p50 | normal p99 | outage p50 | outage p99 | first degraded | breaker open | open | Redis again | calls in outage | by onError |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  lines.push('| outage | client | onError | normal p50 | normal p99 | outage p50 | outage p99 | while open p99 | first degraded | breaker open | open | ' +
+    'Redis again | calls in outage | by onError |',
+    '|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
-    lines.push(`| ${r.clientName} | ${r.onError} | ${ms(r.normalP50)} | ${ms(r.normalP99)} | ${ms(r.outageP50)} | ${ms(r.outageP99)} | ` +
-      `${ms(r.firstDegraded)} | ${ms(r.breakerOpen)} | ${fmt(r.openShare * 100, 0)}% | ${ms(r.recovered)}${rounds > 1 ? ` (${r.recoveredAll.map(ms).join(', ')})` : ''} | ` +
-      `${fmt(r.outageCalls)} | ${fmt(r.outageDegraded * 100, 1)}% |`);
+    lines.push(`| ${r.kind === 'freeze' ? 'SIGSTOP' : 'SIGKILL, restart'} | ${r.clientName} | ${r.onError} | ${ms(r.normalP50)} | ${ms(r.normalP99)} | ` +
+      `${ms(r.outageP50)} | ${ms(r.outageP99)} | ${ms(r.openP99)} | ${ms(r.firstDegraded)} | ${ms(r.breakerOpen)} | ${fmt(r.openShare * 100, 0)}% | ` +
+      `${ms(r.recovered)}${rounds > 1 ? ` (${r.recoveredAll.map(ms).join(', ')})` : ''} | ${fmt(r.outageCalls)} | ${fmt(r.outageDegraded * 100, 1)}% |`);
   }
   return { markdown: lines.join('\n') };
 }

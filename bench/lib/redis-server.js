@@ -19,26 +19,44 @@ export function redisServerFound(suite) {
   return found;
 }
 
-/** Starts a server; resolves once it answers PING. */
-export async function startRedisServer() {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-redis-'));
-  const socket = join(dir, 'redis.sock');
+/** Starts a server on `socket`; resolves with its process once it answers PING. */
+async function launch(socket) {
   const child = spawn('redis-server', ['--port', '0', '--unixsocket', socket, '--save', '', '--appendonly', 'no', '--loglevel', 'warning'], { stdio: 'ignore' });
   for (let i = 0; i < 250; i++) {
     if (spawnSync('redis-cli', ['-s', socket, 'PING'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') break;
     await sleep(20);
   }
+  return child;
+}
+
+/** Starts a server; resolves once it answers PING. */
+export async function startRedisServer() {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-redis-'));
+  const socket = join(dir, 'redis.sock');
+  let child = await launch(socket);
   const version = spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout.match(/v=(\S+)/)?.[1] ?? '?';
   return {
     socket,
     version,
     freeze: () => child.kill('SIGSTOP'),
     thaw: () => child.kill('SIGCONT'),
-    async stop() {
+    /** Kills the server (SIGKILL): its memory is gone, and clients see their connection drop. */
+    async kill() {
       const gone = new Promise((r) => child.once('exit', r));
-      child.kill('SIGCONT');
       child.kill('SIGKILL');
       await gone;
+    },
+    /** Starts a fresh, empty server on the same socket, once killed. */
+    async restart() {
+      child = await launch(socket);
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        const gone = new Promise((r) => child.once('exit', r));
+        child.kill('SIGCONT');
+        child.kill('SIGKILL');
+        await gone;
+      }
       rmSync(dir, { recursive: true, force: true });
     },
   };
