@@ -10,7 +10,7 @@ import { LockedEngine, type Prepare } from '../rate/locked-engine.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
-import { createRulesStore, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
+import { createRulesStore, halfStamp, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
 import type { Decision, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { TableFullError } from '../errors.js';
@@ -114,6 +114,14 @@ export class PolicyLimiter {
   #stateOffset = 0;
   #compiled!: CompiledRules;
   #version = -1;
+  /**
+   * A version whose half was found torn (rules-store.ts), and its half's stamp then: not copied
+   * again until the version or the stamp changes.
+   */
+  #tornVersion = -1;
+  #tornStamp = 0;
+  /** The JSON of the rules in force here (the last whole read). */
+  #rulesJson = '[]';
   #moment: Moment = { ms: 0, sec: 0 };
   // The request, rule and slot of the decision in progress, for #prepare (no closure per call).
   #user = '';
@@ -189,7 +197,7 @@ export class PolicyLimiter {
   /** The rules in force now (a copy). */
   get rules(): PolicyRule[] {
     this.#refreshRules();
-    return JSON.parse(readRules(this.#rulesWords).json) as PolicyRule[];
+    return JSON.parse(this.#rulesJson) as PolicyRule[];
   }
 
   /**
@@ -308,13 +316,20 @@ export class PolicyLimiter {
   #refreshRules(): void {
     const version = storeVersion(this.#rulesWords);
     if (version === this.#version) return;
+    if (version === this.#tornVersion && halfStamp(this.#rulesWords, version) === this.#tornStamp) return;
+    const stamp = halfStamp(this.#rulesWords, version);
     const { json, version: read } = readRules(this.#rulesWords);
     try {
+      if (json === null) throw new Error(`the rules of version ${read} are being written by a writer whose lock was taken over (rules-store.ts)`);
       this.#compiled = compileRules(JSON.parse(json), this.#maxLogSize);
       this.#version = read;
+      this.#rulesJson = json;
     } catch (e) {
       if (this.#compiled === undefined) throw e; // nothing to fall back on
-      // A torn write by a stalled writer (see rules-store.ts): keep the rules we had.
+      // A torn half (see rules-store.ts): keep the rules we had until it is whole, or a newer
+      // version comes. The stamp was taken before the read: one that moved on since is read again.
+      this.#tornVersion = read === version ? read : -1;
+      this.#tornStamp = stamp;
     }
   }
 
