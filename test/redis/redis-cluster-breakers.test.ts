@@ -2,6 +2,7 @@
 // killing 1 of 3 primaries (no replica) degraded 90-100% of calls on all 200 keys, though only
 // a third of the keys lived there. Real three-primary cluster; one primary stopped (SIGSTOP:
 // calls to it hang, as to a frozen or unreachable server) and continued.
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { perMinute, perSecond, RedisRateLimiter } from '../../src/index.js';
 import { keySlot } from '../../src/redis/key-slot.js';
@@ -101,6 +102,45 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
       expect(left).toBeGreaterThanOrEqual(cap.permits - spent);
     } finally {
       (cluster.processes[stopped] as { kill(signal: string): boolean }).kill('SIGCONT');
+      redis.disconnect();
+    }
+  }, 60_000);
+  it('a slot moved to another primary takes its keys to that primary\'s breaker (the client follows MOVED)', async () => {
+    const redis = await cluster.ioredis();
+    const prefix = `brm${n++}:`;
+    const limiter = new RedisRateLimiter({ redis, prefix, localTier: false, limit: perSecond(1_000), onError: 'allow', timeoutMs: TIMEOUT_MS });
+    const stopped = 0;
+    const to = 1;
+    const moved = KEYS.find((k) => primaryOf(prefix, k) === stopped) as string;
+    const slot = keySlot(`${keyBase(prefix, moved)}x`);
+    const admin = cluster.nodes.map((node) => new Redis({ host: node.host, port: node.port }));
+    const ids = await Promise.all(admin.map(async (a) => String(await a.call('CLUSTER', 'MYID'))));
+    /** Moves `slot` with its keys from primary `a` to primary `b`, telling every primary. */
+    const move = async (a: number, b: number) => {
+      const [from, into] = [admin[a] as Redis, admin[b] as Redis];
+      await into.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', ids[a] as string);
+      await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', ids[b] as string);
+      const keys = (await from.call('CLUSTER', 'GETKEYSINSLOT', slot, 1000)) as string[];
+      const node = cluster.nodes[b] as { host: string; port: number };
+      if (keys.length > 0) await from.call('MIGRATE', node.host, node.port, '', 0, 5000, 'KEYS', ...keys);
+      for (const x of admin) await x.call('CLUSTER', 'SETSLOT', slot, 'NODE', ids[b] as string);
+    };
+    try {
+      expect((await limiter.tryAcquire(moved)).degraded).toBeUndefined();
+      await move(stopped, to);
+      // The client still sends to the old primary: MOVED, and it learns the new map.
+      expect((await limiter.tryAcquire(moved)).degraded).toBeUndefined();
+      (cluster.processes[stopped] as { kill(signal: string): boolean }).kill('SIGSTOP');
+      const onStopped = new Set(KEYS.filter((k) => k !== moved && primaryOf(prefix, k) === stopped));
+      for (let r = 0; r < 6; r++) {
+        const degraded = await round(limiter);
+        expect([...degraded].sort(), `round ${r}`).toEqual([...onStopped].sort());
+      }
+      expect(limiter.breakerOpen).toBe(true);
+    } finally {
+      (cluster.processes[stopped] as { kill(signal: string): boolean }).kill('SIGCONT');
+      await move(to, stopped); // back where nodeOfSlot says it is
+      for (const a of admin) a.disconnect();
       redis.disconnect();
     }
   }, 60_000);
