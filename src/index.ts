@@ -4,7 +4,7 @@
  */
 export { RateLimiter } from './rate/rate-limiter.js';
 export type {
-  AttachOptions, Decision, DecisionReason, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
+  AttachOptions, Decision, DecisionReason, KeyState, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
 } from './rate/rate-limiter.js';
 export { PolicyLimiter } from './policy/policy-limiter.js';
 export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRule } from './policy/policy-limiter.js';

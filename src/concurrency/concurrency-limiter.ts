@@ -7,7 +7,7 @@ import {
   FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
   writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
-import type { AttachOptions, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
+import type { AttachOptions, KeyState, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
 import { S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotRef } from '../table/slot-index.js';
 import { RELOCATE } from '../table/slot-index.js';
@@ -209,6 +209,23 @@ export class ConcurrencyLimiter {
       reason: this.#reason,
       lease,
     };
+  }
+
+  /**
+   * The key's places now, without taking any and without inserting the key: what a probe
+   * (`cost` 0) reports (`remaining`: free places; `resetAfterMs`: until the last lease held
+   * expires), or null when the table holds no state for the key (every place is free).
+   */
+  get(key: string): KeyState | null {
+    checkRequest(key, 0);
+    const site = this.#site;
+    let slot = site.peek(key);
+    while (slot !== undefined && this.#decide(slot, 0) === RELOCATE) {
+      site.index.forget(key);
+      slot = site.peek(key);
+    }
+    if (slot === undefined) return null;
+    return { remaining: this.#p.maxInFlight - this.#held, resetAfterMs: this.#untilMs(this.#resetTicks) };
   }
 
   /** Reclaims the slots of keys that hold no unexpired lease; returns how many. */

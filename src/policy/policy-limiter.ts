@@ -11,7 +11,7 @@ import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
 import { createRulesStore, halfStamp, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
-import type { Decision, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
+import type { Decision, KeyState, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { TableFullError } from '../errors.js';
 import { namesOf } from '../config/option-names.js';
@@ -51,6 +51,8 @@ export interface PolicyLimiterOptions
 const DECIDED = 0;
 const FULL = 1;
 const UNREADABLE = 2;
+/** `get` only: the table holds no state for the pair. */
+const ABSENT = 3;
 
 const OPTION_NAMES = namesOf<PolicyLimiterOptions>()([
   'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize',
@@ -228,7 +230,23 @@ export class PolicyLimiter {
 
   /** Checks (user, api) against its most specific rule and, if it passes, counts it. */
   tryAcquire(request: PolicyRequest, cost = 1): Decision {
-    const outcome = this.#decide(request, cost);
+    return this.#decision(this.#decide(request, cost, false));
+  }
+
+  /**
+   * The pair's state now under the rule it matches, without spending and without inserting it:
+   * what a probe (`cost` 0) reports, or null when the table holds no state for the pair (it would
+   * start fresh). A pair shaped under older rules is moved to the rule in force, as a probe does.
+   */
+  get(request: PolicyRequest): KeyState | null {
+    const outcome = this.#decide(request, 0, true);
+    if (outcome === ABSENT) return null;
+    const { remaining, resetAfterMs, limits } = this.#decision(outcome);
+    return limits === undefined ? { remaining, resetAfterMs } : { remaining, resetAfterMs, limits };
+  }
+
+  /** The Decision for what #decide left in the engine. */
+  #decision(outcome: number): Decision {
     if (outcome === FULL) return { allowed: this.#site.allowWhenFull, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full' };
     if (outcome === UNREADABLE) return { allowed: false, remaining: 0, retryAfterMs: UNREADABLE_RETRY_MS, resetAfterMs: 0, reason: 'limited' };
     const r = this.#engine.result;
@@ -246,16 +264,17 @@ export class PolicyLimiter {
 
   /** Like `tryAcquire`, but answers only whether the request passes (no Decision is made). */
   allow(request: PolicyRequest, cost = 1): boolean {
-    const outcome = this.#decide(request, cost);
+    const outcome = this.#decide(request, cost, false);
     if (outcome === FULL) return this.#site.allowWhenFull;
     return outcome === DECIDED && this.#engine.result.allowed;
   }
 
   /**
    * The decision for (user, api) under its most specific rule, in the engine's result: DECIDED,
-   * FULL (no slot for the key) or UNREADABLE (nothing decided or spent).
+   * FULL (no slot for the key) or UNREADABLE (nothing decided or spent); with `peek`, a pair the
+   * table does not hold is not inserted (ABSENT).
    */
-  #decide(request: PolicyRequest, cost: number): number {
+  #decide(request: PolicyRequest, cost: number, peek: boolean): number {
     const key = checkPolicyRequest(request, cost);
     const { user, api } = request;
     this.#refreshRules();
@@ -263,12 +282,17 @@ export class PolicyLimiter {
     this.#api = api;
     this.#unreadable = false;
     this.#use(match(this.#compiled, user, api));
-    let entry = this.#site.find(key);
+    let entry = peek ? this.#site.peek(key) : this.#site.find(key);
     for (;;) {
-      if (entry === undefined) return FULL;
+      if (entry === undefined) return peek ? ABSENT : FULL;
       this.#shapeAt = entry.base + this.#stateOffset;
       if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn) !== RELOCATE) break;
-      entry = this.#site.findAgain(key);
+      if (peek) {
+        this.#site.index.forget(key);
+        entry = this.#site.peek(key);
+      } else {
+        entry = this.#site.findAgain(key);
+      }
     }
     if (this.#unreadable) {
       // The key was shaped under rules this thread cannot read yet (a torn copy, see

@@ -6,7 +6,7 @@ import { type GcraParams } from '../math/gcra.js';
 import { ALLOWED, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
 import {
-  assertWorkerThread, checkWaitOptions, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions,
+  assertWorkerThread, checkWaitOptions, HeldReservation, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions,
   type AcquireSyncOptions, type Reservation, type ReserveOptions,
 } from './waiting.js';
 import { RateLimitTimeoutError, TableFullError } from '../errors.js';
@@ -23,29 +23,8 @@ import { parseTableOptions, type AttachOptions } from '../table/table-options.js
 import { namesOf } from '../config/option-names.js';
 
 export type { AttachOptions } from '../table/table-options.js';
-export type { Decision, DecisionReason, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats } from './types.js';
-import type { Decision, DecisionReason, RateLimiterHandle, RateLimiterOptions, RateLimiterStats } from './types.js';
-
-/** A reservation on the lock-free paths: cancel() gives back what it counted if its time has not come. */
-class HeldReservation implements Reservation {
-  #done = false;
-  constructor(
-    readonly key: string,
-    readonly cost: number,
-    readonly delayMs: number,
-    readonly actAtMs: number,
-    private readonly clock: Clock,
-    /** Gives back what is still ahead of now of what the reservation counted. */
-    private readonly giveBack: () => boolean,
-  ) {}
-
-  cancel(): boolean {
-    if (this.#done) return false;
-    this.#done = true;
-    if (this.cost === 0 || this.clock.now() >= this.actAtMs) return false;
-    return this.giveBack();
-  }
-}
+export type { Decision, DecisionReason, KeyState, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats } from './types.js';
+import type { Decision, DecisionReason, KeyState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats } from './types.js';
 
 const OPTION_NAMES = namesOf<RateLimiterOptions>()([
   'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed',
@@ -203,6 +182,41 @@ export class RateLimiter {
   #engineLead(): number {
     const lead = (this.#engine as LockedEngine | LockFreeEngine).nowMs - this.#forward.rawMs;
     return lead > 0 ? lead : 0;
+  }
+
+  /**
+   * The state of `key` now, without spending and without inserting it: what a probe (`cost` 0)
+   * reports, or null when the table holds no state for the key (it would start fresh, with its
+   * whole burst). Any thread, at any time; a key idle but not yet swept reads as fresh.
+   */
+  get(key: string): KeyState | null {
+    checkRequest(key, 0);
+    for (;;) {
+      const entry = this.#site.peek(key);
+      if (entry === undefined) return null;
+      const state = this.#engine ? this.#peekLimits(entry) : this.#peekOne(entry);
+      if (state !== null) return state;
+      this.#index.forget(key); // the key left its slot meanwhile: look again
+    }
+  }
+
+  /** `get` on the one-limit GCRA path: a probe at the key's slot, or null when it moved. */
+  #peekOne(entry: SlotRef): KeyState | null {
+    const one = this.#one as Gcra32 | WideGcra;
+    if (one.decide(entry, 0) === RELOCATE) return null;
+    return { remaining: one.remaining(), resetAfterMs: one.resetMs() + one.leadMs };
+  }
+
+  /** `get` on the engines: a probe at the key's slot, or null when it moved. */
+  #peekLimits(entry: SlotRef): KeyState | null {
+    const engine = this.#engine as LockedEngine | LockFreeEngine;
+    engine.detail = true;
+    const stateBase = entry.base + this.#site.stateOffset;
+    const outcome = engine instanceof LockFreeEngine ? engine.decide(entry, stateBase, 0) : engine.decide(entry.base, entry.ctrl, stateBase, 0);
+    if (outcome === RELOCATE) return null;
+    const n = this.limits.length;
+    const state = { remaining: engine.result.remaining, resetAfterMs: engine.result.resetAfterMs + this.#engineLead() };
+    return n === 1 ? state : { ...state, limits: limitStates(engine.limitRemaining, engine.limitResetMs, n) };
   }
 
   /** Like `tryAcquire`, but answers only `allowed` and allocates nothing. */

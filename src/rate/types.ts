@@ -47,6 +47,17 @@ export interface LimitState {
   resetAfterMs: number;
 }
 
+/**
+ * A key's state as `get(key)` reports it, without spending: what a probe (`cost` 0) answers.
+ * `remaining`: cost-1 requests that would pass now; `resetAfterMs`: until the key's state is a
+ * fresh key's; `limits`: each limit's own, with several.
+ */
+export interface KeyState {
+  remaining: number;
+  resetAfterMs: number;
+  limits?: readonly LimitState[];
+}
+
 /** Options for `new RateLimiter`. */
 export interface RateLimiterOptions {
   /**

@@ -21,6 +21,27 @@ export function unheldReservation(key: string, cost: number, nowMs: number): Res
 }
 
 /** Options for `reserve`: what the request costs, and how long it may wait at most. */
+/** A reservation on the lock-free paths: cancel() gives back what it counted if its time has not come. */
+export class HeldReservation implements Reservation {
+  #done = false;
+  constructor(
+    readonly key: string,
+    readonly cost: number,
+    readonly delayMs: number,
+    readonly actAtMs: number,
+    private readonly clock: Clock,
+    /** Gives back what is still ahead of now of what the reservation counted. */
+    private readonly giveBack: () => boolean,
+  ) {}
+
+  cancel(): boolean {
+    if (this.#done) return false;
+    this.#done = true;
+    if (this.cost === 0 || this.clock.now() >= this.actAtMs) return false;
+    return this.giveBack();
+  }
+}
+
 export interface ReserveOptions {
   /** Cost of the request, an integer >= 0. Default 1. */
   cost?: number;

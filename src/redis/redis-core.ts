@@ -1,5 +1,5 @@
 import { describe, positiveFinite } from '../config/check.js';
-import type { Decision, DecisionReason } from '../rate/types.js';
+import type { Decision, DecisionReason, KeyState } from '../rate/types.js';
 import { redisCommands, type RedisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
 import { LocalTier } from './local-tier.js';
@@ -315,4 +315,15 @@ function leased(): Decision {
 /** A refusal answered from the refusal cache: the reset is not known; the retry time is its floor. */
 function cachedRefusal(leftMs: number, reason: DecisionReason): Decision {
   return { allowed: false, remaining: 0, retryAfterMs: leftMs, resetAfterMs: leftMs, reason };
+}
+
+/**
+ * `get`'s answer from a probe's decision: the key's state, or an Error when Redis did not decide
+ * (onError's answer says nothing about the key).
+ */
+export function keyStateOf(d: Decision, key: string): KeyState {
+  if (d.degraded === true) throw new Error(`get(${JSON.stringify(key)}): Redis did not answer in time (or failed), so the key's state is unknown`);
+  const state: KeyState = { remaining: d.remaining, resetAfterMs: d.resetAfterMs };
+  if (d.limits !== undefined) state.limits = d.limits;
+  return state;
 }

@@ -1,13 +1,13 @@
 import { describe, integerInRange } from '../config/check.js';
 import type { Limit } from '../config/limit.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
-import type { Decision } from '../rate/types.js';
+import type { Decision, KeyState } from '../rate/types.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type CompiledRules, type PolicyRule } from '../policy/rules.js';
 import { monotonicClock } from '../time/clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { checkNames } from '../config/option-names.js';
-import { COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import { COMMON_OPTION_NAMES, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
@@ -117,6 +117,13 @@ export class RedisPolicyLimiter {
     const key = checkPolicyRequest(request, cost);
     const plan = this.#plans.get(match(this.#compiled, request.user, request.api)) as ScriptPlan;
     return this.#core.decide(request, key, cost, plan, null);
+  }
+
+  /** As `RedisRateLimiter.get`, for (user, api) under the rule it matches. */
+  async get(request: PolicyRequest): Promise<KeyState> {
+    const key = checkPolicyRequest(request, 0);
+    const plan = this.#plans.get(match(this.#compiled, request.user, request.api)) as ScriptPlan;
+    return keyStateOf(await this.#core.decide(request, key, 0, plan, null), key);
   }
 
   /** Like `tryAcquire`, answering only whether the request passes. */

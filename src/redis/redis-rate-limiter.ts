@@ -3,14 +3,14 @@ import { checkAlgorithm } from '../algorithms/index.js';
 import { checkWellFormed, describe, integerInRange } from '../config/check.js';
 import type { Limit } from '../config/limit.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
-import type { Decision } from '../rate/types.js';
+import type { Decision, KeyState } from '../rate/types.js';
 import { MAX_LIMITS } from '../table/layout.js';
 import { RateLimiter } from '../rate/rate-limiter.js';
 import { checkRequest } from '../table/table-site.js';
 import { monotonicClock } from '../time/clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { checkNames } from '../config/option-names.js';
-import { COMMON_OPTION_NAMES, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import { COMMON_OPTION_NAMES, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
@@ -157,6 +157,16 @@ export class RedisRateLimiter {
   tryAcquire(key: string, cost = 1): Promise<Decision> {
     checkKey(key, cost);
     return this.#core.decide(key, key, cost, this.#plan, this.#capPlan);
+  }
+
+  /**
+   * The key's state on Redis now, without spending: what a probe (`cost` 0) reports; a key Redis
+   * holds nothing for reads as fresh. Rejects when Redis did not answer (its state is then
+   * unknown; onError does not answer for it), and as `tryAcquire` for a misconfiguration.
+   */
+  async get(key: string): Promise<KeyState> {
+    checkKey(key, 0);
+    return keyStateOf(await this.#core.decide(key, key, 0, this.#plan, this.#capPlan), key);
   }
 
   /** Like `tryAcquire`, answering only whether the request passes. */

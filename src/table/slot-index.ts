@@ -155,20 +155,45 @@ export class SlotIndex {
    */
   locate(key: string): SlotRef | undefined {
     const table = this.#table;
+    const bytes = this.#encode(key);
+    const slot = table.locate(bytes, table.hashEncoded(bytes));
+    if (slot === TABLE_FULL) return undefined;
+    if (this.#on) this.#misses++;
+    return this.#remember(key, slot);
+  }
+
+  /** Encodes `key` into the table's encoder; returns its byte length, or throws as `locate` says. */
+  #encode(key: string): number {
+    const table = this.#table;
     const bytes = table.encoder.encode(key);
     if (bytes === NOT_WELL_FORMED) checkWellFormed('key', key);
     if (bytes < 0) {
       throw new RangeError(`key must be at most ${table.maxKeyBytes} UTF-8 bytes (option maxKeyBytes), got ${describe(key)}`);
     }
-    const slot = table.locate(bytes, table.hashEncoded(bytes));
-    if (slot === TABLE_FULL) return undefined;
-    const entry = new SlotRef(table.base(slot), table.foundCtrl);
+    return bytes;
+  }
+
+  /** The location of `key` at `slot` (just found, with `foundCtrl`), cached while the cache runs. */
+  #remember(key: string, slot: number): SlotRef {
+    const entry = new SlotRef(this.#table.base(slot), this.#table.foundCtrl);
     if (this.#on) {
-      this.#misses++;
       if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
       this.#cache.set(key, entry);
     }
     return entry;
+  }
+
+  /**
+   * Finds `key` without inserting it: its location (cached), or undefined when the table holds
+   * no slot for it. Throws as `locate` does for a key the table could never hold.
+   */
+  peek(key: string): SlotRef | undefined {
+    const cached = this.cached(key);
+    if (cached !== undefined) return cached;
+    const table = this.#table;
+    const bytes = this.#encode(key);
+    const slot = table.find(bytes, table.hashEncoded(bytes));
+    return slot < 0 ? undefined : this.#remember(key, slot);
   }
 
   /** Drops a stale entry. */

@@ -169,6 +169,11 @@ export class TableSite {
     return this.index.cached(key) ?? this.index.locate(key);
   }
 
+  /** The key's slot if the table holds one (cached, else found): never inserts. */
+  peek(key: string): SlotRef | undefined {
+    return this.index.peek(key);
+  }
+
   /** The key's slot after it moved (reclaimed, reused): the cached one is dropped first. */
   findAgain(key: string): SlotRef | undefined {
     this.index.forget(key);
