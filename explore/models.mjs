@@ -87,6 +87,14 @@ export function linearizable(calls, model, outcome, { since = -Infinity, judgeRe
         const behind = c.readings.some((r, k) => r < Math.max(high, ...c.readings.slice(0, k)));
         for (const r of new Set([...c.readings, ...(behind ? [top] : [])])) {
           if (Number.isNaN(r) || !Number.isFinite(r)) continue;
+          if (o.remaining !== undefined) {
+            // A probe that reported `remaining` (get): that many pass at this reading and one more
+            // does not (a refusal within the model's slack), and it changes nothing.
+            const fits = o.remaining === 0 || model.judge(state, { ...o, cost: o.remaining }, r).admit;
+            const full = admissionsOnly || model.judge(state, { ...o, cost: o.remaining + 1 }, r).refuses || behind;
+            if (fits && full && go(count + 1, state, top)) { placed[i] = false; return true; }
+            continue;
+          }
           const j = model.judge(state, o, r);
           const ok = o.admitted ? j.admit : admissionsOnly || j.refuses || behind;
           if (ok && go(count + 1, o.admitted ? j.next : state, top)) { placed[i] = false; return true; }
@@ -98,7 +106,8 @@ export function linearizable(calls, model, outcome, { since = -Infinity, judgeRe
     return go(0, model.init(), since);
   };
   if (tried(!judgeRefusals)) return null;
-  const describe = deciding.map(({ c, o }) => `T${c.thread}.${c.index} ${c.label}(${o.key}, ${o.cost}) -> ${o.admitted ? 'admitted' : 'refused'} at ${c.readings.join('/')} steps ${c.firstStep}-${c.lastStep}`).join('; ');
+  const said = (o) => (o.remaining !== undefined ? `remaining ${o.remaining}` : o.admitted ? 'admitted' : 'refused');
+  const describe = deciding.map(({ c, o }) => `T${c.thread}.${c.index} ${c.label}(${o.key}, ${o.cost}) -> ${said(o)} at ${c.readings.join('/')} steps ${c.firstStep}-${c.lastStep}`).join('; ');
   if (!tried(true)) return `over-admission: no order of the calls admits what was admitted: ${describe}`;
   return `phantom refusal: no order of the calls refuses what was refused: ${describe}`;
 }

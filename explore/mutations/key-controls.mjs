@@ -1,0 +1,16 @@
+// The per-key controls (rate/rate-limiter.ts get, table/table-site.ts peek): planted bugs the
+// key-get scenario must find.
+export default [
+  {
+    name: '(planted) get inserts the key',
+    what: 'get looks the key up with the inserting lookup: a key only read takes a slot',
+    scenario: 'key-get',
+    edits: [{ file: 'table/table-site.js', from: '        return this.index.peek(key);', to: '        return this.index.cached(key) ?? this.index.locate(key);' }],
+  },
+  {
+    name: '(planted) get spends',
+    what: 'get probes with a cost of 1 instead of 0: reading a key spends from it',
+    scenario: 'key-get',
+    edits: [{ file: 'rate/rate-limiter.js', from: 'if (one.decide(entry, 0) === RELOCATE)', to: 'if (one.decide(entry, 1) === RELOCATE)' }],
+  },
+];
