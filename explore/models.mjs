@@ -40,6 +40,14 @@ export function gcraModel({ permits, periodMs, burst }, { refusalSlackMs = 0, ke
       const r = units(reading) * p;
       const start = tat === null || tat < r ? r : tat;
       const end = start + BigInt(o.cost) * interval;
+      // Per-key controls (o.op): a penalty spends even past the burst; a reward gives back
+      // cost intervals, a reset all of them, never below now. Each always takes place.
+      if (o.op === 'penalty') return { admit: true, refuses: false, next: new Map(state).set(key, end) };
+      if (o.op === 'reward' || o.op === 'reset') {
+        if (tat === null || tat <= r) return { admit: true, refuses: false, next: state };
+        const back = o.op === 'reset' ? tat - r : BigInt(o.cost) * interval;
+        return { admit: true, refuses: false, next: new Map(state).set(key, tat - back < r ? r : tat - back) };
+      }
       return { admit: end - r <= tau, refuses: end - r > tau - slack, next: new Map(state).set(key, end) };
     },
   };

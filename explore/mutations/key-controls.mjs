@@ -1,5 +1,5 @@
-// The per-key controls (rate/rate-limiter.ts get, table/table-site.ts peek): planted bugs the
-// key-get scenario must find.
+// The per-key controls (rate/rate-limiter.ts get, table/table-site.ts peek; rate/key-controls.ts):
+// planted bugs the key-get and key-controls scenarios must find.
 export default [
   {
     name: '(planted) get inserts the key',
@@ -12,5 +12,11 @@ export default [
     what: 'get probes with a cost of 1 instead of 0: reading a key spends from it',
     scenario: 'key-get',
     edits: [{ file: 'rate/rate-limiter.js', from: 'if (one.decide(entry, 0) === RELOCATE)', to: 'if (one.decide(entry, 1) === RELOCATE)' }],
+  },
+  {
+    name: '(planted) reward gives back twice its cost',
+    what: 'a reward gives back 2 x cost intervals: the key admits more than the model allows',
+    scenario: 'key-controls',
+    edits: [{ file: 'rate/gcra-32.js', from: 'debt - Math.min(debt, cost * p.intervalTicks)', to: 'debt - Math.min(debt, 2 * cost * p.intervalTicks)' }],
   },
 ];

@@ -9,10 +9,16 @@ import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
 import type { SlotRef } from '../table/slot-index.js';
 
-/** `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund. */
+/**
+ * `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund (also a
+ * reward), a penalty (a spend beyond the burst, with no wait limit: only the horizon), a reset
+ * (every interval still ahead given back).
+ */
 const ADMIT = 0;
 const RESERVE = 1;
 const REFUND = 2;
+const PENALTY = 3;
+const RESET = 4;
 /**
  * Admissions of a key that start from a load after another thread was found to have written it
  * since this thread's own write. A key several threads share misses its own write often, and a
@@ -150,7 +156,20 @@ export class Gcra32 {
   }
 
   /**
-   * The one loop of all three (`mode`): snapshot, decide on it with the pure math of
+   * Counts `cost` now, even beyond the burst and with no wait limit (a penalty): ALLOWED,
+   * RELOCATE, or TOO_LONG when the TAT would run past the horizon (nothing is counted).
+   */
+  penalize(ref: SlotRef, cost: number): number {
+    return this.#spend(ref, cost, PENALTY, 0);
+  }
+
+  /** Gives back everything still ahead of now (the key reads as fresh). True if there was any. */
+  reset(ref: SlotRef): boolean {
+    return this.#spend(ref, 1, RESET, 0) === ALLOWED;
+  }
+
+  /**
+   * The one loop of every mode (`mode`): snapshot, decide on it with the pure math of
    * math/gcra.ts, commit by one compareExchange from the snapshot, check the key still owns the
    * slot; decide again on a lost race.
    */
@@ -201,11 +220,12 @@ export class Gcra32 {
       // The decision, pure: the debt after it, or an outcome that writes nothing.
       let next = 0;
       let outcome = COMMIT;
-      if (mode === REFUND) {
-        // What is still ahead of now, up to the reservation's own cost: never below now.
+      if (mode === REFUND || mode === RESET) {
+        // What is still ahead of now, up to the reservation's own cost (all of it for a reset):
+        // never below now.
         if (debt === 0) outcome = REFUSED;
-        else next = debt - Math.min(debt, cost * p.intervalTicks);
-      } else if (cost > p.burst) {
+        else next = mode === RESET ? 0 : debt - Math.min(debt, cost * p.intervalTicks);
+      } else if (cost > p.burst && mode !== PENALTY) {
         this.waitTicks = Infinity;
         outcome = REFUSED;
       } else if (mode === ADMIT) {
@@ -219,13 +239,14 @@ export class Gcra32 {
       } else {
         next = debt + cost * p.intervalTicks;
         this.waitTicks = Math.max(0, next - p.toleranceTicks);
-        if (this.waitTicks > maxWaitTicks || next > MAX_AHEAD_TICKS) outcome = TOO_LONG;
+        if ((mode === RESERVE && this.waitTicks > maxWaitTicks) || next > MAX_AHEAD_TICKS) outcome = TOO_LONG;
       }
       if (outcome === COMMIT && cost === 0) outcome = ALLOWED; // a probe writes nothing
       if (outcome !== COMMIT) return outcome;
       let newTat = (now32 + next) | 0;
       if (newTat === DEAD) newTat = (newTat + 1) | 0; // never store the reclaim marker
-      if (mode !== REFUND) raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
+      const givesBack = mode === REFUND || mode === RESET;
+      if (!givesBack) raiseStamp(w, base + S_LAST_SEC, lastSec, nowSec); // only ever forward
       // compareExchange on the key's own tat word: the only write. If another thread changed
       // tat since our snapshot, nothing was written and we decide again.
       const seen = Atomics.compareExchange(w, base + S_TAT, tat, newTat);
@@ -238,11 +259,11 @@ export class Gcra32 {
         // A plain read, as before the decision: a tat value written after a reuse, which the
         // compareExchange just read, makes that reuse's ctrl visible here.
         if (w[base + S_CTRL] !== ctrl) {
-          if (mode === REFUND) Atomics.compareExchange(w, base + S_TAT, newTat, tat); // from our own write only
+          if (givesBack) Atomics.compareExchange(w, base + S_TAT, newTat, tat); // from our own write only
           return RELOCATE;
         }
         ref.tat = newTat;
-        if (mode !== REFUND) {
+        if (!givesBack) {
           ref.sec = nowSec; // raiseStamp left the word at nowSec or later
           ref.secKnown = true;
         }

@@ -39,10 +39,12 @@ export const REFUSED = 1;
 /** `reserve` results beyond RELOCATE: the wait exceeds the horizon or maxWait. */
 export const TOO_LONG = 3;
 
-/** `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund. */
+/** `#spend` modes, as Gcra32's: admission, reservation, refund (and reward), penalty, reset. */
 const ADMIT = 0;
 const RESERVE = 1;
 const REFUND = 2;
+const PENALTY = 3;
+const RESET = 4;
 
 /** `#commit` outcomes. */
 const LANDED = 0;
@@ -186,10 +188,12 @@ export class WideGcra {
    * again). Leaves the new TAT in `#n`.
    */
   #commit(base: number, ctrl: number, at: number, cost: number, mode: number): number {
-    const next = mul(cost, this.#p.intervalTicks, this.#n);
-    if (mode === REFUND) {
-      // TAT - min(debt, cost * t): back to now at the furthest (the snapshot is not fresh).
-      if (compare(next.hi, next.lo, this.#d.hi, this.#d.lo) > 0) { next.hi = this.#d.hi; next.lo = this.#d.lo; }
+    const givesBack = mode === REFUND || mode === RESET;
+    const next = mode === RESET ? this.#n : mul(cost, this.#p.intervalTicks, this.#n);
+    if (givesBack) {
+      // TAT - min(debt, cost * t) (all the debt for a reset): back to now at the furthest (the
+      // snapshot is not fresh).
+      if (mode === RESET || compare(next.hi, next.lo, this.#d.hi, this.#d.lo) > 0) { next.hi = this.#d.hi; next.lo = this.#d.lo; }
       sub(this.#hi, this.#lo, next.hi, next.lo, next);
     } else {
       const from = this.#isFresh ? this.#fresh : null;
@@ -206,7 +210,7 @@ export class WideGcra {
     // a TAT back): our key was not charged, and that key is overcharged (conservative). A refund
     // cannot get there (docs/design.md, "Reservations"), and would be taken back if it did.
     if (Atomics.load(this.#w, base + S_CTRL) === ctrl) return LANDED;
-    if (mode === REFUND) this.#cas(at, next.hi, next.lo, this.#snapshotTat()); // from our own write only
+    if (givesBack) this.#cas(at, next.hi, next.lo, this.#snapshotTat()); // from our own write only
     return MOVED;
   }
 
@@ -243,8 +247,18 @@ export class WideGcra {
     return this.#spend(ref.base, ref.ctrl, cost, REFUND, 0) === ALLOWED;
   }
 
+  /** As Gcra32's: `cost` counted even beyond the burst, with no wait limit; ALLOWED, RELOCATE or TOO_LONG. */
+  penalize(ref: SlotRef, cost: number): number {
+    return this.#spend(ref.base, ref.ctrl, cost, PENALTY, 0);
+  }
+
+  /** Gives back everything still ahead of now. True if there was any. */
+  reset(ref: SlotRef): boolean {
+    return this.#spend(ref.base, ref.ctrl, 1, RESET, 0) === ALLOWED;
+  }
+
   /**
-   * The one loop of all three (`mode`): snapshot, decide on it, commit by one compare-and-swap
+   * The one loop of every mode (`mode`): snapshot, decide on it, commit by one compare-and-swap
    * from the snapshot (`#commit`); decide again on a lost race.
    */
   #spend(base: number, ctrl: number, cost: number, mode: number, maxWaitTicks: number): number {
@@ -255,10 +269,10 @@ export class WideGcra {
       const { q, r } = this.#qr;
       // The decision, pure, in whole intervals: debt = q * t + r (0 <= r < t).
       let outcome = ALLOWED;
-      if (mode === REFUND) {
+      if (mode === REFUND || mode === RESET) {
         // What is still ahead of now, up to the reservation's own cost: never below now.
         if (this.#isFresh) outcome = REFUSED;
-      } else if (cost > p.burst) {
+      } else if (cost > p.burst && mode !== PENALTY) {
         this.waitTicks = Infinity;
         outcome = REFUSED;
       } else if (mode === ADMIT) {
@@ -270,7 +284,7 @@ export class WideGcra {
         const wait = q + cost >= p.burst ? (q + cost - p.burst) * p.intervalTicks + r : 0;
         this.waitTicks = wait;
         // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
-        if (wait > maxWaitTicks || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
+        if ((mode === RESERVE && wait > maxWaitTicks) || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
       }
       if (outcome !== ALLOWED || cost === 0) {
         // A refusal writes nothing. Re-read the halves: unchanged, the TAT held the snapshot at

@@ -5,6 +5,7 @@ import { secondsAt } from '../time/stamps.js';
 import { type GcraParams } from '../math/gcra.js';
 import { ALLOWED, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
+import { OneLimitControls } from './key-controls.js';
 import {
   assertWorkerThread, checkWaitOptions, HeldReservation, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions,
   type AcquireSyncOptions, type Reservation, type ReserveOptions,
@@ -56,6 +57,8 @@ export class RateLimiter {
   #engine: LockedEngine | LockFreeEngine | null = null;
   /** The one-limit GCRA path (one limit, no cap), at width 32 or 64. */
   #one: Gcra32 | WideGcra | null = null;
+  /** penalty, reward and reset on the one-limit path (null on the others: not built yet). */
+  #controls: OneLimitControls | null = null;
   #moment: Moment = { ms: 0, sec: 0 };
   #index!: SlotIndex;
   // The reason of the last #decide call, read by tryAcquire (avoids allocating on `allow`).
@@ -122,6 +125,7 @@ export class RateLimiter {
         : new LockedEngine(w, compiled.key, global, owner, site.claimTimeoutMs, clock);
     }
     this.#index = site.index;
+    if (this.#one !== null) this.#controls = new OneLimitControls(this.#one, site, site.index);
   }
 
   /** One clock reading for a locked decision (reuses one object: no allocation per call). */
@@ -198,6 +202,40 @@ export class RateLimiter {
       if (state !== null) return state;
       this.#index.forget(key); // the key left its slot meanwhile: look again
     }
+  }
+
+  /**
+   * Spends `cost` on `key` now, even beyond the burst (a penalty: the key waits longer), and
+   * returns its state after. `cost` is an integer >= 0. Throws `RangeError` when the key's state
+   * cannot hold that much debt (as `reserve` does past its horizon: nothing is spent),
+   * `TableFullError` when a new key finds no slot, and `TypeError` on a limiter of several limits,
+   * a cap, or a window or log algorithm (not built there yet).
+   */
+  penalty(key: string, cost: number): KeyState {
+    checkRequest(key, cost);
+    return this.#controlsFor('penalty').penalty(key, cost);
+  }
+
+  /**
+   * Gives back `cost` intervals of what `key` has spent, never below a fresh key's state (a
+   * reward), and returns its state after; null when the table holds no state for the key. Any
+   * thread, lock-free. `TypeError` as for `penalty` on the configurations it does not cover.
+   */
+  reward(key: string, cost: number): KeyState | null {
+    checkRequest(key, cost);
+    return this.#controlsFor('reward').reward(key, cost);
+  }
+
+  /** Gives back everything `key` has spent: it reads as a fresh key. True if it owed anything. */
+  reset(key: string): boolean {
+    checkRequest(key, 0);
+    return this.#controlsFor('reset').reset(key);
+  }
+
+  #controlsFor(method: string): OneLimitControls {
+    if (this.#controls !== null) return this.#controls;
+    const what = this.limits.length > 1 ? `${this.limits.length} limits` : this.globalLimit !== null ? 'a global cap' : `'${this.algorithm}'`;
+    throw new TypeError(`${method}() is built for a RateLimiter of one GCRA limit and no global cap; this one has ${what}`);
   }
 
   /** `get` on the one-limit GCRA path: a probe at the key's slot, or null when it moved. */

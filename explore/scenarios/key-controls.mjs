@@ -1,0 +1,53 @@
+// penalty, reward and reset (rate/key-controls.ts: modes of Gcra32's one compare-and-swap loop)
+// against decisions on the same key, on the width-32 one-limit path. The key holds one admission
+// from the set-up; thread 0 penalizes it by 1 then rewards 1, thread 1 spends it twice, thread 2
+// resets it. Checked: every admission and refusal, with each control's effect placed where it
+// took effect, against the exact model (a penalty spends even past the burst; a reward gives
+// back, a reset gives back everything, never below now), and one live copy of the key.
+import { gcraModel } from '../models.mjs';
+import { gcraOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
+
+const limit = { permits: 2, periodMs: 1000, burst: 2 };
+
+export default {
+  name: 'key-controls',
+  what: 'penalty, reward and reset racing decisions on one key (Gcra32 #spend modes)',
+  time: timeMoves({ startMs: 4999.75, tickMs: 1e-5, intervalMs: 500, wrapMs: 2 ** 31 * 1e-5 }),
+  // A third of the usual CI budget keeps npm run explore within its 3 minutes.
+  bounds: { ci: { dfsBudgetMs: 3_000, pctBudgetMs: 500 } },
+  setup(lib) {
+    const rl = new lib.RateLimiter({ limit: lib.perSecond(2), maxKeys: 4, hashSeed: 7 });
+    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
+  },
+  threads: [
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.call('allow', () => rl.allow('k')); // set-up: the key exists and holds one admission
+      ctx.ready();
+      ctx.call('penalty', () => rl.penalty('k', 1).remaining);
+      ctx.call('reward', () => rl.reward('k', 1)?.remaining ?? null);
+    },
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.ready();
+      ctx.call('allow', () => rl.allow('k'));
+      ctx.call('allow', () => rl.allow('k'));
+    },
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.ready();
+      ctx.call('reset', () => rl.reset('k'));
+    },
+  ],
+  names: tableNames,
+  check(exec, lib) {
+    const outcome = (c) => {
+      if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
+      if (c.label === 'penalty') return { key: 'k', cost: 1, admitted: true, op: 'penalty' };
+      if (c.label === 'reward') return { key: 'k', cost: 1, admitted: true, op: 'reward' };
+      if (c.label === 'reset') return { key: 'k', cost: 0, admitted: true, op: 'reset' };
+      return null;
+    };
+    return liveCopies(exec.buffers[0], lib, ['k']) ?? gcraOutcome(exec, gcraModel(limit, { refusalSlackMs: 1e-5 }), outcome);
+  },
+};

@@ -1,0 +1,85 @@
+import { TableFullError } from '../errors.js';
+import { RELOCATE, type SlotIndex, type SlotRef } from '../table/slot-index.js';
+import type { TableSite } from '../table/table-site.js';
+import { ALLOWED, TOO_LONG, type WideGcra } from './gcra-wide.js';
+import type { Gcra32 } from './gcra-32.js';
+import type { KeyState } from './types.js';
+
+/**
+ * What operators do to one key of a one-limit GCRA RateLimiter: a penalty (spend now, even
+ * beyond the burst), a reward (give back, never below fresh), a reset (give back everything).
+ * Each is one mode of the engine's own compare-and-swap loop (Gcra32/WideGcra `#spend`), so it is
+ * lock-free, exact, and races every decision on the key the way another decision would: the key's
+ * state is its TAT alone, and a write lands only on the value it was decided from.
+ *
+ * A reward or a reset gives back what a reservation of the key counted too: a reservation
+ * cancelled after them gives back its own part again, never below fresh (the key may then admit
+ * its burst sooner than without the reward; the operator asked for it).
+ *
+ * Thread-safety: one instance per limiter instance (per thread), as the engine it drives.
+ */
+export class OneLimitControls {
+  constructor(
+    private readonly one: Gcra32 | WideGcra,
+    private readonly site: TableSite,
+    private readonly index: SlotIndex,
+  ) {}
+
+  /**
+   * Spends `cost` on `key` now, even beyond the burst, inserting the key if needed. Throws
+   * `RangeError` when the key's state cannot hold that much debt (the horizon, as for `reserve`:
+   * nothing is spent) and `TableFullError` when the table has no slot for a new key.
+   */
+  penalty(key: string, cost: number): KeyState {
+    let entry = this.site.find(key);
+    for (;;) {
+      if (entry === undefined) throw new TableFullError(key);
+      const outcome = this.one.penalize(entry, cost);
+      if (outcome === TOO_LONG) {
+        throw new RangeError(`penalty(${JSON.stringify(key)}, ${cost}) would put the key further ahead than its state can hold ` +
+          `(${this.one.waitMs() === Infinity ? 'past the horizon' : `a wait of ${this.one.waitMs()} ms`}); nothing was spent`);
+      }
+      if (outcome !== RELOCATE) return this.#state();
+      entry = this.site.findAgain(key);
+    }
+  }
+
+  /**
+   * Gives back `cost` intervals of `key`'s debt, never below fresh. The key's state after, or
+   * null when the table holds none for it (nothing to give back).
+   */
+  reward(key: string, cost: number): KeyState | null {
+    let entry = this.site.peek(key);
+    for (;;) {
+      if (entry === undefined) return null;
+      // Given back, or nothing was ahead (the key stayed: a probe tells, writing nothing).
+      if (this.one.refund(entry, cost) || !this.#moved(entry)) return this.#state();
+      this.index.forget(key);
+      entry = this.site.peek(key);
+    }
+  }
+
+  /** Gives back everything `key` owes: it reads as fresh. True if it owed anything. */
+  reset(key: string): boolean {
+    let entry = this.site.peek(key);
+    for (;;) {
+      if (entry === undefined) return false;
+      if (this.one.reset(entry)) return true;
+      if (!this.#moved(entry)) return false; // nothing was ahead: already fresh
+      this.index.forget(key);
+      entry = this.site.peek(key);
+    }
+  }
+
+  /**
+   * After a give-back that answered false: whether the key left its slot (a probe tells, writing
+   * nothing), or stayed and simply had nothing ahead.
+   */
+  #moved(entry: SlotRef): boolean {
+    return this.one.decide(entry, 0) !== ALLOWED;
+  }
+
+  #state(): KeyState {
+    return { remaining: this.one.remaining(), resetAfterMs: this.one.resetMs() + this.one.leadMs };
+  }
+}
