@@ -2,18 +2,16 @@
 // thread checks it twice (its second check starts from its own last write), the other once (from a
 // load). Checked: the admissions and refusals against the exact model, with the set-up's admission.
 import { gcraModel } from '../models.mjs';
-import { gcraOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
+import { gcraOutcome, liveCopies, tableNames } from './common.mjs';
+import { gcra32Limit, gcra32Setup, gcra32Time } from './_gcra32.mjs';
 
-const limit = { permits: 2, periodMs: 1000, burst: 2 };
+const limit = gcra32Limit;
 
 export default {
   name: 'gcra-32-decide',
   what: 'Gcra32 decide: the own-write path, the load loop, lastSec across a second edge, a wrap, a step back',
-  time: timeMoves({ startMs: 4999.75, tickMs: 1e-5, intervalMs: 500, wrapMs: 2 ** 31 * 1e-5 }),
-  setup(lib) {
-    const rl = new lib.RateLimiter({ limit: lib.perSecond(2), maxKeys: 4, hashSeed: 7 });
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  time: gcra32Time,
+  setup: gcra32Setup,
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);

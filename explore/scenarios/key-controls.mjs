@@ -5,20 +5,18 @@
 // took effect, against the exact model (a penalty spends even past the burst; a reward gives
 // back, a reset gives back everything, never below now), and one live copy of the key.
 import { gcraModel } from '../models.mjs';
-import { gcraOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
+import { gcraOutcome, liveCopies, tableNames } from './common.mjs';
+import { gcra32Limit, gcra32Setup, gcra32Time } from './_gcra32.mjs';
 
-const limit = { permits: 2, periodMs: 1000, burst: 2 };
+const limit = gcra32Limit;
 
 export default {
   name: 'key-controls',
   what: 'penalty, reward and reset racing decisions on one key (Gcra32 #spend modes)',
-  time: timeMoves({ startMs: 4999.75, tickMs: 1e-5, intervalMs: 500, wrapMs: 2 ** 31 * 1e-5 }),
+  time: gcra32Time,
   // A third of the usual CI budget keeps npm run explore within its 3 minutes.
   bounds: { ci: { dfsBudgetMs: 3_000, pctBudgetMs: 500 } },
-  setup(lib) {
-    const rl = new lib.RateLimiter({ limit: lib.perSecond(2), maxKeys: 4, hashSeed: 7 });
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  setup: gcra32Setup,
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);

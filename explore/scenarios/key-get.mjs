@@ -6,21 +6,19 @@
 // (a get is a probe: that many pass at its reading, one more does not, and nothing changes); a
 // get that found no state only after a sweep reclaimed the key; no get ever inserts a key.
 import { callsOf, gcraModel } from '../models.mjs';
-import { gcraOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
+import { gcraOutcome, liveCopies, tableNames } from './common.mjs';
+import { gcra32Limit, gcra32Setup, gcra32Time } from './_gcra32.mjs';
 
-const limit = { permits: 2, periodMs: 1000, burst: 2 };
+const limit = gcra32Limit;
 
 export default {
   name: 'key-get',
   what: 'get: a lookup that never inserts and a probe, against decisions and a sweep reclaiming the key',
-  time: timeMoves({ startMs: 4999.75, tickMs: 1e-5, intervalMs: 500, wrapMs: 2 ** 31 * 1e-5 }),
+  time: gcra32Time,
   // A third of the usual CI budget keeps npm run explore within its 3 minutes (complete to cost 1
   // in 3 s here); the deep run goes further.
   bounds: { ci: { dfsBudgetMs: 3_000, pctBudgetMs: 500 } },
-  setup(lib) {
-    const rl = new lib.RateLimiter({ limit: lib.perSecond(2), maxKeys: 4, hashSeed: 7 });
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  setup: gcra32Setup,
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
