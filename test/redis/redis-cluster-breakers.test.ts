@@ -102,7 +102,7 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
       const capPrimary = cluster.nodes.indexOf(cluster.nodeOfSlot(keySlot(globalKey(prefix, '0/1'))));
       const stopped = (capPrimary + 1) % cluster.nodes.length;
       const onStopped = new Set(KEYS.filter((k) => primaryOf(prefix, k) === stopped));
-      let others = 0;
+      let others: number;
       try {
         kill(cluster, stopped, 'SIGSTOP');
         const rounds = 4;
@@ -151,7 +151,7 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
         const limiter = new RedisRateLimiter({ redis, prefix, localTier: false, limit: perSecond(1_000), onError: 'allow', timeoutMs: TIMEOUT_MS });
         const moved = KEYS.find((k) => primaryOf(prefix, k) === stopped) as string;
         const slot = keySlot(`${keyBase(prefix, moved)}x`);
-        let others = 0;
+        let others: number;
         try {
           expect((await limiter.tryAcquire(moved)).degraded).toBeUndefined();
           await move(slot, stopped, to);
