@@ -45,15 +45,20 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
 
   /**
    * `rounds` rounds with a primary stopped: the keys of `onStopped` degraded in every one (an
-   * assertion); returns how many answers for other keys were degraded (0: a clean run).
+   * assertion), and the breaker seen open after one of them at least (after its cooldown it is
+   * half open, and reads as closed until the probe fails, so a single look after a slow round
+   * may miss it). Returns how many answers for other keys were degraded (0: a clean run).
    */
   const stoppedRounds = async (limiter: RedisRateLimiter, onStopped: Set<string>, rounds: number, keys = KEYS): Promise<number> => {
     let others = 0;
+    let opened = false;
     for (let r = 0; r < rounds; r++) {
       const degraded = await round(limiter);
+      if (limiter.breakerOpen) opened = true;
       for (const k of onStopped) expect(degraded.has(k), `round ${r}: ${k} on the stopped primary`).toBe(true);
       others += keys.filter((k) => degraded.has(k) && !onStopped.has(k)).length;
     }
+    expect(opened, 'the stopped primary\'s breaker was never seen open').toBe(true);
     return others;
   };
 
@@ -72,7 +77,6 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
         kill(cluster, stopped, 'SIGSTOP');
         // Enough rounds for that primary's breaker to open (3 failures) and stay open.
         others += await stoppedRounds(limiter, onStopped, 4);
-        expect(limiter.breakerOpen).toBe(true);
         kill(cluster, stopped, 'SIGCONT');
         // Past the cooldown one probe goes, and its answer closes the breaker: Redis decides again.
         let back = false;
@@ -107,7 +111,6 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
         kill(cluster, stopped, 'SIGSTOP');
         const rounds = 4;
         others = await stoppedRounds(limiter, onStopped, rounds);
-        expect(limiter.breakerOpen).toBe(true);
         // Every cap spend of a key that was not decided comes back (fire-and-forget refunds): the
         // cap holds what the other keys spent, at most.
         const spent = rounds * (KEYS.length - onStopped.size);
@@ -160,7 +163,6 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
           kill(cluster, stopped, 'SIGSTOP');
           const onStopped = new Set(KEYS.filter((k) => k !== moved && primaryOf(prefix, k) === stopped));
           others = await stoppedRounds(limiter, onStopped, 4);
-          expect(limiter.breakerOpen).toBe(true);
         } finally {
           kill(cluster, stopped, 'SIGCONT');
           await move(slot, to, stopped); // back where nodeOfSlot says it is
