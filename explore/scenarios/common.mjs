@@ -103,7 +103,7 @@ export function reclaimedUnderCall(exec, lib) {
 /**
  * Live keys of the table in `buffer` that a lookup cannot reach: an EMPTY slot between the key's
  * home and its own slot (a lookup stops at the first EMPTY slot). A violation, or null.
- * The home is table.ts's #home: stripe from the hash's value, slot from its re-mixed top bits.
+ * The home is table.ts's #home: stripe from the hash's top bits (stripeOfHash), slot from its re-mixed top bits.
  */
 export function brokenChains(buffer, lib) {
   const L = lib.layout;
@@ -117,7 +117,7 @@ export function brokenChains(buffer, lib) {
     const base = L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS];
     if ((w[base + L.S_CTRL] & 3) !== L.LIVE || w[base + L.S_TAT] === L.DEAD) continue;
     const hash = w[base + L.S_HASH];
-    const start = ((hash >>> 0) % stripes) * perStripe;
+    const start = L.stripeOfHash(hash, stripes) * perStripe;
     for (let j = (Math.imul(hash, 0x9e3779b1) >>> shift) & mask; start + j !== slot; j = (j + 1) & mask) {
       if ((ctrl(start + j) & 3) === L.EMPTY) return `slot ${slot}'s key is cut off from its home: slot ${start + j} is EMPTY`;
     }

@@ -65,7 +65,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 7;
+export const LAYOUT_VERSION = 8;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -156,6 +156,18 @@ export const DEAD = -0x80000000;
 /** Builds a ctrl word. */
 export function ctrlWord(state: number, payload: number): number {
   return ((payload & PAYLOAD_MASK) << 2) | state;
+}
+
+/**
+ * The stripe of a key of hash `hash` in a table of `stripes` stripes: the hash's value scaled to
+ * [0, stripes) (multiply and shift, Lemire's "fastrange"), so its top bits pick the stripe. Exact
+ * in doubles: a table has at most 2^18 stripes (MAX_KEYS, MAX_SLOTS_PER_KEY and the shortest
+ * stripe, 64 slots), so the product is below 2^50. A modulus would be a float division here: a
+ * hash past 2^31 read unsigned is no int32, and V8 then calls fmod (measured: 10-20% of an
+ * uncached check). table.ts's home slot takes its re-mixed top bits, an independent pick.
+ */
+export function stripeOfHash(hash: number, stripes: number): number {
+  return Math.floor((hash >>> 0) * stripes * 2.3283064365386963e-10);
 }
 
 /** Slots allocated per requested key by default: at maxKeys live keys a stripe is 80% full on average. */

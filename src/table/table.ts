@@ -2,7 +2,7 @@ import { hashWords, KeyEncoder, keyWords } from './hash.js';
 import {
   BUSY, CLAIM_CANCELLED, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES,
-  CLAIM_STAMP_MASK, TOMB, PAYLOAD_MASK,
+  CLAIM_STAMP_MASK, stripeOfHash, TOMB, PAYLOAD_MASK,
 } from './layout.js';
 import { KeyHeap } from './key-heap.js';
 import { checkTableBuffer, hasKeyHeap, inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf, stateOffsetOf } from './table-buffer.js';
@@ -179,12 +179,12 @@ export class SlotTable {
 
   /** The stripe a key of hash `hash` lives in (every slot of its probe chain is there). */
   stripeOf(hash: number): number {
-    return (hash >>> 0) % this.stripes;
+    return stripeOfHash(hash, this.stripes);
   }
 
   #home(hash: number): number {
-    // Stripe from the hash's value, home slot from its (re-mixed) top bits: two independent picks.
-    const stripe = (hash >>> 0) % this.stripes;
+    // Stripe from the hash's top bits, home slot from its re-mixed top bits: two independent picks.
+    const stripe = stripeOfHash(hash, this.stripes);
     const home = Math.imul(hash, 0x9e3779b1) >>> this.#homeShift; // top bits: 6, or log2 of longer stripes
     return stripe * this.slotsPerStripe + (home & this.#stripeMask);
   }
