@@ -92,7 +92,7 @@ export interface RateLimiterOptions {
   slotsPerKey?: number;
   /**
    * Per-thread cache of key -> slot, so hot keys skip hashing. Entries; default 65,536; 0 disables.
-   * It turns itself off while more than 80% of lookups miss it (far more keys in play than it holds) and tries again later.
+   * It turns itself off while more than a quarter of lookups miss it (more keys in play than it holds) and tries again later.
    */
   cacheSize?: number;
   /**
