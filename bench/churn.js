@@ -10,7 +10,7 @@ import { gcraSlotState } from '../dist/rate/gcra-slot.js';
 import { EMPTY, S_CTRL } from '../dist/table/layout.js';
 import { SlotTable } from '../dist/table/table.js';
 import { createMapGcraSweeping } from './lib/map-gcra.js';
-import { BATCH, fmt, gc, makeKeys, median, nsPerCall } from './lib/measure.js';
+import { BATCH, fmt, gc, makeKeys, nsPerCallPaired, pairedRatio } from './lib/measure.js';
 import { keyStream } from './lib/streams.js';
 import { lineChart } from './lib/svg.js';
 
@@ -44,6 +44,11 @@ const WARM_ROUNDS = 4;
 /** One seed for every table, so that a fresh table built for comparison has the same home slots. */
 const HASH_SEED = 0x5eed;
 const DENSITIES = [2, 1.25];
+/**
+ * Rounds of the first-check, mixed and second-check tables: the contestants forward, then
+ * backward, in turn (nsPerCallPaired), their ratios the median of each round's own.
+ */
+const ROUNDS = 7;
 /** The tables of the first-check, second-check and memory rows. */
 const BIG = 1_000_000;
 
@@ -306,7 +311,7 @@ async function firstChecks(quick) {
       return (k) => l.allow(k);
     }),
   };
-  const res = await nsPerCall(tasks, quick ? { timeMs: 150, warmupMs: 50 } : { timeMs: 1_000, warmupMs: 200 });
+  const res = await nsPerCallPaired(tasks, { rounds: quick ? 1 : ROUNDS, ...(quick ? { timeMs: 150, warmupMs: 50 } : { timeMs: 300, warmupMs: 50 }) });
   gc();
   return { res, perTable };
 }
@@ -380,36 +385,24 @@ async function mixed(quick, churned) {
     return { overriddenDuration: performance.now() - t0 };
   };
   const names = Object.keys(works);
-  const rounds = quick ? 1 : 7;
-  const perRound = Object.fromEntries(names.map((n) => [n, []]));
+  const rounds = quick ? 1 : ROUNDS;
+  // The share admitted, counted over the timed rounds (each round's counts from the one before).
   const allowed = Object.fromEntries(names.map((n) => [n, { checks: 0, allowed: 0 }]));
-  for (let r = 0; r < rounds; r++) {
-    const order = r % 2 === 0 ? names : [...names].reverse(); // forward, then backward: each fresh table stays next to its churned one
-    const before = Object.fromEntries(names.map((n) => [n, { checks: works[n].checks, allowed: works[n].allowed }]));
-    const res = await nsPerCall(Object.fromEntries(order.map((n) => [n, task(works[n])])), quick ? { timeMs: 150, warmupMs: 50 } : { timeMs: 250, warmupMs: 50 });
-    for (const n of names) {
-      perRound[n].push(res[n]);
-      allowed[n].checks += works[n].checks - before[n].checks;
-      allowed[n].allowed += works[n].allowed - before[n].allowed;
-    }
-  }
-  const out = {};
-  for (const n of names) {
-    out[n] = {
-      median: median(perRound[n].map((x) => x.median)),
-      p25: median(perRound[n].map((x) => x.p25)),
-      p75: median(perRound[n].map((x) => x.p75)),
-      rounds: perRound[n].map((x) => x.median),
-      allowed: allowed[n].allowed / allowed[n].checks,
-    };
-  }
+  let before = Object.fromEntries(names.map((n) => [n, { checks: works[n].checks, allowed: works[n].allowed }]));
+  const out = await nsPerCallPaired(Object.fromEntries(names.map((n) => [n, task(works[n])])), {
+    rounds, ...(quick ? { timeMs: 150, warmupMs: 50 } : { timeMs: 250, warmupMs: 50 }),
+    onRound: () => {
+      for (const n of names) {
+        allowed[n].checks += works[n].checks - before[n].checks;
+        allowed[n].allowed += works[n].allowed - before[n].allowed;
+      }
+      before = Object.fromEntries(names.map((n) => [n, { checks: works[n].checks, allowed: works[n].allowed }]));
+    },
+  });
+  for (const n of names) out[n].allowed = allowed[n].allowed / allowed[n].checks;
   return { res: out, rounds };
 }
 
-/** The median over rounds of one row's time over another's in the same round. */
-function pairedRatio(a, b) {
-  return median(a.rounds.map((x, r) => x / b.rounds[r]));
-}
 
 // ---------------------------------------------------------------------------------------------
 // 4. 200,000 live keys in a 1,000,000-key table: second checks, drawn evenly.
@@ -430,7 +423,7 @@ async function secondChecks(quick) {
       clock.ms += 1; // a key comes back every ~200 ms of this time: admitted
     };
   };
-  const res = await nsPerCall({
+  const res = await nsPerCallPaired({
     'Map GCRA': task((clock) => {
       const m = createMapGcraSweeping(LIMIT, clock);
       return (k) => m.allow(k);
@@ -443,7 +436,7 @@ async function secondChecks(quick) {
       const l = newLimiter(clock, undefined, { maxKeys: BIG, cacheSize: 0 });
       return (k) => l.allow(k);
     }),
-  }, quick ? { timeMs: 150, warmupMs: 50 } : { timeMs: 1_000, warmupMs: 200 });
+  }, { rounds: quick ? 1 : ROUNDS, ...(quick ? { timeMs: 150, warmupMs: 50 } : { timeMs: 300, warmupMs: 50 }) });
   gc();
   return { res, live };
 }
@@ -492,6 +485,20 @@ function memory(quick) {
 const verdict = (ok) => (ok ? 'met' : '**missed**');
 const ratioText = (x) => `${fmt(x, 2)}x`;
 
+/** How a table of `nsPerCallPaired` rows was measured, for its caption. */
+function roundsText(rows) {
+  const n = Object.values(rows)[0].rounds.length;
+  return `median of ${n} round${n > 1 ? 's' : ''}, run forward and backward in turn; the ratios are the median of each round's own`;
+}
+
+/** A table of `nsPerCallPaired` rows against the row named `base`. */
+function pairedTable(lines, rows, base) {
+  lines.push(`| contestant | ns/check median | p25-p75 | all rounds | vs ${base} |`, '|---|---:|---:|---|---:|');
+  for (const [name, r] of Object.entries(rows)) {
+    lines.push(`| ${name} | ${fmt(r.median, 1)} | ${fmt(r.p25, 1)}-${fmt(r.p75, 1)} | ${r.rounds.map((x) => fmt(x, 0)).join(', ')} | ${ratioText(pairedRatio(r, rows[base]))} |`);
+  }
+}
+
 export async function runChurn({ quick = false, svgDir } = {}) {
   const first = await firstChecks(quick);
   const churned = await absorb(quick);
@@ -513,14 +520,12 @@ export async function runChurn({ quick = false, svgDir } = {}) {
   // 1. First checks.
   const f = first.res;
   lines.push(`## Churn: the first check of a never-seen key (tables for ${fmt(BIG)} keys, maxKeyBytes ${KEY_BYTES})`, '');
-  lines.push(`ns per first check (median of batches of ${fmt(BATCH)}, p25-p75). Every check is of a key never seen before. Each table (and each Map) takes ${fmt(first.perTable)} new keys ` +
+  lines.push(`ns per first check (median of batches of ${fmt(BATCH)}, p25-p75; ${roundsText(first.res)}). Every check is of a key never seen before. ` +
+    `Each table (and each Map) takes ${fmt(first.perTable)} new keys ` +
     'and is then replaced by an empty one, outside the timed batches: the rows average over a table from empty to half of maxKeys. ' +
     'A new limiter\'s key cache starts on and turns itself off after two windows of lookups that mostly miss (131,072 each at the default size): the default row has both. ' +
     '"Map get + set" is the bare Map work of a first check, `if (m.get(k) === undefined) m.set(k, n)`.', '');
-  lines.push('| contestant | ns/check median | p25-p75 | vs Map get + set |', '|---|---:|---:|---:|');
-  for (const name of Object.keys(f)) {
-    lines.push(`| ${name} | ${fmt(f[name].median, 1)} | ${fmt(f[name].p25, 1)}-${fmt(f[name].p75, 1)} | ${ratioText(f[name].median / f['Map get + set'].median)} |`);
-  }
+  pairedTable(lines, f, 'Map get + set');
 
   // 2. Mixed traffic.
   const m = mix.res;
@@ -611,11 +616,10 @@ export async function runChurn({ quick = false, svgDir } = {}) {
   // 5. Second checks.
   const sc = second.res;
   lines.push('', `## Churn: ${fmt(second.live)} live keys in a ${fmt(BIG)}-key table, second checks`, '');
-  lines.push(`ns per check (median of batches of ${fmt(BATCH)}, p25-p75): every key checked once first, then checks drawn evenly from all ${fmt(second.live)} ` +
-    'keys (a seeded stream); time moves 1 ms per batch, so a key comes back after about 200 ms and is admitted. ' +
-    `The per-thread cache holds 65,536 entries by default, a third of the keys.`, '');
-  lines.push('| contestant | ns/check median | p25-p75 | vs Map |', '|---|---:|---:|---:|');
-  for (const name of Object.keys(sc)) lines.push(`| ${name} | ${fmt(sc[name].median, 1)} | ${fmt(sc[name].p25, 1)}-${fmt(sc[name].p75, 1)} | ${ratioText(sc[name].median / sc['Map GCRA'].median)} |`);
+  lines.push(`ns per check (median of batches of ${fmt(BATCH)}, p25-p75; ${roundsText(sc)}): every key checked once first, then checks drawn evenly ` +
+    `from all ${fmt(second.live)} keys (a seeded stream); time moves 1 ms per batch, so a key comes back after about 200 ms and is admitted. ` +
+    'The per-thread cache holds 65,536 entries by default, a third of the keys: most lookups miss it, and it turns itself off.', '');
+  pairedTable(lines, sc, 'Map GCRA');
 
   // 6. Memory.
   lines.push('', `## Churn: memory per key (${fmt(mem.keys)} keys in a table for ${fmt(mem.keys)})`, '');
@@ -628,11 +632,11 @@ export async function runChurn({ quick = false, svgDir } = {}) {
   }
 
   // 7. Targets.
-  const firstRatio = f['sluice allow'].median / f['Map get + set'].median;
+  const firstRatio = pairedRatio(f['sluice allow'], f['Map get + set']);
   const mixRatio = (spk) => pairedRatio(m[`sluice, fresh table, slotsPerKey ${spk}`], m[mapName]);
   const churnRatio = (spk) => pairedRatio(m[`sluice, after churn, slotsPerKey ${spk}`], m[`sluice, fresh table, slotsPerKey ${spk}`]);
   const absorbRatio = (s) => (s.checkMs + s.sweepMs) / mapTotal;
-  const secondRatio = (name) => sc[name].median / sc['Map GCRA'].median;
+  const secondRatio = (name) => pairedRatio(sc[name], sc['Map GCRA']);
   const worstProbe = (s) => Math.max(...s.rows.map((r) => r.now.mean / r.fresh.mean));
   lines.push('', '## Churn: targets', '');
   lines.push('| target | measured | |', '|---|---:|---|');

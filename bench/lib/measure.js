@@ -35,6 +35,39 @@ export async function nsPerCall(tasks, { timeMs = 1_500, warmupMs = 300 } = {}) 
   return out;
 }
 
+/**
+ * `nsPerCall` in `rounds` rounds, the tasks forward in even rounds and backward in odd ones, so
+ * that a busy spell of the machine or a heap state that one task leaves behind moves a whole
+ * round, not one contestant. Per name: the median over rounds of each round's median (p25 and
+ * p75 likewise) and every round's median (`rounds`, for `pairedRatio`). `onRound(round)` runs
+ * after each round, outside the timed part.
+ */
+export async function nsPerCallPaired(tasks, { rounds, onRound, ...timing }) {
+  const names = Object.keys(tasks);
+  const perRound = Object.fromEntries(names.map((n) => [n, []]));
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? names : [...names].reverse();
+    const res = await nsPerCall(Object.fromEntries(order.map((n) => [n, tasks[n]])), timing);
+    for (const n of names) perRound[n].push(res[n]);
+    onRound?.(r);
+  }
+  const out = {};
+  for (const n of names) {
+    out[n] = {
+      median: median(perRound[n].map((x) => x.median)),
+      p25: median(perRound[n].map((x) => x.p25)),
+      p75: median(perRound[n].map((x) => x.p75)),
+      rounds: perRound[n].map((x) => x.median),
+    };
+  }
+  return out;
+}
+
+/** The median over rounds of one row's time over another's in the same round (rows of `nsPerCallPaired`). */
+export function pairedRatio(a, b) {
+  return median(a.rounds.map((x, r) => x / b.rounds[r]));
+}
+
 export function percentile(values, q) {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
