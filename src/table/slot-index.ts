@@ -102,24 +102,15 @@ const MIN_WINDOW = 16_384;
 const MAX_MISS_SHARE = 0.25;
 /** Windows without the cache before it is tried again (the keys a thread sees may change). */
 const OFF_WINDOWS = 32;
-/**
- * Bits of the doorkeeper per cache entry. A key enters the cache on its second miss within a
- * window, not its first (TinyLFU's doorkeeper): the doorkeeper is a bit per hash value, set by a
- * key's first miss and emptied at each window's end. A key seen once (a server's stream of new
- * clients) then costs a bit, not a `Map.set` and, when the cache fills, a clear that throws the
- * hot keys out with it. A window sets at most a quarter of the bits, so few keys get in early.
- */
-const DOOR_BITS_PER_ENTRY = 8;
 
 /**
  * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to `SlotRef`, which
  * reuses the engine's cached string hash, so a hot key is never hashed in JavaScript. Callers
  * validate a cached entry against the slot's ctrl word and call `forget` when it is stale.
  *
- * A key is cached on its second miss in a window, not its first (DOOR_BITS_PER_ENTRY). The cache
- * pays only while enough lookups hit it: a miss costs a failed `Map.get` on top of the table's own
- * lookup, and a second miss a new entry and a `Map.set` too (far more keys than the cache holds,
- * drawn evenly, hit it rarely). So it judges itself over windows of lookups: two windows in a row with more
+ * The cache pays only while enough lookups hit it: a miss costs a failed `Map.get`, a new entry
+ * and a `Map.set` on top of the table's own lookup (far more keys than the cache holds, drawn
+ * evenly, hit it rarely). So it judges itself over windows of lookups: two windows in a row with more
  * than 25% misses turn it off (`cached` then answers at once and `locate` keeps nothing), and
  * after OFF_WINDOWS windows it is tried again, from empty.
  *
@@ -139,9 +130,6 @@ export class SlotIndex {
   #offLeft = 0;
   /** The last window had too many misses: one more like it turns the cache off. */
   #missedLast = false;
-  /** The doorkeeper (DOOR_BITS_PER_ENTRY): one bit per value of `hash & #doorMask`. Per thread, plain. */
-  readonly #door: Int32Array;
-  readonly #doorMask: number;
 
   constructor(table: SlotTable, cacheSize: number) {
     this.#table = table;
@@ -149,9 +137,6 @@ export class SlotIndex {
     this.#on = cacheSize > 0;
     this.#window = Math.max(MIN_WINDOW, 2 * cacheSize);
     this.#left = this.#window;
-    const doorBits = cacheSize > 0 ? 2 ** Math.ceil(Math.log2(Math.max(32, cacheSize * DOOR_BITS_PER_ENTRY))) : 32;
-    this.#door = new Int32Array(doorBits >>> 5);
-    this.#doorMask = doorBits - 1;
   }
 
   /** The cached location of `key`, if any. */
@@ -174,11 +159,10 @@ export class SlotIndex {
   locate(key: string): SlotRef | undefined {
     const table = this.#table;
     const bytes = this.#encode(key);
-    const hash = table.hashEncoded(bytes);
-    const slot = table.locate(bytes, hash);
+    const slot = table.locate(bytes, table.hashEncoded(bytes));
     if (slot === TABLE_FULL) return undefined;
     if (this.#on) this.#misses++;
-    return this.#remember(key, slot, hash);
+    return this.#remember(key, slot);
   }
 
   /** Encodes `key` into the table's encoder; returns its byte length, or throws as `locate` says. */
@@ -192,28 +176,14 @@ export class SlotIndex {
     return bytes;
   }
 
-  /**
-   * The location of `key` (hash `hash`) at `slot`, just found with `foundCtrl`; cached while the
-   * cache runs, on the key's second miss in the window (DOOR_BITS_PER_ENTRY).
-   */
-  #remember(key: string, slot: number, hash: number): SlotRef {
+  /** The location of `key` at `slot` (just found, with `foundCtrl`), cached while the cache runs. */
+  #remember(key: string, slot: number): SlotRef {
     const entry = new SlotRef(this.#table.base(slot), this.#table.foundCtrl);
-    if (this.#on && this.#seenBefore(hash)) {
+    if (this.#on) {
       if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
       this.#cache.set(key, entry);
     }
     return entry;
-  }
-
-  /** Whether the doorkeeper's bit for `hash` was set in this window; sets it. */
-  #seenBefore(hash: number): boolean {
-    const bit = hash & this.#doorMask;
-    const door = this.#door;
-    const mask = 1 << (bit & 31);
-    const word = door[bit >>> 5] as number;
-    if ((word & mask) !== 0) return true;
-    door[bit >>> 5] = word | mask;
-    return false;
   }
 
   /**
@@ -225,9 +195,8 @@ export class SlotIndex {
     if (cached !== undefined) return cached;
     const table = this.#table;
     const bytes = this.#encode(key);
-    const hash = table.hashEncoded(bytes);
-    const slot = table.find(bytes, hash);
-    return slot < 0 ? undefined : this.#remember(key, slot, hash);
+    const slot = table.find(bytes, table.hashEncoded(bytes));
+    return slot < 0 ? undefined : this.#remember(key, slot);
   }
 
   /** Drops a stale entry. */
@@ -243,7 +212,6 @@ export class SlotIndex {
   /** The end of a window: turns the cache off after too many misses, or on after OFF_WINDOWS. */
   #judge(): void {
     this.#left = this.#window;
-    this.#door.fill(0);
     if (this.#on) {
       const missed = this.#misses > this.#window * MAX_MISS_SHARE;
       if (missed && this.#missedLast) {

@@ -94,20 +94,6 @@ describe('the key cache', () => {
     expect(s.index.caching).toBe(true);
   });
 
-  it('caches a key on its second miss in a window, not its first: a key seen once costs no entry', () => {
-    const s = setup(100, 4_096);
-    const [a, b] = s.keys as [string, string];
-    expect(s.index.cached(a)).toBeUndefined();
-    expect(s.index.locate(a)?.base).toBe(s.bases.get(a));
-    expect(s.index.cached(a), 'after one miss').toBeUndefined();
-    s.index.locate(a);
-    expect(s.index.cached(a)?.base, 'after two').toBe(s.bases.get(a));
-    s.index.locate(b);
-    lookups(s, WINDOW, s.keys.slice(2)); // the window ends: the doorkeeper forgets b's first miss
-    s.index.locate(b);
-    expect(s.index.cached(b), "a miss in the window before doesn't count").toBeUndefined();
-  });
-
   it('never runs with cacheSize 0', () => {
     const s = setup(100, 0);
     lookups(s, 20 * WINDOW, s.keys.slice(0, 4));
