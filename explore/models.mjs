@@ -41,8 +41,14 @@ export function gcraModel({ permits, periodMs, burst }, { refusalSlackMs = 0, ke
       const start = tat === null || tat < r ? r : tat;
       const end = start + BigInt(o.cost) * interval;
       // Per-key controls (o.op): a penalty spends even past the burst; a reward gives back
-      // cost intervals, a reset all of them, never below now. Each always takes place.
+      // cost intervals, a reset all of them, never below now; a block raises the state to what
+      // refuses until its end. Each always takes place.
       if (o.op === 'penalty') return { admit: true, refuses: false, next: new Map(state).set(key, end) };
+      // A block: nothing passes until blockMs after the reading; raised to, never lowered.
+      if (o.op === 'block') {
+        const until = r + units(o.blockMs) * p + tau - interval;
+        return { admit: true, refuses: false, next: new Map(state).set(key, tat !== null && tat > until ? tat : until) };
+      }
       if (o.op === 'reward' || o.op === 'reset') {
         if (tat === null || tat <= r) return { admit: true, refuses: false, next: state };
         const back = o.op === 'reset' ? tat - r : BigInt(o.cost) * interval;

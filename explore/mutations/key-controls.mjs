@@ -19,4 +19,10 @@ export default [
     scenario: 'key-controls',
     edits: [{ file: 'rate/gcra-32.js', from: 'debt - Math.min(debt, cost * p.intervalTicks)', to: 'debt - Math.min(debt, 2 * cost * p.intervalTicks)' }],
   },
+  {
+    name: '(planted) a block without the tolerance',
+    what: "a block's debt is the block alone, not the block plus the tolerance less an interval: a request passes before it ends",
+    scenario: 'key-controls',
+    edits: [{ file: 'rate/gcra-32.js', from: '+ 1 + p.toleranceTicks - p.intervalTicks;', to: '+ 1;' }],
+  },
 ];

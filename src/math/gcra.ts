@@ -96,9 +96,11 @@ export function wideStaleUnits(tickPs: number): number {
  * interval exactly, else the finest that fits. Throws `RangeError` naming `name` and saying what
  * would work.
  */
-export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32): GcraParams {
+export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32, wideTickPs = 0): GcraParams {
   const { permits, periodMs, burst } = validateLimit(limit, name);
   const intervalPs = (periodMs * 1e9) / permits;
+  // A tick chosen before (blockTickPs), kept in the table's header: width 64 at that tick.
+  if (wideTickPs > 0) return params(64, wideTickPs, intervalAt(intervalPs, wideTickPs).ticks, burst);
   // Width 32: ticks of 10 ns to 1 ms, so that a millisecond holds a whole number of ticks.
   for (let tickPs = 1e4; tickPs <= 1e9 && minWidth === 32; tickPs *= 10) {
     const t = intervalAt(intervalPs, tickPs);
@@ -125,6 +127,33 @@ export function gcraParams(limit: Limit, name = 'limit', minWidth: 32 | 64 = 32)
     if (t.ok && t.ticks <= MAX_WIDE_INTERVAL_TICKS && t.ticks * burst <= MAX_WIDE_TOLERANCE_TICKS) return params(64, tickPs, t.ticks, burst);
   }
   throw new RangeError(unrepresentable(name, permits, periodMs, burst, intervalPs));
+}
+
+/**
+ * The longest block (`RateLimiter.block`) a key's state holds under `p`, in ms: its horizon less
+ * the tolerance plus one interval (a blocked key's debt is the block plus the tolerance less one
+ * interval). At width 64 the horizon keeps the margin a float estimate of the debt needs.
+ */
+export function maxBlockMsOf(p: GcraParams): number {
+  const horizon = p.width === 32 ? MAX_AHEAD_TICKS : MAX_WIDE_AHEAD_TICKS - 2 ** 40;
+  return Math.max(0, ((horizon - p.toleranceTicks + p.intervalTicks) * p.tickPs) / 1e9);
+}
+
+/**
+ * The finest tick of width 64 whose state holds a block of `maxBlockMs` under `limit` (and
+ * rounds its interval within bounds), or 0 when none does. For a limit whose own width-64 tick
+ * (`gcraParams`) is too fine for such a block: a coarser tick, the interval rounded up by at most
+ * 1 part in a million (0.1% below 1 us), as `gcraParams` allows.
+ */
+export function blockTickPs(limit: Limit, maxBlockMs: number): number {
+  const { permits, periodMs, burst } = validateLimit(limit);
+  const intervalPs = (periodMs * 1e9) / permits;
+  for (const tickPs of WIDE_TICKS_PS) {
+    const t = intervalAt(intervalPs, tickPs);
+    if (!t.ok || t.ticks > MAX_WIDE_INTERVAL_TICKS || t.ticks * burst > MAX_WIDE_TOLERANCE_TICKS) continue;
+    if (maxBlockMsOf(params(64, tickPs, t.ticks, burst)) >= maxBlockMs) return tickPs;
+  }
+  return 0;
 }
 
 /** The error text for a limit no width can hold, with the nearest limit that would work. */

@@ -1,7 +1,7 @@
 import type { Clock } from '../time/clock.js';
 import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
 import { raiseStamp, unitsAhead } from '../time/stamps.js';
-import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
+import { ceilTicks, ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { ALLOWED, REFUSED, TOO_LONG } from './gcra-wide.js';
 import { gcraSlotState } from './gcra-slot.js';
@@ -12,13 +12,14 @@ import type { SlotRef } from '../table/slot-index.js';
 /**
  * `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund (also a
  * reward), a penalty (a spend beyond the burst, with no wait limit: only the horizon), a reset
- * (every interval still ahead given back).
+ * (every interval still ahead given back), a block (the debt raised to a given one, never lowered).
  */
 const ADMIT = 0;
 const RESERVE = 1;
 const REFUND = 2;
 const PENALTY = 3;
 const RESET = 4;
+const BLOCK = 5;
 /**
  * Admissions of a key that start from a load after another thread was found to have written it
  * since this thread's own write. A key several threads share misses its own write often, and a
@@ -169,6 +170,17 @@ export class Gcra32 {
   }
 
   /**
+   * Refuses every request on the key until `ms` after now (a block): its debt rises to the
+   * block plus the tolerance less one interval, so that a request of cost 1 passes at the block's
+   * end and none before; a key already refused longer keeps its debt. ALLOWED, RELOCATE, or
+   * TOO_LONG when that debt is past the horizon (nothing written).
+   */
+  block(ref: SlotRef, ms: number): number {
+    const p = this.#p;
+    return this.#spend(ref, 1, BLOCK, blockDebtTicks(ms, p));
+  }
+
+  /**
    * The one loop of every mode (`mode`): snapshot, decide on it with the pure math of
    * math/gcra.ts, commit by one compareExchange from the snapshot, check the key still owns the
    * slot; decide again on a lost race.
@@ -225,6 +237,12 @@ export class Gcra32 {
         // never below now.
         if (debt === 0) outcome = REFUSED;
         else next = mode === RESET ? 0 : debt - Math.min(debt, cost * p.intervalTicks);
+      } else if (mode === BLOCK) {
+        // maxWaitTicks carries the block's debt: raised to, never lowered (nothing to write then).
+        next = Math.max(debt, maxWaitTicks);
+        this.waitTicks = Math.max(0, next + p.intervalTicks - p.toleranceTicks);
+        if (next > MAX_AHEAD_TICKS) outcome = TOO_LONG;
+        else if (next === debt) outcome = ALLOWED;
       } else if (cost > p.burst && mode !== PENALTY) {
         this.waitTicks = Infinity;
         outcome = REFUSED;
@@ -334,4 +352,14 @@ export class Gcra32 {
   slotState(): SlotState {
     return gcraSlotState(this.#p, this.#clock);
   }
+}
+
+/**
+ * The debt of a key blocked for `ms` from now: the block in ticks, rounded up, and one tick more
+ * (the reading it starts from is rounded down to its tick), plus the tolerance less one interval
+ * (a request of cost 1 passes once the debt is down to that). Not capped: the caller's horizon
+ * check refuses what the state cannot hold.
+ */
+export function blockDebtTicks(ms: number, p: GcraParams): number {
+  return ceilTicks((ms * 1e9) / p.tickPs) + 1 + p.toleranceTicks - p.intervalTicks;
 }

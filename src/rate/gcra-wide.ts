@@ -1,8 +1,8 @@
 import type { Clock } from '../time/clock.js';
-import { ceilPs, ticksToMs } from '../time/ticks.js';
+import { ceilPs, ceilTicks, ticksToMs } from '../time/ticks.js';
 import { isStale, raiseStamp, STALE_UNIT_MS, unitsAhead } from '../time/stamps.js';
 import { MAX_WIDE_AHEAD_TICKS, wideDebt, type GcraParams } from '../math/gcra.js';
-import { add, compare, divmod, mul, pair, sub, toNumber, type Pair, type QuotRem } from '../math/int64.js';
+import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type Pair, type QuotRem } from '../math/int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
 import { RELOCATE, type SlotRef } from '../table/slot-index.js';
@@ -39,12 +39,13 @@ export const REFUSED = 1;
 /** `reserve` results beyond RELOCATE: the wait exceeds the horizon or maxWait. */
 export const TOO_LONG = 3;
 
-/** `#spend` modes, as Gcra32's: admission, reservation, refund (and reward), penalty, reset. */
+/** `#spend` modes, as Gcra32's: admission, reservation, refund (and reward), penalty, reset, block. */
 const ADMIT = 0;
 const RESERVE = 1;
 const REFUND = 2;
 const PENALTY = 3;
 const RESET = 4;
+const BLOCK = 5;
 
 /** `#commit` outcomes. */
 const LANDED = 0;
@@ -67,6 +68,8 @@ export class WideGcra {
   readonly #d: Pair = pair();
   readonly #n: Pair = pair();
   readonly #qr: QuotRem = { q: 0, r: 0 };
+  /** A block's debt (`block`): the debt the key is raised to. */
+  readonly #blockDebt: Pair = pair();
   /** The key's debt after the last decision (after the admission, or unspent on a refusal). */
   readonly debt: Pair = pair();
   /** Ticks until the last refused request would pass (Infinity when cost > burst). */
@@ -189,8 +192,12 @@ export class WideGcra {
    */
   #commit(base: number, ctrl: number, at: number, cost: number, mode: number): number {
     const givesBack = mode === REFUND || mode === RESET;
-    const next = mode === RESET ? this.#n : mul(cost, this.#p.intervalTicks, this.#n);
-    if (givesBack) {
+    const next = mode === RESET || mode === BLOCK ? this.#n : mul(cost, this.#p.intervalTicks, this.#n);
+    if (mode === BLOCK) {
+      // now + the block's debt (more than the key's: #spend checked), fresh or not.
+      add(this.#now.hi, this.#now.lo, this.#blockDebt.hi, this.#blockDebt.lo, next);
+      if (this.#staleOn) this.#raise(base, this.#last, this.nowMs);
+    } else if (givesBack) {
       // TAT - min(debt, cost * t) (all the debt for a reset): back to now at the furthest (the
       // snapshot is not fresh).
       if (mode === RESET || compare(next.hi, next.lo, this.#d.hi, this.#d.lo) > 0) { next.hi = this.#d.hi; next.lo = this.#d.lo; }
@@ -258,6 +265,23 @@ export class WideGcra {
   }
 
   /**
+   * As Gcra32's: refuses every request on the key until `ms` after now, its debt raised to the
+   * block plus the tolerance less one interval (never lowered). ALLOWED, RELOCATE or TOO_LONG.
+   */
+  block(ref: SlotRef, ms: number): number {
+    const p = this.#p;
+    const d = this.#blockDebt;
+    // The block in ticks, rounded up, and a tick more, as Gcra32's (blockDebtTicks); beyond 2^53
+    // ticks, where a double is not every integer, an ulp more instead. At most the horizon (past
+    // it, #spend answers TOO_LONG).
+    const ticks = ceilTicks((ms * 1e9) / p.tickPs);
+    fromNumber(Math.min(MAX_WIDE_AHEAD_TICKS, ticks + Math.max(1, ticks * 2 ** -52)), d);
+    const rest = mul(p.burst - 1, p.intervalTicks, this.#n); // the tolerance less one interval
+    add(d.hi, d.lo, rest.hi, rest.lo, d);
+    return this.#spend(ref.base, ref.ctrl, 1, BLOCK, 0);
+  }
+
+  /**
    * The one loop of every mode (`mode`): snapshot, decide on it, commit by one compare-and-swap
    * from the snapshot (`#commit`); decide again on a lost race.
    */
@@ -269,9 +293,17 @@ export class WideGcra {
       const { q, r } = this.#qr;
       // The decision, pure, in whole intervals: debt = q * t + r (0 <= r < t).
       let outcome = ALLOWED;
+      let write = true;
       if (mode === REFUND || mode === RESET) {
         // What is still ahead of now, up to the reservation's own cost: never below now.
         if (this.#isFresh) outcome = REFUSED;
+      } else if (mode === BLOCK) {
+        // Raised to the block's debt, never lowered: a key refused longer already is left alone.
+        const b = this.#blockDebt;
+        const ahead = toNumber(b.hi, b.lo);
+        this.waitTicks = Math.max(0, ahead + p.intervalTicks - p.toleranceTicks);
+        if (ahead > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
+        else if (!this.#isFresh && compare(b.hi, b.lo, this.#d.hi, this.#d.lo) <= 0) write = false;
       } else if (cost > p.burst && mode !== PENALTY) {
         this.waitTicks = Infinity;
         outcome = REFUSED;
@@ -286,7 +318,7 @@ export class WideGcra {
         // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
         if ((mode === RESERVE && wait > maxWaitTicks) || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
       }
-      if (outcome !== ALLOWED || cost === 0) {
+      if (outcome !== ALLOWED || cost === 0 || !write) {
         // A refusal writes nothing. Re-read the halves: unchanged, the TAT held the snapshot at
         // the second read (it only grows between reclaims), so the snapshot was not torn.
         if (outcome !== ALLOWED && ((Atomics.load(this.#w, at) >>> 0) !== this.#lo || Atomics.load(this.#w, at + 1) !== this.#hi)) continue;

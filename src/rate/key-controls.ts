@@ -1,4 +1,7 @@
 import { TableFullError } from '../errors.js';
+import { describe } from '../config/check.js';
+import { maxBlockMsOf, type GcraParams } from '../math/gcra.js';
+import { MAX_CLOCK_MS } from '../time/ticks.js';
 import { RELOCATE, type SlotIndex, type SlotRef } from '../table/slot-index.js';
 import type { TableSite } from '../table/table-site.js';
 import { ALLOWED, TOO_LONG, type WideGcra } from './gcra-wide.js';
@@ -7,7 +10,8 @@ import type { KeyState } from './types.js';
 
 /**
  * What operators do to one key of a one-limit GCRA RateLimiter: a penalty (spend now, even
- * beyond the burst), a reward (give back, never below fresh), a reset (give back everything).
+ * beyond the burst), a reward (give back, never below fresh), a reset (give back everything), a
+ * block (refuse until a time: the debt raised to what refuses until then, never lowered).
  * Each is one mode of the engine's own compare-and-swap loop (Gcra32/WideGcra `#spend`), so it is
  * lock-free, exact, and races every decision on the key the way another decision would: the key's
  * state is its TAT alone, and a write lands only on the value it was decided from.
@@ -21,6 +25,7 @@ import type { KeyState } from './types.js';
 export class OneLimitControls {
   constructor(
     private readonly one: Gcra32 | WideGcra,
+    private readonly p: GcraParams,
     private readonly site: TableSite,
     private readonly index: SlotIndex,
   ) {}
@@ -57,6 +62,32 @@ export class OneLimitControls {
       this.index.forget(key);
       entry = this.site.peek(key);
     }
+  }
+
+  /**
+   * Refuses every request on `key` for `ms` from now (RateLimiter.block), inserting the key if
+   * needed. Throws `TypeError`/`RangeError` for a bad `ms`, `RangeError` when the key's state
+   * cannot hold the block (nothing written), `TableFullError` when the table has no slot for it.
+   */
+  block(key: string, ms: number): KeyState {
+    if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${describe(ms)}`);
+    if (!(ms >= 0 && ms <= MAX_CLOCK_MS)) throw new RangeError(`ms must be 0 to 2^53, got ${describe(ms)}`);
+    let entry = this.site.find(key);
+    for (;;) {
+      if (entry === undefined) throw new TableFullError(key);
+      const outcome = this.one.block(entry, ms);
+      if (outcome === TOO_LONG) {
+        throw new RangeError(`block(${JSON.stringify(key)}, ${ms}) is longer than this limiter's key state holds ` +
+          `(${this.maxBlockMs} ms at its width; make the limiter with a larger maxBlockMs); nothing was written`);
+      }
+      if (outcome !== RELOCATE) return this.#state();
+      entry = this.site.findAgain(key);
+    }
+  }
+
+  /** The longest block a key's state holds (maxBlockMsOf its parameters). */
+  get maxBlockMs(): number {
+    return maxBlockMsOf(this.p);
   }
 
   /** Gives back everything `key` owes: it reads as fresh. True if it owed anything. */

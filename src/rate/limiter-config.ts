@@ -1,10 +1,10 @@
 import { ALGORITHMS, checkAlgorithm, compileLimit, type AlgorithmName } from '../algorithms/index.js';
 import { describe, integerInRange } from '../config/check.js';
-import { gcraParams, type GcraParams } from '../math/gcra.js';
+import { blockTickPs, gcraParams, maxBlockMsOf, type GcraParams } from '../math/gcra.js';
 import { validateLimit, type Limit } from '../config/limit.js';
 import { group, type LimitGroup } from './limit-set.js';
 import {
-  H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDTH, MAX_LIMITS,
+  H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDE_TICK, H_WIDTH, MAX_LIMITS,
 } from '../table/layout.js';
 
 /**
@@ -16,6 +16,16 @@ export interface LimiterConfig {
   limits: Required<Limit>[];
   globalLimit: Required<Limit> | null;
   maxLogSize: number;
+  /**
+   * The one-limit GCRA path's least width: 64 when `maxBlockMs` needs it (32 cannot hold such a
+   * block), else 32. Kept in the header (H_WIDTH), so that `attach` takes the same.
+   */
+  minWidth?: 32 | 64;
+  /**
+   * The width-64 tick `maxBlockMs` chose when the limit's own is too fine for such a block (ps);
+   * 0 or absent: the limit's own. Kept in the header (H_WIDE_TICK) for `attach`.
+   */
+  wideTickPs?: number;
 }
 
 /** The compiled form: the lock-free GCRA parameters, or the locked groups. */
@@ -35,6 +45,7 @@ export function parseConfig(options: {
   algorithm?: AlgorithmName | undefined;
   globalLimit?: Limit | undefined;
   maxLogSize?: number | undefined;
+  maxBlockMs?: number | undefined;
 }): LimiterConfig {
   const algorithm = checkAlgorithm(options.algorithm ?? 'gcra', 'options.algorithm');
   const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
@@ -45,8 +56,32 @@ export function parseConfig(options: {
   const limits = list.map((l, i) => validateLimit(l, Array.isArray(options.limit) ? `options.limit[${i}]` : 'options.limit'));
   const globalLimit = options.globalLimit === undefined ? null : validateLimit(options.globalLimit, 'options.globalLimit');
   const config: LimiterConfig = { algorithm, limits, globalLimit, maxLogSize };
-  compileConfig(config, true); // throws now, naming the limit, for what only the algorithm can check
+  const compiled = compileConfig(config, true); // throws now, naming the limit, for what only the algorithm can check
+  if (options.maxBlockMs !== undefined) Object.assign(config, blockState(options.maxBlockMs, compiled.fast, limits[0] as Limit));
   return config;
+}
+
+/** The longest block `options.maxBlockMs` may ask for: 30 days and more, at any limit that holds it. */
+const MAX_BLOCK_MS = 2 ** 53;
+
+/**
+ * The width (and, at 64, the tick) whose state holds a block of `maxBlockMs` (RateLimiter.block)
+ * under the one-limit GCRA path's parameters `fast`: nothing new when they already do. Throws
+ * `TypeError` on every other configuration (block() is built for that one) and `RangeError` for
+ * a bad value, or one no width holds.
+ */
+function blockState(maxBlockMs: unknown, fast: GcraParams | null, limit: Limit): Pick<LimiterConfig, 'minWidth' | 'wideTickPs'> {
+  if (typeof maxBlockMs !== 'number') throw new TypeError(`options.maxBlockMs must be a number of ms, got ${describe(maxBlockMs)}`);
+  if (!(maxBlockMs >= 0 && maxBlockMs <= MAX_BLOCK_MS)) throw new RangeError(`options.maxBlockMs must be 0 to 2^53 ms, got ${describe(maxBlockMs)}`);
+  if (fast === null) {
+    throw new TypeError('options.maxBlockMs is for block(), which is built for a RateLimiter of one GCRA limit and no global cap');
+  }
+  if (maxBlockMsOf(fast) >= maxBlockMs) return {};
+  const wide = fast.width === 64 ? fast : gcraParams(limit, 'options.limit', 64);
+  if (maxBlockMsOf(wide) >= maxBlockMs) return { minWidth: 64 };
+  const tickPs = blockTickPs(limit, maxBlockMs);
+  if (tickPs === 0) throw new RangeError(`options.maxBlockMs ${maxBlockMs} is longer than this limit's state can hold at any width`);
+  return { minWidth: 64, wideTickPs: tickPs };
 }
 
 /**
@@ -61,7 +96,8 @@ export function compileConfig(config: LimiterConfig, named: boolean | string = f
     ? null
     : group([compileLimit(config.algorithm, config.globalLimit, named ? 'options.globalLimit' : 'globalLimit', config.maxLogSize)]);
   const first = config.limits[0] as Limit;
-  const fast = config.algorithm === 'gcra' && config.limits.length === 1 && global === null ? gcraParams(first) : null;
+  const oneLimit = config.algorithm === 'gcra' && config.limits.length === 1 && global === null;
+  const fast = oneLimit ? gcraParams(first, 'limit', config.minWidth ?? 32, config.wideTickPs ?? 0) : null;
   return { fast, key, global };
 }
 
@@ -72,6 +108,8 @@ export function writeConfig(w: Int32Array, config: LimiterConfig, compiled: Comp
   w[H_HAS_GLOBAL] = config.globalLimit === null ? 0 : 1;
   w[H_MAX_LOG_SIZE] = config.maxLogSize;
   w[H_WIDTH] = compiled.fast?.width ?? 0;
+  // In tenths of a ps: every tick of width 64 up to 1 us is a whole number of them (WIDE_TICKS_PS).
+  w[H_WIDE_TICK] = Math.round((config.wideTickPs ?? 0) * 10);
   const f = new Float64Array(w.buffer, H_LIMITS_BYTE, (MAX_LIMITS + 1) * 3);
   [...config.limits, ...(config.globalLimit ? [config.globalLimit] : [])].forEach((l, i) => {
     f[i * 3] = l.permits;
@@ -92,6 +130,8 @@ export function readConfig(w: Int32Array): LimiterConfig {
     limits: Array.from({ length: count }, (_, i) => at(i)),
     globalLimit: w[H_HAS_GLOBAL] === 1 ? at(count) : null,
     maxLogSize: w[H_MAX_LOG_SIZE] as number,
+    minWidth: w[H_WIDTH] === 64 ? 64 : 32,
+    wideTickPs: (w[H_WIDE_TICK] as number) / 10,
   };
 }
 

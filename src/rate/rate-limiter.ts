@@ -28,7 +28,7 @@ export type { Decision, DecisionReason, KeyState, LimitState, RateLimiterHandle,
 import type { Decision, DecisionReason, KeyState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats } from './types.js';
 
 const OPTION_NAMES = namesOf<RateLimiterOptions>()([
-  'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed',
+  'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'maxBlockMs', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed',
   'forceHash', 'slotsPerKey',
 ]);
 
@@ -125,7 +125,7 @@ export class RateLimiter {
         : new LockedEngine(w, compiled.key, global, owner, site.claimTimeoutMs, clock);
     }
     this.#index = site.index;
-    if (this.#one !== null) this.#controls = new OneLimitControls(this.#one, site, site.index);
+    if (this.#one !== null) this.#controls = new OneLimitControls(this.#one, this.#p, site, site.index);
   }
 
   /** One clock reading for a locked decision (reuses one object: no allocation per call). */
@@ -230,6 +230,25 @@ export class RateLimiter {
   reset(key: string): boolean {
     checkRequest(key, 0);
     return this.#controlsFor('reset').reset(key);
+  }
+
+  /**
+   * Refuses every request on `key` for `ms` from now (a ban), inserting the key if needed, and
+   * returns its state after: refusals meanwhile report the time left as `retryAfterMs`, and a
+   * request of cost 1 passes once the block is over. A key already refused longer keeps its
+   * state. Any thread, lock-free. Throws `RangeError` for a block longer than the key's state
+   * holds (nothing is written: make the limiter with `maxBlockMs`), `TableFullError` when a new
+   * key finds no slot, and `TypeError` as `penalty` does.
+   */
+  block(key: string, ms: number): KeyState {
+    checkRequest(key, 0);
+    return this.#controlsFor('block').block(key, ms);
+  }
+
+  /** Ends a block of `key` (see `block`) by giving back everything it owes, as `reset` does. True if it owed anything. */
+  unblock(key: string): boolean {
+    checkRequest(key, 0);
+    return this.#controlsFor('unblock').reset(key);
   }
 
   #controlsFor(method: string): OneLimitControls {

@@ -71,6 +71,13 @@ export interface RateLimiterOptions {
   globalLimit?: Limit;
   /** Largest `permits` a `'sliding-log'` limit may have (4 bytes per permit per key). Default 1,000. */
   maxLogSize?: number;
+  /**
+   * The longest `block(key, ms)` the limiter must hold, in ms (one GCRA limit, no global cap).
+   * Without it a block may be as long as the key's state holds at the width the limit takes
+   * (at width 32 at least the burst's window: docs/rate-limiter.md, Per-key controls); with it,
+   * the state is 64 bits wide when 32 cannot hold such a block.
+   */
+  maxBlockMs?: number;
   /** How many keys can be live at once. Memory for them is allocated up front. 1 to 4,194,304. */
   maxKeys: number;
   /** Where time comes from; default: `performance.now()`. A `ManualClock` or `coarseClock()` travels with the handle. */

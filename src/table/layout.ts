@@ -8,7 +8,7 @@
  * | ... tickNs | staleSec | onFull | hashMode | hashValue | hashSeed | claimTimeoutMs | clock    |
  * | maxKeys | algorithm | limitCount | hasGlobal | maxLogSize | stateWords | ownerSeq | global  |
  * | stateOffset | width | forceLocked | class (which limiter class made the table)            |
- * | inlineKeyWords (key words a slot holds; a longer key's tail is in the key heap)            |
+ * | inlineKeyWords (key words a slot holds; a longer key's tail is in the key heap) | wideTick |
  * | @ byte 256: float64 [permits, periodMs, burst] per limit, then the global limit's          |
  * +---------------------------------- stripe 0 ------------------------------------------------+
  * | slot 0 | slot 1 | ... | slot S-1 |     a key only ever lives in the stripe its hash picks,  |
@@ -108,6 +108,11 @@ export const H_CLASS = 28;
  * maxKeyBytes is larger has a key heap and a reference word after them.
  */
 export const H_INLINE_KEY_WORDS = 29;
+/**
+ * The one-limit GCRA path's width-64 tick in tenths of a ps when `maxBlockMs` chose it (a coarser
+ * tick than the limit's own, to hold such a block); 0: the limit's own (limiter-config.ts).
+ */
+export const H_WIDE_TICK = 30;
 /** The classes a table may belong to, by their H_CLASS value (1-based: 0 is no class). */
 export const TABLE_CLASSES = ['RateLimiter', 'PolicyLimiter', 'ConcurrencyLimiter', 'LocalTier'] as const;
 export type TableClass = (typeof TABLE_CLASSES)[number];
