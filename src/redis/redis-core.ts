@@ -3,6 +3,7 @@ import type { Decision, DecisionReason, KeyState } from '../rate/types.js';
 import { redisCommands, type RedisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
 import { LocalTier } from './local-tier.js';
+import { deleteKeys } from './key-reset.js';
 import { keyBase } from './redis-keys.js';
 import { outcome, ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
 
@@ -120,6 +121,20 @@ export class RedisCore<R> {
     // The client last: every other option was valid.
     this.commands = redisCommands(options.redis);
     this.batcher = new ScriptBatcher(this.commands, timeoutMs, maxBatch);
+  }
+
+  /**
+   * Deletes the state of `cacheKey` under `plan` on Redis (every limit's key; not a global cap's)
+   * in one script call, then clears this process's local tier: a refusal or a lease it held for
+   * the key no longer answers (the tier forgets every key's at once, so each asks Redis again).
+   * Other processes' tiers keep their refusals until the retry time Redis gave them: under-
+   * admission only. Resolves true when Redis held any state for the key; rejects as deleteKeys.
+   */
+  async reset(cacheKey: string, plan: ScriptPlan): Promise<boolean> {
+    const base = keyBase(this.prefix, cacheKey);
+    const deleted = await deleteKeys(this.commands, plan.suffixes.map((s) => base + s), this.batcher.timeoutMs);
+    this.cache?.clear();
+    return deleted > 0;
   }
 
   /** Sets the shared-memory limiter's answer, for onError 'local'. */

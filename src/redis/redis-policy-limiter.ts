@@ -126,6 +126,16 @@ export class RedisPolicyLimiter {
     return keyStateOf(await this.#core.decide(request, key, 0, plan, null), key);
   }
 
+  /**
+   * As `RedisRateLimiter.reset`, for (user, api): its state under the rule it matches now is
+   * deleted (a pair keeps its state across a change of rules; state kept under other limits'
+   * keys by older rules expires on its own).
+   */
+  reset(request: PolicyRequest): Promise<boolean> {
+    const key = checkPolicyRequest(request, 0);
+    return this.#core.reset(key, this.#plans.get(match(this.#compiled, request.user, request.api)) as ScriptPlan);
+  }
+
   /** Like `tryAcquire`, answering only whether the request passes. */
   async allow(request: PolicyRequest, cost = 1): Promise<boolean> {
     return (await this.tryAcquire(request, cost)).allowed;

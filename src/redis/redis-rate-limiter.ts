@@ -169,6 +169,19 @@ export class RedisRateLimiter {
     return keyStateOf(await this.#core.decide(key, key, 0, this.#plan, this.#capPlan), key);
   }
 
+  /**
+   * Deletes `key`'s state on Redis (every limit's; a global cap stays) in one script call: it
+   * reads as fresh on every process. This process's local tier forgets its refusals at once;
+   * another process's may refuse the key until the retry time Redis gave it (under-admission
+   * only). Resolves true when Redis held state for the key. Rejects when Redis does not answer
+   * within `timeoutMs` (onError does not answer for it), and with `RedisConfigError` for an ACL
+   * without `DEL`.
+   */
+  reset(key: string): Promise<boolean> {
+    checkKey(key, 0);
+    return this.#core.reset(key, this.#plan);
+  }
+
   /** Like `tryAcquire`, answering only whether the request passes. */
   async allow(key: string, cost = 1): Promise<boolean> {
     return (await this.tryAcquire(key, cost)).allowed;

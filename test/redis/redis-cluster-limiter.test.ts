@@ -48,6 +48,21 @@ describe.skipIf(!available)('Redis limiters on a Cluster', () => {
     }
   });
 
+  each('reset: every limit\'s key of a key deleted in one call, on whichever node serves it', async (redis) => {
+    for (const algorithm of ['gcra', 'sliding-log'] as const) {
+      const r = make(redis, { algorithm, limit: [perHour(4), perMinute(2)], localTier: false });
+      const keys = Array.from({ length: 12 }, (_, i) => `rk:${i}`); // on every node
+      for (const k of keys) {
+        await r.allow(k);
+        await r.allow(k);
+      }
+      for (const k of keys) expect(await r.allow(k), algorithm).toBe(false);
+      for (const k of keys) expect(await r.reset(k), algorithm).toBe(true);
+      for (const k of keys) expect(await r.get(k), algorithm).toMatchObject({ remaining: 2, resetAfterMs: 0 });
+      expect(await r.reset('rk:0'), algorithm).toBe(false);
+    }
+  });
+
   each('every algorithm and several limits on a Cluster', async (redis) => {
     for (const algorithm of ['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const) {
       const r = make(redis, { algorithm, limit: [perHour(4), perMinute(3)] });
