@@ -3,7 +3,7 @@ import { describe } from '../config/check.js';
 import { checkNames } from '../config/option-names.js';
 import type { Decision } from '../rate/types.js';
 import { asError, costFunction } from './http-inputs.js';
-import { fastifyAddress, makeCheck, setReplyFields, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
+import { fastifyAddress, giveBackOnReply, makeCheck, setReplyFields, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
 
 /**
  * `sluice/fastify`: rate limiting as a Fastify plugin. Register it once, and every route of the
@@ -114,7 +114,7 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     done(error as Error);
     return;
   }
-  const { check, status, body, stacking } = checker;
+  const { check, status, body, stacking, giveBackWhen } = checker;
   // Each checked request's decision, as express-rate-limit's req.rateLimit (shadow mode's answer).
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', null);
   fastify.addHook('onRoute', (route) => {
@@ -124,6 +124,7 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     request.rateLimit = outcome.decision;
     setReplyFields(reply, outcome, stacking);
     if (outcome.allowed) {
+      giveBackOnReply(reply, outcome, giveBackWhen);
       next();
       return;
     }

@@ -12,6 +12,7 @@ import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type He
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
 import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js';
 import { SKIPPED, type Outcome } from './outcome.js';
+import { giveBackAfter, giveBackOptions, GIVE_BACK_NAMES, type GiveBackWhen } from './give-back.js';
 import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } from './refusal-body.js';
 
 export { SKIPPED, type Outcome } from './outcome.js';
@@ -87,6 +88,17 @@ export interface RateLimiterHttpOptions<Req> extends CommonOptions<Req> {
    * `trustProxy`), else the socket's address; IPv6 grouped by `ipv6Subnet`.
    */
   key?: (req: Req) => string | Promise<string>;
+  /**
+   * Give an admitted request's spend back once its response succeeded (status below 400), as
+   * express-rate-limit's option: e.g. a login route that counts only failed attempts. Needs a
+   * `RateLimiter` of one GCRA limit and no global cap (it gives back with `reward`). Default false.
+   */
+  skipSuccessfulRequests?: boolean;
+  /**
+   * Give an admitted request's spend back once its response failed: status 400 or above, or the
+   * connection closed before the response ended. Needs the same limiter. Default false.
+   */
+  skipFailedRequests?: boolean;
 }
 
 /** Options for a `PolicyLimiter` or a `RedisPolicyLimiter`: `key` returns who is asking and what for. Read once, when the handler is made. */
@@ -125,6 +137,8 @@ export interface FastifyReplyLike {
   header(name: string, value: string): unknown;
   /** Fastify's reply.getHeader: a field set earlier (another limiter's), to add to. */
   getHeader?(name: string): unknown;
+  /** The node:http response (for skipSuccessfulRequests and skipFailedRequests). */
+  raw?: ServerResponse;
   send(payload?: string): unknown;
 }
 
@@ -173,10 +187,13 @@ export interface Checker<Req> {
   body: (req: Req, decision: Decision) => RefusalBody | Promise<RefusalBody>;
   /** How many of an outcome's leading fields add to an earlier limiter's (header-modes.ts). */
   stacking: number;
+  /** Which responses give an admitted request's spend back (give-back.ts); null: none. */
+  giveBackWhen: GiveBackWhen | null;
 }
 
 const COMMON_NAMES = [
   'limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'degradedHeader', 'skip', 'allowList', 'statusCode', 'message', 'ipv6Subnet', ...OBSERVER_NAMES,
+  ...GIVE_BACK_NAMES,
 ];
 
 export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: Req) => unknown, fn: string, more: readonly string[] = []): Checker<Req> {
@@ -200,14 +217,15 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
     return clientKey(address, ipv6Subnet);
   };
   const degraded = options.degradedHeader === undefined ? null : fieldName(options.degradedHeader, 'options.degradedHeader');
-  const decided = checkOf(options, limiter, cost, writer, degraded, defaultKey);
+  const giveBackWhen = giveBackOptions(options as { skipSuccessfulRequests?: unknown; skipFailedRequests?: unknown }, limiter);
+  const decided = checkOf(options, limiter, cost, writer, degraded, defaultKey, giveBackWhen !== null);
   const observe = observers(options);
   const decide: Check<Req> = observe === undefined ? decided : (req, cost) => then(decided(req, cost), (o) => observe(req, o));
-  if (skip === undefined) return { check: decide, status: statusCode, body, stacking };
+  if (skip === undefined) return { check: decide, status: statusCode, body, stacking, giveBackWhen };
   // An async skip (a promise) is awaited: a promise is truthy, and read as a boolean it skipped
   // every request (found: `skip: async () => false` let 10 of 10 through at 3 a minute).
   const check: Check<Req> = (req, cost) => then(skip(req), (skipped) => (skipped ? SKIPPED : decide(req, cost)));
-  return { check, status: statusCode, body, stacking };
+  return { check, status: statusCode, body, stacking, giveBackWhen };
 }
 
 /** `f(v)`, or `v.then(f)` when `v` is a promise: sync values stay sync (no extra tick). */
@@ -217,6 +235,7 @@ function then<T, U>(v: T | Promise<T>, f: (v: T) => U | Promise<U>): U | Promise
 
 function checkOf<Req>(
   options: RateLimitOptions<Req>, limiter: unknown, cost: unknown, writer: FieldList | null, degraded: string | null, defaultKey: (req: Req) => string,
+  givesBack: boolean,
 ): Check<Req> {
   const costOf = costFunction<Req>(cost, 'options.cost');
   const headers = writer !== null;
@@ -256,7 +275,12 @@ function checkOf<Req>(
     const fixed = headers ? policiesOf(limiter.algorithm, limiter.limits) : null;
     const name = (key: string): string => key;
     if (limiter instanceof RedisRateLimiter) return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => outcome(d, fixed)), name);
-    return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed), name);
+    if (!givesBack) return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed), name);
+    return keyed(keyOf, (key, n) => {
+      const o = outcome(limiter.tryAcquire(key, n), fixed);
+      if (o.allowed && n > 0) o.giveBack = () => limiter.reward(key, n);
+      return o;
+    }, name);
   }
   if (limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter) {
     const keyOf = options.key as ((req: Req) => PolicyRequest | Promise<PolicyRequest>) | undefined;
@@ -308,7 +332,7 @@ function requestAddress(req: IncomingMessage & { ip?: unknown }): unknown {
 export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse>(
   options: RateLimitOptions<Req> & ExpressOptions<Req, Res>,
 ): RateLimitHandler<Req, Res> {
-  const { check, status, body, stacking } = makeCheck<Req>(options, requestAddress, 'rateLimit', ['handler', 'requestProperty']);
+  const { check, status, body, stacking, giveBackWhen } = makeCheck<Req>(options, requestAddress, 'rateLimit', ['handler', 'requestProperty']);
   const { handler, requestProperty = 'rateLimit' } = options;
   if (handler !== undefined && typeof handler !== 'function') {
     throw new TypeError(`options.handler must be a function (req, res, next, decision), got ${describe(handler)}`);
@@ -332,6 +356,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
       }
     }
     if (outcome.allowed) {
+      if (outcome.giveBack !== undefined) giveBackAfter(res, outcome.giveBack, giveBackWhen as GiveBackWhen);
       next();
       return;
     }
@@ -363,6 +388,13 @@ export function setReplyFields(reply: FastifyReplyLike, outcome: Outcome, stacki
   if (outcome.retryAfter !== undefined) reply.header('retry-after', outcome.retryAfter);
 }
 
+/** For an admitted request whose spend may come back: the listeners on the Fastify reply's node:http response. */
+export function giveBackOnReply(reply: FastifyReplyLike, outcome: Outcome, when: GiveBackWhen | null): void {
+  if (outcome.giveBack === undefined || when === null) return;
+  if (reply.raw === undefined) throw new TypeError('skipSuccessfulRequests and skipFailedRequests need the reply\'s node:http response (reply.raw)');
+  giveBackAfter(reply.raw, outcome.giveBack, when);
+}
+
 /** The Fastify client address: `request.ip` (which follows Fastify's trustProxy), else the socket's. */
 export function fastifyAddress(request: FastifyRequestLike): unknown {
   return request.ip ?? request.raw?.socket?.remoteAddress;
@@ -381,11 +413,12 @@ export function fastifyAddress(request: FastifyRequestLike): unknown {
 export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequestLike, Reply extends FastifyReplyLike = FastifyReplyLike>(
   options: RateLimitOptions<Req>,
 ): FastifyOnRequestHook<Req, Reply> {
-  const { check, status, body, stacking } = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
+  const { check, status, body, stacking, giveBackWhen } = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
   const answer = (request: Req, reply: Reply, done: (error?: Error) => void, outcome: Outcome): void => {
     (request as unknown as { rateLimit: Decision }).rateLimit = outcome.decision;
     setReplyFields(reply, outcome, stacking);
     if (outcome.allowed) {
+      giveBackOnReply(reply, outcome, giveBackWhen);
       done();
       return;
     }

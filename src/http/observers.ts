@@ -54,6 +54,7 @@ export function observers<Req>(options: ObserverOptions<Req>): ((req: Req, o: Ou
     // An admission that leaves nothing has its reset ahead; a Redis lease's admission reports
     // remaining 0 and reset 0 (what the key holds beyond the lease is not known there): not one.
     if (o.allowed && o.decision.remaining === 0 && o.decision.resetAfterMs > 0) onLimit?.(req, o.decision);
-    return shadow ? { allowed: true, decision: o.decision, fields: null, retryAfter: undefined } : o;
+    // Counted as usual in shadow mode: a spend given back after the response still is.
+    return shadow ? { allowed: true, decision: o.decision, fields: null, retryAfter: undefined, ...(o.giveBack ? { giveBack: o.giveBack } : {}) } : o;
   };
 }

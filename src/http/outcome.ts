@@ -16,4 +16,6 @@ export interface Outcome {
   fields: string[] | null;
   /** The Retry-After value on a refusal that can pass later. */
   retryAfter: string | undefined;
+  /** Gives an admitted request's spend back (skipSuccessfulRequests, skipFailedRequests: give-back.ts); absent otherwise. */
+  giveBack?: () => void;
 }

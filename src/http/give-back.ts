@@ -1,0 +1,60 @@
+import type { ServerResponse } from 'node:http';
+import { describe } from '../config/check.js';
+import { RateLimiter } from '../rate/rate-limiter.js';
+
+/**
+ * `skipSuccessfulRequests` and `skipFailedRequests`, as express-rate-limit has them: an admitted
+ * request's spend is given back once its response shows it should not have counted. A response
+ * of status 400 or above failed, as does a connection closed before the response ended (aborted).
+ * The spend comes back by the limiter's `reward`: `cost` intervals, never below a fresh key's
+ * state, so it never credits more than the request took (if the key's debt drained meanwhile,
+ * less). Once per request, whichever of the response's events come.
+ *
+ * Thread-safety: the listeners run on the response's thread, which is the limiter's.
+ */
+
+/** Which responses give their spend back: checked options. */
+export interface GiveBackWhen {
+  successful: boolean;
+  failed: boolean;
+}
+
+export const GIVE_BACK_NAMES = ['skipSuccessfulRequests', 'skipFailedRequests'];
+
+/**
+ * The options checked (`TypeError` naming the option): null when neither is set. Either needs a
+ * limiter that can give a spend back: a `RateLimiter` of one GCRA limit and no global cap.
+ */
+export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; skipFailedRequests?: unknown }, limiter: unknown): GiveBackWhen | null {
+  const successful = options.skipSuccessfulRequests ?? false;
+  const failed = options.skipFailedRequests ?? false;
+  for (const [name, value] of [['skipSuccessfulRequests', successful], ['skipFailedRequests', failed]] as const) {
+    if (typeof value !== 'boolean') throw new TypeError(`options.${name} must be a boolean, got ${describe(value)}`);
+  }
+  if (!successful && !failed) return null;
+  if (!(limiter instanceof RateLimiter) || limiter.width === null) {
+    throw new TypeError(`options.${successful ? 'skipSuccessfulRequests' : 'skipFailedRequests'} gives a spend back with reward(), which is built for ` +
+      'a RateLimiter of one GCRA limit and no global cap; this limiter cannot give one back');
+  }
+  return { successful: successful as boolean, failed: failed as boolean };
+}
+
+/**
+ * Gives the spend back (`giveBack`) once `res` shows the request should not count under `when`:
+ * on 'finish' by its status, or on a 'close' before the response ended (failed).
+ */
+export function giveBackAfter(res: ServerResponse, giveBack: () => void, when: GiveBackWhen): void {
+  let given = false;
+  const once = (): void => {
+    if (given) return;
+    given = true;
+    giveBack();
+  };
+  res.once('finish', () => {
+    if (res.statusCode >= 400 ? when.failed : when.successful) once();
+  });
+  // 'close' comes after 'finish' too: only a response that never ended is an aborted one.
+  if (when.failed) res.once('close', () => {
+    if (!res.writableFinished) once();
+  });
+}

@@ -1,0 +1,139 @@
+// skipSuccessfulRequests and skipFailedRequests, as express-rate-limit has them: an admitted
+// request's spend is given back (reward) once its response shows it should not count. On a real
+// Express 5 app and a real Fastify 5 app driven by fetch, with a ManualClock that stands still:
+// every count is exact.
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import express from 'express';
+import Fastify from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock, perMinute, perSecond, PolicyLimiter, RateLimiter, RedisRateLimiter } from '../../src/index.js';
+import { rateLimit } from '../../src/http/middleware.js';
+import { sluice } from '../../src/http/fastify.js';
+
+let closers: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.all(closers.map((c) => c()));
+  closers = [];
+});
+
+const CLIENT = '127.0.0.1';
+
+/** Resolves once `f()` is true, looking after each turn of the event loop (at most 2,000 turns). */
+async function until(f: () => boolean): Promise<void> {
+  for (let i = 0; i < 2_000 && !f(); i++) await new Promise((r) => setImmediate(r));
+  expect(f()).toBe(true);
+}
+
+/** An Express 5 app behind the middleware: /ok answers 200, /fail 500, /login 200 or 401, /hang never answers. */
+async function expressApp(options: Record<string, unknown>, limiter: RateLimiter, hung: { closed?: Promise<void>; entered?: () => void } = {}): Promise<string> {
+  const app = express();
+  app.use(rateLimit({ limiter, ...options }));
+  app.get('/ok', (_req, res) => { res.send('ok'); });
+  app.get('/fail', (_req, res) => { res.status(500).send('failed'); });
+  app.get('/login', (req, res) => { res.status(req.query.ok === '1' ? 200 : 401).send('login'); });
+  app.get('/hang', (_req, res) => {
+    hung.closed = new Promise((resolve) => res.once('close', () => resolve()));
+    hung.entered?.();
+  });
+  const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
+  closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  return `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
+}
+
+async function statuses(url: string, paths: string[]): Promise<number[]> {
+  const out = [];
+  for (const p of paths) {
+    const r = await fetch(url + p);
+    await r.text();
+    out.push(r.status);
+  }
+  return out;
+}
+
+describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
+  const limiter = () => new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(0) });
+
+  it('skipFailedRequests: failed responses do not count; the next successes do', async () => {
+    const l = limiter();
+    const url = await expressApp({ skipFailedRequests: true }, l);
+    expect(await statuses(url, ['/fail', '/fail', '/fail', '/fail', '/fail'])).toEqual([500, 500, 500, 500, 500]);
+    await until(() => l.get(CLIENT)?.remaining === 2);
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+  });
+
+  it('skipSuccessfulRequests: a login route that counts only failed attempts', async () => {
+    const l = new RateLimiter({ limit: perMinute(3), maxKeys: 16, clock: new ManualClock(0) });
+    const url = await expressApp({ skipSuccessfulRequests: true }, l);
+    expect(await statuses(url, Array(6).fill('/login?ok=1'))).toEqual(Array(6).fill(200));
+    await until(() => l.get(CLIENT)?.remaining === 3);
+    expect(await statuses(url, ['/login?ok=0', '/login?ok=0', '/login?ok=0', '/login?ok=1'])).toEqual([401, 401, 401, 429]);
+  });
+
+  it('gives back exactly once: a failed response that finishes and then closes returns one spend', async () => {
+    const l = limiter();
+    const url = await expressApp({ skipFailedRequests: true }, l);
+    expect(await statuses(url, ['/ok'])).toEqual([200]);
+    expect(await statuses(url, ['/fail'])).toEqual([500]);
+    await until(() => l.get(CLIENT)?.remaining === 1);
+    // Both events have come by now; twice would have given back 2 intervals (remaining 2).
+    await new Promise((r) => setImmediate(r));
+    expect(l.get(CLIENT)?.remaining).toBe(1);
+    expect(await statuses(url, ['/ok', '/ok'])).toEqual([200, 429]);
+  });
+
+  it('skipFailedRequests: a connection closed before the response ended (aborted) gives its spend back', async () => {
+    const l = limiter();
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => { entered = r; });
+    const hung: { closed?: Promise<void>; entered?: () => void } = { entered };
+    const url = await expressApp({ skipFailedRequests: true }, l, hung);
+    const abort = new AbortController();
+    const request = fetch(`${url}/hang`, { signal: abort.signal }).catch(() => 'aborted');
+    await inside;
+    expect(l.get(CLIENT)?.remaining).toBe(1); // spent
+    abort.abort();
+    expect(await request).toBe('aborted');
+    await hung.closed;
+    await until(() => l.get(CLIENT)?.remaining === 2);
+  });
+
+  it('without the options, failures count (the default); in shadow mode the spend still comes back', async () => {
+    const plain = limiter();
+    const url = await expressApp({}, plain);
+    expect(await statuses(url, ['/fail', '/fail', '/fail'])).toEqual([500, 500, 429]);
+    const shadowed = limiter();
+    const url2 = await expressApp({ shadow: true, skipFailedRequests: true }, shadowed);
+    expect(await statuses(url2, ['/fail', '/fail', '/fail'])).toEqual([500, 500, 500]);
+    await until(() => shadowed.get(CLIENT)?.remaining === 2);
+  });
+
+  it('bad options are refused by name; a limiter that cannot give back is refused at once', () => {
+    const l = limiter();
+    expect(() => rateLimit({ limiter: l, skipFailedRequests: 'yes' as unknown as boolean })).toThrow(/options.skipFailedRequests must be a boolean, got "yes"/);
+    expect(() => rateLimit({ limiter: l, skipSuccessfulRequests: 1 as unknown as boolean })).toThrow(TypeError);
+    const two = new RateLimiter({ limit: [perSecond(5), perMinute(50)], maxKeys: 8 });
+    expect(() => rateLimit({ limiter: two, skipFailedRequests: true })).toThrow(/gives a spend back with reward\(\), which is built for a RateLimiter of one GCRA limit/);
+    const policy = new PolicyLimiter({ rules: [{ limit: perSecond(5) }], maxKeys: 8 });
+    expect(() => rateLimit({ limiter: policy, key: () => ({ user: 'u', api: 'a' }), skipSuccessfulRequests: true })).toThrow(TypeError);
+    const redis = new RedisRateLimiter({ redis: { call: async () => null }, limit: perSecond(5), localTier: false });
+    expect(() => rateLimit({ limiter: redis, skipFailedRequests: true })).toThrow(TypeError);
+    expect(() => rateLimit({ limiter: l, skipFailedRequests: false, skipSuccessfulRequests: false })).not.toThrow();
+  });
+});
+
+describe('skipFailedRequests (Fastify 5 plugin)', () => {
+  it('a route answering 500 gives its spend back; 200s count', async () => {
+    const l = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    await app.register(sluice, { limiter: l, skipFailedRequests: true });
+    app.get('/ok', async () => 'ok');
+    app.get('/fail', async (_req, reply) => reply.code(500).send('failed'));
+    await app.listen({ port: 0, host: CLIENT });
+    closers.push(() => app.close());
+    const url = `http://${CLIENT}:${(app.server.address() as AddressInfo).port}`;
+    expect(await statuses(url, ['/fail', '/fail', '/fail', '/fail'])).toEqual([500, 500, 500, 500]);
+    await until(() => l.get(CLIENT)?.remaining === 2);
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+  });
+});
