@@ -220,10 +220,7 @@ export class ConcurrencyLimiter {
     checkRequest(key, 0);
     const site = this.#site;
     let slot = site.peek(key);
-    while (slot !== undefined && this.#decide(slot, 0) === RELOCATE) {
-      site.index.forget(key);
-      slot = site.peek(key);
-    }
+    while (slot !== undefined && this.#decide(slot, 0) === RELOCATE) slot = site.peekAgain(key);
     if (slot === undefined) return null;
     return { remaining: this.#p.maxInFlight - this.#held, resetAfterMs: this.#untilMs(this.#resetTicks) };
   }

@@ -287,12 +287,7 @@ export class PolicyLimiter {
       if (entry === undefined) return peek ? ABSENT : FULL;
       this.#shapeAt = entry.base + this.#stateOffset;
       if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn) !== RELOCATE) break;
-      if (peek) {
-        this.#site.index.forget(key);
-        entry = this.#site.peek(key);
-      } else {
-        entry = this.#site.findAgain(key);
-      }
+      entry = peek ? this.#site.peekAgain(key) : this.#site.findAgain(key);
     }
     if (this.#unreadable) {
       // The key was shaped under rules this thread cannot read yet (a torn copy, see

@@ -164,9 +164,17 @@ export class Gcra32 {
     return this.#spend(ref, cost, PENALTY, 0);
   }
 
-  /** Gives back everything still ahead of now (the key reads as fresh). True if there was any. */
-  reset(ref: SlotRef): boolean {
-    return this.#spend(ref, 1, RESET, 0) === ALLOWED;
+  /**
+   * Gives back `cost` intervals of what the key spent, never below now (a reward): ALLOWED,
+   * REFUSED (nothing was ahead: nothing written) or RELOCATE.
+   */
+  reward(ref: SlotRef, cost: number): number {
+    return this.#spend(ref, cost, REFUND, 0);
+  }
+
+  /** Gives back everything still ahead of now (the key reads as fresh): ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
+  reset(ref: SlotRef): number {
+    return this.#spend(ref, 1, RESET, 0);
   }
 
   /**

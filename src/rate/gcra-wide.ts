@@ -259,9 +259,14 @@ export class WideGcra {
     return this.#spend(ref.base, ref.ctrl, cost, PENALTY, 0);
   }
 
-  /** Gives back everything still ahead of now. True if there was any. */
-  reset(ref: SlotRef): boolean {
-    return this.#spend(ref.base, ref.ctrl, 1, RESET, 0) === ALLOWED;
+  /** As Gcra32's: `cost` intervals given back, never below now; ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
+  reward(ref: SlotRef, cost: number): number {
+    return this.#spend(ref.base, ref.ctrl, cost, REFUND, 0);
+  }
+
+  /** Gives back everything still ahead of now: ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
+  reset(ref: SlotRef): number {
+    return this.#spend(ref.base, ref.ctrl, 1, RESET, 0);
   }
 
   /**

@@ -2,7 +2,7 @@ import { TableFullError } from '../errors.js';
 import { describe } from '../config/check.js';
 import { maxBlockMsOf, type GcraParams } from '../math/gcra.js';
 import { MAX_CLOCK_MS } from '../time/ticks.js';
-import { RELOCATE, type SlotIndex, type SlotRef } from '../table/slot-index.js';
+import { RELOCATE } from '../table/slot-index.js';
 import type { TableSite } from '../table/table-site.js';
 import { ALLOWED, TOO_LONG, type WideGcra } from './gcra-wide.js';
 import type { Gcra32 } from './gcra-32.js';
@@ -27,7 +27,6 @@ export class OneLimitControls {
     private readonly one: Gcra32 | WideGcra,
     private readonly p: GcraParams,
     private readonly site: TableSite,
-    private readonly index: SlotIndex,
   ) {}
 
   /**
@@ -54,14 +53,11 @@ export class OneLimitControls {
    * null when the table holds none for it (nothing to give back).
    */
   reward(key: string, cost: number): KeyState | null {
-    let entry = this.site.peek(key);
-    for (;;) {
-      if (entry === undefined) return null;
-      // Given back, or nothing was ahead (the key stayed: a probe tells, writing nothing).
-      if (this.one.refund(entry, cost) || !this.#moved(entry)) return this.#state();
-      this.index.forget(key);
-      entry = this.site.peek(key);
+    for (let entry = this.site.peek(key); entry !== undefined; entry = this.site.peekAgain(key)) {
+      // Given back, or nothing was ahead: the state the decision saw.
+      if (this.one.reward(entry, cost) !== RELOCATE) return this.#state();
     }
+    return null;
   }
 
   /**
@@ -92,22 +88,11 @@ export class OneLimitControls {
 
   /** Gives back everything `key` owes: it reads as fresh. True if it owed anything. */
   reset(key: string): boolean {
-    let entry = this.site.peek(key);
-    for (;;) {
-      if (entry === undefined) return false;
-      if (this.one.reset(entry)) return true;
-      if (!this.#moved(entry)) return false; // nothing was ahead: already fresh
-      this.index.forget(key);
-      entry = this.site.peek(key);
+    for (let entry = this.site.peek(key); entry !== undefined; entry = this.site.peekAgain(key)) {
+      const outcome = this.one.reset(entry);
+      if (outcome !== RELOCATE) return outcome === ALLOWED; // REFUSED: nothing was ahead, already fresh
     }
-  }
-
-  /**
-   * After a give-back that answered false: whether the key left its slot (a probe tells, writing
-   * nothing), or stayed and simply had nothing ahead.
-   */
-  #moved(entry: SlotRef): boolean {
-    return this.one.decide(entry, 0) !== ALLOWED;
+    return false;
   }
 
   #state(): KeyState {

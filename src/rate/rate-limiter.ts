@@ -125,7 +125,7 @@ export class RateLimiter {
         : new LockedEngine(w, compiled.key, global, owner, site.claimTimeoutMs, clock);
     }
     this.#index = site.index;
-    if (this.#one !== null) this.#controls = new OneLimitControls(this.#one, this.#p, site, site.index);
+    if (this.#one !== null) this.#controls = new OneLimitControls(this.#one, this.#p, site);
   }
 
   /** One clock reading for a locked decision (reuses one object: no allocation per call). */
@@ -195,13 +195,12 @@ export class RateLimiter {
    */
   get(key: string): KeyState | null {
     checkRequest(key, 0);
-    for (;;) {
-      const entry = this.#site.peek(key);
-      if (entry === undefined) return null;
+    // A null state: the key left its slot meanwhile; look again.
+    for (let entry = this.#site.peek(key); entry !== undefined; entry = this.#site.peekAgain(key)) {
       const state = this.#engine ? this.#peekLimits(entry) : this.#peekOne(entry);
       if (state !== null) return state;
-      this.#index.forget(key); // the key left its slot meanwhile: look again
     }
+    return null;
   }
 
   /**

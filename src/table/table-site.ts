@@ -180,6 +180,12 @@ export class TableSite {
     return this.index.locate(key);
   }
 
+  /** As `findAgain`, without inserting: the key's slot after it moved, if the table holds one. */
+  peekAgain(key: string): SlotRef | undefined {
+    this.index.forget(key);
+    return this.index.peek(key);
+  }
+
   /** Reclaims the slots of idle keys; returns how many. The key cache is cleared first. */
   sweep(): number {
     this.index.clear();
