@@ -272,8 +272,7 @@ export class RedisCore<R> {
         // A window cap counted the spend in the window of its time. Nobody waits for the refund:
         // refused as a misconfiguration, the cap keeps the spend (conservative), as when the call
         // fails.
-        const wholeUs = cap.globalLimits.every((l) => l.args[0] === 1);
-        const at = cap.gcra ? c.nowUs + c.resetUs - (wholeUs ? 0 : 1) : c.nowUs;
+        const at = cap.gcra ? c.nowUs + c.resetUs - (cap.wholeUs ? 0 : 1) : c.nowUs;
         this.batcher.decide(cap, '', -(c.granted - kept), -(c.granted - kept), at, performance.now() + this.batcher.timeoutMs, outcome).catch(() => {});
       }
       if (k === 'late') return this.fallback(request, cost);

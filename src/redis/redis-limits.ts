@@ -46,6 +46,7 @@ export function scriptPlan(keyLimits: readonly RedisLimit[], global: readonly Re
     script: limitsScript(keyLimits, global),
     globalLimits: global,
     gcra: [...keyLimits, ...global].every((l) => l.kind === KIND.gcra),
+    wholeUs: [...keyLimits, ...global].every((l) => l.kind !== KIND.gcra || l.args[0] === 1),
   };
 }
 

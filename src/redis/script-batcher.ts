@@ -19,6 +19,11 @@ export interface ScriptPlan {
   readonly globalLimits: readonly RedisLimit[];
   /** Every limit is GCRA: a refund names where its spend's slot ended, not when it was spent. */
   readonly gcra: boolean;
+  /**
+   * Every limit counts whole µs (GCRA with k = 1, or a window): a reply's reset, rounded up to a
+   * whole µs, is then exact (a GCRA cap's refund names the slot's end from it).
+   */
+  readonly wholeUs: boolean;
 }
 
 /** Redis's answer to one decision. */

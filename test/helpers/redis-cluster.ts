@@ -11,12 +11,13 @@
 // polled every 25 ms: a start takes about 2 s, the delay a primary waits after it starts before
 // it reports the cluster ok.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Cluster, Redis, type ClusterOptions } from 'ioredis';
 import { createCluster } from 'redis';
+import { processGroup } from './process-group.js';
 
 export { redisAvailable } from './redis-server.js';
 
@@ -110,23 +111,11 @@ export async function until(what: string, ms: number, check: () => Promise<boole
 /** Starts three primaries, makes them a cluster and waits until every node reports it ok. */
 export async function startCluster(): Promise<TestCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-cluster-'));
-  const children: ChildProcess[] = [];
-  const admins: Redis[] = [];
   // Should the test process die without stop(), the nodes must not outlive it.
-  const killAll = () => { for (const c of children) c.kill('SIGKILL'); };
-  process.once('exit', killAll);
-  const stop = async (): Promise<void> => {
-    process.removeListener('exit', killAll);
-    for (const a of admins) a.disconnect();
-    await Promise.all(children.map((c) => {
-      if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve();
-      const gone = new Promise((r) => c.once('exit', r));
-      c.kill('SIGCONT');
-      c.kill('SIGKILL');
-      return gone;
-    }));
-    rmSync(dir, { recursive: true, force: true });
-  };
+  const group = processGroup(dir);
+  const children = group.children;
+  const admins: Redis[] = [];
+  const stop = (): Promise<void> => group.stop(() => { for (const a of admins) a.disconnect(); });
   try {
     const ports = await freePorts(PRIMARIES);
     const nodes = ports.map((port) => ({ host: HOST, port }));

@@ -2,11 +2,12 @@
 // announces addresses, so no unix sockets), no persistence; killed and removed after. For the
 // failover tests: the Sentinel is quick to act (the primary is down after 300 ms unanswered).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { portFree, until } from './redis-cluster.js';
+import { processGroup } from './process-group.js';
 
 const HOST = '127.0.0.1';
 /** The name the Sentinel monitors the primary under. */
@@ -60,9 +61,9 @@ export async function startSentinelSet(): Promise<SentinelSet> {
     `sentinel failover-timeout ${SENTINEL_NAME} 3000`,
     '',
   ].join('\n'));
-  const children = [primary, replica];
-  const killAll = () => { for (const c of children) c.kill('SIGKILL'); };
-  process.once('exit', killAll);
+  const group = processGroup(dir);
+  const children = group.children;
+  children.push(primary, replica);
   const clients: Redis[] = [];
   const direct = (port: number): Redis => {
     const c = new Redis({ host: HOST, port, maxRetriesPerRequest: 1, lazyConnect: false });
@@ -86,18 +87,7 @@ export async function startSentinelSet(): Promise<SentinelSet> {
         return at?.[1] === String(port);
       });
     },
-    async stop() {
-      process.removeListener('exit', killAll);
-      for (const c of clients) c.disconnect();
-      await Promise.all(children.map((c) => {
-        if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve();
-        const gone = new Promise((r) => c.once('exit', r));
-        c.kill('SIGCONT');
-        c.kill('SIGKILL');
-        return gone;
-      }));
-      rmSync(dir, { recursive: true, force: true });
-    },
+    stop: () => group.stop(() => { for (const c of clients) c.disconnect(); }),
   };
   try {
     const p = direct(primaryPort);
