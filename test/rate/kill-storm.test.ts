@@ -57,6 +57,8 @@ interface Case {
   globalBound?: number;
   /** The hot keys also take window reservations, some of them cancelled (see RESERVE_CASES). */
   reserve?: true;
+  /** The workers also penalize, block, reward and reset the hot keys (see CONTROL_CASES). */
+  controls?: true;
   /** Epochs to run (EPOCHS unless set). */
   epochs?: number;
 }
@@ -111,6 +113,16 @@ const RESERVE_CASES: Case[] = [
     options: { algorithm: 'fixed-window', limit: win(100), globalLimit: win(250) }, keyBound: 100, globalBound: 250, reserve: true, epochs: 4,
   },
   { name: 'sliding window', options: { algorithm: 'sliding-window', limit: win(200) }, keyBound: 200, reserve: true, epochs: 4 },
+];
+
+// The same storm with per-key controls (one GCRA limit: penalty, block, reward, reset): an eighth
+// of the hot-key attempts is a control instead. On the frozen clock a penalty and a block only
+// spend, so what a key admits in an epoch is at most its burst plus what rewards gave back, and
+// plus a burst for each reset. Each worker adds what a reward or reset may give back to the key's
+// bound before the call, so the bound holds also for a worker terminated inside one.
+const CONTROL_CASES: Case[] = [
+  { name: 'gcra, one limit, with per-key controls', options: { limit: perSecond(200) }, keyBound: 200, controls: true, epochs: 4 },
+  { name: 'gcra, 64-bit state, with per-key controls', options: { limit: perSecond(3_000, { burst: 300 }) }, keyBound: 300, controls: true, epochs: 4 },
 ];
 
 /** Room in the log for every act of one epoch (admissions and reservations, cancelled or not). */
@@ -199,10 +211,12 @@ function drain(limiter: RateLimiter, key: string): number {
 }
 
 /** Starts the round's workers and waits until all of them run their loop. */
-async function startRound(limiter: RateLimiter, counters: SharedArrayBuffer, seed: number, errors: unknown[], log?: ActLog): Promise<Worker[]> {
+async function startRound(
+  limiter: RateLimiter, counters: SharedArrayBuffer, seed: number, errors: unknown[], log?: ActLog, controls?: { keyBound: number },
+): Promise<Worker[]> {
   const gate = new SharedArrayBuffer(8);
   const pool = Array.from({ length: WORKERS }, (_, id) => new Worker(workerUrl, {
-    workerData: { handle: limiter.handle, id, hot: HOT, churn: CHURN, gate, counters, seed: (seed + id * 0x9e3779b9) | 0, log },
+    workerData: { handle: limiter.handle, id, hot: HOT, churn: CHURN, gate, counters, seed: (seed + id * 0x9e3779b9) | 0, log, controls },
   }));
   const started = pool.map((w) => new Promise<void>((resolve) => {
     w.once('message', () => resolve());
@@ -239,11 +253,15 @@ async function storm(c: Case): Promise<void> {
   // until the storm showed reservations made ahead, cancelled and raced: a busy machine runs
   // fewer attempts per round, and never fails the test for it.
   const epochs = c.epochs ?? EPOCHS;
-  const shown = () => work > 1_000 && (!c.reserve || (reserved.ahead > 0 && reserved.cancelled > 0 && reserved.casRetries > 0));
+  // With controls: what rewards and resets may have given back, over all epochs.
+  let givenBackBound = 0;
+  const shown = () => work > 1_000 && (!c.reserve || (reserved.ahead > 0 && reserved.cancelled > 0 && reserved.casRetries > 0)) &&
+    (!c.controls || givenBackBound > 0);
   let epoch = 0;
   for (; epoch < epochs || (!shown() && epoch < 4 * epochs); epoch++) {
     if (epoch > 0) clock.advance(FAR_MS); // every key idle: hot keys get reclaimed and inserted again
-    const counters = new SharedArrayBuffer(4 * (HOT.length + WORKERS));
+    // With controls, one more word per hot key: what rewards and resets may have given back.
+    const counters = new SharedArrayBuffer(4 * (HOT.length + WORKERS + (c.controls ? HOT.length : 0)));
     count = new Int32Array(counters);
     const log = c.reserve ? newLog() : undefined;
     // An epoch past the planned ones, run because the storm has not shown its reservations yet:
@@ -252,7 +270,7 @@ async function storm(c: Case): Promise<void> {
     // live their random time.
     const fill = c.reserve && epoch >= epochs ? HOT.length * 2 * (c.keyBound + 50) : 0;
     for (let round = 0; round < ROUNDS_PER_EPOCH; round++) {
-      const pool = await startRound(limiter, counters, Math.floor(random() * 2 ** 32), errors, log);
+      const pool = await startRound(limiter, counters, Math.floor(random() * 2 ** 32), errors, log, c.controls ? { keyBound: c.keyBound } : undefined);
       const attempts = () => Array.from({ length: WORKERS }, (_, id) => Atomics.load(count, HOT.length + id)).reduce((a, b) => a + b, 0);
       const fillBy = performance.now() + 5_000;
       while (round === 0 && attempts() < fill && performance.now() < fillBy) await sleep(1);
@@ -269,10 +287,12 @@ async function storm(c: Case): Promise<void> {
     // An epoch whose workers were all terminated before their first decision (a loaded machine
     // starts them late) admits nothing: liveness is asked of the storm, not of every epoch.
     if (admitted.reduce((a, b) => a + b, 0) > 0) epochsWithAdmissions++;
-    for (const n of admitted) expect(n, `epoch ${epoch}: admitted ${admitted.join(', ')}`).toBeLessThanOrEqual(c.keyBound);
+    const bounds = HOT.map((_, k) => c.keyBound + (c.controls ? count[HOT.length + WORKERS + k] as number : 0));
+    admitted.forEach((n, k) => expect(n, `epoch ${epoch}: admitted ${admitted.join(', ')}, bounds ${bounds.join(', ')}`).toBeLessThanOrEqual(bounds[k] as number));
     if (c.globalBound !== undefined) expect(admitted.reduce((a, b) => a + b, 0), `epoch ${epoch}`).toBeLessThanOrEqual(c.globalBound);
     expect([...liveCopies(limiter)].filter(([, n]) => n > 1), `epoch ${epoch}: keys with two live copies`).toEqual([]);
     work += Array.from({ length: WORKERS }, (_, id) => count[HOT.length + id] as number).reduce((a, b) => a + b, 0);
+    if (c.controls) givenBackBound += bounds.reduce((a, b) => a + b, 0) - HOT.length * c.keyBound;
     if (log !== undefined) {
       // Every window of every limit, per key and for the cap over all keys, held no more than
       // its promise: the admissions and the reservations that act in it (cancelled ones left
@@ -299,6 +319,7 @@ async function storm(c: Case): Promise<void> {
     }
   }
   expect(work).toBeGreaterThan(1_000); // the workers did run between their starts and their ends
+  if (c.controls) expect(givenBackBound, 'rewards and resets were made').toBeGreaterThan(0);
   expect(epochsWithAdmissions * 2, 'epochs that admitted something').toBeGreaterThanOrEqual(epoch);
   if (c.reserve) {
     // Reservations for the next window were made and cancelled, and the workers raced.
@@ -310,7 +331,7 @@ async function storm(c: Case): Promise<void> {
   // The main thread, admitting on until refused, cannot go past the last epoch's limit either.
   const more = HOT.map((key) => drain(limiter, key));
   const perKey = HOT.map((_, k) => (count[k] as number) + (more[k] as number));
-  for (const total of perKey) expect(total).toBeLessThanOrEqual(c.keyBound);
+  perKey.forEach((total, k) => expect(total).toBeLessThanOrEqual(c.keyBound + (c.controls ? count[HOT.length + WORKERS + k] as number : 0)));
   if (c.globalBound !== undefined) expect(perKey.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(c.globalBound);
 
   // Claims left by inserters that died are reclaimed by sweep() once 30 claim timeouts old.
@@ -365,6 +386,10 @@ const fast = (c: Case): Case => (SOAK ? c : { ...c, epochs: 2 });
 
 describe('workers terminated at random moments, every configuration', () => {
   it.each(fastCases(CASES, FAST).map(fast))('$name: stays exact, whole and usable', storm);
+});
+
+describe('workers terminated at random moments while they penalize, block, reward and reset keys', () => {
+  it.each(CONTROL_CASES.map(fast))('$name: each key within its bound, whole and usable', storm);
 });
 
 describe('workers terminated at random moments while they reserve and cancel, window configurations', () => {
