@@ -3,7 +3,8 @@ import { describe } from '../config/check.js';
 import { checkNames } from '../config/option-names.js';
 import type { Decision } from '../rate/types.js';
 import { asError, costFunction } from './http-inputs.js';
-import { fastifyAddress, giveBackOnReply, makeCheck, setReplyFields, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
+import { makeCheck, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
+import { fastifyAddress, giveBackOnReply, setReplyFields } from './fastify-hook.js';
 
 /**
  * `sluice/fastify`: rate limiting as a Fastify plugin. Register it once, and every route of the

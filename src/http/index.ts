@@ -8,8 +8,7 @@ export { ipKey } from './client-address.js';
 export type { RateLimitHeaders } from './headers.js';
 export type { HeaderMode } from './header-modes.js';
 export type { RefusalMessage } from './refusal-body.js';
-export { fastifyRateLimit, rateLimit } from './middleware.js';
-export type {
-  FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike, NextFunction, PolicyLimiterHttpOptions,
-  RateLimitHandler, RateLimiterHttpOptions, RateLimitOptions,
-} from './middleware.js';
+export { rateLimit } from './middleware.js';
+export { fastifyRateLimit } from './fastify-hook.js';
+export type { NextFunction, PolicyLimiterHttpOptions, RateLimitHandler, RateLimiterHttpOptions, RateLimitOptions } from './middleware.js';
+export type { FastifyOnRequestHook, FastifyReplyLike, FastifyRequestLike } from './fastify-hook.js';
