@@ -324,9 +324,11 @@ export class WideGcra {
         if ((mode === RESERVE && wait > maxWaitTicks) || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
       }
       if (outcome !== ALLOWED || cost === 0 || !write) {
-        // A refusal writes nothing. Re-read the halves: unchanged, the TAT held the snapshot at
+        // A refusal writes nothing, nor does a block the key already exceeds. Re-read the halves
+        // (Atomics.load, seq-cst, after the snapshot's): unchanged, the TAT held the snapshot at
         // the second read (it only grows between reclaims), so the snapshot was not torn.
-        if (outcome !== ALLOWED && ((Atomics.load(this.#w, at) >>> 0) !== this.#lo || Atomics.load(this.#w, at + 1) !== this.#hi)) continue;
+        const judged = outcome !== ALLOWED || !write;
+        if (judged && ((Atomics.load(this.#w, at) >>> 0) !== this.#lo || Atomics.load(this.#w, at + 1) !== this.#hi)) continue;
         this.debt.hi = this.#d.hi;
         this.debt.lo = this.#d.lo;
         return outcome;
