@@ -80,7 +80,8 @@ function blockState(maxBlockMs: unknown, fast: GcraParams | null, limit: Limit):
   const wide = fast.width === 64 ? fast : gcraParams(limit, 'options.limit', 64);
   if (maxBlockMsOf(wide) >= maxBlockMs) return { minWidth: 64 };
   const tickPs = blockTickPs(limit, maxBlockMs);
-  if (tickPs === 0) throw new RangeError(`options.maxBlockMs ${maxBlockMs} is longer than this limit's state can hold at any width`);
+  // Kept in tenths of a ps in one int32 header word (writeConfig): ticks of 1 us or less.
+  if (tickPs === 0 || tickPs > 1e6) throw new RangeError(`options.maxBlockMs ${maxBlockMs} is longer than this limit's state can hold at any width`);
   return { minWidth: 64, wideTickPs: tickPs };
 }
 
