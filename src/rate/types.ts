@@ -74,7 +74,7 @@ export interface RateLimiterOptions {
   /**
    * The longest `block(key, ms)` the limiter must hold, in ms (one GCRA limit, no global cap).
    * Without it a block may be as long as the key's state holds at the width the limit takes
-   * (at width 32 at least the burst's window: docs/rate-limiter.md, Per-key controls); with it,
+   * (at width 32 at least the burst's window: docs/rate-limiter.md, on `block`); with it,
    * the state is 64 bits wide when 32 cannot hold such a block.
    */
   maxBlockMs?: number;
