@@ -25,4 +25,10 @@ export default [
     scenario: 'key-controls',
     edits: [{ file: 'rate/gcra-32.js', from: '+ 1 + p.toleranceTicks - p.intervalTicks;', to: '+ 1;' }],
   },
+  {
+    name: '(planted) a width-64 block without the tolerance',
+    what: "WideGcra's block debt is the block alone: a request passes before the block ends",
+    scenario: 'key-block-64',
+    edits: [{ file: 'rate/gcra-wide.js', from: 'mul(p.burst - 1, p.intervalTicks, this.#n)', to: 'mul(0, p.intervalTicks, this.#n)' }],
+  },
 ];
