@@ -40,7 +40,7 @@ export async function runScaling({ quick = false } = {}) {
   }
   const lines = ['## Scaling: keys and key length (one thread, existing keys, uniform)', ''];
   lines.push('ns per check (median), each row drawing evenly from all its keys (a stream twice as long as the key set). The per-thread key cache holds 65,536 entries by default: ' +
-    'beyond that, checks miss it and hash the key in JavaScript, and with far more keys than that it turns itself off.', '');
+    'beyond that, checks miss it and hash the key in JavaScript, and once more than a quarter of the lookups miss it, it turns itself off.', '');
   lines.push('| keys | sluice allow | Map GCRA | sluice / Map | bytes/check | table bytes per key |', '|---:|---:|---:|---:|---:|---:|');
   for (const r of byCount) lines.push(`| ${fmt(r.n)} | ${fmt(r.sluice, 1)} | ${fmt(r.map, 1)} | ${fmt(r.sluice / r.map, 2)}x | ${fmt(r.bytes, 1)} | ${fmt(r.tableBytes / r.n, 1)} |`);
   lines.push(`| ${fmt(big)} (cacheSize ${fmt(big)}) | ${fmt(bigCached.sluice, 1)} | ${fmt(bigCached.map, 1)} | ${fmt(bigCached.sluice / bigCached.map, 2)}x | ${fmt(bigCached.bytes, 1)} | ${fmt(bigCached.tableBytes / big, 1)} |`);
