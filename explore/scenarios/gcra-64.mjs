@@ -7,23 +7,17 @@
 // clock's range: no wrap move.
 // Checked: admissions and refusals against the exact model on the tick grid (see check), and one
 // live copy of the key.
-import { gcraModel, linearizable } from '../models.mjs';
-import { callsOnTickGrid, liveCopies, tableNames, timeMoves } from './common.mjs';
+import { tableNames } from './common.mjs';
+import { gcra64Check, gcra64Limits, gcra64Setup, gcra64Time } from './_gcra64.mjs';
 
-const limit = { permits: 250_000_000, periodMs: 1000, burst: 2 };
-const TICK_MS = 2e-6;
-/** The same limit with time in ticks of TICK_MS: one permit per 2 ticks, burst 2. */
-const TICK_LIMIT = { permits: 1, periodMs: 2, burst: 2 };
+/** Burst 2. */
+const { limit, tickLimit } = gcra64Limits(2);
 
 export default {
   name: 'gcra-64',
   what: 'WideGcra decide (snapshot, 64-bit commit, staleness unit), tryAcquire with cost, the first insert of a key',
-  time: timeMoves({ startMs: 4_096_000, tickMs: TICK_MS, intervalMs: 4e-6 }),
-  setup(lib) {
-    const rl = new lib.RateLimiter({ limit, maxKeys: 4, hashSeed: 7 });
-    if (rl.stats().width !== 64) throw new Error('gcra-64: the limit no longer takes the 64-bit path');
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  time: gcra64Time,
+  setup: gcra64Setup(limit, 'gcra-64'),
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
@@ -38,15 +32,6 @@ export default {
     },
   ],
   names: tableNames,
-  check(exec, lib) {
-    const copies = liveCopies(exec.buffers[0], lib, ['k']);
-    if (copies !== null) return copies;
-    // The model runs on the tick grid, as the limiter does: a reading counts as the tick it names
-    // when within float noise of it (the moves' sums land an ulp off a 2 ns tick: 4096000.0000079996
-    // is the double nearest 4096000.000008), else the tick below. Readings in ticks, the limit in
-    // ticks (an interval of 2, a burst of 2): exact, so no refusal slack either.
-    const { calls } = callsOnTickGrid(exec, TICK_MS);
-    const outcome = (c) => ({ key: 'k', cost: c.label === 'tryAcquire2' ? 2 : 1, admitted: c.result === true });
-    return linearizable(calls, gcraModel(TICK_LIMIT), outcome);
-  },
+  // Readings in ticks, the limit in ticks (an interval of 2, a burst of 2): exact, so no refusal slack either.
+  check: gcra64Check(tickLimit, (c) => ({ key: 'k', cost: c.label === 'tryAcquire2' ? 2 : 1, admitted: c.result === true })),
 };

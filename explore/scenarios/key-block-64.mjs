@@ -7,27 +7,21 @@
 // is never lowered), and one live copy of the key. The limiter's block may end up to two ticks
 // late (the block rounded up, and a tick for the reading's rounding down): refusals that close to
 // conforming are justified.
-import { gcraModel, linearizable } from '../models.mjs';
-import { callsOnTickGrid, liveCopies, tableNames, timeMoves } from './common.mjs';
+import { tableNames } from './common.mjs';
+import { gcra64Check, gcra64Limits, gcra64Setup, gcra64Time, TICK_MS } from './_gcra64.mjs';
 
-const limit = { permits: 250_000_000, periodMs: 1000, burst: 10 };
-const TICK_MS = 2e-6;
-/** The same limit with time in ticks of TICK_MS: one permit per 2 ticks, burst 10. */
-const TICK_LIMIT = { permits: 1, periodMs: 2, burst: 10 };
+/** Burst 10. */
+const { limit, tickLimit } = gcra64Limits(10);
 /** The block: 5 ticks. */
 const BLOCK_TICKS = 5;
 
 export default {
   name: 'key-block-64',
   what: 'WideGcra block (raised to the block, never lowered) racing decisions on one key',
-  time: timeMoves({ startMs: 4_096_000, tickMs: TICK_MS, intervalMs: 4e-6 }),
+  time: gcra64Time,
   // Kept short: npm run explore stays within its 3 minutes.
   bounds: { ci: { dfsBudgetMs: 1_500, pctBudgetMs: 300 } },
-  setup(lib) {
-    const rl = new lib.RateLimiter({ limit, maxKeys: 4, hashSeed: 7 });
-    if (rl.stats().width !== 64) throw new Error('key-block-64: the limit no longer takes the 64-bit path');
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  setup: gcra64Setup(limit, 'key-block-64'),
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
@@ -43,13 +37,7 @@ export default {
     },
   ],
   names: tableNames,
-  check(exec, lib) {
-    const copies = liveCopies(exec.buffers[0], lib, ['k']);
-    if (copies !== null) return copies;
-    const { calls } = callsOnTickGrid(exec, TICK_MS);
-    const outcome = (c) => (c.label === 'block'
-      ? { key: 'k', cost: 0, admitted: true, op: 'block', blockMs: BLOCK_TICKS }
-      : { key: 'k', cost: 1, admitted: c.result === true });
-    return linearizable(calls, gcraModel(TICK_LIMIT, { refusalSlackMs: 2 }), outcome);
-  },
+  check: gcra64Check(tickLimit, (c) => (c.label === 'block'
+    ? { key: 'k', cost: 0, admitted: true, op: 'block', blockMs: BLOCK_TICKS }
+    : { key: 'k', cost: 1, admitted: c.result === true }), 2),
 };

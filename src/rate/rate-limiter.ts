@@ -57,7 +57,7 @@ export class RateLimiter {
   #engine: LockedEngine | LockFreeEngine | null = null;
   /** The one-limit GCRA path (one limit, no cap), at width 32 or 64. */
   #one: Gcra32 | WideGcra | null = null;
-  /** penalty, reward and reset on the one-limit path (null on the others: not built yet). */
+  /** penalty, reward, reset, block and unblock on the one-limit path (null on the others: not built yet). */
   #controls: OneLimitControls | null = null;
   #moment: Moment = { ms: 0, sec: 0 };
   #index!: SlotIndex;
