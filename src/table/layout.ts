@@ -18,7 +18,14 @@
  *
  * +---------------------------------- global area (only with a global limit) -----------------+
  * | lock | lastSec | state words of the global limit                                            |
+ * +---------------------------------- counters: COUNTER_CELLS cells of one cache line each -----+
+ * | live | tombstones | displaced | (pad to 16 words)  | cell 1 | ... | cell 15                  |
  * +--------------------------------------------------------------------------------------------+
+ *
+ * The counters are the table's gauges, kept as it goes (a scrape reads 16 cells, not every slot):
+ * each ctrl transition adds to the cell of its stripe (stripe mod COUNTER_CELLS), so threads on
+ * different stripes rarely write one line. live: LIVE slots; tombstones: TOMB slots; displaced:
+ * the sum over LIVE slots of their distance from their home slot (a hit's probe is 1 + that).
  *
  * one slot (slotWords int32 words):
  * +-----------+-----------+-----------+-----------+-----------+-------------+--------------+------+
@@ -65,7 +72,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 8;
+export const LAYOUT_VERSION = 9;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -113,6 +120,8 @@ export const H_INLINE_KEY_WORDS = 29;
  * tick than the limit's own, to hold such a block); 0: the limit's own (limiter-config.ts).
  */
 export const H_WIDE_TICK = 30;
+/** Word index of the counters area (a multiple of CELL_WORDS: its cells start on cache lines). */
+export const H_COUNTERS = 31;
 /** The classes a table may belong to, by their H_CLASS value (1-based: 0 is no class). */
 export const TABLE_CLASSES = ['RateLimiter', 'PolicyLimiter', 'ConcurrencyLimiter', 'LocalTier'] as const;
 export type TableClass = (typeof TABLE_CLASSES)[number];
@@ -192,6 +201,15 @@ export function slotsPerStripeFor(slotsPerKey: number, slots: number): number {
   const length = slotsPerKey >= 2 ? 64 : slotsPerKey >= 1.5 ? 256 : 1024;
   return Math.min(length, 2 ** Math.ceil(Math.log2(slots)));
 }
+
+/** Cells of the counters area; a ctrl transition in stripe s counts in cell s mod COUNTER_CELLS. */
+export const COUNTER_CELLS = 16;
+/** Words per cell: one 64-byte cache line. */
+export const CELL_WORDS = 16;
+/** Word offsets inside a cell. */
+export const C_LIVE = 0;
+export const C_TOMBS = 1;
+export const C_DISPLACED = 2;
 
 /** Words of the global area before its state: lock and lastSec. */
 export const GLOBAL_HEADER_WORDS = 2;

@@ -1,6 +1,6 @@
 import { keyWords } from './hash.js';
 import {
-  GLOBAL_HEADER_WORDS, H_CLAIM_TIMEOUT_MS, H_CLASS, H_GLOBAL_BASE, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
+  GLOBAL_HEADER_WORDS, CELL_WORDS, COUNTER_CELLS, H_CLAIM_TIMEOUT_MS, H_CLASS, H_COUNTERS, H_GLOBAL_BASE, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
   H_INLINE_KEY_WORDS, H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STATE_OFFSET, H_STATE_WORDS, H_STRIPES,
   H_VERSION, HEADER_WORDS, INLINE_KEY_BYTES, LAYOUT_VERSION, MAGIC, SLOT_HEADER_WORDS, slotsPerStripeFor, TABLE_CLASSES, type TableClass,
 } from './layout.js';
@@ -123,7 +123,9 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   if (spec.align8 === true) slotWords += slotWords & 1;
   const slotArea = stripes * slotsPerStripe * slotWords;
   const globalWords = spec.globalWords > 0 ? GLOBAL_HEADER_WORDS + spec.globalWords : 0;
-  const bytes = (HEADER_WORDS + slotArea + globalWords) * 4;
+  // The counters start on a cache line (the buffer's start is page-aligned).
+  const counters = Math.ceil((HEADER_WORDS + slotArea + globalWords) / CELL_WORDS) * CELL_WORDS;
+  const bytes = (counters + COUNTER_CELLS * CELL_WORDS) * 4;
   let buffer: SharedArrayBuffer;
   try {
     buffer = new SharedArrayBuffer(bytes);
@@ -151,5 +153,6 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   w[H_CLASS] = TABLE_CLASSES.indexOf(spec.tableClass) + 1;
   w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea : 0;
   w[H_INLINE_KEY_WORDS] = inlineWords;
+  w[H_COUNTERS] = counters;
   return buffer;
 }

@@ -1,6 +1,7 @@
 import { hashWords, KeyEncoder, keyWords } from './hash.js';
 import {
-  BUSY, CLAIM_CANCELLED, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE,
+  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, CELL_WORDS, CLAIM_CANCELLED, COUNTER_CELLS, ctrlWord, EMPTY,
+  H_CLAIM_TIMEOUT_MS, H_COUNTERS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES,
   CLAIM_STAMP_MASK, stripeOfHash, TOMB, PAYLOAD_MASK,
 } from './layout.js';
@@ -109,6 +110,8 @@ export class SlotTable {
   /** Per-thread scratch of compactStripe: the ctrl words of its step 1, the slots chains cross. */
   readonly #seen: Int32Array;
   readonly #crossed: Uint8Array;
+  /** Word index of the counters area (layout.ts). */
+  readonly #counters: number;
 
   /**
    * Opens the table in `buffer`, with `heap` its key heap when it has one (`hasKeyHeap`; the
@@ -139,6 +142,32 @@ export class SlotTable {
     this.#state = state;
     this.#seen = new Int32Array(this.slotsPerStripe);
     this.#crossed = new Uint8Array(this.slotsPerStripe);
+    this.#counters = words[H_COUNTERS] as number;
+  }
+
+  /**
+   * Adds `delta` to counter `word` of the cell of `slot`'s stripe. Called right after the ctrl
+   * compareExchange it counts succeeded, so each transition is counted once. Atomics.add: cells
+   * are shared by the stripes that map to them; the sum over cells is what `gauges` reads, and it
+   * needs no order with the slots' words. A thread that stops for ever between the two leaves that
+   * transition uncounted (see `gauges`).
+   */
+  #count(slot: number, word: number, delta: number): void {
+    const cell = ((slot / this.slotsPerStripe) | 0) & (COUNTER_CELLS - 1);
+    Atomics.add(this.words, this.#counters + cell * CELL_WORDS + word, delta);
+  }
+
+  /** The slot whose first word is `base`. */
+  #slotAt(base: number): number {
+    return ((base - HEADER_WORDS) / this.slotWords) | 0;
+  }
+
+  /** How far the LIVE slot at `base` is from its key's home slot (its hit probe is one more). */
+  #displacement(base: number): number {
+    const slot = this.#slotAt(base);
+    // A plain read of the hash: the caller holds the slot LIVE (its hash is written before the
+    // publish and never while LIVE), or has just moved it from LIVE and read nothing since.
+    return (slot - this.#home(this.words[base + S_HASH] as number)) & this.#stripeMask;
   }
 
   /** Number of slots in the table. */
@@ -298,8 +327,15 @@ export class SlotTable {
 
   /** Completes a reclaim whose `tat` is already DEAD: LIVE(gen) -> TOMB(gen). True if this call did. */
   finishReclaim(base: number, ctrl: number): boolean {
+    // The displacement before the compareExchange: once TOMB, the slot may be claimed and its hash rewritten.
+    const displaced = this.#displacement(base);
     // compareExchange from the exact LIVE word: succeeds once, for this incarnation only.
-    return Atomics.compareExchange(this.words, base + S_CTRL, ctrl, ctrlWord(TOMB, ctrl >>> 2)) === ctrl;
+    if (Atomics.compareExchange(this.words, base + S_CTRL, ctrl, ctrlWord(TOMB, ctrl >>> 2)) !== ctrl) return false;
+    const slot = this.#slotAt(base);
+    this.#count(slot, C_LIVE, -1);
+    this.#count(slot, C_TOMBS, 1);
+    if (displaced !== 0) this.#count(slot, C_DISPLACED, -displaced);
+    return true;
   }
 
   /**
@@ -372,6 +408,7 @@ export class SlotTable {
     // publish: inserters of the same hash wait for our claim up to claimTimeoutMs, then cancel
     // it; other inserters pass it by; only after 30x the timeout is the slot taken over.
     if (Atomics.compareExchange(w, base + S_CTRL, from, claim) !== from) return RETRY;
+    if ((from & 3) === TOMB) this.#count(slot, C_TOMBS, -1);
     // Atomics.store of the hash (seq-cst): a concurrent inserter of the same key that claims
     // another slot either sees this hash in its re-scan, or we see its claim in ours. The hash,
     // length and key are written while the slot is BUSY (ours, or cancelled and so still held):
@@ -385,7 +422,7 @@ export class SlotTable {
     for (let i = 0; i < inline; i++) w[at + i] = key[i] as number;
     // A long key's tail: a heap without room leaves the key out, as a full stripe does.
     if (n > inline && !this.#writeTail(base, n)) {
-      this.#abandon(base, claim, gen);
+      this.#abandon(slot, claim, gen);
       return TABLE_FULL;
     }
     // 3. Re-scan the chain for the same key inserted (or being inserted) elsewhere.
@@ -400,14 +437,14 @@ export class SlotTable {
         // A free slot before ours: it was taken, not free, when we scanned (we claim the first
         // free one), and it has been reclaimed since. A compaction may be turning it EMPTY, which
         // would cut our slot off from its chain (#compactStripe): give ours up and insert again.
-        this.#abandon(base, claim, gen);
+        this.#abandon(slot, claim, gen);
         return RETRY;
       }
       if (state === EMPTY) break;
       // Atomics.load of ctrl again after the key compare: unchanged, the key we compared was this
       // incarnation's (as in #find).
       if (state === LIVE && this.#keyEquals(otherBase, bytes, hash) && Atomics.load(w, otherBase + S_CTRL) === c) {
-        this.#abandon(base, claim, gen);
+        this.#abandon(slot, claim, gen);
         return RETRY; // the other copy wins; find() will return it
       }
       // A cancelled claim is no claim on any key: it can never be published, so nobody waits on it.
@@ -435,7 +472,7 @@ export class SlotTable {
       }
       if (i < pos) {
         // An earlier claim for what may be the same key wins; wait for it and start over.
-        this.#abandon(base, claim, gen);
+        this.#abandon(slot, claim, gen);
         this.#awaitClaim(otherBase, c);
         return RETRY;
       }
@@ -454,6 +491,8 @@ export class SlotTable {
     // we start over and find the copy that won, or insert again. Stalled before it for ever, we
     // leave a BUSY slot that is cancelled or reused in time.
     if (Atomics.compareExchange(w, base + S_CTRL, claim, ctrlWord(LIVE, gen)) !== claim) return RETRY;
+    this.#count(slot, C_LIVE, 1);
+    if (pos !== 0) this.#count(slot, C_DISPLACED, pos);
     this.foundCtrl = ctrlWord(LIVE, gen);
     return slot;
   }
@@ -464,10 +503,10 @@ export class SlotTable {
    * further on), and never the word it was before our claim (a compaction that read that word
    * must not mistake the slot for one that stayed free all along: see #compactStripe).
    */
-  #abandon(base: number, claim: number, gen: number): void {
+  #abandon(slot: number, claim: number, gen: number): void {
     // compareExchange from our claim: if it was cancelled meanwhile, the slot stays held until
     // 30x the timeout (we may have written it); if taken over, we leave the new owner alone.
-    Atomics.compareExchange(this.words, base + S_CTRL, claim, ctrlWord(TOMB, gen));
+    if (Atomics.compareExchange(this.words, this.base(slot) + S_CTRL, claim, ctrlWord(TOMB, gen)) === claim) this.#count(slot, C_TOMBS, 1);
   }
 
   /**
@@ -527,7 +566,10 @@ export class SlotTable {
         } else if ((c & 3) === BUSY && this.#claimAge(c, nowMs) > reuseAfterMs) {
           // A dead inserter's claim, or a cancelled one, past 30x the timeout: compareExchange from
           // the exact word we judged (a changed word was published, abandoned or reused meanwhile).
-          if (Atomics.compareExchange(w, base + S_CTRL, c, ctrlWord(TOMB, c >>> 2)) === c) count++;
+          if (Atomics.compareExchange(w, base + S_CTRL, c, ctrlWord(TOMB, c >>> 2)) === c) {
+            this.#count(slot, C_TOMBS, 1);
+            count++;
+          }
         }
       }
       this.compactStripe(stripe);
@@ -597,6 +639,7 @@ export class SlotTable {
       // compareExchange from the tombstone loaded in step 1: fails if the slot was claimed since.
       if (Atomics.compareExchange(w, this.base(start + i) + S_CTRL, c, ctrlWord(EMPTY, c >>> 2)) === c) cleared++;
     }
+    if (cleared !== 0) this.#count(start, C_TOMBS, -cleared);
     return cleared;
   }
 
@@ -612,6 +655,31 @@ export class SlotTable {
     return {
       liveKeys: c.live, maxKeys: this.words[H_MAX_KEYS] as number, capacity: this.capacity, tombstones: c.tombstones,
       claimed: c.claimed, tableBytes: this.words.byteLength, keyHeapBytes: this.heap?.byteLength ?? 0, casRetries,
+    };
+  }
+
+  /**
+   * The table's gauges from its counters (layout.ts): O(COUNTER_CELLS), for every scrape. Live
+   * keys count until their slot is reclaimed (idle or not), as in `report`; `probeMean` is a hit's
+   * mean probe (1 at the home slot). Each count is exact once the transitions in progress end,
+   * except that a thread terminated between a transition and its count leaves that one out
+   * (`report` counts the slots themselves).
+   */
+  gauges(): { liveKeys: number; tombstones: number; probeMean: number; maxKeys: number; capacity: number } {
+    const w = this.words;
+    let live = 0;
+    let tombs = 0;
+    let displaced = 0;
+    for (let cell = this.#counters; cell < this.#counters + COUNTER_CELLS * CELL_WORDS; cell += CELL_WORDS) {
+      // Atomics.load: each word on its own; the three sums are a snapshot of no single instant.
+      live += Atomics.load(w, cell + C_LIVE);
+      tombs += Atomics.load(w, cell + C_TOMBS);
+      displaced += Atomics.load(w, cell + C_DISPLACED);
+    }
+    live = Math.max(live, 0);
+    return {
+      liveKeys: live, tombstones: Math.max(tombs, 0), probeMean: live === 0 ? 0 : 1 + Math.max(displaced, 0) / live,
+      maxKeys: w[H_MAX_KEYS] as number, capacity: this.capacity,
     };
   }
 
