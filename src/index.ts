@@ -4,8 +4,9 @@
  */
 export { RateLimiter } from './rate/rate-limiter.js';
 export type {
-  AttachOptions, Decision, DecisionReason, KeyState, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats,
+  AttachOptions, Decision, DecisionReason, KeyState, LimitState, RateLimiterHandle, RateLimiterOptions, RateLimiterStats, TableGauges,
 } from './rate/rate-limiter.js';
+export type { DecisionHook } from './rate/decision-hook.js';
 export { PolicyLimiter } from './policy/policy-limiter.js';
 export type { PolicyLimiterHandle, PolicyLimiterOptions, PolicyRequest, PolicyRule } from './policy/policy-limiter.js';
 export type { AlgorithmName } from './algorithms/index.js';

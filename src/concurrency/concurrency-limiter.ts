@@ -7,7 +7,8 @@ import {
   FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
   writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
-import type { AttachOptions, KeyState, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
+import type { AttachOptions, KeyState, RateLimiterOptions, RateLimiterStats, TableGauges } from '../rate/rate-limiter.js';
+import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decision-hook.js';
 import { S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotRef } from '../table/slot-index.js';
 import { RELOCATE } from '../table/slot-index.js';
@@ -49,6 +50,8 @@ export interface ConcurrencyLimiterOptions
   maxInFlight: number;
   /** A lease not released within this many ms expires and frees its places. Positive, finite. */
   leaseMs: number;
+  /** Called on this thread after each `tryAcquire` (see RateLimiterOptions.onDecision). */
+  onDecision?: DecisionHook;
   /**
    * After this long an unfinished insert, or a key lock whose holder died mid-call, stops
    * blocking others (an insert's slot is reused after 30 times this). Default 1,000 ms.
@@ -58,6 +61,7 @@ export interface ConcurrencyLimiterOptions
 
 const OPTION_NAMES = namesOf<ConcurrencyLimiterOptions>()([
   'maxInFlight', 'leaseMs', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'cacheSize', 'claimTimeoutMs', 'hashSeed', 'forceHash', 'slotsPerKey',
+  'onDecision',
 ]);
 
 /** A structured-cloneable reference to a concurrency limiter's shared memory. */
@@ -91,6 +95,8 @@ export class ConcurrencyLimiter {
   #p!: LeaseParams;
   #lease!: LeaseSite;
   #site!: TableSite;
+  /** This instance's decision hook (options.onDecision), or null. */
+  #onDecision: DecisionHook | null = null;
   #words!: Int32Array;
   #clock!: Clock;
   /** The clock as decisions read it: never earlier than this instance's latest reading (see Clock). */
@@ -130,9 +136,11 @@ export class ConcurrencyLimiter {
     };
     if (options instanceof AttachRequest) {
       this.#setup(TableSite.attached(options, 'ConcurrencyLimiter'), options.cacheSize);
+      this.#onDecision = options.option('onDecision') as DecisionHook | null ?? null;
       return;
     }
     checkOptionsObject(options, OPTION_NAMES, 'ConcurrencyLimiter', '{ maxInFlight, leaseMs, maxKeys }');
+    const onDecision = decisionHookOf<string>(options.onDecision);
     const maxInFlight = integerInRange('options.maxInFlight', options.maxInFlight, 1, MAX_IN_FLIGHT);
     const leaseMs = positiveFinite('options.leaseMs', options.leaseMs);
     const p = leaseParams(maxInFlight, leaseMs);
@@ -142,6 +150,7 @@ export class ConcurrencyLimiter {
     const buffer = createTable(t, { stateWords: maxInFlight, globalWords: 0, tableClass: 'ConcurrencyLimiter' });
     writeLeaseParams(new Int32Array(buffer), p);
     this.#setup(TableSite.created(buffer, 'ConcurrencyLimiter', t.clock), t.cacheSize);
+    this.#onDecision = onDecision;
   }
 
   #setup(site: TableSite, cacheSize: number | undefined): void {
@@ -165,6 +174,7 @@ export class ConcurrencyLimiter {
    * Thread-safety: call it on the thread that will use the result.
    */
   static attach(handle: ConcurrencyLimiterHandle, options?: AttachOptions): ConcurrencyLimiter {
+    decisionHookOf(options?.onDecision);
     return new ConcurrencyLimiter(attachRequest(handle, options, 'ConcurrencyLimiter'));
   }
 
@@ -189,6 +199,12 @@ export class ConcurrencyLimiter {
    * probe that answers without taking anything. A refused request changes nothing.
    */
   tryAcquire(key: string, cost = 1): LeaseDecision {
+    const d = this.#tryAcquire(key, cost);
+    if (this.#onDecision !== null) tellDecision(this.#onDecision, key, d.allowed, d.reason, cost);
+    return d;
+  }
+
+  #tryAcquire(key: string, cost: number): LeaseDecision {
     checkRequest(key, cost);
     const site = this.#site;
     let slot = site.find(key);
@@ -228,6 +244,11 @@ export class ConcurrencyLimiter {
   /** Reclaims the slots of keys that hold no unexpired lease; returns how many. */
   sweep(): number {
     return this.#site.sweep();
+  }
+
+  /** The table's gauges, from counts it keeps as it goes (O(1)): see RateLimiter.gauges. */
+  gauges(): TableGauges {
+    return this.#site.gauges();
   }
 
   /** Counts keys, slots and held places. O(capacity * maxInFlight): for monitoring only. */

@@ -11,11 +11,11 @@ import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
 import { createRulesStore, halfStamp, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
-import type { Decision, KeyState, RateLimiterOptions, RateLimiterStats } from '../rate/rate-limiter.js';
+import type { AttachOptions, Decision, KeyState, RateLimiterOptions, RateLimiterStats, TableGauges } from '../rate/rate-limiter.js';
+import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decision-hook.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { TableFullError } from '../errors.js';
 import { namesOf } from '../config/option-names.js';
-import type { AttachOptions } from '../table/table-options.js';
 import { DEAD, H_MAX_LOG_SIZE, H_STATE_WORDS, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import { retireLocked } from '../table/slot-lock.js';
 import type { SlotState } from '../table/table.js';
@@ -37,6 +37,8 @@ export interface PolicyRequest {
  */
 export interface PolicyLimiterOptions
   extends Pick<RateLimiterOptions, 'maxKeys' | 'clock' | 'onFull' | 'slotsPerKey' | 'maxLogSize' | 'claimTimeoutMs' | 'cacheSize' | 'hashSeed'> {
+  /** Called on this thread after each decision, with the request (see RateLimiterOptions.onDecision). */
+  onDecision?: DecisionHook<PolicyRequest>;
   /** The rules; exactly one has neither `user` nor `api` (the default). */
   rules: readonly PolicyRule[];
   /** Longest user + api, in UTF-8 bytes plus a few for the length prefix. Default 4,096 (see RateLimiterOptions.maxKeyBytes). */
@@ -56,7 +58,7 @@ const ABSENT = 3;
 
 const OPTION_NAMES = namesOf<PolicyLimiterOptions>()([
   'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize',
-  'hashSeed', 'slotsPerKey',
+  'hashSeed', 'slotsPerKey', 'onDecision',
 ]);
 
 /** A structured-cloneable reference to a policy limiter's shared memory. */
@@ -105,6 +107,8 @@ const UNREADABLE_RETRY_MS = 1;
  */
 export class PolicyLimiter {
   #site!: TableSite;
+  /** This instance's decision hook (options.onDecision), or null. */
+  #onDecision: DecisionHook<PolicyRequest> | null = null;
   #rulesWords!: Int32Array;
   #clock!: Clock;
   /** The clock as decisions read it: never earlier than this instance's latest reading (see Clock). */
@@ -150,9 +154,11 @@ export class PolicyLimiter {
   constructor(options: PolicyLimiterOptions | AttachRequest<PolicyLimiterHandle>) {
     if (options instanceof AttachRequest) {
       this.#setup(TableSite.attached(options, 'PolicyLimiter'), options.handle.rules, options.cacheSize);
+      this.#onDecision = options.option('onDecision') as DecisionHook<PolicyRequest> | null ?? null;
       return;
     }
     checkOptionsObject(options, OPTION_NAMES, 'PolicyLimiter', '{ rules, maxKeys }');
+    const onDecision = decisionHookOf<PolicyRequest>(options.onDecision);
     const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
     const compiled = compileRules(options.rules, maxLogSize);
     const maxStateWords = integerInRange('options.maxStateWords', options.maxStateWords ?? Math.max(16, compiled.stateWords), compiled.stateWords, 65_537);
@@ -165,6 +171,7 @@ export class PolicyLimiter {
     const table = createTable(t, { stateWords: maxStateWords + 1, globalWords: 0, align8: true, tableClass: 'PolicyLimiter' });
     new Int32Array(table)[H_MAX_LOG_SIZE] = maxLogSize;
     this.#setup(TableSite.created(table, 'PolicyLimiter', t.clock), rules, t.cacheSize);
+    this.#onDecision = onDecision;
   }
 
   #setup(site: TableSite, rules: SharedArrayBuffer, cacheSize: number | undefined): void {
@@ -187,7 +194,8 @@ export class PolicyLimiter {
   }
 
   /** Returns a limiter over the same memory for this thread. */
-  static attach(handle: PolicyLimiterHandle, options?: AttachOptions): PolicyLimiter {
+  static attach(handle: PolicyLimiterHandle, options?: AttachOptions<PolicyRequest>): PolicyLimiter {
+    decisionHookOf(options?.onDecision);
     return new PolicyLimiter(attachRequest(handle, options, 'PolicyLimiter', 'table, rules, clock'));
   }
 
@@ -230,7 +238,9 @@ export class PolicyLimiter {
 
   /** Checks (user, api) against its most specific rule and, if it passes, counts it. */
   tryAcquire(request: PolicyRequest, cost = 1): Decision {
-    return this.#decision(this.#decide(request, cost, false));
+    const d = this.#decision(this.#decide(request, cost, false));
+    if (this.#onDecision !== null) tellDecision(this.#onDecision, request, d.allowed, d.reason, cost);
+    return d;
   }
 
   /**
@@ -265,8 +275,14 @@ export class PolicyLimiter {
   /** Like `tryAcquire`, but answers only whether the request passes (no Decision is made). */
   allow(request: PolicyRequest, cost = 1): boolean {
     const outcome = this.#decide(request, cost, false);
-    if (outcome === FULL) return this.#site.allowWhenFull;
-    return outcome === DECIDED && this.#engine.result.allowed;
+    const allowed = outcome === FULL ? this.#site.allowWhenFull : outcome === DECIDED && this.#engine.result.allowed;
+    if (this.#onDecision !== null) {
+      const r = this.#engine.result;
+      const decided = outcome === DECIDED;
+      const reason = outcome === FULL ? 'table-full' : decided && r.allowed ? 'allowed' : decided && r.never ? 'exceeds-burst' : 'limited';
+      tellDecision(this.#onDecision, request, allowed, reason, cost);
+    }
+    return allowed;
   }
 
   /**
@@ -317,6 +333,11 @@ export class PolicyLimiter {
   /** Reclaims idle keys; returns how many. */
   sweep(): number {
     return this.#site.sweep();
+  }
+
+  /** The table's gauges, from counts it keeps as it goes (O(1)): see RateLimiter.gauges. */
+  gauges(): TableGauges {
+    return this.#site.gauges();
   }
 
   /** Counts live keys and capacity (O(capacity)). */

@@ -1,6 +1,8 @@
 import type { AlgorithmName } from '../algorithms/index.js';
 import type { Clock } from '../time/clock.js';
 import type { Limit } from '../config/limit.js';
+import type { DecisionHook } from './decision-hook.js';
+import type { TableAttachOptions } from '../table/table-options.js';
 
 /**
  * The shapes a RateLimiter takes and gives: options, decisions, handles, stats. Shared by the
@@ -113,6 +115,11 @@ export interface RateLimiterOptions {
   hashSeed?: number;
   /** Testing only: every key hashes to this value, so all keys collide. */
   forceHash?: number;
+  /**
+   * Called on this thread after each decision: (key, allowed, reason, cost). Not shared: each
+   * thread passes its own to `attach`. See docs/observability.md.
+   */
+  onDecision?: DecisionHook;
 }
 
 /** A structured-cloneable reference to a limiter's shared memory. */
@@ -123,6 +130,30 @@ export interface RateLimiterHandle {
   readonly keys: SharedArrayBuffer | null;
   /** The clock's buffer when the limiter runs on a ManualClock or a coarseClock(), else null. */
   readonly clock: SharedArrayBuffer | null;
+}
+
+/**
+ * What `gauges()` reports: counts the table keeps as it goes (O(1) to read, for every scrape).
+ * A thread terminated in the middle of an insert or a reclaim may leave one count off by one;
+ * `stats()` counts the slots themselves.
+ */
+export interface TableGauges {
+  /** Keys holding a slot (idle keys count until they are reclaimed). */
+  liveKeys: number;
+  /** Slots freed by reclaims and not yet reused or compacted. */
+  tombstones: number;
+  /** Slots a lookup of a live key probes, on average: 1 at its home slot, more for each slot it was moved on. */
+  probeMean: number;
+  /** The `maxKeys` the table was sized for. */
+  maxKeys: number;
+  /** Slots in the table. */
+  capacity: number;
+}
+
+/** Options for every class's `attach`. */
+export interface AttachOptions<Key = string> extends TableAttachOptions {
+  /** This thread's decision hook, as `onDecision` in the class's options (a hook does not travel in the handle). */
+  onDecision?: DecisionHook<Key>;
 }
 
 /** What `stats()` reports. */

@@ -5,7 +5,7 @@ import { H_ALGORITHM, H_MAX_KEYS, S_CTRL } from '../table/layout.js';
 import { NOT_IDLE, SlotTable } from '../table/table.js';
 import { attachRequest, createTable, TableSite } from '../table/table-site.js';
 import { DEFAULT_CACHE_SIZE } from '../table/slot-index.js';
-import type { AttachOptions } from '../table/table-options.js';
+import type { AttachOptions } from '../rate/types.js';
 import {
   badNumber, checkFinite, parseTierOptions, type LocalTierHandle, type LocalTierOptions, type LocalTierStats,
   type RefillToken,
@@ -123,8 +123,8 @@ export class LocalTier {
   }
 
   /** The same tier, for this thread. Throws `TypeError` for anything but a LocalTier handle. */
-  static attach(handle: LocalTierHandle, options?: AttachOptions): LocalTier {
-    const request = attachRequest(handle, options, 'LocalTier');
+  static attach(handle: LocalTierHandle, options?: Pick<AttachOptions, 'clock' | 'cacheSize'>): LocalTier {
+    const request = attachRequest(handle, options, 'LocalTier', 'table, clock', []);
     return new LocalTier(CONSTRUCT, TableSite.attached(request, 'LocalTier'), request.cacheSize);
   }
 

@@ -6,9 +6,15 @@ import { LocalTier } from './local-tier.js';
 import { deleteKeys } from './key-reset.js';
 import { keyBase } from './redis-keys.js';
 import { outcome, ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
+import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decision-hook.js';
 
 /** The options every Redis limiter has. */
-export interface RedisCommonOptions {
+export interface RedisCommonOptions<Key = string> {
+  /**
+   * Called after each decision, once it resolves (see RateLimiterOptions.onDecision): a
+   * degraded one has reason 'unavailable', or the local limiter's with onError 'local'.
+   */
+  onDecision?: DecisionHook<Key>;
   /** The client: an ioredis `Redis` or `Cluster`, or a connected node-redis client or cluster. */
   redis: unknown;
   /** Prepended to every Redis key. Default 'sluice:'. */
@@ -48,7 +54,7 @@ export interface RedisCommonOptions {
 
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
-export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', 'maxBatch', 'localTier', 'lease'];
+export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', 'maxBatch', 'localTier', 'lease', 'onDecision'];
 
 
 const REASONS: Record<number, DecisionReason> = {
@@ -88,7 +94,10 @@ export class RedisCore<R> {
   /** performance.now() when an answer without Redis last yielded to the event loop. */
   #yieldedAt = 0;
 
-  constructor(options: RedisCommonOptions) {
+  readonly #onDecision: DecisionHook<R> | null;
+
+  constructor(options: RedisCommonOptions<R>) {
+    this.#onDecision = decisionHookOf<R>(options.onDecision);
     const prefix = options.prefix ?? 'sluice:';
     if (typeof prefix !== 'string') throw new TypeError(`options.prefix must be a string, got ${describe(prefix)}`);
     const timeoutMs = options.timeoutMs ?? 500;
@@ -138,6 +147,16 @@ export class RedisCore<R> {
   }
 
   /** Sets the shared-memory limiter's answer, for onError 'local'. */
+  /** `decision`, telling the hook (if any) what it resolves with. */
+  told(decision: Promise<Decision>, request: R, cost: number): Promise<Decision> {
+    const hook = this.#onDecision;
+    if (hook === null) return decision;
+    return decision.then((d) => {
+      tellDecision(hook, request, d.allowed, d.reason, cost);
+      return d;
+    });
+  }
+
   setFallback(f: (request: R, cost: number) => Decision): void {
     this.#fallback = f;
   }

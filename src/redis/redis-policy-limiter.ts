@@ -13,7 +13,7 @@ import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
 
 /** Options for `new RedisPolicyLimiter`. */
-export interface RedisPolicyLimiterOptions extends RedisCommonOptions {
+export interface RedisPolicyLimiterOptions extends RedisCommonOptions<PolicyRequest> {
   /** The rules, as for PolicyLimiter; exactly one has neither `user` nor `api` (the default). */
   rules: readonly PolicyRule[];
   /** Largest sliding-log `permits`. Default 1,000. */
@@ -116,7 +116,7 @@ export class RedisPolicyLimiter {
   tryAcquire(request: PolicyRequest, cost = 1): Promise<Decision> {
     const key = checkPolicyRequest(request, cost);
     const plan = this.#plans.get(match(this.#compiled, request.user, request.api)) as ScriptPlan;
-    return this.#core.decide(request, key, cost, plan, null);
+    return this.#core.told(this.#core.decide(request, key, cost, plan, null), request, cost);
   }
 
   /** As `RedisRateLimiter.get`, for (user, api) under the rule it matches. */
@@ -162,7 +162,14 @@ export class RedisPolicyLimiter {
    * `allowEviction`, and with an `Error` when Redis does not answer. See verify.ts.
    */
   verify(options?: VerifyOptions): Promise<RedisVerification> {
-    return verifyServer(this.#core.commands, this.#core.prefix, () => this.tryAcquire({ user: VERIFY_KEY, api: VERIFY_KEY }, 0), options);
+    return verifyServer(this.#core.commands, this.#core.prefix, () => this.#verifyProbe(), options);
+  }
+
+  /** verify()'s probe: a decision of cost 0, which the hook is not told of. */
+  #verifyProbe(): Promise<Decision> {
+    const request = { user: VERIFY_KEY, api: VERIFY_KEY };
+    const key = checkPolicyRequest(request, 0);
+    return this.#core.decide(request, key, 0, this.#plans.get(match(this.#compiled, VERIFY_KEY, VERIFY_KEY)) as ScriptPlan, null);
   }
 
   /**

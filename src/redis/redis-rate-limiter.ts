@@ -156,7 +156,7 @@ export class RedisRateLimiter {
    */
   tryAcquire(key: string, cost = 1): Promise<Decision> {
     checkKey(key, cost);
-    return this.#core.decide(key, key, cost, this.#plan, this.#capPlan);
+    return this.#core.told(this.#core.decide(key, key, cost, this.#plan, this.#capPlan), key, cost);
   }
 
   /**
@@ -213,7 +213,7 @@ export class RedisRateLimiter {
    * `allowEviction`, and with an `Error` when Redis does not answer. See verify.ts.
    */
   verify(options?: VerifyOptions): Promise<RedisVerification> {
-    return verifyServer(this.#core.commands, this.#core.prefix, () => this.tryAcquire(VERIFY_KEY, 0), options);
+    return verifyServer(this.#core.commands, this.#core.prefix, () => this.#core.decide(VERIFY_KEY, VERIFY_KEY, 0, this.#plan, this.#capPlan), options);
   }
 
   /**

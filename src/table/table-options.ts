@@ -20,8 +20,8 @@ export interface TableOptions {
   slotsPerKey: number;
 }
 
-/** Options for every class's `attach`. */
-export interface AttachOptions {
+/** The table's part of every class's `attach` options (rate/types.ts adds the decision hook). */
+export interface TableAttachOptions {
   /** Required when the limiter was created with a custom clock (functions cannot be cloned). */
   clock?: Clock;
   /** Per-thread key cache size, as in `RateLimiterOptions`. */
@@ -92,17 +92,18 @@ export function checkClock(clock: unknown, name = 'options.clock'): Clock {
 }
 
 /**
- * Checks the options of every class's `attach`: undefined or an object of known names, `clock`
- * a clock (read once, see checkClock), `cacheSize` an integer from 0 to 2^24.
+ * Checks the options of every class's `attach`: undefined or an object of known names (the
+ * table's, and `classNames`, which the class checks), `clock` a clock (read once, see
+ * checkClock), `cacheSize` an integer from 0 to 2^24.
  */
-export function checkAttachOptions(options: unknown): AttachOptions {
+export function checkAttachOptions(options: unknown, classNames: readonly string[] = []): TableAttachOptions & Record<string, unknown> {
   if (options === undefined) return {};
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`attach() options must be an object like { clock, cacheSize }, got ${describe(options)}`);
   }
-  checkNames(options, ['clock', 'cacheSize'], 'options', 'attach() option');
+  checkNames(options, ['clock', 'cacheSize', ...classNames], 'options', 'attach() option');
   const { clock, cacheSize } = options as { clock?: unknown; cacheSize?: unknown };
   if (clock !== undefined) checkClock(clock);
   if (cacheSize !== undefined) integerInRange('options.cacheSize', cacheSize, 0, 2 ** 24);
-  return options as AttachOptions;
+  return options as TableAttachOptions & Record<string, unknown>;
 }

@@ -6,7 +6,7 @@ import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './slot-index.js';
 import { SlotTable, type SlotState } from './table.js';
 import { allocateKeyHeap, checkKeyHeap, keyHeapBytes } from './key-heap.js';
 import { allocateTable, checkTableBuffer, hasKeyHeap, slotCountOf, stateOffsetOf, tailWordsOf, type TableSpec } from './table-buffer.js';
-import { checkAttachOptions, type AttachOptions, type TableOptions } from './table-options.js';
+import { checkAttachOptions, type TableAttachOptions, type TableOptions } from './table-options.js';
 
 /**
  * What every limiter class does with its shared table, written once: check its options object,
@@ -41,7 +41,18 @@ export class AttachRequest<Handle extends TableHandle> {
     readonly handle: Handle,
     readonly clock: Clock | undefined,
     readonly cacheSize: number | undefined,
-  ) {}
+    options: Readonly<Record<string, unknown>> = {},
+  ) {
+    this.#options = options;
+  }
+
+  /** A private field, so that a constructor's options type (a union with this class) does not gain it. */
+  readonly #options: Readonly<Record<string, unknown>>;
+
+  /** An attach option the class checks itself (`classNames` of attachRequest), as given. */
+  option(name: string): unknown {
+    return this.#options[name];
+  }
 }
 
 /**
@@ -50,7 +61,7 @@ export class AttachRequest<Handle extends TableHandle> {
  * table's header says which class made it, and opening it checks that.
  */
 export function attachRequest<Handle extends TableHandle>(
-  handle: Handle, options: AttachOptions | undefined, tableClass: TableClass, fields = 'table, clock',
+  handle: Handle, options: TableAttachOptions | undefined, tableClass: TableClass, fields = 'table, clock', classNames: readonly string[] = ['onDecision'],
 ): AttachRequest<Handle> {
   if (handle === null || typeof handle !== 'object' || !(handle.table instanceof SharedArrayBuffer)) {
     throw new TypeError(`handle must be a ${tableClass} handle ({ kind, ${fields} }), got ${describe(handle)}`);
@@ -58,8 +69,8 @@ export function attachRequest<Handle extends TableHandle>(
   if (handle.kind !== undefined && handle.kind !== `sluice.${tableClass}`) {
     throw new TypeError(`handle is a ${describe(handle.kind)} handle, not a ${tableClass}'s: attach it with that class`);
   }
-  const { clock, cacheSize } = checkAttachOptions(options);
-  return new AttachRequest(handle, clock, cacheSize);
+  const checked = checkAttachOptions(options, classNames);
+  return new AttachRequest(handle, checked.clock, checked.cacheSize, checked);
 }
 
 /**
@@ -190,6 +201,11 @@ export class TableSite {
   sweep(): number {
     this.index.clear();
     return this.table.sweep();
+  }
+
+  /** The table's gauges from its counters (O(1)): live keys, tombstones, mean hit probe. */
+  gauges(): ReturnType<SlotTable['gauges']> {
+    return this.table.gauges();
   }
 
   /** The table's counts (O(capacity), a snapshot) with this instance's lost races. */

@@ -12,7 +12,7 @@ const src = fileURLToPath(new URL('../../src/', import.meta.url));
 const RANK: Record<string, number> = {
   config: 0, time: 1, table: 2, math: 2, algorithms: 3,
   rate: 4, policy: 4, concurrency: 4,
-  redis: 5, http: 5, pool: 5, cli: 5, index: 6,
+  redis: 5, http: 5, pool: 5, cli: 5, observe: 5, index: 6,
 };
 /** Imports between folders of one rank that the map allows. */
 const ALLOWED = new Set(['policy -> rate', 'concurrency -> rate', 'http -> redis']);

@@ -3,7 +3,7 @@
 import { describe, expectTypeOf, it } from 'vitest';
 import {
   coarseClock, ManualClock, perSecond, RateLimiter, RedisRateLimiter,
-  type AttachOptions, type Clock, type CoarseClock, type Decision, type DecisionReason, type Limit, type LimitState,
+  type AttachOptions, type Clock, type DecisionHook, type CoarseClock, type Decision, type DecisionReason, type Limit, type LimitState,
   type AcquireOptions, type AcquireSyncOptions, type RateLimiterHandle, type RateLimiterOptions, type Reservation, type ReserveOptions,
 } from '../../src/index.js';
 
@@ -28,7 +28,8 @@ describe('the published types', () => {
     expectTypeOf<{ limit: Limit; maxKeys: number }>().toExtend<RateLimiterOptions>();
     expectTypeOf<{ limit: Limit }>().not.toExtend<RateLimiterOptions>();
     expectTypeOf<Limit>().toEqualTypeOf<{ permits: number; periodMs: number; burst?: number }>();
-    expectTypeOf<AttachOptions>().toEqualTypeOf<{ clock?: Clock; cacheSize?: number }>();
+    expectTypeOf<AttachOptions>().toEqualTypeOf<{ clock?: Clock; cacheSize?: number; onDecision?: DecisionHook }>();
+    expectTypeOf<DecisionHook>().toEqualTypeOf<(key: string, allowed: boolean, reason: DecisionReason, cost: number) => void>();
   });
 
   it('the methods: allow is a boolean, tryAcquire a Decision, the Redis limiter the same Decision in a promise', () => {

@@ -19,6 +19,8 @@ import { compactedSlots, duplicateKeys, liveCopies, openClaims } from '../helper
 // - no working-set key admitted more than its burst in the round (frozen clock: the exact bound);
 // - no key has two live copies, and the live keys are exactly the round's (working set and new
 //   keys): every earlier key was reclaimed, none of this round's was lost or duplicated;
+// - the table's gauges (its counters) agree with a count of its slots: live keys, tombstones,
+//   mean probe of a hit;
 // - the mean length of a missed lookup (SlotTable.probeLengths().missMean), measured here each
 //   round, stays within 1.2x of the first round's: tombstones do not pile up.
 // The workers must also be seen to interleave: two workers inside a check of the same
@@ -114,8 +116,13 @@ describe('churn soak: workers insert never-repeating keys and sweep while the ma
         // stalled past claimTimeoutMs, stays until a sweep 30 timeouts later).
         expect(openClaims(limiter.handle.table), `round ${round}: open claims`).toBe(0);
         cancelledClaims = Math.max(cancelledClaims, limiter.stats().claimed);
-        curve.push(probes(limiter).missMean);
+        const lengths = probes(limiter);
+        curve.push(lengths.missMean);
         const { tombstones, claimed } = limiter.stats();
+        // The gauges the table keeps as it goes agree with a count of the slots themselves.
+        const gauges = limiter.gauges();
+        expect({ live: gauges.liveKeys, tombstones: gauges.tombstones }, `round ${round}: gauges against the slots`).toEqual({ live: live.size, tombstones });
+        expect(gauges.probeMean, `round ${round}: probe mean from the counters`).toBeCloseTo(lengths.mean, 9);
         where.push(`${(curve.at(-1) as number).toFixed(3)} (${tombstones} tombstones, ${claimed} claimed)`);
         casRetries = Array.from(ctl.subarray(6)).reduce((a, b) => a + b, 0);
         overlaps = Atomics.load(ctl, 2);
