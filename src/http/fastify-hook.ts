@@ -3,7 +3,7 @@ import type { Decision } from '../rate/types.js';
 import { asError } from './http-inputs.js';
 import { giveBackAfter, type GiveBackWhen } from './give-back.js';
 import { stacked } from './header-modes.js';
-import { makeCheck, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
+import { DENIED_BODY, DENIED_STATUS, makeCheck, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
 
 /**
  * Fastify's bare `onRequest` hook (`fastifyRateLimit`) and what the plugin (fastify.ts) shares
@@ -82,6 +82,12 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
     if (outcome.allowed) {
       giveBackOnReply(reply, outcome, giveBackWhen);
       done();
+      return;
+    }
+    if (outcome.denied === true) {
+      reply.code(DENIED_STATUS);
+      reply.header('content-type', 'text/plain; charset=utf-8');
+      reply.send(DENIED_BODY);
       return;
     }
     settleCheck(() => body(request, outcome.decision), (b) => {

@@ -1,9 +1,15 @@
+import { isMainThread } from 'node:worker_threads';
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
-import { describe } from '../config/check.js';
+import { describe, integerInRange, positiveFinite } from '../config/check.js';
 import { checkNames } from '../config/option-names.js';
+import type { Limit } from '../config/limit.js';
+import type { PolicyLimiter, PolicyRequest } from '../policy/policy-limiter.js';
+import { RateLimiter } from '../rate/rate-limiter.js';
 import type { Decision } from '../rate/types.js';
+import type { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
+import type { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 import { asError, costFunction } from './http-inputs.js';
-import { makeCheck, settleCheck, SKIPPED, type Outcome, type RateLimitOptions } from './middleware.js';
+import { DENIED_STATUS, makeCheck, settleCheck, SKIPPED, type Checker, type Outcome, type RateLimitOptions } from './middleware.js';
 import { fastifyAddress, giveBackOnReply, setReplyFields } from './fastify-hook.js';
 
 /**
@@ -23,12 +29,34 @@ import { fastifyAddress, giveBackOnReply, setReplyFields } from './fastify-hook.
  * Thread-safety: a plugin instance uses its limiter instance, which belongs to one thread.
  */
 
-/** A route's `config.rateLimit`: false to leave the route alone, true (as if absent), or its own cost. */
-export type RouteRateLimit = boolean | { cost?: number | ((request: FastifyRequest) => number) };
+/**
+ * A route's `config.rateLimit`: false to leave the route alone, true (as if absent), or what the
+ * route does differently:
+ * - `cost`: what one request costs here;
+ * - a limit of the route's own, spent instead of the plugin's limiter: `limiter` (a limiter made
+ *   once, on the main thread, and attached by handle in each worker thread that serves the
+ *   route), or, on the main thread only, `limit` or `max` with `timeWindow` (ms), from which the
+ *   plugin makes one RateLimiter for the route when it is registered (`maxKeys` keys, default
+ *   10,000). A worker thread that made its own would count apart from the others, so there it
+ *   must be `limiter`;
+ * - `key`: the route's own key (with `limiter`, `limit` or `max`).
+ */
+export type RouteRateLimit = boolean | {
+  cost?: number | ((request: FastifyRequest) => number);
+  limiter?: RateLimiter | RedisRateLimiter | PolicyLimiter | RedisPolicyLimiter;
+  limit?: Limit | readonly Limit[];
+  max?: number;
+  timeWindow?: number;
+  maxKeys?: number;
+  key?: (request: FastifyRequest) => string | PolicyRequest | Promise<string | PolicyRequest>;
+};
+
+const ROUTE_NAMES = ['cost', 'limiter', 'limit', 'max', 'timeWindow', 'maxKeys', 'key'];
+const DEFAULT_ROUTE_MAX_KEYS = 10_000;
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** sluice: false to leave this route alone, true (the default), or the route's own cost. */
+    /** sluice: false to leave this route alone, true (the default), or the route's own cost, limit or key (RouteRateLimit). */
     rateLimit?: RouteRateLimit;
   }
   interface FastifyInstance {
@@ -58,8 +86,8 @@ export type SluiceFastifyOptions = RateLimitOptions<FastifyRequest> & { global?:
 /** What a refused request becomes: Fastify answers with `statusCode`, and `setErrorHandler` sees it. */
 export class RateLimitedError extends Error {
   override readonly name = 'RateLimitedError';
-  /** Fastify's error code convention. */
-  readonly code = 'SLUICE_RATE_LIMITED';
+  /** Fastify's error code convention: 'SLUICE_RATE_LIMITED', or 'SLUICE_DENIED' for a key on the deny list (403). */
+  readonly code: 'SLUICE_RATE_LIMITED' | 'SLUICE_DENIED';
   readonly statusCode: number;
   /** The refusal: `retryAfterMs`, `remaining`, `reason`. */
   readonly decision: Decision;
@@ -69,8 +97,12 @@ export class RateLimitedError extends Error {
    */
   readonly body: string | object;
 
-  constructor(message: string, statusCode: number, decision: Decision, body: string | object = message) {
+  constructor(
+    message: string, statusCode: number, decision: Decision, body: string | object = message,
+    code: 'SLUICE_RATE_LIMITED' | 'SLUICE_DENIED' = 'SLUICE_RATE_LIMITED',
+  ) {
     super(message);
+    this.code = code;
     this.statusCode = statusCode;
     this.decision = decision;
     this.body = body;
@@ -80,21 +112,52 @@ export class RateLimitedError extends Error {
 /**
  * Checks a route's `config.rateLimit` when the route is registered, so that a mistake fails the
  * app at startup, naming the route, instead of every request (found: `{ costs: 2 }` was ignored,
- * `true` was ignored, and `cost: -1` was accepted and answered every request with a 500).
+ * `true` was ignored, and `cost: -1` was accepted and answered every request with a 500). Returns
+ * the limiter of the route's own limit (made here from `limit` or `max`), or null.
  */
-function checkRouteConfig(value: unknown, route: string): void {
-  if (value === undefined || typeof value === 'boolean') return;
+function checkRouteConfig(value: unknown, route: string): RouteLimiter | null {
+  if (value === undefined || typeof value === 'boolean') return null;
   const where = `config.rateLimit of route ${route}`;
-  if (value === null || typeof value !== 'object') throw new TypeError(`${where} must be false, true or { cost }, got ${describe(value)}`);
-  checkNames(value, ['cost'], where, 'route rateLimit option');
-  const cost = (value as { cost?: unknown }).cost;
-  if (cost !== undefined) costFunction(cost, `${where}.cost`);
+  if (value === null || typeof value !== 'object') {
+    throw new TypeError(`${where} must be false, true or { cost, limiter, limit, max, timeWindow, key }, got ${describe(value)}`);
+  }
+  checkNames(value, ROUTE_NAMES, where, 'route rateLimit option');
+  const config = value as Exclude<RouteRateLimit, boolean> & Record<string, unknown>;
+  if (config.cost !== undefined) costFunction(config.cost, `${where}.cost`);
+  if (config.key !== undefined && typeof config.key !== 'function') {
+    throw new TypeError(`${where}.key must be a function of the request, got ${describe(config.key)}`);
+  }
+  const ways = ['limiter', 'limit', 'max'].filter((n) => config[n] !== undefined);
+  if (ways.length > 1) throw new TypeError(`${where} takes one of limiter, limit and max (with timeWindow), got ${ways.join(' and ')}`);
+  if ((config.timeWindow !== undefined) !== (config.max !== undefined)) throw new TypeError(`${where}: max and timeWindow go together`);
+  if (config.maxKeys !== undefined && config.limit === undefined && config.max === undefined) {
+    throw new TypeError(`${where}.maxKeys sizes the table made from limit or max; a limiter has its own`);
+  }
+  if (ways.length === 0) {
+    if (config.key !== undefined) throw new TypeError(`${where}.key belongs with a limit of the route's own (limiter, limit or max)`);
+    return null;
+  }
+  if (config.limiter !== undefined) return config.limiter;
+  if (!isMainThread) {
+    throw new TypeError(`${where}.${ways[0] as string} would make a table in this worker thread alone, which counts apart from the ` +
+      `other threads: make a RateLimiter on the main thread and pass config.rateLimit.limiter = RateLimiter.attach(handle) in each worker`);
+  }
+  const maxKeys = integerInRange(`${where}.maxKeys`, config.maxKeys ?? DEFAULT_ROUTE_MAX_KEYS, 1, 2 ** 22);
+  if (config.max !== undefined) {
+    integerInRange(`${where}.max`, config.max, 1, 2 ** 40);
+    positiveFinite(`${where}.timeWindow`, config.timeWindow);
+    return new RateLimiter({ limit: { permits: config.max, periodMs: config.timeWindow as number }, maxKeys });
+  }
+  return new RateLimiter({ limit: config.limit as Limit | readonly Limit[], maxKeys });
 }
+
+type RouteLimiter = RateLimiter | RedisRateLimiter | PolicyLimiter | RedisPolicyLimiter;
 
 /** Routes' own costs, checked once per route config object. */
 const routeCosts = new WeakMap<object, (request: FastifyRequest) => number>();
 
 function routeCost(config: { cost?: unknown }): (request: FastifyRequest) => number {
+  // Checked when the route was registered (checkRouteConfig).
   let costOf = routeCosts.get(config);
   if (costOf === undefined) {
     costOf = costFunction<FastifyRequest>(config.cost, 'config.rateLimit.cost') as (request: FastifyRequest) => number;
@@ -115,31 +178,53 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
     done(error as Error);
     return;
   }
-  const { check, status, body, stacking, giveBackWhen } = checker;
+  const pluginChecker = checker;
+  // Routes with a limit of their own: their checker, made once when the route is registered.
+  const routeCheckers = new WeakMap<object, Checker<FastifyRequest>>();
   // Each checked request's decision, as express-rate-limit's req.rateLimit (shadow mode's answer).
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', null);
   fastify.addHook('onRoute', (route) => {
-    checkRouteConfig((route.config as { rateLimit?: unknown } | undefined)?.rateLimit, `${String(route.method)} ${route.url}`);
+    const config = (route.config as { rateLimit?: unknown } | undefined)?.rateLimit;
+    const name = `${String(route.method)} ${route.url}`;
+    const limiter = checkRouteConfig(config, name);
+    if (limiter === null) return;
+    const own = config as { key?: unknown };
+    // The plugin's options, but the route's limiter (and key, if it has one).
+    const routeOptions = { ...options, limiter, ...(own.key === undefined ? {} : { key: own.key }) } as RateLimitOptions<FastifyRequest>;
+    try {
+      routeCheckers.set(config as object, makeCheck<FastifyRequest>(routeOptions, fastifyAddress, `sluice Fastify plugin, route ${name}`, ['global']));
+    } catch (error) {
+      throw new TypeError(`config.rateLimit of route ${name}: ${(error as Error).message}`, { cause: error });
+    }
   });
-  const answer = (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void, outcome: Outcome): void => {
+  const answer = (
+    c: Checker<FastifyRequest>, request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void, outcome: Outcome,
+  ): void => {
     request.rateLimit = outcome.decision;
-    setReplyFields(reply, outcome, stacking);
+    setReplyFields(reply, outcome, c.stacking);
     if (outcome.allowed) {
-      giveBackOnReply(reply, outcome, giveBackWhen);
+      giveBackOnReply(reply, outcome, c.giveBackWhen);
       next();
       return;
     }
-    settleCheck(() => body(request, outcome.decision), (b) => {
-      next(new RateLimitedError(typeof b.value === 'string' ? b.text.trimEnd() : b.text, status, outcome.decision, b.value));
+    if (outcome.denied === true) {
+      next(new RateLimitedError('Forbidden', DENIED_STATUS, outcome.decision, 'Forbidden', 'SLUICE_DENIED'));
+      return;
+    }
+    settleCheck(() => c.body(request, outcome.decision), (b) => {
+      next(new RateLimitedError(typeof b.value === 'string' ? b.text.trimEnd() : b.text, c.status, outcome.decision, b.value));
     }, (e) => next(asError(e)));
   };
   const global = options.global ?? true;
   fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
+    let c = pluginChecker;
     settleCheck(() => {
       const route = request.routeOptions.config.rateLimit;
       if (route === false || (!global && route === undefined)) return SKIPPED;
-      return check(request, typeof route === 'object' && route.cost !== undefined ? routeCost(route)(request) : undefined);
-    }, (o) => (o === SKIPPED ? next() : answer(request, reply, next, o)), (e) => next(asError(e)));
+      if (typeof route !== 'object') return c.check(request);
+      c = routeCheckers.get(route) ?? pluginChecker;
+      return c.check(request, route.cost !== undefined ? routeCost(route)(request) : undefined);
+    }, (o) => (o === SKIPPED ? next() : answer(c, request, reply, next, o)), (e) => next(asError(e)));
   });
   // fastify.rateLimit(): the same check, placed by the route (the first registration's limiter).
   if (!fastify.hasDecorator('rateLimit')) {
@@ -150,9 +235,9 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
       checkNames(hookOptions ?? {}, ['cost'], 'options', 'fastify.rateLimit option');
       const costOf = hookOptions?.cost === undefined ? undefined : costFunction<FastifyRequest>(hookOptions.cost, 'options.cost');
       return (request: FastifyRequest, reply: FastifyReply): Promise<void> => new Promise((resolve, reject) => {
-        settleCheck(() => check(request, costOf?.(request) as number | undefined), (o) => {
+        settleCheck(() => pluginChecker.check(request, costOf?.(request) as number | undefined), (o) => {
           if (o === SKIPPED) resolve();
-          else answer(request, reply, (error) => (error === undefined ? resolve() : reject(error)), o);
+          else answer(pluginChecker, request, reply, (error) => (error === undefined ? resolve() : reject(error)), o);
         }, (e) => reject(asError(e)));
       });
     });

@@ -31,12 +31,15 @@ export function fieldName(value: unknown, name: string): string {
   return value.toLowerCase();
 }
 
-/** `allowList` checked (`TypeError` naming it), as a test of a request and its key; undefined when absent. */
-export function allowListOf<Req>(list: unknown): ((req: Req, key: string) => boolean | Promise<boolean>) | undefined {
+/**
+ * `allowList` or `denyList` (`name`) checked (`TypeError` naming it), as a test of a request and
+ * its key; undefined when absent.
+ */
+export function allowListOf<Req>(list: unknown, name = 'allowList'): ((req: Req, key: string) => boolean | Promise<boolean>) | undefined {
   if (list === undefined) return undefined;
   if (typeof list === 'function') return list as (req: Req, key: string) => boolean | Promise<boolean>;
   if (!Array.isArray(list) || !list.every((k) => typeof k === 'string')) {
-    throw new TypeError(`options.allowList must be an array of keys (strings) or a function (req, key), got ${describe(list)}`);
+    throw new TypeError(`options.${name} must be an array of keys (strings) or a function (req, key), got ${describe(list)}`);
   }
   const keys = new Set<string>(list as string[]);
   return (_req, key) => keys.has(key);

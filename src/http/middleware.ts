@@ -11,11 +11,11 @@ import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
 import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js';
-import { SKIPPED, type Outcome } from './outcome.js';
+import { DENIED, DENIED_BODY, DENIED_STATUS, SKIPPED, type Outcome } from './outcome.js';
 import { giveBackAfter, giveBackOptions, GIVE_BACK_NAMES, type GiveBackWhen } from './give-back.js';
 import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } from './refusal-body.js';
 
-export { SKIPPED, type Outcome } from './outcome.js';
+export { DENIED, DENIED_BODY, DENIED_STATUS, SKIPPED, type Outcome } from './outcome.js';
 
 /**
  * Rate limiting for HTTP servers: `rateLimit` for node:http and Express (the same `(req, res,
@@ -63,6 +63,12 @@ interface CommonOptions<Req> extends ObserverOptions<Req> {
    * uncounted, without RateLimit fields, as `skip`'s do.
    */
   allowList?: readonly string[] | ((req: Req, key: string) => boolean | Promise<boolean>);
+  /**
+   * Clients always refused, by key, as `allowList` names them: answered 403 Forbidden at once,
+   * uncounted, without RateLimit fields or Retry-After (a key on both lists is refused). In
+   * shadow mode they go on, and `onExceeded` sees them.
+   */
+  denyList?: readonly string[] | ((req: Req, key: string) => boolean | Promise<boolean>);
   /** The status of a refusal, 400 to 599. Default 429. */
   statusCode?: number;
   /**
@@ -171,7 +177,8 @@ export interface Checker<Req> {
 }
 
 const COMMON_NAMES = [
-  'limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'degradedHeader', 'skip', 'allowList', 'statusCode', 'message', 'ipv6Subnet', ...OBSERVER_NAMES,
+  'limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'degradedHeader', 'skip', 'allowList', 'denyList', 'statusCode', 'message', 'ipv6Subnet',
+  ...OBSERVER_NAMES,
   ...GIVE_BACK_NAMES,
 ];
 
@@ -230,12 +237,21 @@ function checkOf<Req>(
   });
   /** The key and cost of `req` (either may be a promise), then `decide` on them. */
   const allowed = allowListOf<Req>(options.allowList);
+  const denied = allowListOf<Req>(options.denyList, 'denyList');
   const keyed = <K>(
     keyOf: (req: Req) => K | Promise<K>, decideKey: (key: K, cost: number) => Outcome | Promise<Outcome>, nameOf: (key: K) => string,
-  ): Check<Req> =>
-    (req, cost) => {
-      // A key on the allow list goes on uncounted (made once per request only with a list).
-      const decide = allowed === undefined ? decideKey : (key: K, n: number) => then(allowed(req, nameOf(key)), (yes) => (yes ? SKIPPED : decideKey(key, n)));
+  ): Check<Req> => {
+    // A key on the deny list is refused, uncounted; then one on the allow list goes on, uncounted.
+    const listed = (req: Req, key: K, n: number): Outcome | Promise<Outcome> => {
+      const name = nameOf(key);
+      const afterAllow = (): Outcome | Promise<Outcome> =>
+        (allowed === undefined ? decideKey(key, n) : then(allowed(req, name), (yes) => (yes ? SKIPPED : decideKey(key, n))));
+      return denied === undefined ? afterAllow() : then(denied(req, name), (no) => (no ? DENIED : afterAllow()));
+    };
+    const lists = allowed !== undefined || denied !== undefined;
+    return (req, cost) => {
+      // Made once per request only with a list.
+      const decide = lists ? (key: K, n: number) => listed(req, key, n) : decideKey;
       const k = keyOf(req);
       let c: number | Promise<number>;
       try {
@@ -249,6 +265,7 @@ function checkOf<Req>(
       if (!(k instanceof Promise) && !(c instanceof Promise)) return decide(k, c);
       return Promise.all([k, c]).then(([key, n]) => decide(key, n));
     };
+  };
   if (limiter instanceof RateLimiter || limiter instanceof RedisRateLimiter) {
     const keyOf = (options.key as ((req: Req) => string | Promise<string>) | undefined) ?? defaultKey;
     const fixed = headers ? policiesOf(limiter.algorithm, limiter.limits) : null;
@@ -337,6 +354,12 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
     if (outcome.allowed) {
       if (outcome.giveBack !== undefined) giveBackAfter(res, outcome.giveBack, giveBackWhen as GiveBackWhen);
       next();
+      return;
+    }
+    if (outcome.denied === true) {
+      res.statusCode = DENIED_STATUS;
+      res.setHeader('content-type', 'text/plain; charset=utf-8');
+      res.end(DENIED_BODY);
       return;
     }
     if (outcome.retryAfter !== undefined) res.setHeader('retry-after', outcome.retryAfter);

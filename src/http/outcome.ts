@@ -8,6 +8,22 @@ export const SKIPPED: Outcome = Object.freeze({
   retryAfter: undefined,
 }) as Outcome;
 
+/**
+ * What a handler's check returns for a request whose key is on its `denyList`: refused at once,
+ * uncounted, answered 403 Forbidden without RateLimit fields or Retry-After.
+ */
+export const DENIED: Outcome = Object.freeze({
+  allowed: false,
+  decision: Object.freeze({ allowed: false, remaining: 0, retryAfterMs: Infinity, resetAfterMs: 0, reason: 'limited' }),
+  fields: null,
+  retryAfter: undefined,
+  denied: true,
+}) as Outcome;
+
+/** The status and body of a refusal by the deny list. */
+export const DENIED_STATUS = 403;
+export const DENIED_BODY = 'Forbidden\n';
+
 /** What one check decided, with the fields to set. */
 export interface Outcome {
   allowed: boolean;
@@ -16,6 +32,8 @@ export interface Outcome {
   fields: string[] | null;
   /** The Retry-After value on a refusal that can pass later. */
   retryAfter: string | undefined;
+  /** True for a key on the deny list (DENIED); absent otherwise. */
+  denied?: true;
   /** Gives an admitted request's spend back (skipSuccessfulRequests, skipFailedRequests: give-back.ts); absent otherwise. */
   giveBack?: () => void;
 }

@@ -2,6 +2,7 @@
 // client (fetch, and autocannon for concurrent load). Limiters run on a ManualClock: every count
 // is exact. Header fields are parsed as RFC 9651 structured fields.
 import type { AddressInfo } from 'node:net';
+import { Worker } from 'node:worker_threads';
 import autocannon from 'autocannon';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { parseList } from 'structured-headers';
@@ -89,6 +90,71 @@ describe('sluice/fastify in Fastify 5', () => {
     expect(await as('/', 'bob')).toBe(200); // another key
   });
 
+  it('a route limit of its own (max and timeWindow, limit, or a limiter): spent instead of the plugin\'s, with its own fields and key', async () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter({ limit: perMinute(100), maxKeys: 16, clock });
+    const exportLimiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock });
+    const app = Fastify();
+    await app.register(sluice, { limiter, key: () => 'client' });
+    app.post('/login', { config: { rateLimit: { max: 2, timeWindow: 60_000 } } }, async () => 'in');
+    app.get('/search', { config: { rateLimit: { limit: perMinute(3), cost: 2, key: (r) => String(r.headers['x-user']) } } }, async () => 'found');
+    app.get('/export', { config: { rateLimit: { limiter: exportLimiter } } }, async () => 'exported');
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    const login = () => fetch(`${url}/login`, { method: 'POST' });
+    const first = await login();
+    expect(first.status).toBe(200);
+    expect(parseList(first.headers.get('ratelimit-policy') as string).map(([n]) => n)).toEqual(['2-per-60s']);
+    expect((await login()).status).toBe(200);
+    const third = await login();
+    expect(third.status).toBe(429);
+    expect(third.headers.get('retry-after')).toBe('30');
+    // The plugin's limiter was not spent by the route's requests.
+    expect(limiter.get('client')).toBeNull();
+    const search = (user: string) => fetch(`${url}/search`, { headers: { 'x-user': user } }).then((r) => r.status);
+    expect([await search('a'), await search('a'), await search('b')]).toEqual([200, 429, 200]); // cost 2 of 3, per user
+    expect([(await fetch(`${url}/export`)).status, (await fetch(`${url}/export`)).status]).toEqual([200, 429]);
+    expect(exportLimiter.get('client')).toMatchObject({ remaining: 0 });
+    expect((await fetch(url)).status).toBe(200);
+    expect(limiter.get('client')).toMatchObject({ remaining: 99 });
+  });
+
+  it('route limits are checked when the route is registered, naming the route', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(4), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    await app.register(sluice, { limiter });
+    const handler = async (): Promise<string> => 'ok';
+    expect(() => app.get('/a', { config: { rateLimit: { max: 2 } } }, handler)).toThrow(/route GET \/a: max and timeWindow go together/);
+    expect(() => app.get('/b', { config: { rateLimit: { max: 2, timeWindow: 1_000, limiter } } }, handler))
+      .toThrow(/route GET \/b takes one of limiter, limit and max \(with timeWindow\), got limiter and max/);
+    expect(() => app.get('/c', { config: { rateLimit: { max: 0, timeWindow: 1_000 } } }, handler)).toThrow(/route GET \/c\.max must be an integer from 1/);
+    expect(() => app.get('/d', { config: { rateLimit: { max: 2, timeWindow: -5 } } }, handler)).toThrow(/route GET \/d\.timeWindow must be/);
+    expect(() => app.get('/e', { config: { rateLimit: { maxKeys: 5 } } }, handler)).toThrow(/route GET \/e\.maxKeys sizes the table made from limit or max/);
+    expect(() => app.get('/f', { config: { rateLimit: { key: () => 'k' } } }, handler)).toThrow(/route GET \/f\.key belongs with a limit of the route's own/);
+    expect(() => app.get('/g', { config: { rateLimit: { limiter: {} as never } } }, handler)).toThrow(/route GET \/g: options\.limiter must be a RateLimiter/);
+    expect(() => app.get('/h', { config: { rateLimit: { timewindow: 5 } as never } }, handler)).toThrow(/did you mean config\.rateLimit of route GET \/h\.timeWindow\?/);
+  });
+
+  it('in a worker thread, a route cannot make a table of its own (it would count apart): a limiter made on the main thread is attached by handle', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(5), maxKeys: 16, clock: new ManualClock(0) });
+    const workers = [0, 1].map(() => new Worker(new URL('../fixtures/fastify-route-worker.mjs', import.meta.url), { workerData: { handle: limiter.handle } }));
+    try {
+      const replies = await Promise.all(workers.map((w) => new Promise<{ port: number; inlineError: string }>((resolve, reject) => {
+        w.once('message', resolve);
+        w.once('error', reject);
+      })));
+      for (const r of replies) expect(r.inlineError).toMatch(/would make a table in this worker thread alone.*RateLimiter\.attach\(handle\)/);
+      const statuses: number[] = [];
+      for (let i = 0; i < 8; i++) statuses.push((await fetch(`http://127.0.0.1:${(replies[i % 2] as { port: number }).port}/report`)).status);
+      // One limit over both threads: 5 pass in all, each thread admitted some.
+      expect(statuses.filter((s) => s === 200)).toHaveLength(5);
+      expect(statuses.slice(0, 2)).toEqual([200, 200]);
+      expect(limiter.get('everyone')).toMatchObject({ remaining: 0 });
+    } finally {
+      await Promise.all(workers.map((w) => w.terminate()));
+    }
+  });
+
   // Found (#29): `{ costs: 2 }` (a typo) was ignored (cost 1), `rateLimit: true` was ignored, and
   // `cost: -1` was accepted at registration, then every request to the route got a 500.
   it('a route config is checked when the route is registered: typos and bad costs fail the app at startup', async () => {
@@ -99,7 +165,7 @@ describe('sluice/fastify in Fastify 5', () => {
     expect(() => app.get('/typo', { config: { rateLimit: { costs: 2 } as never } }, handler))
       .toThrow(/config\.rateLimit of route GET \/typo\.costs is not a route rateLimit option; did you mean config\.rateLimit of route GET \/typo\.cost\?/);
     expect(() => app.get('/negative', { config: { rateLimit: { cost: -1 } } }, handler)).toThrow(/config\.rateLimit of route GET \/negative\.cost must be an integer/);
-    expect(() => app.get('/string', { config: { rateLimit: 'yes' as never } }, handler)).toThrow(/must be false, true or \{ cost \}, got "yes"/);
+    expect(() => app.get('/string', { config: { rateLimit: 'yes' as never } }, handler)).toThrow(/must be false, true or \{ cost, limiter, limit, max, timeWindow, key \}, got "yes"/);
     // true is the default: the route spends 1 a request.
     app.get('/on', { config: { rateLimit: true } }, handler);
     const url = await start(app);

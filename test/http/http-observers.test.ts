@@ -90,6 +90,7 @@ describe('onExceeded and onLimit', () => {
     ['onExceeding', {}, /^options\.onExceeding must be a function \(req, decision\), got an object$/],
     ['allowList', '127.0.0.1', /^options\.allowList must be an array of keys \(strings\) or a function \(req, key\), got "127\.0\.0\.1"$/],
     ['allowList', ['a', 1], /^options\.allowList must be an array of keys .* got an array/],
+    ['denyList', 'bad-bot', /^options\.denyList must be an array of keys \(strings\) or a function \(req, key\), got "bad-bot"$/],
   ])('a bad %s throws at once, by name', (name, value, message) => {
     const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 4 });
     expect(() => rateLimit({ limiter, [name]: value } as never)).toThrow(TypeError);
@@ -123,6 +124,60 @@ describe('allowList', () => {
       return r.status;
     };
     expect([await as('internal:batch'), await as('internal:batch'), await as('alice'), await as('alice')]).toEqual([200, 200, 200, 429]);
+  });
+});
+
+describe('denyList', () => {
+  it('node:http: a listed key gets 403 at once, uncounted, without fields; a key on both lists is refused; shadow mode lets it on and onExceeded sees it', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(0) });
+    const key = (req: IncomingMessage) => String(req.headers['x-client']);
+    const url = await nodeServer({ key, denyList: ['bot', 'both'], allowList: ['both', 'ops'] }, limiter);
+    const as = async (client: string, u = url) => {
+      const r = await fetch(u, { headers: { 'x-client': client } });
+      return [r.status, await r.text(), r.headers.has('ratelimit') || r.headers.has('retry-after')] as const;
+    };
+    expect(await as('bot')).toEqual([403, 'Forbidden\n', false]);
+    expect(await as('both')).toEqual([403, 'Forbidden\n', false]);
+    expect((await as('ops'))[0]).toBe(200);
+    expect((await as('user'))[0]).toBe(200);
+    expect(limiter.get('bot')).toBeNull(); // never counted
+    const exceeded: string[] = [];
+    const shadow = await nodeServer({
+      key, shadow: true, denyList: async (_req: IncomingMessage, k: string) => k === 'bot', onExceeded: (req: IncomingMessage) => exceeded.push(key(req)),
+    }, limiter);
+    expect((await as('bot', shadow))[0]).toBe(200);
+    expect(exceeded).toEqual(['bot']);
+  });
+
+  it('Express, the Fastify plugin and the bare Fastify hook answer 403 the same way', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(5), maxKeys: 16, clock: new ManualClock(0) });
+    const app = express();
+    app.use(rateLimit({ limiter, key: (req) => String(req.headers['x-client']), denyList: ['bot'] }));
+    app.get('/', (_req, res) => void res.send('ok'));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    closers.push(() => new Promise((r) => server.close(r)));
+    const expressUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const plugin = Fastify();
+    await plugin.register(sluice, { limiter, key: (request) => String(request.headers['x-client']), denyList: ['bot'] });
+    plugin.get('/', async () => 'ok');
+    await plugin.listen({ port: 0, host: '127.0.0.1' });
+    closers.push(() => plugin.close());
+    const bare = Fastify();
+    bare.addHook('onRequest', fastifyRateLimit({ limiter, key: (request) => String((request as { headers: Record<string, string> }).headers['x-client']), denyList: ['bot'] }));
+    bare.get('/', async () => 'ok');
+    await bare.listen({ port: 0, host: '127.0.0.1' });
+    closers.push(() => bare.close());
+    for (const url of [expressUrl, `http://127.0.0.1:${(plugin.server.address() as AddressInfo).port}/`, `http://127.0.0.1:${(bare.server.address() as AddressInfo).port}/`]) {
+      const refused = await fetch(url, { headers: { 'x-client': 'bot' } });
+      expect(refused.status, url).toBe(403);
+      expect(refused.headers.has('retry-after')).toBe(false);
+      expect(await refused.text()).toMatch(/Forbidden/);
+      expect((await fetch(url, { headers: { 'x-client': 'user' } })).status).toBe(200);
+    }
+    const pluginRefusal = await fetch(`http://127.0.0.1:${(plugin.server.address() as AddressInfo).port}/`, { headers: { 'x-client': 'bot' } });
+    expect(await pluginRefusal.json()).toMatchObject({ statusCode: 403, code: 'SLUICE_DENIED' });
+    expect(limiter.get('bot')).toBeNull();
   });
 });
 
