@@ -14,6 +14,7 @@ import { runHttp } from './http.js';
 import { runHttpRedis } from './http-redis.js';
 import { machine } from './lib/measure.js';
 import { dateOf, withPrevious } from './lib/previous.js';
+import { runObservability } from './observability.js';
 import { runPeers } from './peers.js';
 import { runRace } from './race.js';
 import { runRedis } from './redis.js';
@@ -33,6 +34,7 @@ const SUITES = {
   scaling: runScaling,
   churn: runChurn,
   width: runWidth,
+  observability: runObservability,
   redis: runRedis,
   'redis-outage': runRedisOutage,
   'redis-tier': runRedisTier,
