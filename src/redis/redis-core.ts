@@ -54,6 +54,12 @@ export interface RedisCommonOptions<Key = string> {
 
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
+/**
+ * A reward's slot end on Redis's clock, in µs: 2^52 (the year 2112), past any debt a key can
+ * hold, so that the refund gives back all it was asked for, down to a fresh key's state.
+ */
+const FAR_AHEAD_US = 2 ** 52;
+
 export const COMMON_OPTION_NAMES = ['redis', 'prefix', 'timeoutMs', 'onError', 'maxBatch', 'localTier', 'lease', 'onDecision'];
 
 
@@ -144,6 +150,28 @@ export class RedisCore<R> {
     const deleted = await deleteKeys(this.commands, plan.suffixes.map((s) => base + s), this.batcher.timeoutMs);
     this.cache?.clear();
     return deleted > 0;
+  }
+
+  /**
+   * Gives back `cost` intervals of what `cacheKey` spent under each limit of `plan` (GCRA limits
+   * of the key only: no cap), never below a fresh key's state, in one script call: the script's
+   * refund, with a slot end so far ahead that only the debt bounds it. Then clears this process's
+   * local tier, as `reset` does (whether or not Redis answered: that only sends requests to Redis).
+   * Rejects when Redis does not answer within timeoutMs (the spend may or may not be back), and
+   * with `RedisConfigError` for a misconfiguration.
+   */
+  async reward(cacheKey: string, cost: number, plan: ScriptPlan): Promise<void> {
+    if (cost === 0) return;
+    const base = keyBase(this.prefix, cacheKey);
+    let answered: Outcome;
+    try {
+      answered = await this.batcher.decide(plan, base, -cost, -cost, FAR_AHEAD_US, performance.now() + this.batcher.timeoutMs, outcome);
+    } finally {
+      this.cache?.clear();
+    }
+    if (answered === 'failed' || answered === 'late') {
+      throw new Error(`Redis did not answer the reward within ${this.batcher.timeoutMs} ms (timeoutMs): the spend may or may not be back`);
+    }
   }
 
   /** Sets the shared-memory limiter's answer, for onError 'local'. */

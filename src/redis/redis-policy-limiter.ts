@@ -136,6 +136,18 @@ export class RedisPolicyLimiter {
     return this.#core.reset(key, this.#plans.get(match(this.#compiled, request.user, request.api)) as ScriptPlan);
   }
 
+  /**
+   * As `RedisRateLimiter.reward`, for (user, api) under the rule it matches now: `TypeError` when
+   * that rule is not GCRA.
+   */
+  reward(request: PolicyRequest, cost: number): Promise<void> {
+    const key = checkPolicyRequest(request, cost);
+    const rule = match(this.#compiled, request.user, request.api);
+    const plan = this.#plans.get(rule) as ScriptPlan;
+    if (!plan.gcra) throw new TypeError(`reward() gives back GCRA debt; the rule for ${JSON.stringify(key)} runs ${rule.rule.algorithm ?? 'gcra'}`);
+    return this.#core.reward(key, cost, plan);
+  }
+
   /** Like `tryAcquire`, answering only whether the request passes. */
   async allow(request: PolicyRequest, cost = 1): Promise<boolean> {
     return (await this.tryAcquire(request, cost)).allowed;

@@ -106,6 +106,8 @@ export class RedisRateLimiter {
   readonly #plan: ScriptPlan;
   /** The cap's own plan on a Cluster (its key lives in another slot); null otherwise. */
   readonly #capPlan: ScriptPlan | null;
+  /** The key's limits without the cap, for `reward` (GCRA only); null for the other algorithms. */
+  readonly #keyPlan: ScriptPlan | null;
 
   constructor(options: RedisRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
@@ -143,6 +145,8 @@ export class RedisRateLimiter {
     const split = core.batcher.cluster && global !== null;
     this.#plan = scriptPlan(compiled, split ? [] : caps, core.prefix);
     this.#capPlan = split ? scriptPlan([], caps, core.prefix) : null;
+    // Without a cap in the decisions' plan (none, or a Cluster's own), it is the key's own.
+    this.#keyPlan = algorithm !== 'gcra' ? null : caps.length === 0 || split ? this.#plan : scriptPlan(compiled, [], core.prefix);
   }
 
   /**
@@ -180,6 +184,20 @@ export class RedisRateLimiter {
   reset(key: string): Promise<boolean> {
     checkKey(key, 0);
     return this.#core.reset(key, this.#plan);
+  }
+
+  /**
+   * Gives back `cost` intervals of what `key` has spent under each of its limits, never below a
+   * fresh key's state (a reward; a global cap keeps its spend), in one script call on Redis. This
+   * process's local tier forgets its refusals at once; another process's may refuse the key until
+   * the retry time Redis gave it (under-admission only). GCRA limits only: `TypeError` for the
+   * others. Rejects when Redis does not answer within `timeoutMs` (the spend may or may not be
+   * back), and with `RedisConfigError` for a misconfiguration.
+   */
+  reward(key: string, cost: number): Promise<void> {
+    checkKey(key, cost);
+    if (this.#keyPlan === null) throw new TypeError(`reward() gives back GCRA debt; this limiter runs ${this.algorithm}`);
+    return this.#core.reward(key, cost, this.#keyPlan);
   }
 
   /** Like `tryAcquire`, answering only whether the request passes. */
