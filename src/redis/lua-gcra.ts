@@ -77,7 +77,24 @@ ${luaStore(keyOf(i), k, 'dr - back', true, '        ')}
   if (!single) emit('    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, 0');
   emit(`  elseif deadline > 0 and now > deadline then
     ${single ? `status = ${LATE}` : LUA_PUSH_LATE}
-  else`);
+  elseif want < 0 then`);
+  // A per-key control (RedisCore.control), sent only with a plan of the key's own limits: a
+  // penalty (want -1) spends `cost` intervals on each, beyond its burst; a block (want -2) raises
+  // each one's debt to `cost` us plus its tolerance less one interval (a request of cost 1
+  // passes when the block ends, none before), and never lowers it. Nothing else is read.
+  keyLimits.forEach((_, i) => {
+    const { k, T, tau } = c(i);
+    emit(`    do
+${luaDebt('dc', keyOf(i), k, '      ')}
+      local target = dc + cost * ${T}
+      if want == -2 then target = cost * ${k} + ${tau} - ${T} end
+      if target > dc then
+${luaStore(keyOf(i), k, 'target', false, '        ')}
+      end
+    end`);
+  });
+  if (!single) emit('    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, 0');
+  emit(`  else`);
   all.forEach((_, i) => emit(luaDebt(`d${i}`, keyOf(i), c(i).k, '    ')));
   // The key's limits first; the cap only when they allow; a probe (cost 0) passes.
   emit(`    if cost > 0 then

@@ -5,6 +5,7 @@ import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.j
 import { LocalTier } from './local-tier.js';
 import { deleteKeys } from './key-reset.js';
 import { keyBase } from './redis-keys.js';
+import type { RedisLimit } from './redis-limits.js';
 import { outcome, ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
 import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decision-hook.js';
 
@@ -77,6 +78,24 @@ export function decisionOf(r: Reply): Decision {
     resetAfterMs: r.resetUs / 1000,
     reason: REASONS[r.status] ?? 'limited',
   };
+}
+
+/**
+ * The longest `block` of GCRA key limits `limits`, in ms: a block's debt in each limit's units
+ * (1/k us) must be an exact integer in Lua's doubles, below 2^53 (30 days at every limit whose k
+ * is at most about 3,400).
+ */
+export function maxBlockMsOf(limits: readonly RedisLimit[]): number {
+  return Math.min(...limits.map((l) => Math.floor((2 ** 53 - (l.args[2] as number)) / (l.args[0] as number)) / 1000));
+}
+
+/** Checks a block's `ms` against `maxMs` (maxBlockMsOf); returns it in whole µs. */
+export function blockUs(ms: unknown, maxMs: number): number {
+  if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${describe(ms)}`);
+  if (!(ms >= 0 && ms <= maxMs)) {
+    throw new RangeError(`ms must be from 0 to ${maxMs} for these limits (a block's debt in their units must stay exact), got ${describe(ms)}`);
+  }
+  return Math.ceil(ms * 1000);
 }
 
 /**
@@ -172,6 +191,29 @@ export class RedisCore<R> {
     if (answered === 'failed' || answered === 'late') {
       throw new Error(`Redis did not answer the reward within ${this.batcher.timeoutMs} ms (timeoutMs): the spend may or may not be back`);
     }
+  }
+
+  /**
+   * A penalty (`amount` intervals spent on each limit of `plan`, beyond the burst) or a block
+   * (each limit refuses every request for `amount` µs from Redis's now, never shortening a longer
+   * wait) on `cacheKey`, in one script call; `plan` holds the key's GCRA limits only. Then clears
+   * this process's local tier: its refusals, and its leases, whose permits Redis counted before
+   * the block and would otherwise be spent during it (another process's leases may still be, as
+   * the lease bound says). Rejects when Redis does not answer within timeoutMs (it may or may not
+   * have run), when it ran too late (nothing was written), and with `RedisConfigError`.
+   */
+  async control(cacheKey: string, kind: 'penalty' | 'block', amount: number, plan: ScriptPlan): Promise<void> {
+    const base = keyBase(this.prefix, cacheKey);
+    let answered: Outcome;
+    try {
+      answered = await this.batcher.decide(plan, base, amount, kind === 'penalty' ? -1 : -2, 0, performance.now() + this.batcher.timeoutMs, outcome);
+    } finally {
+      this.cache?.clear();
+    }
+    if (answered === 'failed') {
+      throw new Error(`Redis did not answer the ${kind} within ${this.batcher.timeoutMs} ms (timeoutMs): it may or may not have been written`);
+    }
+    if (answered === 'late') throw new Error(`Redis ran the ${kind} after its deadline (timeoutMs ${this.batcher.timeoutMs} ms): nothing was written`);
   }
 
   /** Sets the shared-memory limiter's answer, for onError 'local'. */

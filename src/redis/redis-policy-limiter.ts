@@ -7,7 +7,7 @@ import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type
 import { monotonicClock } from '../time/clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { checkNames } from '../config/option-names.js';
-import { COMMON_OPTION_NAMES, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import { blockUs, COMMON_OPTION_NAMES, keyStateOf, maxBlockMsOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
@@ -141,11 +141,35 @@ export class RedisPolicyLimiter {
    * that rule is not GCRA.
    */
   reward(request: PolicyRequest, cost: number): Promise<void> {
+    const { key, plan } = this.#gcraPlan(request, cost, 'reward');
+    return this.#core.reward(key, cost, plan);
+  }
+
+  /** As `RedisRateLimiter.penalty`, for (user, api) under the rule it matches now (a GCRA rule). */
+  penalty(request: PolicyRequest, cost: number): Promise<void> {
+    const { key, plan } = this.#gcraPlan(request, cost, 'penalty');
+    if (cost === 0) return Promise.resolve();
+    return this.#core.control(key, 'penalty', cost, plan);
+  }
+
+  /** As `RedisRateLimiter.block`, for (user, api) under the rule it matches now (a GCRA rule). */
+  block(request: PolicyRequest, ms: number): Promise<void> {
+    const { key, plan } = this.#gcraPlan(request, 0, 'block');
+    return this.#core.control(key, 'block', blockUs(ms, maxBlockMsOf(plan.keyLimits)), plan);
+  }
+
+  /** Ends a block: the pair reads as fresh (as `reset`, which it is). */
+  unblock(request: PolicyRequest): Promise<boolean> {
+    return this.reset(request);
+  }
+
+  /** The pair's cache key and the plan of the rule it matches now; `TypeError` unless that rule is GCRA. */
+  #gcraPlan(request: PolicyRequest, cost: number, control: string): { key: string; plan: ScriptPlan } {
     const key = checkPolicyRequest(request, cost);
     const rule = match(this.#compiled, request.user, request.api);
     const plan = this.#plans.get(rule) as ScriptPlan;
-    if (!plan.gcra) throw new TypeError(`reward() gives back GCRA debt; the rule for ${JSON.stringify(key)} runs ${rule.rule.algorithm ?? 'gcra'}`);
-    return this.#core.reward(key, cost, plan);
+    if (!plan.gcra) throw new TypeError(`${control}() works on GCRA debt; the rule for ${JSON.stringify(key)} runs ${rule.rule.algorithm ?? 'gcra'}`);
+    return { key, plan };
   }
 
   /** Like `tryAcquire`, answering only whether the request passes. */

@@ -10,7 +10,7 @@ import { checkRequest } from '../table/table-site.js';
 import { monotonicClock } from '../time/clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { checkNames } from '../config/option-names.js';
-import { COMMON_OPTION_NAMES, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import { blockUs, COMMON_OPTION_NAMES, keyStateOf, maxBlockMsOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
@@ -108,6 +108,8 @@ export class RedisRateLimiter {
   readonly #capPlan: ScriptPlan | null;
   /** The key's limits without the cap, for `reward` (GCRA only); null for the other algorithms. */
   readonly #keyPlan: ScriptPlan | null;
+  /** The longest `block`, in ms (maxBlockMsOf). */
+  readonly #maxBlockMs: number;
 
   constructor(options: RedisRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
@@ -147,6 +149,7 @@ export class RedisRateLimiter {
     this.#capPlan = split ? scriptPlan([], caps, core.prefix) : null;
     // Without a cap in the decisions' plan (none, or a Cluster's own), it is the key's own.
     this.#keyPlan = algorithm !== 'gcra' ? null : caps.length === 0 || split ? this.#plan : scriptPlan(compiled, [], core.prefix);
+    this.#maxBlockMs = maxBlockMsOf(compiled);
   }
 
   /**
@@ -196,8 +199,43 @@ export class RedisRateLimiter {
    */
   reward(key: string, cost: number): Promise<void> {
     checkKey(key, cost);
-    if (this.#keyPlan === null) throw new TypeError(`reward() gives back GCRA debt; this limiter runs ${this.algorithm}`);
-    return this.#core.reward(key, cost, this.#keyPlan);
+    return this.#core.reward(key, cost, this.#controlPlan('reward'));
+  }
+
+  /**
+   * Spends `cost` on `key` under each of its limits now, even beyond the burst (a penalty: the key
+   * waits longer), in one script call on Redis; a global cap is not charged. GCRA limits only.
+   * Rejects as `reward`, and when Redis ran it too late (nothing was written).
+   */
+  penalty(key: string, cost: number): Promise<void> {
+    checkKey(key, cost);
+    const plan = this.#controlPlan('penalty');
+    if (cost === 0) return Promise.resolve();
+    return this.#core.control(key, 'penalty', cost, plan);
+  }
+
+  /**
+   * Refuses every request on `key` for `ms` from Redis's now (a ban), under each of its limits:
+   * its debt rises so that a request of cost 1 passes when the block ends and none before, and a
+   * longer wait is kept. One script call; this process's local tier forgets its refusals and
+   * leases at once (see docs/redis.md for another process's leases). GCRA limits only. Rejects as
+   * `penalty`.
+   */
+  block(key: string, ms: number): Promise<void> {
+    checkKey(key, 0);
+    const plan = this.#controlPlan('block');
+    return this.#core.control(key, 'block', blockUs(ms, this.#maxBlockMs), plan);
+  }
+
+  /** Ends a block: the key reads as fresh (as `reset`, which it is). */
+  unblock(key: string): Promise<boolean> {
+    return this.reset(key);
+  }
+
+  /** The key's limits without the cap, for a control; `TypeError` for limits that are not GCRA. */
+  #controlPlan(control: string): ScriptPlan {
+    if (this.#keyPlan === null) throw new TypeError(`${control}() works on GCRA debt; this limiter runs ${this.algorithm}`);
+    return this.#keyPlan;
   }
 
   /** Like `tryAcquire`, answering only whether the request passes. */
