@@ -81,21 +81,30 @@ export function decisionOf(r: Reply): Decision {
 }
 
 /**
- * The longest `block` of GCRA key limits `limits`, in ms: a block's debt in each limit's units
- * (1/k us) must be an exact integer in Lua's doubles, below 2^53 (30 days at every limit whose k
- * is at most about 3,400).
+ * How far a control may take GCRA key limits `limits`: a debt in each limit's units (1/k us) must
+ * stay an exact integer in Lua's doubles, below 2^53. `blockMs`: the longest block (30 days at
+ * every limit whose k is at most about 3,400); `penalty`: the largest penalty's cost.
  */
-export function maxBlockMsOf(limits: readonly RedisLimit[]): number {
-  return Math.min(...limits.map((l) => Math.floor((2 ** 53 - (l.args[2] as number)) / (l.args[0] as number)) / 1000));
+export function controlBounds(limits: readonly RedisLimit[]): { blockMs: number; penalty: number } {
+  const room = (l: RedisLimit): number => 2 ** 53 - (l.args[2] as number); // 2^53 less tau
+  return {
+    blockMs: Math.min(...limits.map((l) => Math.floor(room(l) / (l.args[0] as number)) / 1000)),
+    penalty: Math.min(...limits.map((l) => Math.floor(room(l) / (l.args[1] as number)))),
+  };
 }
 
-/** Checks a block's `ms` against `maxMs` (maxBlockMsOf); returns it in whole µs. */
+/** Checks a block's `ms` against `maxMs` (controlBounds); returns it in whole µs. */
 export function blockUs(ms: unknown, maxMs: number): number {
   if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${describe(ms)}`);
   if (!(ms >= 0 && ms <= maxMs)) {
     throw new RangeError(`ms must be from 0 to ${maxMs} for these limits (a block's debt in their units must stay exact), got ${describe(ms)}`);
   }
   return Math.ceil(ms * 1000);
+}
+
+/** Checks a penalty's `cost` against `max` (controlBounds): `RangeError` past it. */
+export function checkPenalty(cost: number, max: number): void {
+  if (cost > max) throw new RangeError(`a penalty of ${cost} is more than these limits' state can count exactly (at most ${max}); nothing was spent`);
 }
 
 /**
@@ -172,41 +181,26 @@ export class RedisCore<R> {
   }
 
   /**
-   * Gives back `cost` intervals of what `cacheKey` spent under each limit of `plan` (GCRA limits
-   * of the key only: no cap), never below a fresh key's state, in one script call: the script's
-   * refund, with a slot end so far ahead that only the debt bounds it. Then clears this process's
-   * local tier, as `reset` does (whether or not Redis answered: that only sends requests to Redis).
-   * Rejects when Redis does not answer within timeoutMs (the spend may or may not be back), and
-   * with `RedisConfigError` for a misconfiguration.
+   * A per-key control on `cacheKey`'s GCRA limits (`plan` holds the key's limits only: a cap is
+   * never charged or given back), in one script call:
+   * - 'reward': `amount` intervals given back under each limit, never below a fresh key's state:
+   *   the script's refund, with a slot end (FAR_AHEAD_US) that only the debt bounds;
+   * - 'penalty': `amount` intervals spent under each limit now, beyond the burst;
+   * - 'block': every request refused for `amount` µs from Redis's now, a longer wait kept.
+   * Then clears this process's local tier: its refusals, and its leases, whose permits Redis
+   * counted before a block and would otherwise be spent during it (another process's may still
+   * be, within the lease bound). Rejects when Redis does not answer within timeoutMs (it may or
+   * may not have run), when it ran too late (nothing was written), and with `RedisConfigError`.
    */
-  async reward(cacheKey: string, cost: number, plan: ScriptPlan): Promise<void> {
-    if (cost === 0) return;
+  async control(cacheKey: string, kind: 'reward' | 'penalty' | 'block', amount: number, plan: ScriptPlan): Promise<void> {
     const base = keyBase(this.prefix, cacheKey);
+    const deadline = performance.now() + this.batcher.timeoutMs;
     let answered: Outcome;
     try {
-      answered = await this.batcher.decide(plan, base, -cost, -cost, FAR_AHEAD_US, performance.now() + this.batcher.timeoutMs, outcome);
-    } finally {
-      this.cache?.clear();
-    }
-    if (answered === 'failed' || answered === 'late') {
-      throw new Error(`Redis did not answer the reward within ${this.batcher.timeoutMs} ms (timeoutMs): the spend may or may not be back`);
-    }
-  }
-
-  /**
-   * A penalty (`amount` intervals spent on each limit of `plan`, beyond the burst) or a block
-   * (each limit refuses every request for `amount` µs from Redis's now, never shortening a longer
-   * wait) on `cacheKey`, in one script call; `plan` holds the key's GCRA limits only. Then clears
-   * this process's local tier: its refusals, and its leases, whose permits Redis counted before
-   * the block and would otherwise be spent during it (another process's leases may still be, as
-   * the lease bound says). Rejects when Redis does not answer within timeoutMs (it may or may not
-   * have run), when it ran too late (nothing was written), and with `RedisConfigError`.
-   */
-  async control(cacheKey: string, kind: 'penalty' | 'block', amount: number, plan: ScriptPlan): Promise<void> {
-    const base = keyBase(this.prefix, cacheKey);
-    let answered: Outcome;
-    try {
-      answered = await this.batcher.decide(plan, base, amount, kind === 'penalty' ? -1 : -2, 0, performance.now() + this.batcher.timeoutMs, outcome);
+      // A negative cost is the script's refund; a negative want (with a positive cost) a control.
+      answered = kind === 'reward'
+        ? await this.batcher.decide(plan, base, -amount, -amount, FAR_AHEAD_US, deadline, outcome)
+        : await this.batcher.decide(plan, base, amount, kind === 'penalty' ? -1 : -2, 0, deadline, outcome);
     } finally {
       this.cache?.clear();
     }
@@ -216,7 +210,6 @@ export class RedisCore<R> {
     if (answered === 'late') throw new Error(`Redis ran the ${kind} after its deadline (timeoutMs ${this.batcher.timeoutMs} ms): nothing was written`);
   }
 
-  /** Sets the shared-memory limiter's answer, for onError 'local'. */
   /** `decision`, telling the hook (if any) what it resolves with. */
   told(decision: Promise<Decision>, request: R, cost: number): Promise<Decision> {
     const hook = this.#onDecision;
@@ -227,6 +220,7 @@ export class RedisCore<R> {
     });
   }
 
+  /** Sets the shared-memory limiter's answer, for onError 'local'. */
   setFallback(f: (request: R, cost: number) => Decision): void {
     this.#fallback = f;
   }

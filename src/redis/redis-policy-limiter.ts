@@ -7,7 +7,7 @@ import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type
 import { monotonicClock } from '../time/clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { checkNames } from '../config/option-names.js';
-import { blockUs, COMMON_OPTION_NAMES, keyStateOf, maxBlockMsOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import { blockUs, checkPenalty, COMMON_OPTION_NAMES, controlBounds, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
@@ -142,12 +142,14 @@ export class RedisPolicyLimiter {
    */
   reward(request: PolicyRequest, cost: number): Promise<void> {
     const { key, plan } = this.#gcraPlan(request, cost, 'reward');
-    return this.#core.reward(key, cost, plan);
+    if (cost === 0) return Promise.resolve();
+    return this.#core.control(key, 'reward', cost, plan);
   }
 
   /** As `RedisRateLimiter.penalty`, for (user, api) under the rule it matches now (a GCRA rule). */
   penalty(request: PolicyRequest, cost: number): Promise<void> {
     const { key, plan } = this.#gcraPlan(request, cost, 'penalty');
+    checkPenalty(cost, controlBounds(plan.keyLimits).penalty);
     if (cost === 0) return Promise.resolve();
     return this.#core.control(key, 'penalty', cost, plan);
   }
@@ -155,7 +157,7 @@ export class RedisPolicyLimiter {
   /** As `RedisRateLimiter.block`, for (user, api) under the rule it matches now (a GCRA rule). */
   block(request: PolicyRequest, ms: number): Promise<void> {
     const { key, plan } = this.#gcraPlan(request, 0, 'block');
-    return this.#core.control(key, 'block', blockUs(ms, maxBlockMsOf(plan.keyLimits)), plan);
+    return this.#core.control(key, 'block', blockUs(ms, controlBounds(plan.keyLimits).blockMs), plan);
   }
 
   /** Ends a block: the pair reads as fresh (as `reset`, which it is). */

@@ -10,7 +10,7 @@ import { checkRequest } from '../table/table-site.js';
 import { monotonicClock } from '../time/clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { checkNames } from '../config/option-names.js';
-import { blockUs, COMMON_OPTION_NAMES, keyStateOf, maxBlockMsOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import { blockUs, checkPenalty, COMMON_OPTION_NAMES, controlBounds, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
@@ -108,8 +108,8 @@ export class RedisRateLimiter {
   readonly #capPlan: ScriptPlan | null;
   /** The key's limits without the cap, for `reward` (GCRA only); null for the other algorithms. */
   readonly #keyPlan: ScriptPlan | null;
-  /** The longest `block`, in ms (maxBlockMsOf). */
-  readonly #maxBlockMs: number;
+  /** The longest `block` (ms) and the largest `penalty` (controlBounds). */
+  readonly #bounds: { blockMs: number; penalty: number };
 
   constructor(options: RedisRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
@@ -149,7 +149,7 @@ export class RedisRateLimiter {
     this.#capPlan = split ? scriptPlan([], caps, core.prefix) : null;
     // Without a cap in the decisions' plan (none, or a Cluster's own), it is the key's own.
     this.#keyPlan = algorithm !== 'gcra' ? null : caps.length === 0 || split ? this.#plan : scriptPlan(compiled, [], core.prefix);
-    this.#maxBlockMs = maxBlockMsOf(compiled);
+    this.#bounds = controlBounds(compiled);
   }
 
   /**
@@ -199,7 +199,9 @@ export class RedisRateLimiter {
    */
   reward(key: string, cost: number): Promise<void> {
     checkKey(key, cost);
-    return this.#core.reward(key, cost, this.#controlPlan('reward'));
+    const plan = this.#controlPlan('reward');
+    if (cost === 0) return Promise.resolve();
+    return this.#core.control(key, 'reward', cost, plan);
   }
 
   /**
@@ -210,6 +212,7 @@ export class RedisRateLimiter {
   penalty(key: string, cost: number): Promise<void> {
     checkKey(key, cost);
     const plan = this.#controlPlan('penalty');
+    checkPenalty(cost, this.#bounds.penalty);
     if (cost === 0) return Promise.resolve();
     return this.#core.control(key, 'penalty', cost, plan);
   }
@@ -224,7 +227,7 @@ export class RedisRateLimiter {
   block(key: string, ms: number): Promise<void> {
     checkKey(key, 0);
     const plan = this.#controlPlan('block');
-    return this.#core.control(key, 'block', blockUs(ms, this.#maxBlockMs), plan);
+    return this.#core.control(key, 'block', blockUs(ms, this.#bounds.blockMs), plan);
   }
 
   /** Ends a block: the key reads as fresh (as `reset`, which it is). */
