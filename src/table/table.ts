@@ -1,11 +1,11 @@
 import { hashWords, KeyEncoder, keyWords } from './hash.js';
 import {
-  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, CELL_WORDS, CLAIM_CANCELLED, COUNTER_CELLS, ctrlWord, EMPTY,
-  H_CLAIM_TIMEOUT_MS, H_COUNTERS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE,
+  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, CLAIM_CANCELLED, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES,
   CLAIM_STAMP_MASK, stripeOfHash, TOMB, PAYLOAD_MASK,
 } from './layout.js';
 import { KeyHeap } from './key-heap.js';
+import { TableCounters } from './table-counters.js';
 import { checkTableBuffer, hasKeyHeap, inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf, stateOffsetOf } from './table-buffer.js';
 
 /**
@@ -110,8 +110,8 @@ export class SlotTable {
   /** Per-thread scratch of compactStripe: the ctrl words of its step 1, the slots chains cross. */
   readonly #seen: Int32Array;
   readonly #crossed: Uint8Array;
-  /** Word index of the counters area (layout.ts). */
-  readonly #counters: number;
+  /** The gauges' counters (table-counters.ts). */
+  readonly #counters: TableCounters;
 
   /**
    * Opens the table in `buffer`, with `heap` its key heap when it has one (`hasKeyHeap`; the
@@ -142,19 +142,12 @@ export class SlotTable {
     this.#state = state;
     this.#seen = new Int32Array(this.slotsPerStripe);
     this.#crossed = new Uint8Array(this.slotsPerStripe);
-    this.#counters = words[H_COUNTERS] as number;
+    this.#counters = new TableCounters(words, this.slotsPerStripe);
   }
 
-  /**
-   * Adds `delta` to counter `word` of the cell of `slot`'s stripe. Called right after the ctrl
-   * compareExchange it counts succeeded, so each transition is counted once. Atomics.add: cells
-   * are shared by the stripes that map to them; the sum over cells is what `gauges` reads, and it
-   * needs no order with the slots' words. A thread that stops for ever between the two leaves that
-   * transition uncounted (see `gauges`).
-   */
+  /** Counts a transition of `slot` (TableCounters.count), right after the compareExchange that made it: once each. */
   #count(slot: number, word: number, delta: number): void {
-    const cell = ((slot / this.slotsPerStripe) | 0) & (COUNTER_CELLS - 1);
-    Atomics.add(this.words, this.#counters + cell * CELL_WORDS + word, delta);
+    this.#counters.count(slot, word, delta);
   }
 
   /** The slot whose first word is `base`. */
@@ -666,20 +659,11 @@ export class SlotTable {
    * (`report` counts the slots themselves).
    */
   gauges(): { liveKeys: number; tombstones: number; probeMean: number; maxKeys: number; capacity: number } {
-    const w = this.words;
-    let live = 0;
-    let tombs = 0;
-    let displaced = 0;
-    for (let cell = this.#counters; cell < this.#counters + COUNTER_CELLS * CELL_WORDS; cell += CELL_WORDS) {
-      // Atomics.load: each word on its own; the three sums are a snapshot of no single instant.
-      live += Atomics.load(w, cell + C_LIVE);
-      tombs += Atomics.load(w, cell + C_TOMBS);
-      displaced += Atomics.load(w, cell + C_DISPLACED);
-    }
-    live = Math.max(live, 0);
+    const c = this.#counters.sums();
+    const live = Math.max(c.live, 0);
     return {
-      liveKeys: live, tombstones: Math.max(tombs, 0), probeMean: live === 0 ? 0 : 1 + Math.max(displaced, 0) / live,
-      maxKeys: w[H_MAX_KEYS] as number, capacity: this.capacity,
+      liveKeys: live, tombstones: Math.max(c.tombstones, 0), probeMean: live === 0 ? 0 : 1 + Math.max(c.displaced, 0) / live,
+      maxKeys: this.words[H_MAX_KEYS] as number, capacity: this.capacity,
     };
   }
 
