@@ -143,6 +143,8 @@ export class PolicyLimiter {
   #limitsOf: CompiledRule | null = null;
   /** Set by #prepare when the key's rules cannot be read: the request is refused. */
   #unreadable = false;
+  /** Set for `reset`'s decision: #prepare writes the key's state fresh whatever it held. */
+  #resetting = false;
   // Scratch for a fresh state: the words read before it is written, and the state itself.
   #before!: Int32Array;
   #fresh!: Int32Array;
@@ -270,6 +272,25 @@ export class PolicyLimiter {
     const d: Decision = { allowed: r.allowed, remaining: r.remaining, retryAfterMs, resetAfterMs: r.resetAfterMs + lead, reason };
     if (n > 1) d.limits = limitStates(this.#engine.limitRemaining, this.#engine.limitResetMs, n);
     return d;
+  }
+
+  /**
+   * The pair reads as fresh under the rule it matches now: under the pair's lock, its state is
+   * written fresh, by the same steps that reshape a key after a change of rules (#prepare), and
+   * a decision of cost 0 follows. True when the table held state for the pair; a pair it does
+   * not hold is not inserted (false). Throws `Error` while the rules the pair was last shaped
+   * under cannot be read (a rules writer stalled mid-write: try again later).
+   */
+  reset(request: PolicyRequest): boolean {
+    this.#resetting = true;
+    let outcome: number;
+    try {
+      outcome = this.#decide(request, 0, true);
+    } finally {
+      this.#resetting = false;
+    }
+    if (outcome === UNREADABLE) throw new Error(`reset: the rules of ${describe(request)} are being rewritten and cannot be read yet; nothing was reset`);
+    return outcome !== ABSENT;
   }
 
   /** Like `tryAcquire`, but answers only whether the request passes (no Decision is made). */
@@ -418,7 +439,7 @@ export class PolicyLimiter {
       this.#use(match(this.#compiled, this.#user, this.#api));
     }
     const rule = this.#rule;
-    if (stored === rule.shape && ticksMatch(w, at, rule)) {
+    if (!this.#resetting && stored === rule.shape && ticksMatch(w, at, rule)) {
       // The same state under the same or newer rules: record the newer version, so that threads
       // still holding older rules catch up before they decide.
       return storedVersion === this.#version || (holds() && swap(w, versionAt, storedVersion, this.#version));
@@ -427,7 +448,7 @@ export class PolicyLimiter {
     const oldCount = gcraCount(stored);
     // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
     const tickPs = rule.tickPs;
-    const carry = oldCount !== null && tickPs !== null && oldCount === tickPs.length;
+    const carry = !this.#resetting && oldCount !== null && tickPs !== null && oldCount === tickPs.length;
     const before = this.#before;
     // Atomics.load of every word the writes below expect (four per GCRA state, or the new rule's
     // words), then of the lock word: still ours, so these were this key's words.
