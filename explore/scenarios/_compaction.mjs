@@ -2,10 +2,10 @@
 // its set-up, and the check. Four slots (maxKeys 2, one stripe), every key hashing alike
 // (forceHash), so every chain starts at one home slot; the set-up admits 'a' 100 s before the run
 // (idle all through it), so it sits at the home slot. The check: no key with two live copies, no
-// live key cut off from its home by an EMPTY slot, and the admissions and refusals of 'b' against
+// live key cut off from its home by an EMPTY slot, the table's counters equal to its slots, and the admissions and refusals of 'b' against
 // the exact model (a burst of 1: a second copy of 'b' admits twice).
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { brokenChains, liveCopies, timeMoves } from './common.mjs';
+import { brokenChains, countersAgree, liveCopies, timeMoves } from './common.mjs';
 
 const limit = { permits: 1, periodMs: 60_000, burst: 1 };
 const START_MS = 10_000_000.25;
@@ -32,6 +32,8 @@ export function compactionCheck(exec, lib) {
   if (copies !== null) return copies;
   const cut = brokenChains(exec.buffers[0], lib);
   if (cut !== null) return cut;
+  const counted = countersAgree(exec.buffers[0], lib);
+  if (counted !== null) return counted;
   const outcome = (c) => (c.label === 'b' ? { key: 'b', cost: 1, admitted: c.result === true } : null);
   return linearizable(callsOf(exec), gcraModel(limit), outcome, { since: exec.startMs });
 }

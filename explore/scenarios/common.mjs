@@ -101,6 +101,43 @@ export function reclaimedUnderCall(exec, lib) {
 }
 
 /**
+ * The table's counters (table-counters.ts) against its slots, once every thread has finished:
+ * LIVE and TOMB slots and the LIVE slots' displacement from their home, each transition counted
+ * exactly once whatever the interleaving. A violation, or null.
+ */
+export function countersAgree(buffer, lib) {
+  const L = lib.layout;
+  const w = new Int32Array(buffer);
+  const stripes = w[L.H_STRIPES];
+  const perStripe = w[L.H_SLOTS_PER_STRIPE];
+  const mask = perStripe - 1;
+  const shift = 32 - Math.max(6, Math.log2(perStripe));
+  let live = 0;
+  let tombs = 0;
+  let displaced = 0;
+  for (let slot = 0; slot < stripes * perStripe; slot++) {
+    const base = L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS];
+    const state = w[base + L.S_CTRL] & 3;
+    if (state === L.TOMB) tombs++;
+    if (state !== L.LIVE) continue;
+    live++;
+    const hash = w[base + L.S_HASH];
+    const home = L.stripeOfHash(hash, stripes) * perStripe + ((Math.imul(hash, 0x9e3779b1) >>> shift) & mask);
+    displaced += (slot - home) & mask;
+  }
+  const counted = { live: 0, tombs: 0, displaced: 0 };
+  for (let cell = 0; cell < L.COUNTER_CELLS; cell++) {
+    const at = w[L.H_COUNTERS] + cell * L.CELL_WORDS;
+    counted.live += w[at + L.C_LIVE];
+    counted.tombs += w[at + L.C_TOMBS];
+    counted.displaced += w[at + L.C_DISPLACED];
+  }
+  if (counted.live === live && counted.tombs === tombs && counted.displaced === displaced) return null;
+  return `the table's counters say ${counted.live} live, ${counted.tombs} tombstones, displacement ${counted.displaced}; ` +
+    `its slots hold ${live}, ${tombs}, ${displaced}`;
+}
+
+/**
  * Live keys of the table in `buffer` that a lookup cannot reach: an EMPTY slot between the key's
  * home and its own slot (a lookup stops at the first EMPTY slot). A violation, or null.
  * The home is table.ts's #home: stripe from the hash's top bits (stripeOfHash), slot from its re-mixed top bits.

@@ -2,7 +2,7 @@
 // once, so their inserts race (claim, re-scan, publish) before their decisions do. Checked: the
 // admissions and refusals against the exact model, and one live copy of the key.
 import { gcraModel } from '../models.mjs';
-import { gcraOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
+import { countersAgree, gcraOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 1, periodMs: 1000, burst: 1 };
 
@@ -28,6 +28,6 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    return liveCopies(exec.buffers[0], lib, ['k']) ?? gcraOutcome(exec, gcraModel(limit, { refusalSlackMs: 1e-5 }));
+    return liveCopies(exec.buffers[0], lib, ['k']) ?? countersAgree(exec.buffers[0], lib) ?? gcraOutcome(exec, gcraModel(limit, { refusalSlackMs: 1e-5 }));
   },
 };

@@ -7,12 +7,12 @@
 // twice, whose insert finds the stripe full and reclaims 'a' itself if nobody has yet. A decision
 // on 'a' whose slot is reclaimed under it, or whose cached slot now holds 'b', must find 'a' again
 // (RELOCATE).
-// Checked: no key of 'a', 'b', 'f' with two live copies; the admissions and refusals of each key
+// Checked: no key of 'a', 'b', 'f' with two live copies; the table's counters equal to its slots; the admissions and refusals of each key
 // against the exact model, with the set-up's admissions (so a key admitted in the run that reads
 // as fresh afterwards shows up as an over-admission). A refusal for want of a slot (table-full)
 // is outside the model: with three keys and two slots it is what the table must answer.
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { liveCopies, tableNames, timeMoves } from './common.mjs';
+import { countersAgree, liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 1, periodMs: 60_000, burst: 1 };
 const START_MS = 10_000_000.25;
@@ -56,7 +56,7 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    const copies = liveCopies(exec.buffers[0], lib, ['a', 'b', 'f']);
+    const copies = liveCopies(exec.buffers[0], lib, ['a', 'b', 'f']) ?? countersAgree(exec.buffers[0], lib);
     if (copies !== null) return copies;
     const admitted = { allowed: true, reason: 'allowed', cost: 1 };
     const setupCalls = [
