@@ -101,29 +101,38 @@ export function reclaimedUnderCall(exec, lib) {
 }
 
 /**
+ * The table in `buffer`: its words, slot count, and where a key of hash `hash` lives (table.ts's
+ * #home): its stripe's first slot (from the hash's top bits, stripeOfHash), and its home's
+ * position in the stripe (from the re-mixed top bits).
+ */
+function geometry(buffer, lib) {
+  const L = lib.layout;
+  const w = new Int32Array(buffer);
+  const stripes = w[L.H_STRIPES];
+  const perStripe = w[L.H_SLOTS_PER_STRIPE];
+  const shift = 32 - Math.max(6, Math.log2(perStripe));
+  const homeOf = (hash) => ({ start: L.stripeOfHash(hash, stripes) * perStripe, home: (Math.imul(hash, 0x9e3779b1) >>> shift) & (perStripe - 1) });
+  return { L, w, slots: stripes * perStripe, homeOf };
+}
+
+/**
  * The table's counters (table-counters.ts) against its slots, once every thread has finished:
  * LIVE and TOMB slots and the LIVE slots' displacement from their home, each transition counted
  * exactly once whatever the interleaving. A violation, or null.
  */
 export function countersAgree(buffer, lib) {
-  const L = lib.layout;
-  const w = new Int32Array(buffer);
-  const stripes = w[L.H_STRIPES];
-  const perStripe = w[L.H_SLOTS_PER_STRIPE];
-  const mask = perStripe - 1;
-  const shift = 32 - Math.max(6, Math.log2(perStripe));
+  const { L, w, slots, homeOf } = geometry(buffer, lib);
   let live = 0;
   let tombs = 0;
   let displaced = 0;
-  for (let slot = 0; slot < stripes * perStripe; slot++) {
+  for (let slot = 0; slot < slots; slot++) {
     const base = L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS];
     const state = w[base + L.S_CTRL] & 3;
     if (state === L.TOMB) tombs++;
     if (state !== L.LIVE) continue;
     live++;
-    const hash = w[base + L.S_HASH];
-    const home = L.stripeOfHash(hash, stripes) * perStripe + ((Math.imul(hash, 0x9e3779b1) >>> shift) & mask);
-    displaced += (slot - home) & mask;
+    const { start, home } = homeOf(w[base + L.S_HASH]);
+    displaced += (slot - start - home) & (w[L.H_SLOTS_PER_STRIPE] - 1);
   }
   const counted = { live: 0, tombs: 0, displaced: 0 };
   for (let cell = 0; cell < L.COUNTER_CELLS; cell++) {
@@ -140,22 +149,16 @@ export function countersAgree(buffer, lib) {
 /**
  * Live keys of the table in `buffer` that a lookup cannot reach: an EMPTY slot between the key's
  * home and its own slot (a lookup stops at the first EMPTY slot). A violation, or null.
- * The home is table.ts's #home: stripe from the hash's top bits (stripeOfHash), slot from its re-mixed top bits.
  */
 export function brokenChains(buffer, lib) {
-  const L = lib.layout;
-  const w = new Int32Array(buffer);
-  const stripes = w[L.H_STRIPES];
-  const perStripe = w[L.H_SLOTS_PER_STRIPE];
-  const mask = perStripe - 1;
-  const shift = 32 - Math.max(6, Math.log2(perStripe));
+  const { L, w, slots, homeOf } = geometry(buffer, lib);
+  const mask = w[L.H_SLOTS_PER_STRIPE] - 1;
   const ctrl = (slot) => w[L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS] + L.S_CTRL];
-  for (let slot = 0; slot < stripes * perStripe; slot++) {
+  for (let slot = 0; slot < slots; slot++) {
     const base = L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS];
     if ((w[base + L.S_CTRL] & 3) !== L.LIVE || w[base + L.S_TAT] === L.DEAD) continue;
-    const hash = w[base + L.S_HASH];
-    const start = L.stripeOfHash(hash, stripes) * perStripe;
-    for (let j = (Math.imul(hash, 0x9e3779b1) >>> shift) & mask; start + j !== slot; j = (j + 1) & mask) {
+    const { start, home } = homeOf(w[base + L.S_HASH]);
+    for (let j = home; start + j !== slot; j = (j + 1) & mask) {
       if ((ctrl(start + j) & 3) === L.EMPTY) return `slot ${slot}'s key is cut off from its home: slot ${start + j} is EMPTY`;
     }
   }
