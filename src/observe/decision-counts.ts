@@ -9,28 +9,29 @@ import type { DecisionHook } from '../rate/decision-hook.js';
  * ```
  * Uint32Array
  * +--- header: one cache line --------------+
- * | rows taken | (pad to 16 words)          |
- * +--- row 0: one thread's counts ----------+   a row is limiters x 12 words, padded to whole
- * | limiter 0: [refused x 6 reasons,        |   cache lines, so that threads never write one
- * |             allowed x 6 reasons] | ...  |   line; each thread's instance takes a row of its own
+ * | instances | (pad to 16 words)           |
+ * +--- row 0 -------------------------------+   a row is limiters x 12 words, padded to whole
+ * | limiter 0: [refused x 6 reasons,        |   cache lines; instance n (in the order they were
+ * |             allowed x 6 reasons] | ...  |   made, on any thread) counts in row n mod rows
  * +--- row 1 -------------------------------+
  * | ...                                     |
  * +-----------------------------------------+
  * ```
  *
- * A thread writes only its own row, with plain increments (one writer per word); a reader sums
- * the rows with `Atomics.load`. An aligned 32-bit word is never torn, and a count read a little
- * late is still a count. Each word wraps at 2^32: a reader takes differences modulo 2^32, so it
- * must read each row more often than one thread makes 2^32 decisions of one kind on one limiter
- * (7 minutes at 10 million a second).
+ * Each count is one `Atomics.add`, so a row may be shared: up to `rows` threads each have a line
+ * of their own, and more (a pool that replaces its workers makes a new instance in each) share
+ * rows, exactly, at the price of contended lines. A reader sums the rows with `Atomics.load`.
+ * Each word wraps at 2^32: a reader takes differences modulo 2^32, so it must read more often than
+ * 2^32 decisions of one kind on one limiter are counted in one row (7 minutes at 10 million a
+ * second).
  */
 
 /** The reasons, in column order. */
 export const REASONS: readonly DecisionReason[] = ['allowed', 'limited', 'exceeds-burst', 'table-full', 'global-limit', 'unavailable'];
 const COLUMNS_PER_LIMITER = 2 * REASONS.length;
 const LINE_WORDS = 16;
-/** Rows (threads) unless configured otherwise. */
-export const DEFAULT_MAX_THREADS = 256;
+/** Rows unless configured otherwise. */
+export const DEFAULT_MAX_THREADS = 64;
 
 /** What travels to a worker: the buffer and the limiter names, in column order. */
 export interface DecisionCountsHandle {
@@ -45,7 +46,7 @@ export class DecisionCounts {
   readonly #words: Uint32Array;
   readonly #rowWords: number;
   readonly #rows: number;
-  /** This thread's row: the word index of its first column. */
+  /** This instance's row: the word index of its first column. */
   readonly #own: number;
 
   private constructor(buffer: SharedArrayBuffer, limiters: readonly string[]) {
@@ -53,16 +54,12 @@ export class DecisionCounts {
     this.#words = new Uint32Array(buffer);
     this.#rowWords = Math.ceil((limiters.length * COLUMNS_PER_LIMITER) / LINE_WORDS) * LINE_WORDS;
     this.#rows = (this.#words.length - LINE_WORDS) / this.#rowWords;
-    // Atomics.add: rows are handed out once each, to whichever thread asks first.
-    const row = Atomics.add(this.#words, 0, 1);
-    if (row >= this.#rows) {
-      Atomics.sub(this.#words, 0, 1);
-      throw new RangeError(`decision counts for at most ${this.#rows} threads (option maxThreads), all taken`);
-    }
+    // Atomics.add: each instance gets the next number, whichever thread makes it.
+    const row = Atomics.add(this.#words, 0, 1) % this.#rows;
     this.#own = LINE_WORDS + row * this.#rowWords;
   }
 
-  /** New counts for `limiters` (distinct names), for up to `maxThreads` instances over all threads. */
+  /** New counts for `limiters` (distinct names), in `maxThreads` rows. */
   static create(limiters: unknown, maxThreads: unknown = DEFAULT_MAX_THREADS): DecisionCounts {
     if (!Array.isArray(limiters) || limiters.length === 0 || limiters.some((n) => typeof n !== 'string' || n === '')) {
       throw new TypeError(`options.limiters must be a non-empty array of limiter names (strings), got ${describe(limiters)}`);
@@ -75,7 +72,7 @@ export class DecisionCounts {
     return new DecisionCounts(new SharedArrayBuffer((LINE_WORDS + rows * rowWords) * 4), Object.freeze([...names]));
   }
 
-  /** This thread's counts over the same buffer (a row of its own). */
+  /** This thread's counts over the same buffer (the next row, shared once every row is taken). */
   static attach(handle: DecisionCountsHandle): DecisionCounts {
     if (handle === null || typeof handle !== 'object' || !(handle.counts instanceof SharedArrayBuffer) || !Array.isArray(handle.limiters)) {
       throw new TypeError(`handle must be a metrics handle ({ kind, counts, limiters }), got ${describe(handle)}`);
@@ -87,7 +84,7 @@ export class DecisionCounts {
     return { kind: 'sluice.DecisionCounts', counts: this.#words.buffer as SharedArrayBuffer, limiters: this.limiters };
   }
 
-  /** A decision hook that counts in this thread's row, under `limiter` (one of the names). */
+  /** A decision hook that counts in this instance's row, under `limiter` (one of the names). */
   hook(limiter: string): DecisionHook<unknown> {
     const at = this.limiters.indexOf(limiter);
     if (at < 0) throw new TypeError(`limiter ${describe(limiter)} is not one of the metrics' limiters (${this.limiters.join(', ')})`);
@@ -95,8 +92,9 @@ export class DecisionCounts {
     const first = this.#own + at * COLUMNS_PER_LIMITER;
     return (_key, allowed, reason) => {
       const i = first + (allowed ? REASONS.length : 0) + reasonColumn(reason);
-      // A plain increment: this thread is the word's only writer (see the layout above).
-      words[i] = ((words[i] as number) + 1) >>> 0;
+      // Atomics.add: the row may be shared with other threads (see the layout above); the sum is
+      // all a reader needs, in no order with anything else.
+      Atomics.add(words, i, 1);
     };
   }
 
@@ -107,11 +105,11 @@ export class DecisionCounts {
   read(at: number, into: Uint32Array): void {
     into.fill(0);
     const w = this.#words;
-    // Atomics.load of the rows taken: rows past it were never written.
+    // Atomics.load of the instances made: rows past it were never written.
     const rows = Math.min(Atomics.load(w, 0), this.#rows);
     for (let row = 0; row < rows; row++) {
       const first = LINE_WORDS + row * this.#rowWords + at * COLUMNS_PER_LIMITER;
-      // Atomics.load: another thread's plain writes, read whole (never torn), perhaps a little late.
+      // Atomics.load: each word whole, perhaps a little behind the other threads' counts.
       for (let c = 0; c < COLUMNS_PER_LIMITER; c++) into[c] = ((into[c] as number) + Atomics.load(w, first + c)) >>> 0;
     }
   }

@@ -19,7 +19,8 @@ export type SluiceMetricsHandle = DecisionCountsHandle;
  *
  * Every thread counts into shared memory (decision-counts.ts), so one scrape of the registry on
  * the thread that made the metrics reports the decisions of all of them. A decision costs the
- * hook a plain increment; the metrics are built only when the registry is scraped.
+ * hook one Atomics.add on a line of its thread's; the metrics are built only when the registry is
+ * scraped.
  *
  * Metrics (names after `prefix`, default `sluice_`):
  * - `decisions_total{limiter, outcome, reason}`: counter; outcome `allowed` or `refused`, reason
@@ -45,7 +46,10 @@ export interface SluiceMetricsOptions {
   registry?: Registry;
   /** Prepended to every metric name; default 'sluice_'. */
   prefix?: string;
-  /** Threads (instances of SluiceMetrics, this one and those attached) that may count; default 256. */
+  /**
+   * Rows of counts: up to this many instances (this one and those attached, on any threads) count
+   * each on a cache line of its own; more share rows, still exactly. Default 64.
+   */
   maxThreads?: number;
 }
 
@@ -71,7 +75,7 @@ const TABLE_GAUGES = [
  * The metrics of one process. Make it once, on the thread that serves the scrape; attach it on
  * every other thread that decides (`SluiceMetrics.attach(metrics.handle)`).
  *
- * Thread-safety: one instance per thread (each counts in a row of its own).
+ * Thread-safety: one instance per thread; instances on many threads count into one buffer.
  */
 export class SluiceMetrics {
   readonly #counts: DecisionCounts;

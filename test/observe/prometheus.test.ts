@@ -60,7 +60,7 @@ describe('SluiceMetrics (prom-client)', () => {
 
   it('4 workers deciding on the same keys at once: one scrape on the main thread counts every decision of every thread', async () => {
     const registry = new client.Registry();
-    const metrics = new SluiceMetrics({ client, registry, limiters: ['api'], maxThreads: 64 });
+    const metrics = new SluiceMetrics({ client, registry, limiters: ['api'] });
     const limiter = new RateLimiter({ limit: perSecond(1_000), maxKeys: 64, onDecision: metrics.onDecision('api') });
     const keys = ['k0', 'k1', 'k2'];
     let allowed = 0;
@@ -100,8 +100,20 @@ describe('SluiceMetrics (prom-client)', () => {
     const metrics = new SluiceMetrics({ client, registry, limiters: ['a'], maxThreads: 1 });
     expect(() => metrics.onDecision('b')).toThrow(/limiter "b" is not one of the metrics' limiters \(a\)/);
     expect(() => metrics.watch('a', {} as never)).toThrow(/source must be a limiter with gauges\(\)/);
-    // One row, taken by the instance above.
-    expect(() => SluiceMetrics.attach(metrics.handle)).toThrow(/at most 1 threads/);
     expect(() => SluiceMetrics.attach({} as never)).toThrow(/handle must be a metrics handle/);
+    expect(() => new SluiceMetrics({ client, registry: new client.Registry(), limiters: ['a'], maxThreads: 0 })).toThrow(/options\.maxThreads must be an integer from 1/);
+  });
+
+  it('more instances than rows (a pool that replaces its workers) share rows, and every decision is counted', async () => {
+    const registry = new client.Registry();
+    const metrics = new SluiceMetrics({ client, registry, limiters: ['a'], maxThreads: 2 });
+    const limiter = new RateLimiter({ limit: perSecond(1e6), maxKeys: 16, onDecision: metrics.onDecision('a') });
+    // Ten more instances on this thread, as ten worker lifetimes would make: rows 1, 0, 1, ...
+    for (let i = 0; i < 10; i++) {
+      const counting = RateLimiter.attach(limiter.handle, { onDecision: SluiceMetrics.attach(metrics.handle).onDecision('a') });
+      for (let j = 0; j <= i; j++) counting.allow('k');
+    }
+    limiter.allow('k');
+    expect((await values(registry, 'sluice_decisions_total')).get('a allowed allowed')).toBe(55 + 1);
   });
 });
