@@ -11,7 +11,7 @@ import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
 import { createRulesStore, halfStamp, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
-import type { AttachOptions, Decision, KeyState, RateLimiterOptions, RateLimiterStats, TableGauges } from '../rate/rate-limiter.js';
+import type { AttachOptions, Decision, DecisionReason, KeyState, RateLimiterOptions, RateLimiterStats, TableGauges } from '../rate/rate-limiter.js';
 import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decision-hook.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { TableFullError } from '../errors.js';
@@ -262,7 +262,7 @@ export class PolicyLimiter {
     if (outcome === FULL) return { allowed: this.#site.allowWhenFull, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'table-full' };
     if (outcome === UNREADABLE) return { allowed: false, remaining: 0, retryAfterMs: UNREADABLE_RETRY_MS, resetAfterMs: 0, reason: 'limited' };
     const r = this.#engine.result;
-    const reason = r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
+    const reason = this.#reasonOf(outcome);
     const n = this.#limits.algorithms.length;
     // Waits from the clock's own reading: a decision at a later one (the clock stepped back)
     // adds what the clock needs to catch up.
@@ -297,13 +297,16 @@ export class PolicyLimiter {
   allow(request: PolicyRequest, cost = 1): boolean {
     const outcome = this.#decide(request, cost, false);
     const allowed = outcome === FULL ? this.#site.allowWhenFull : outcome === DECIDED && this.#engine.result.allowed;
-    if (this.#onDecision !== null) {
-      const r = this.#engine.result;
-      const decided = outcome === DECIDED;
-      const reason = outcome === FULL ? 'table-full' : decided && r.allowed ? 'allowed' : decided && r.never ? 'exceeds-burst' : 'limited';
-      tellDecision(this.#onDecision, request, allowed, reason, cost);
-    }
+    if (this.#onDecision !== null) tellDecision(this.#onDecision, request, allowed, this.#reasonOf(outcome), cost);
     return allowed;
+  }
+
+  /** Why #decide's `outcome` came out as it did (the engine's result for a DECIDED one). */
+  #reasonOf(outcome: number): DecisionReason {
+    if (outcome === FULL) return 'table-full';
+    if (outcome !== DECIDED) return 'limited';
+    const r = this.#engine.result;
+    return r.allowed ? 'allowed' : r.never ? 'exceeds-burst' : 'limited';
   }
 
   /**

@@ -193,6 +193,8 @@ export class RedisCore<R> {
    * may not have run), when it ran too late (nothing was written), and with `RedisConfigError`.
    */
   async control(cacheKey: string, kind: 'reward' | 'penalty' | 'block', amount: number, plan: ScriptPlan): Promise<void> {
+    // Nothing to give back or spend: no call (a block of 0 us still raises the debt to one request's room).
+    if (amount === 0 && kind !== 'block') return;
     const base = keyBase(this.prefix, cacheKey);
     const deadline = performance.now() + this.batcher.timeoutMs;
     let answered: Outcome;

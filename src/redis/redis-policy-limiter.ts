@@ -142,7 +142,6 @@ export class RedisPolicyLimiter {
    */
   reward(request: PolicyRequest, cost: number): Promise<void> {
     const { key, plan } = this.#gcraPlan(request, cost, 'reward');
-    if (cost === 0) return Promise.resolve();
     return this.#core.control(key, 'reward', cost, plan);
   }
 
@@ -150,7 +149,6 @@ export class RedisPolicyLimiter {
   penalty(request: PolicyRequest, cost: number): Promise<void> {
     const { key, plan } = this.#gcraPlan(request, cost, 'penalty');
     checkPenalty(cost, controlBounds(plan.keyLimits).penalty);
-    if (cost === 0) return Promise.resolve();
     return this.#core.control(key, 'penalty', cost, plan);
   }
 

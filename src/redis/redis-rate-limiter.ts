@@ -200,7 +200,6 @@ export class RedisRateLimiter {
   reward(key: string, cost: number): Promise<void> {
     checkKey(key, cost);
     const plan = this.#controlPlan('reward');
-    if (cost === 0) return Promise.resolve();
     return this.#core.control(key, 'reward', cost, plan);
   }
 
@@ -213,7 +212,6 @@ export class RedisRateLimiter {
     checkKey(key, cost);
     const plan = this.#controlPlan('penalty');
     checkPenalty(cost, this.#bounds.penalty);
-    if (cost === 0) return Promise.resolve();
     return this.#core.control(key, 'penalty', cost, plan);
   }
 
