@@ -215,7 +215,7 @@ export class ConcurrencyLimiter {
     let lease: Lease | null = null;
     if (allowed && cost > 0) {
       const places = Array.from(this.#taken.subarray(0, cost));
-      lease = new HeldLease(key, cost, ticksToMs(this.#expiryTicks, p), this.#lease, slot, this.#stamp, this.#expiryTicks, places);
+      lease = new HeldLease(key, cost, ticksToMs(this.#expiryTicks, p), this.#lease, site.lasting(slot), this.#stamp, this.#expiryTicks, places);
     }
     return {
       allowed,

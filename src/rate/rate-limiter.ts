@@ -371,7 +371,8 @@ export class RateLimiter {
       // It acts at the decision's reading plus its wait; from the clock's own reading that is
       // later by the lead (the clock stepped back: see Clock).
       const waitMs = one.waitMs();
-      return new HeldReservation(key, cost, waitMs + one.leadMs, one.nowMs + waitMs, this.#clock, () => one.refund(entry, cost));
+      const held = this.#index.lasting(entry); // the refund may come after other lookups
+      return new HeldReservation(key, cost, waitMs + one.leadMs, one.nowMs + waitMs, this.#clock, () => one.refund(held, cost));
     }
   }
 

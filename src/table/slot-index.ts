@@ -23,9 +23,10 @@ export const DEFAULT_CACHE_SIZE = 65_536;
  * accessors that the compiler inlines.
  */
 export class SlotRef {
-  readonly base: number;
-  readonly #ctrlHi: number;
-  readonly #ctrlLo: number;
+  /** The slot's first word. Changed only by `SlotIndex` on its scratch reference (see `moveTo`). */
+  base: number;
+  #ctrlHi: number;
+  #ctrlLo: number;
   #tatHi = 0;
   #tatLo = 0;
   #secHi = 0;
@@ -44,6 +45,23 @@ export class SlotRef {
     this.base = base;
     this.#ctrlHi = ctrl >> 16;
     this.#ctrlLo = ctrl & 0xffff;
+  }
+
+  /**
+   * Points this reference at another location, as a new `SlotRef(base, ctrl)` would: nothing of
+   * the old key's is kept (no own write, no known second). Only for `SlotIndex`'s scratch.
+   */
+  moveTo(base: number, ctrl: number): SlotRef {
+    this.base = base;
+    this.#ctrlHi = ctrl >> 16;
+    this.#ctrlLo = ctrl & 0xffff;
+    this.#tatHi = 0;
+    this.#tatLo = 0;
+    this.#secHi = 0;
+    this.#secLo = 0;
+    this.secKnown = false;
+    this.ownSkip = 0;
+    return this;
   }
 
   /** The slot's ctrl word when the key was found there (int32). */
@@ -119,6 +137,12 @@ const OFF_WINDOWS = 32;
 export class SlotIndex {
   readonly #table: SlotTable;
   readonly #cache = new Map<string, SlotRef>();
+  /**
+   * What a lookup returns while the cache does not run: one reference, moved to each key found,
+   * where a new one per lookup was garbage at once. It is valid until this index's next lookup:
+   * whoever keeps a reference longer (a reservation, a lease) keeps `lasting(ref)`.
+   */
+  readonly #scratch = new SlotRef(0, 0);
   readonly #cacheSize: number;
   /** Lookups in a window: twice the cache, at least MIN_WINDOW. */
   readonly #window: number;
@@ -176,14 +200,26 @@ export class SlotIndex {
     return bytes;
   }
 
-  /** The location of `key` at `slot` (just found, with `foundCtrl`), cached while the cache runs. */
+  /**
+   * The location of `key` at `slot` (just found, with `foundCtrl`): a new cached entry while the
+   * cache runs, else the scratch reference moved there.
+   */
   #remember(key: string, slot: number): SlotRef {
-    const entry = new SlotRef(this.#table.base(slot), this.#table.foundCtrl);
-    if (this.#on) {
-      if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
-      this.#cache.set(key, entry);
-    }
+    const base = this.#table.base(slot);
+    const ctrl = this.#table.foundCtrl;
+    if (!this.#on) return this.#scratch.moveTo(base, ctrl);
+    const entry = new SlotRef(base, ctrl);
+    if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
+    this.#cache.set(key, entry);
     return entry;
+  }
+
+  /**
+   * A reference to `ref`'s location that outlives this index's next lookup: `ref` itself when it
+   * is a cache entry (an entry is never moved, only dropped), a copy of the scratch's location.
+   */
+  lasting(ref: SlotRef): SlotRef {
+    return ref === this.#scratch ? new SlotRef(ref.base, ref.ctrl) : ref;
   }
 
   /**

@@ -197,6 +197,11 @@ export class TableSite {
     return this.index.peek(key);
   }
 
+  /** A reference to `ref`'s location that outlives the next lookup (SlotIndex.lasting): for a lease. */
+  lasting(ref: SlotRef): SlotRef {
+    return this.index.lasting(ref);
+  }
+
   /** Reclaims the slots of idle keys; returns how many. The key cache is cleared first. */
   sweep(): number {
     this.index.clear();

@@ -1,0 +1,61 @@
+// Without the key cache (cacheSize 0, or the cache turned itself off), a lookup returns one scratch
+// reference moved to each key (slot-index.ts): no object per lookup. What keeps a reference past
+// the next lookup (a reservation's refund, a lease) must keep its own, or it would act on
+// whichever key was looked up last.
+import { describe, expect, it } from 'vitest';
+import { ConcurrencyLimiter } from '../../src/concurrency/concurrency-limiter.js';
+import { ManualClock, perSecond, RateLimiter } from '../../src/index.js';
+import { gcraParams } from '../../src/math/gcra.js';
+import { gcraSlotState } from '../../src/rate/gcra-slot.js';
+import { SlotIndex, type SlotRef } from '../../src/table/slot-index.js';
+import { SlotTable } from '../../src/table/table.js';
+
+describe('lookups without the key cache', () => {
+  it('return one reference, moved to each key with nothing of the last key kept', () => {
+    const clock = new ManualClock(0);
+    const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: 64, clock });
+    for (const k of ['a', 'b']) limiter.allow(k);
+    const table = new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), clock), limiter.handle.keys);
+    const index = new SlotIndex(table, 0);
+    const a = index.locate('a') as SlotRef;
+    const aBase = a.base;
+    a.tat = 12_345;
+    a.sec = 7;
+    a.secKnown = true;
+    a.ownSkip = 3;
+    const b = index.locate('b') as SlotRef;
+    expect(b).toBe(a);
+    expect(b.base).not.toBe(aBase);
+    expect([b.tat, b.secKnown, b.ownSkip]).toEqual([0, false, 0]);
+    expect(index.lasting(b)).not.toBe(b);
+    expect(index.lasting(b).base).toBe(b.base);
+    const cachedIndex = new SlotIndex(table, 16);
+    const c = cachedIndex.locate('a') as SlotRef;
+    expect(cachedIndex.locate('b')).not.toBe(c);
+    expect(cachedIndex.lasting(c)).toBe(c); // a cache entry is never moved
+  });
+
+  for (const cacheSize of [0, 1_024]) {
+    it(`a cancelled reservation gives back to its own key after other keys were checked (cacheSize ${cacheSize})`, () => {
+      const clock = new ManualClock(0);
+      const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 64, clock, cacheSize });
+      for (let i = 0; i < 5; i++) limiter.reserve('a');
+      const late = limiter.reserve('a', { cost: 2 });
+      expect(late.delayMs).toBe(400);
+      for (let i = 0; i < 3; i++) limiter.allow('b');
+      expect(late.cancel()).toBe(true);
+      expect(limiter.reserve('a').delayMs).toBe(200); // as if the cancelled one never came
+      expect(limiter.get('b')?.remaining).toBe(2); // b spent 3 of 5, and nothing came back to it
+    });
+
+    it(`a lease releases its own key's places after other keys were checked (cacheSize ${cacheSize})`, () => {
+      const clock = new ManualClock(1_000);
+      const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 1_000, maxKeys: 8, clock, cacheSize });
+      const a = limiter.tryAcquire('a', 2).lease;
+      expect(limiter.tryAcquire('b').allowed).toBe(true);
+      expect(a?.release()).toBe(true);
+      expect(limiter.tryAcquire('a', 0).remaining).toBe(2);
+      expect(limiter.tryAcquire('b', 0).remaining).toBe(1);
+    });
+  }
+});
