@@ -25,6 +25,18 @@ import { MUTATIONS } from './mutations/index.mjs';
 
 const DIST = new URL('../dist/', import.meta.url);
 
+/**
+ * The whole CI search's time: what `npm run explore` may take (3 minutes on 2 cores, less the
+ * explorer's start and close). The scenarios' budgets add up to more, but most DFS searches end
+ * before theirs; when the earlier scenarios have left too little, the later ones' budgets shrink
+ * (said in the log), so a slow or busy machine explores less, not for longer.
+ */
+export const CI_TOTAL_MS = 160_000;
+/** No scenario's budgets shrink below this share of its own. */
+const MIN_SHARE = 0.25;
+/** The share of their budgets the CI scenarios took as a whole, measured (160 s of 219 s). */
+const USED_SHARE = 0.75;
+
 /** The bounds of each mode; a scenario may lower them (`bounds`). */
 export const MODES = {
   ci: { preemptions: 2, timeMoves: 1, staleReads: 1, dfsBudgetMs: 8_000, pctRuns: 150, pctBudgetMs: 2_000, pctDepth: 3 },
@@ -68,9 +80,36 @@ export function formatTrace(exec, scenario, lib, { last = Infinity } = {}) {
   return lines.join('\n');
 }
 
-async function exploreOne(explorer, entry, mode, log, budgetS) {
+/** A scenario's bounds in `mode`: the mode's, the scenario's own, then `--budget`. */
+function boundsOf(scenario, mode, budgetS) {
+  return { ...MODES[mode], ...scenario.bounds?.[mode], ...(budgetS === undefined ? {} : { dfsBudgetMs: budgetS * 1000 }) };
+}
+
+/** A scenario's CI budgets, DFS and PCT, in ms. */
+function ciBudgetMs(entry) {
+  const b = boundsOf(entry.scenario, 'ci');
+  return b.dfsBudgetMs + b.pctBudgetMs;
+}
+
+/**
+ * The share of their budgets the scenarios `rest` may take so that the search ends within
+ * CI_TOTAL_MS of its start, `elapsedMs` ago, if they use USED_SHARE of them as a whole (many
+ * DFS searches end early): at most 1, at least MIN_SHARE. Asked again before each scenario, so
+ * time that earlier ones left unused goes to the later ones, and a shortfall is spread over all
+ * of those left rather than taken from the last.
+ */
+export function budgetShare(rest, elapsedMs) {
+  const wanted = rest.reduce((sum, e) => sum + ciBudgetMs(e), 0);
+  return Math.max(MIN_SHARE, Math.min(1, (CI_TOTAL_MS - elapsedMs) / (USED_SHARE * wanted)));
+}
+
+async function exploreOne(explorer, entry, mode, log, budgetS, share = 1) {
   const { url, scenario } = entry;
-  const bounds = { ...MODES[mode], ...scenario.bounds?.[mode], ...(budgetS === undefined ? {} : { dfsBudgetMs: budgetS * 1000 }) };
+  const bounds = boundsOf(scenario, mode, budgetS);
+  if (share < 1) {
+    bounds.dfsBudgetMs = Math.round(bounds.dfsBudgetMs * share);
+    bounds.pctBudgetMs = Math.round(bounds.pctBudgetMs * share);
+  }
   const dfs = new Dfs(bounds);
   const a = await search(explorer, url, scenario, dfs, { nextRun: (c) => c.next(), budgetMs: bounds.dfsBudgetMs, maxSteps: scenario.maxSteps });
   const out = { name: scenario.name, bounds, dfs: a, pct: null };
@@ -89,7 +128,8 @@ async function exploreOne(explorer, entry, mode, log, budgetS) {
   const through = a.complete ? 'complete' : `complete to cost ${dfs.level - 1} of ${dfs.top}`;
   out.completeTo = a.complete ? dfs.top : dfs.level - 1;
   log(`${scenario.name.padEnd(28)} dfs ${String(a.runs).padStart(6)} schedules (${through}) ${(a.ms / 1000).toFixed(1).padStart(6)} s` +
-    (out.pct ? ` | pct ${out.pct.runs} runs ${(out.pct.ms / 1000).toFixed(1)} s` : ''));
+    (out.pct ? ` | pct ${out.pct.runs} runs ${(out.pct.ms / 1000).toFixed(1)} s` : '') +
+    (share < 1 ? ` (budgets at ${Math.round(share * 100)}% to end in time)` : ''));
   return out;
 }
 
@@ -124,8 +164,10 @@ export async function main(argv, log = console.log, dist = DIST) {
     }
     let failed = false;
     const started = performance.now();
-    for (const entry of chosen) {
-      const result = await exploreOne(explorer, entry, args.deep ? 'deep' : 'ci', log, args.budgetS);
+    for (const [i, entry] of chosen.entries()) {
+      // CI mode's own budgets share CI_TOTAL_MS; --deep and --budget runs take what they ask for.
+      const share = args.deep || args.budgetS !== undefined ? 1 : budgetShare(chosen.slice(i), performance.now() - started);
+      const result = await exploreOne(explorer, entry, args.deep ? 'deep' : 'ci', log, args.budgetS, share);
       if (report(result, entry, lib, log)) failed = true;
     }
     log(`${chosen.length} scenarios in ${((performance.now() - started) / 1000).toFixed(1)} s: ${failed ? 'VIOLATIONS' : 'no violation'}`);

@@ -10,7 +10,7 @@ import { Explorer } from '../../explore/controller.mjs';
 // @ts-expect-error plain JavaScript, no types
 import { Dfs, Replay, search } from '../../explore/search.mjs';
 // @ts-expect-error plain JavaScript, no types
-import { mutatedDist } from '../../explore/run.mjs';
+import { budgetShare, CI_TOTAL_MS, mutatedDist } from '../../explore/run.mjs';
 // @ts-expect-error plain JavaScript, no types
 import { MUTATIONS } from '../../explore/mutations/index.mjs';
 // @ts-expect-error plain JavaScript, no types
@@ -114,5 +114,16 @@ describe('explorer', () => {
       const text = readFileSync(join(root, f), 'utf8');
       expect(text, f).not.toMatch(/explore\/|globalThis\.Atomics\s*=|Atomics\s*=\s|performance\.now\s*=/);
     }
+  });
+
+  it('keeps the CI search within its total time: budgets shrink when the time left cannot hold them', () => {
+    const all = SCENARIOS as Entry[];
+    expect(budgetShare(all, 0)).toBeGreaterThan(0.9); // at the start nearly all of every budget
+    expect(budgetShare(all.slice(-1), 0)).toBe(1);
+    const last = all.slice(-3);
+    const share = budgetShare(last, CI_TOTAL_MS - 6_000); // 6 s left for three scenarios
+    expect(share).toBeGreaterThanOrEqual(0.25);
+    expect(share).toBeLessThan(1);
+    expect(budgetShare(last, CI_TOTAL_MS + 60_000)).toBe(0.25); // past the total: a quarter each
   });
 });
