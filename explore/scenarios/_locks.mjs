@@ -28,7 +28,8 @@ export function lockMoves({ startMs, tickMs, stealAfterMs, periodMs }) {
  * admission is logged at its reading. The limiter stamps in ticks (a stamp rounded up, an age
  * from the reading rounded down), so an entry within `slackMs` of the period's edge may count
  * either way: the model admits when the entries surely inside leave room, and counts a refusal
- * as justified when the entries possibly inside fill it.
+ * as justified when the entries possibly inside fill it. An outcome with `op: 'reset'` is
+ * RateLimiter.reset (its `owed`: what it answered).
  */
 export function slidingLogModel({ permits, periodMs }, { slackMs = 0, keyOf = (o) => o.key } = {}) {
   const count = (log, r, edge) => log.filter((t) => r - t < edge).length;
@@ -36,6 +37,13 @@ export function slidingLogModel({ permits, periodMs }, { slackMs = 0, keyOf = (o
     init: () => new Map(),
     judge(state, o, reading) {
       const log = state.get(keyOf(o)) ?? [];
+      if (o.op === 'reset') {
+        // A reset (o.admitted always true) empties the key's log; its answer, whether the key
+        // owed anything, must match an entry possibly inside the period (true) or none surely
+        // inside it (false).
+        const admit = o.owed ? count(log, reading, periodMs + slackMs) > 0 : count(log, reading, periodMs - slackMs) === 0;
+        return { admit, refuses: !admit, next: new Map(state).set(keyOf(o), []) };
+      }
       const admit = count(log, reading, periodMs - slackMs) + o.cost <= permits;
       const refuses = count(log, reading, periodMs + slackMs) + o.cost > permits;
       const next = new Map(state).set(keyOf(o), [...log, ...new Array(o.cost).fill(reading)]);

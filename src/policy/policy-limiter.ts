@@ -2,11 +2,11 @@ import type { Moment } from '../algorithms/index.js';
 import { swap } from '../algorithms/types.js';
 import { isStale, secondsAt, unitsAhead } from '../time/stamps.js';
 import { carryDebt } from '../algorithms/gcra.js';
-import { cas64 } from '../math/word64.js';
 import { ForwardClock, type Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
 import { LockedEngine, type Prepare } from '../rate/locked-engine.js';
+import { FreshState } from '../rate/fresh-state.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
@@ -76,7 +76,6 @@ const NO_SHAPE = 0;
 
 /** A rule's set of limits (the engine's `LimitGroup`), and one of them. */
 type Limits = CompiledRule['limits'];
-type Algorithm = Limits['algorithms'][number];
 
 /** Whether rules version `a` is newer than `b` (versions count up modulo 2^32). */
 function newer(a: number, b: number): boolean {
@@ -145,9 +144,8 @@ export class PolicyLimiter {
   #unreadable = false;
   /** Set for `reset`'s decision: #prepare writes the key's state fresh whatever it held. */
   #resetting = false;
-  // Scratch for a fresh state: the words read before it is written, and the state itself.
-  #before!: Int32Array;
-  #fresh!: Int32Array;
+  /** Writes a key's state fresh (reset, a change of rules); its `before` holds what #prepare read. */
+  #freshState!: FreshState;
   readonly #prepareFn: Prepare = (w, m, holds) => this.#prepare(w, m, holds);
 
   constructor(options: PolicyLimiterOptions);
@@ -186,8 +184,7 @@ export class PolicyLimiter {
     this.#maxLogSize = w[H_MAX_LOG_SIZE] as number;
     this.#maxStateWords = (w[H_STATE_WORDS] as number) - 1; // the last word holds the rules version
     this.#stateOffset = site.stateOffset;
-    this.#before = new Int32Array(this.#maxStateWords);
-    this.#fresh = new Int32Array(this.#maxStateWords + 1);
+    this.#freshState = new FreshState(this.#maxStateWords);
     this.#rulesWords = new Int32Array(rules);
     this.#refreshRules();
     this.#owner = site.newOwner();
@@ -452,7 +449,7 @@ export class PolicyLimiter {
     // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
     const tickPs = rule.tickPs;
     const carry = !this.#resetting && oldCount !== null && tickPs !== null && oldCount === tickPs.length;
-    const before = this.#before;
+    const before = this.#freshState.before;
     // Atomics.load of every word the writes below expect (four per GCRA state, or the new rule's
     // words), then of the lock word: still ours, so these were this key's words.
     if (carry) {
@@ -467,39 +464,12 @@ export class PolicyLimiter {
       for (let i = 0; i < oldCount; i++) {
         if (!carryDebt(w, at + 1 + (g.offsets[i] as number), before, 4 * i, m.ms, tickPs[i] as number)) return false;
       }
-    } else if (!this.#writeFresh(w, at + 1, g, m)) {
+    } else if (!this.#freshState.write(w, at + 1, g, m)) {
       return false;
     }
     // The version, then the shape word last, each from the value read above: a holder whose lock
     // was taken over fails here once another holder has moved the key on.
     return swap(w, versionAt, storedVersion, this.#version) && swap(w, at, stored, rule.shape);
-  }
-
-  /**
-   * Writes a fresh state for `g` at `state`, every word by compareExchange from the value in
-   * `#before` (read by #prepare, a 64-bit word in one), so a holder whose lock was taken over
-   * cannot overwrite a newer holder's state. False if a word changed in between.
-   */
-  #writeFresh(w: Int32Array, state: number, g: Limits, m: Moment): boolean {
-    const before = this.#before;
-    const fresh = this.#fresh;
-    // The fresh state into private scratch first, at the parity of `state` (its layout's).
-    const p = state & 1;
-    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as Algorithm).init(fresh, p + (g.offsets[i] as number), m);
-    for (let i = 0; i < g.algorithms.length; i++) {
-      const a = g.algorithms[i] as Algorithm;
-      const off = g.offsets[i] as number;
-      let j = 0;
-      if (a.align8 === true) {
-        // Its 64-bit word in one compareExchange: another holder never reads it half written.
-        if (!cas64(w, state + off, before[off + 1] as number, before[off] as number, fresh[p + off + 1] as number, fresh[p + off] as number)) return false;
-        j = 2;
-      }
-      for (; j < a.stateWords; j++) {
-        if (!swap(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
-      }
-    }
-    return true;
   }
 
   /** Whether the pair at `base` is idle, judged under its lock (the reclaim hook's test). */

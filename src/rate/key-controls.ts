@@ -1,9 +1,15 @@
+import type { Moment } from '../algorithms/index.js';
 import { TableFullError } from '../errors.js';
 import { describe } from '../config/check.js';
 import { maxBlockMsOf, type GcraParams } from '../math/gcra.js';
 import { MAX_CLOCK_MS } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
 import type { TableSite } from '../table/table-site.js';
+import { S_LAST_SEC } from '../table/layout.js';
+import { isStale } from '../time/stamps.js';
+import { FreshState } from './fresh-state.js';
+import type { LimitGroup } from './limit-set.js';
+import type { LockedEngine, Prepare } from './locked-engine.js';
 import { ALLOWED, TOO_LONG, type WideGcra } from './gcra-wide.js';
 import type { Gcra32 } from './gcra-32.js';
 import type { KeyState } from './types.js';
@@ -97,5 +103,62 @@ export class OneLimitControls {
 
   #state(): KeyState {
     return { remaining: this.one.remaining(), resetAfterMs: this.one.resetMs() + this.one.leadMs };
+  }
+}
+
+/**
+ * `reset` on a RateLimiter whose decisions take the key's lock (a sliding log, with or without
+ * other limits and a cap): under the key's lock, every limit of the key is written fresh (the
+ * locked protocol's `Prepare` step, FreshState: read, check the lock is still held, write by
+ * compareExchange from what was read), then a decision of cost 0 follows and writes nothing. Every
+ * decision on the key takes the same lock, so the reset falls between two of them: exact. A
+ * global cap keeps what the key spent (the admissions happened). PolicyLimiter's reset is the
+ * same steps.
+ *
+ * Thread-safety: one instance per limiter instance (per thread), as the engine it drives.
+ */
+export class LockedControls {
+  readonly #engine: LockedEngine;
+  readonly #key: LimitGroup;
+  readonly #site: TableSite;
+  readonly #fresh: FreshState;
+  // The slot being reset, for #prepare (a bound method: no closure per call), and what it found.
+  #state = 0;
+  #lastSec = 0;
+  #owed = false;
+  readonly #prepare: Prepare = (w, m, holds) => this.#writeFresh(w, m, holds);
+
+  constructor(engine: LockedEngine, key: LimitGroup, site: TableSite) {
+    this.#engine = engine;
+    this.#key = key;
+    this.#site = site;
+    this.#fresh = new FreshState(key.words);
+  }
+
+  /** Gives back everything `key` owes: it reads as fresh. True if it owed anything; a key the table does not hold is not inserted. */
+  reset(key: string): boolean {
+    const site = this.#site;
+    for (let entry = site.peek(key); entry !== undefined; entry = site.peekAgain(key)) {
+      this.#state = entry.base + site.stateOffset;
+      this.#lastSec = entry.base + S_LAST_SEC;
+      this.#owed = false;
+      if (this.#engine.decide(entry.base, entry.ctrl, this.#state, 0, this.#key, this.#prepare) !== RELOCATE) return this.#owed;
+    }
+    return false;
+  }
+
+  /**
+   * The Prepare step (under the key's lock, at reading `m`): reads every word, judges whether the
+   * key owed anything (a limit not idle), then, while the lock is still ours, writes it fresh.
+   */
+  #writeFresh(w: Int32Array, m: Moment, holds: () => boolean): boolean {
+    const g = this.#key;
+    const state = this.#state;
+    this.#fresh.read(w, state, g);
+    // Atomics.load of lastSec under the key's lock: only a holder's commit raises it.
+    const lastSec = Atomics.load(w, this.#lastSec);
+    this.#owed = g.algorithms.some((a, i) => !a.idle(w, state + (g.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+    if (!this.#owed) return true; // already fresh: nothing to write
+    return holds() && this.#fresh.write(w, state, g, m);
   }
 }

@@ -5,7 +5,7 @@ import { secondsAt } from '../time/stamps.js';
 import { type GcraParams } from '../math/gcra.js';
 import { ALLOWED, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
-import { OneLimitControls } from './key-controls.js';
+import { LockedControls, OneLimitControls } from './key-controls.js';
 import {
   assertWorkerThread, checkWaitOptions, HeldReservation, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions,
   type AcquireSyncOptions, type Reservation, type ReserveOptions,
@@ -61,6 +61,8 @@ export class RateLimiter {
   #one: Gcra32 | WideGcra | null = null;
   /** penalty, reward, reset, block and unblock on the one-limit path (null on the others: not built yet). */
   #controls: OneLimitControls | null = null;
+  /** reset on the locked configurations (a sliding log); null on the others. */
+  #lockedControls: LockedControls | null = null;
   #moment: Moment = { ms: 0, sec: 0 };
   #index!: SlotIndex;
   // The reason of the last #decide call, read by tryAcquire (avoids allocating on `allow`).
@@ -155,6 +157,7 @@ export class RateLimiter {
     }
     this.#index = site.index;
     if (this.#one !== null) this.#controls = new OneLimitControls(this.#one, this.#p, site);
+    else if (this.#engine instanceof LockedEngine) this.#lockedControls = new LockedControls(this.#engine, compiled.key, site);
   }
 
   /** One clock reading for a locked decision (reuses one object: no allocation per call). */
@@ -255,9 +258,15 @@ export class RateLimiter {
     return this.#controlsFor('reward').reward(key, cost);
   }
 
-  /** Gives back everything `key` has spent: it reads as a fresh key. True if it owed anything. */
+  /**
+   * Gives back everything `key` has spent: it reads as a fresh key (a global cap keeps what it
+   * spent). True if it owed anything; a key the table does not hold is not inserted. Any thread:
+   * lock-free on one GCRA limit, under the key's lock with a sliding log. `TypeError` on the
+   * other configurations (several lock-free limits, windows: not built yet).
+   */
   reset(key: string): boolean {
     checkRequest(key, 0);
+    if (this.#lockedControls !== null) return this.#lockedControls.reset(key);
     return this.#controlsFor('reset').reset(key);
   }
 
@@ -283,7 +292,8 @@ export class RateLimiter {
   #controlsFor(method: string): OneLimitControls {
     if (this.#controls !== null) return this.#controls;
     const what = this.limits.length > 1 ? `${this.limits.length} limits` : this.globalLimit !== null ? 'a global cap' : `'${this.algorithm}'`;
-    throw new TypeError(`${method}() is built for a RateLimiter of one GCRA limit and no global cap; this one has ${what}`);
+    const also = method === 'reset' ? ', and for a sliding log' : '';
+    throw new TypeError(`${method}() is built for a RateLimiter of one GCRA limit and no global cap${also}; this one has ${what}`);
   }
 
   /** `get` on the one-limit GCRA path: a probe at the key's slot, or null when it moved. */

@@ -1,0 +1,64 @@
+// reset on a sliding log (rate/key-controls.ts, LockedControls over rate/fresh-state.ts): the
+// key's limits written fresh under its lock, as the Prepare step of the locked protocol, which
+// PolicyLimiter's reset and its change of rules share. The key holds one admission from the
+// set-up (2 per second); thread 0 decides twice, thread 1 resets the key, then decides. With a
+// claim timeout of 100 ms, a clock move past the steal age lets a thread take over a lock another
+// still holds: a reset taken over mid-write must fail its compareExchanges, not clear a newer
+// holder's entries. Checked: every admission and refusal, and each reset's answer (whether the
+// key owed anything), against the exact sliding log with the reset emptying the log where it took
+// effect; one live copy of the key; no lock taken over before its token was older than the steal
+// age. Refusals are judged only in runs without a takeover, as in locked-log.
+import { callsOf, linearizable } from '../models.mjs';
+import { liveCopies } from './common.mjs';
+import { anyTakeover, lockMoves, lockTakeovers, pastClaimAssumption, slidingLogModel, slotLockWord, tableNames } from './_locks.mjs';
+
+const limit = { permits: 2, periodMs: 1000 };
+const STEAL_MS = 100; // claimTimeoutMs, the locks' stealAfterMs: 30x it (3 s) bounds an insert's stall
+
+export default {
+  name: 'locked-reset',
+  what: 'reset under the key lock (the fresh write of the Prepare step) racing sliding-log decisions, with lock takeovers',
+  time: lockMoves({ startMs: 4999.75, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
+  mayWait: true,
+  maxSteps: 3000,
+  bounds: { deep: { preemptions: 3, timeMoves: 1, staleReads: 0 } },
+  setup(lib) {
+    const rl = new lib.RateLimiter({
+      limit: lib.perSecond(2), algorithm: 'sliding-log', maxKeys: 4, claimTimeoutMs: STEAL_MS, hashSeed: 7,
+    });
+    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
+  },
+  threads: [
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.call('allow', () => rl.allow('k')); // set-up: the key exists and holds one admission
+      ctx.ready();
+      ctx.call('allow', () => rl.allow('k'));
+      ctx.call('allow', () => rl.allow('k'));
+    },
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.ready();
+      ctx.call('reset', () => rl.reset('k'));
+      ctx.call('allow', () => rl.allow('k'));
+    },
+  ],
+  names: tableNames,
+  check(exec, lib) {
+    if (pastClaimAssumption(exec, 4999.75, STEAL_MS)) return null; // outside the table's documented range
+    const isLock = slotLockWord(exec.buffers[0], lib);
+    const lockOf = (buf, byte) => buf === 0 && isLock(byte);
+    const tookOver = anyTakeover(exec, lib, lockOf);
+    const outcome = (c) => {
+      if (c.error !== null) return null;
+      if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
+      if (c.label === 'reset') return { key: 'k', cost: 0, admitted: true, op: 'reset', owed: c.result === true };
+      return null;
+    };
+    const model = slidingLogModel(limit, { slackMs: 2e-5 });
+    const v = linearizable(callsOf(exec), model, outcome, { since: exec.startMs });
+    return liveCopies(exec.buffers[0], lib, ['k']) ??
+      lockTakeovers(exec, lib, STEAL_MS, lockOf) ??
+      (v !== null && tookOver && v.startsWith('phantom refusal') ? null : v);
+  },
+};

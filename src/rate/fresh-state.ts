@@ -1,0 +1,60 @@
+import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
+import { swap } from '../algorithms/types.js';
+import { cas64 } from '../math/word64.js';
+import type { LimitGroup } from './limit-set.js';
+
+/**
+ * Writes a key's state fresh, under the key's lock, for a `Prepare` step of the locked protocol
+ * (locked-engine.ts): PolicyLimiter's reset and its reshape after a change of rules, and
+ * RateLimiter's reset on its locked configurations. The caller reads first (`read`, or its own
+ * loads into `before`), checks that the lock is still its own, then writes: every word by
+ * compareExchange from the value read, so a holder whose lock was taken over (after
+ * `claimTimeoutMs`, from a holder that may be only slow) cannot overwrite a newer holder's state.
+ *
+ * Thread-safety: one instance per limiter instance (its scratch is per thread).
+ */
+export class FreshState {
+  /** The words read before the write, indexed from the group's state base. */
+  readonly before: Int32Array;
+  /** The fresh state, built in private scratch first (one word more: a state base of either parity). */
+  readonly #fresh: Int32Array;
+
+  constructor(maxWords: number) {
+    this.before = new Int32Array(maxWords);
+    this.#fresh = new Int32Array(maxWords + 1);
+  }
+
+  /** Loads every word of `g`'s state at `state` into `before`. */
+  read(w: Int32Array, state: number, g: LimitGroup): void {
+    // Atomics.load of each word under the key's lock: the writes below expect exactly these.
+    for (let i = 0; i < g.words; i++) this.before[i] = Atomics.load(w, state + i);
+  }
+
+  /**
+   * Writes a fresh state for `g` at `state` at reading `m`, every word by compareExchange from
+   * its value in `before` (a 64-bit word in one). False if a word changed since it was read (the
+   * lock was taken over): the caller's decision starts again.
+   */
+  write(w: Int32Array, state: number, g: LimitGroup, m: Moment): boolean {
+    const before = this.before;
+    const fresh = this.#fresh;
+    // The fresh state into private scratch first, at the parity of `state` (its layout's).
+    const p = state & 1;
+    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).init(fresh, p + (g.offsets[i] as number), m);
+    for (let i = 0; i < g.algorithms.length; i++) {
+      const a = g.algorithms[i] as LimitAlgorithm;
+      const off = g.offsets[i] as number;
+      let j = 0;
+      if (a.align8 === true) {
+        // Its 64-bit word in one compareExchange: another holder never reads it half written.
+        if (!cas64(w, state + off, before[off + 1] as number, before[off] as number, fresh[p + off + 1] as number, fresh[p + off] as number)) return false;
+        j = 2;
+      }
+      for (; j < a.stateWords; j++) {
+        // compareExchange from the value read under the lock: fails if another holder wrote since.
+        if (!swap(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
+      }
+    }
+    return true;
+  }
+}
