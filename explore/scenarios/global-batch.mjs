@@ -1,0 +1,54 @@
+// A global cap fast enough to be served to allow() in per-thread batches (rate/global-batch.ts:
+// take, use, giveBack, release; LockFreeEngine#decideBatched, and its fall back to the cap's word).
+// The cap (10,000,000 a second, burst 400: batches of up to 12 permits held for 1.25 us) is
+// spent down to 2 permits in the set-up; then one thread asks three times for its key and another
+// twice for its own, with the clock staying, moving a tick, crossing an interval edge (0.1 us: one
+// more permit), a second or a wrap, or stepping back. A batch may hold permits another thread is then refused (conservative:
+// the cap refuses up to a batch early), so only admissions are judged: no order of the calls
+// admits more than the exact GCRA of the key limits and the cap together. And one live copy per key.
+import { allOf, callsOf, gcraModel, linearizable } from '../models.mjs';
+import { liveCopies, tableNames, timeMoves } from './common.mjs';
+import { tickEarly } from './_windows.mjs';
+
+const keyLimit = { permits: 1_000_000, periodMs: 1000, burst: 1000 };
+const cap = { permits: 10_000_000, periodMs: 1000, burst: 400 };
+const START_MS = 4999.75;
+/** The cap's spend in the set-up: 2 permits left. */
+const SPENT = 398;
+
+export default {
+  name: 'global-batch',
+  what: 'per-thread batches of a fast global cap: take, use, give back, release by compareExchange, and the exact fallback',
+  time: timeMoves({ startMs: START_MS, tickMs: 1e-5, intervalMs: 1000 / cap.permits, wrapMs: 2 ** 31 * 1e-5 }),
+  setup(lib) {
+    const rl = new lib.RateLimiter({ limit: keyLimit, globalLimit: cap, maxKeys: 8, hashSeed: 7 });
+    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
+  },
+  threads: [
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.call('spend x', () => rl.allow('x', SPENT)); // set-up: the cap down to 2 permits
+      ctx.ready();
+      ctx.call('allow a', () => rl.allow('a'));
+      ctx.call('allow a', () => rl.allow('a'));
+      ctx.call('allow a', () => rl.allow('a'));
+    },
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.ready();
+      ctx.call('allow b', () => rl.allow('b'));
+      ctx.call('allow b', () => rl.allow('b'));
+    },
+  ],
+  names: tableNames,
+  check(exec, lib) {
+    // The limits' ticks: 10 ns for the cap and the key's (readings are floored to them).
+    const model = allOf(
+      tickEarly(gcraModel(keyLimit), 1e-5),
+      tickEarly(gcraModel(cap, { keyOf: () => 'global' }), 1e-5),
+    );
+    const outcome = (c) => (c.error !== null ? null : { key: c.label.slice(-1), cost: c.label === 'spend x' ? SPENT : 1, admitted: c.result === true });
+    return liveCopies(exec.buffers[0], lib, ['a', 'b', 'x'])
+      ?? linearizable(callsOf(exec), model, outcome, { since: exec.startMs, judgeRefusals: false });
+  },
+};
