@@ -18,7 +18,13 @@ export interface RedisCommonOptions<Key = string> {
   onDecision?: DecisionHook<Key>;
   /** The client: an ioredis `Redis` or `Cluster`, or a connected node-redis client or cluster. */
   redis: unknown;
-  /** Prepended to every Redis key. Default 'sluice:'. */
+  /**
+   * Prepended to every Redis key. Limiters with the same prefix share the state of each key (as
+   * the same service on many processes must). Default: `sluice:` and a fingerprint of the
+   * limiter's limits (RedisRateLimiter: one for the key's limits, one for the global cap's), so
+   * that limiters of different limits never share state by accident; RedisPolicyLimiter
+   * `sluice:policy:`.
+   */
   prefix?: string;
   /**
    * The longest a decision waits for Redis, in ms (default 500). Past it the decision answers as
@@ -130,9 +136,10 @@ export class RedisCore<R> {
 
   readonly #onDecision: DecisionHook<R> | null;
 
-  constructor(options: RedisCommonOptions<R>) {
+  /** `defaultPrefix`: the prefix of the limiter's own keys when the options give none. */
+  constructor(options: RedisCommonOptions<R>, defaultPrefix: string) {
     this.#onDecision = decisionHookOf<R>(options.onDecision);
-    const prefix = options.prefix ?? 'sluice:';
+    const prefix = options.prefix ?? defaultPrefix;
     if (typeof prefix !== 'string') throw new TypeError(`options.prefix must be a string, got ${describe(prefix)}`);
     const timeoutMs = options.timeoutMs ?? 500;
     positiveFinite('options.timeoutMs', timeoutMs);

@@ -14,6 +14,19 @@ export function keyBase(prefix: string, key: string): string {
   return `${prefix}{${tagOf(key)}}:`;
 }
 
+/**
+ * The default prefix of a set of limits: `sluice:` and 8 hex digits of a SHA-256 of their
+ * algorithms and numbers (`parts`, one string per limit), so that limiters of different limits
+ * left on their defaults never share a key's state, and limiters of the same limits (the same
+ * service on many processes) always do.
+ */
+export function defaultPrefix(parts: readonly string[]): string {
+  return `sluice:${createHash('sha256').update(parts.join(',')).digest('hex').slice(0, 8)}:`;
+}
+
+/** The default prefix of RedisPolicyLimiter: its rules change (setRules), and each pair keeps its state. */
+export const POLICY_PREFIX = 'sluice:policy:';
+
 /** The Redis key of limit `index` of the global cap (`suffix`: its algorithm's tag and index). */
 export function globalKey(prefix: string, suffix: string): string {
   return `${prefix}global:${suffix}`;

@@ -37,6 +37,11 @@ function suffix(l: RedisLimit, i: number, count: number): string {
   }
 }
 
+/** What a limit is, as `defaultPrefix` hashes it: its algorithm and its numbers. */
+export function limitPart(l: RedisLimit): string {
+  return `${l.kind}:${l.limit.permits}/${l.limit.periodMs}/${l.limit.burst}`;
+}
+
 /** The plan of a set of limits: their keys' suffixes and the script's arguments. */
 export function scriptPlan(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[], prefix: string): ScriptPlan {
   return {

@@ -9,6 +9,7 @@ import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../r
 import { checkNames } from '../config/option-names.js';
 import { blockUs, checkPenalty, COMMON_OPTION_NAMES, controlBounds, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
+import { POLICY_PREFIX } from './redis-keys.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
 
@@ -62,7 +63,7 @@ export class RedisPolicyLimiter {
     if (options.local !== undefined && options.onError !== 'local') {
       throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
     }
-    this.#core = new RedisCore<PolicyRequest>(options);
+    this.#core = new RedisCore<PolicyRequest>(options, POLICY_PREFIX);
     const { compiled, plans } = this.#compile(options.rules);
     this.#rules = JSON.parse(JSON.stringify(options.rules)) as PolicyRule[];
     this.#compiled = compiled;

@@ -11,7 +11,8 @@ import { monotonicClock } from '../time/clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { checkNames } from '../config/option-names.js';
 import { blockUs, checkPenalty, COMMON_OPTION_NAMES, controlBounds, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
-import { redisLimit, scriptPlan } from './redis-limits.js';
+import { limitPart, redisLimit, scriptPlan } from './redis-limits.js';
+import { defaultPrefix } from './redis-keys.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
 
@@ -129,7 +130,7 @@ export class RedisRateLimiter {
     if (options.local !== undefined && options.onError !== 'local') {
       throw new TypeError(`options.local is used only with onError: 'local', got onError ${describe(options.onError)}`);
     }
-    const core = new RedisCore<string>(options);
+    const core = new RedisCore<string>(options, defaultPrefix(compiled.map(limitPart)));
     this.#core = core;
     registerBatcher(this, core.batcher);
     this.algorithm = algorithm;
@@ -143,12 +144,15 @@ export class RedisRateLimiter {
       core.setFallback((key, cost) => local.tryAcquire(key, cost));
     }
     const caps = global === null ? [] : [global];
+    // The cap's keys: under the given prefix, or by default under the cap's own fingerprint, so
+    // that limiters of other key limits but the same cap share it, as a cap is meant to be.
+    const capPrefix = options.prefix ?? defaultPrefix(caps.map(limitPart));
     // On a Cluster the cap's key is in another slot than the user's keys: a script of its own.
     const split = core.batcher.cluster && global !== null;
-    this.#plan = scriptPlan(compiled, split ? [] : caps, core.prefix);
-    this.#capPlan = split ? scriptPlan([], caps, core.prefix) : null;
+    this.#plan = scriptPlan(compiled, split ? [] : caps, capPrefix);
+    this.#capPlan = split ? scriptPlan([], caps, capPrefix) : null;
     // Without a cap in the decisions' plan (none, or a Cluster's own), it is the key's own.
-    this.#keyPlan = algorithm !== 'gcra' ? null : caps.length === 0 || split ? this.#plan : scriptPlan(compiled, [], core.prefix);
+    this.#keyPlan = algorithm !== 'gcra' ? null : caps.length === 0 || split ? this.#plan : scriptPlan(compiled, [], capPrefix);
     this.#bounds = controlBounds(compiled);
   }
 
