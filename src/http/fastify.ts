@@ -86,8 +86,11 @@ export type SluiceFastifyOptions = RateLimitOptions<FastifyRequest> & { global?:
 /** What a refused request becomes: Fastify answers with `statusCode`, and `setErrorHandler` sees it. */
 export class RateLimitedError extends Error {
   override readonly name = 'RateLimitedError';
-  /** Fastify's error code convention: 'SLUICE_RATE_LIMITED', or 'SLUICE_DENIED' for a key on the deny list (403). */
-  readonly code: 'SLUICE_RATE_LIMITED' | 'SLUICE_DENIED';
+  /**
+   * Fastify's error code convention: 'SLUICE_RATE_LIMITED'; 'SLUICE_DENIED' for a key on the deny
+   * list and 'SLUICE_BANNED' for a banned client (`ban`), both 403.
+   */
+  readonly code: 'SLUICE_RATE_LIMITED' | 'SLUICE_DENIED' | 'SLUICE_BANNED';
   readonly statusCode: number;
   /** The refusal: `retryAfterMs`, `remaining`, `reason`. */
   readonly decision: Decision;
@@ -99,7 +102,7 @@ export class RateLimitedError extends Error {
 
   constructor(
     message: string, statusCode: number, decision: Decision, body: string | object = message,
-    code: 'SLUICE_RATE_LIMITED' | 'SLUICE_DENIED' = 'SLUICE_RATE_LIMITED',
+    code: 'SLUICE_RATE_LIMITED' | 'SLUICE_DENIED' | 'SLUICE_BANNED' = 'SLUICE_RATE_LIMITED',
   ) {
     super(message);
     this.code = code;
@@ -208,7 +211,7 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
       return;
     }
     if (outcome.denied === true) {
-      next(new RateLimitedError('Forbidden', DENIED_STATUS, outcome.decision, 'Forbidden', 'SLUICE_DENIED'));
+      next(new RateLimitedError('Forbidden', DENIED_STATUS, outcome.decision, 'Forbidden', outcome.banned === true ? 'SLUICE_BANNED' : 'SLUICE_DENIED'));
       return;
     }
     settleCheck(() => c.body(request, outcome.decision), (b) => {

@@ -14,6 +14,7 @@ import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js'
 import { DENIED, DENIED_BODY, DENIED_STATUS, SKIPPED, type Outcome } from './outcome.js';
 import { giveBackAfter, giveBackOptions, GIVE_BACK_NAMES, type GiveBackWhen } from './give-back.js';
 import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } from './refusal-body.js';
+import { BAN_NAMES, banOf, type Ban, type BanOptions } from './ban.js';
 
 export { DENIED, DENIED_BODY, DENIED_STATUS, SKIPPED, type Outcome } from './outcome.js';
 
@@ -35,7 +36,7 @@ export { DENIED, DENIED_BODY, DENIED_STATUS, SKIPPED, type Outcome } from './out
 export type NextFunction = (error?: unknown) => void;
 
 /** Options shared by `rateLimit` and `fastifyRateLimit`. `Req` is the request type the functions receive. */
-interface CommonOptions<Req> extends ObserverOptions<Req> {
+interface CommonOptions<Req> extends ObserverOptions<Req>, BanOptions<Req> {
   /** What one request costs: an integer >= 0, or a function of the request (it may return a promise). Default 1. */
   cost?: number | ((req: Req) => number | Promise<number>);
   /**
@@ -180,6 +181,7 @@ const COMMON_NAMES = [
   'limiter', 'key', 'cost', 'headers', 'legacyHeaders', 'degradedHeader', 'skip', 'allowList', 'denyList', 'statusCode', 'message', 'ipv6Subnet',
   ...OBSERVER_NAMES,
   ...GIVE_BACK_NAMES,
+  ...BAN_NAMES,
 ];
 
 export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: Req) => unknown, fn: string, more: readonly string[] = []): Checker<Req> {
@@ -204,7 +206,7 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
   };
   const degraded = options.degradedHeader === undefined ? null : fieldName(options.degradedHeader, 'options.degradedHeader');
   const giveBackWhen = giveBackOptions(options as { skipSuccessfulRequests?: unknown; skipFailedRequests?: unknown }, limiter);
-  const decided = checkOf(options, limiter, cost, writer, degraded, defaultKey, giveBackWhen !== null);
+  const decided = checkOf(options, limiter, cost, writer, degraded, defaultKey, giveBackWhen !== null, banOf<Req>(options, limiter));
   const observe = observers(options);
   const decide: Check<Req> = observe === undefined ? decided : (req, cost) => then(decided(req, cost), (o) => observe(req, o));
   if (skip === undefined) return { check: decide, status: statusCode, body, stacking, giveBackWhen };
@@ -221,7 +223,7 @@ function then<T, U>(v: T | Promise<T>, f: (v: T) => U | Promise<U>): U | Promise
 
 function checkOf<Req>(
   options: RateLimitOptions<Req>, limiter: unknown, cost: unknown, writer: FieldList | null, degraded: string | null, defaultKey: (req: Req) => string,
-  givesBack: boolean,
+  givesBack: boolean, banned: Ban<Req> | undefined,
 ): Check<Req> {
   const costOf = costFunction<Req>(cost, 'options.cost');
   const headers = writer !== null;
@@ -242,16 +244,21 @@ function checkOf<Req>(
     keyOf: (req: Req) => K | Promise<K>, decideKey: (key: K, cost: number) => Outcome | Promise<Outcome>, nameOf: (key: K) => string,
   ): Check<Req> => {
     // A key on the deny list is refused, uncounted; then one on the allow list goes on, uncounted.
-    const listed = (req: Req, key: K, n: number): Outcome | Promise<Outcome> => {
+    const listed = (
+      req: Req, key: K, n: number, counted: (key: K, n: number) => Outcome | Promise<Outcome>,
+    ): Outcome | Promise<Outcome> => {
       const name = nameOf(key);
       const afterAllow = (): Outcome | Promise<Outcome> =>
-        (allowed === undefined ? decideKey(key, n) : then(allowed(req, name), (yes) => (yes ? SKIPPED : decideKey(key, n))));
+        (allowed === undefined ? counted(key, n) : then(allowed(req, name), (yes) => (yes ? SKIPPED : counted(key, n))));
       return denied === undefined ? afterAllow() : then(denied(req, name), (no) => (no ? DENIED : afterAllow()));
     };
     const lists = allowed !== undefined || denied !== undefined;
     return (req, cost) => {
-      // Made once per request only with a list.
-      const decide = lists ? (key: K, n: number) => listed(req, key, n) : decideKey;
+      // Made once per request only with a list or a ban: a refusal counts towards the key's ban.
+      const counted = banned === undefined
+        ? decideKey
+        : (key: K, n: number) => then(decideKey(key, n), (o) => (o.allowed ? o : banned(req, nameOf(key), o)));
+      const decide = lists ? (key: K, n: number) => listed(req, key, n, counted) : counted;
       const k = keyOf(req);
       let c: number | Promise<number>;
       try {

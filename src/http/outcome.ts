@@ -32,8 +32,10 @@ export interface Outcome {
   fields: string[] | null;
   /** The Retry-After value on a refusal that can pass later. */
   retryAfter: string | undefined;
-  /** True for a key on the deny list (DENIED); absent otherwise. */
+  /** True for a key on the deny list (DENIED), or banned (ban.ts): answered 403; absent otherwise. */
   denied?: true;
+  /** True for a refusal turned into a ban (ban.ts); absent otherwise. */
+  banned?: true;
   /** Gives an admitted request's spend back (skipSuccessfulRequests, skipFailedRequests: give-back.ts); absent otherwise. */
   giveBack?: () => void;
 }

@@ -192,6 +192,11 @@ export class PolicyLimiter {
     this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, site.claimTimeoutMs, () => forward.now());
   }
 
+  /** @internal The clock this limiter decides by (the HTTP adapters' ban counter follows it). */
+  get decisionClock(): Clock {
+    return this.#clock;
+  }
+
   /** Returns a limiter over the same memory for this thread. */
   static attach(handle: PolicyLimiterHandle, options?: AttachOptions<PolicyRequest>): PolicyLimiter {
     decisionHookOf(options?.onDecision);

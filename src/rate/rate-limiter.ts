@@ -467,6 +467,11 @@ export class RateLimiter {
     }
   }
 
+  /** @internal The clock this limiter decides by (the HTTP adapters' ban counter follows it). */
+  get decisionClock(): Clock {
+    return this.#clock;
+  }
+
   /** Reclaims the slots of idle keys (state equal to a fresh key's); returns how many. */
   sweep(): number {
     return this.#site.sweep();

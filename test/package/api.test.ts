@@ -27,6 +27,7 @@ function surface(program: ts.Program, file: string): string[] {
       const decl = p.valueDeclaration ?? p.declarations?.[0];
       if (p.name.startsWith('#') || p.name.startsWith('__#') || p.name === 'prototype') continue; // #private members
       if (decl !== undefined && !fromHere(decl)) continue; // inherited from Error, Node's types: not ours
+      if (decl !== undefined && isInternal(decl)) continue; // stripped from the .d.ts (stripInternal)
       const flags = decl === undefined ? 0 : ts.getCombinedModifierFlags(decl as ts.Declaration);
       if ((flags & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) !== 0) continue;
       const readonly = (flags & ts.ModifierFlags.Readonly) !== 0 ? 'readonly ' : '';
