@@ -16,6 +16,8 @@ import type { LimitGroup } from './limit-set.js';
 export class FreshState {
   /** The words read before the write, indexed from the group's state base. */
   readonly before: Int32Array;
+  /** Set by `write` when one of its compareExchanges landed (the caller clears it). */
+  wrote = false;
   /** The fresh state, built in private scratch first (one word more: a state base of either parity). */
   readonly #fresh: Int32Array;
 
@@ -33,7 +35,8 @@ export class FreshState {
   /**
    * Writes a fresh state for `g` at `state` at reading `m`, every word by compareExchange from
    * its value in `before` (a 64-bit word in one). False if a word changed since it was read (the
-   * lock was taken over): the caller's decision starts again.
+   * lock was taken over): the caller's decision starts again. `wrote` says whether any word
+   * landed, in this try or an earlier one since the caller cleared it.
    */
   write(w: Int32Array, state: number, g: LimitGroup, m: Moment): boolean {
     const before = this.before;
@@ -48,11 +51,13 @@ export class FreshState {
       if (a.align8 === true) {
         // Its 64-bit word in one compareExchange: another holder never reads it half written.
         if (!cas64(w, state + off, before[off + 1] as number, before[off] as number, fresh[p + off + 1] as number, fresh[p + off] as number)) return false;
+        this.wrote = true;
         j = 2;
       }
       for (; j < a.stateWords; j++) {
         // compareExchange from the value read under the lock: fails if another holder wrote since.
         if (!swap(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
+        this.wrote = true;
       }
     }
     return true;

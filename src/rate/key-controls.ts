@@ -122,10 +122,9 @@ export class LockedControls {
   readonly #key: LimitGroup;
   readonly #site: TableSite;
   readonly #fresh: FreshState;
-  // The slot being reset, for #prepare (a bound method: no closure per call), and what it found.
+  // The slot being reset, for #prepare (a bound method: no closure per call).
   #state = 0;
   #lastSec = 0;
-  #owed = false;
   readonly #prepare: Prepare = (w, m, holds) => this.#writeFresh(w, m, holds);
 
   constructor(engine: LockedEngine, key: LimitGroup, site: TableSite) {
@@ -141,15 +140,19 @@ export class LockedControls {
     for (let entry = site.peek(key); entry !== undefined; entry = site.peekAgain(key)) {
       this.#state = entry.base + site.stateOffset;
       this.#lastSec = entry.base + S_LAST_SEC;
-      this.#owed = false;
-      if (this.#engine.decide(entry.base, entry.ctrl, this.#state, 0, this.#key, this.#prepare) !== RELOCATE) return this.#owed;
+      this.#fresh.wrote = false;
+      // Whether it owed anything: whether some try wrote. A try whose lock was taken over may
+      // have written before it found out (its compareExchanges land when nobody wrote since it
+      // read: the reset then took effect there) and the next try then finds the key fresh.
+      // Found by the explorer (locked-reset, deep bounds): such a reset answered false.
+      if (this.#engine.decide(entry.base, entry.ctrl, this.#state, 0, this.#key, this.#prepare) !== RELOCATE) return this.#fresh.wrote;
     }
     return false;
   }
 
   /**
    * The Prepare step (under the key's lock, at reading `m`): reads every word, judges whether the
-   * key owed anything (a limit not idle), then, while the lock is still ours, writes it fresh.
+   * key owes anything (a limit not idle), then, while the lock is still ours, writes it fresh.
    */
   #writeFresh(w: Int32Array, m: Moment, holds: () => boolean): boolean {
     const g = this.#key;
@@ -157,8 +160,8 @@ export class LockedControls {
     this.#fresh.read(w, state, g);
     // Atomics.load of lastSec under the key's lock: only a holder's commit raises it.
     const lastSec = Atomics.load(w, this.#lastSec);
-    this.#owed = g.algorithms.some((a, i) => !a.idle(w, state + (g.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
-    if (!this.#owed) return true; // already fresh: nothing to write
+    const owes = g.algorithms.some((a, i) => !a.idle(w, state + (g.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+    if (!owes) return true; // already fresh: nothing to write
     return holds() && this.#fresh.write(w, state, g, m);
   }
 }

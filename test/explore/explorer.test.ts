@@ -86,6 +86,20 @@ describe('explorer', () => {
     expect(before.violation?.message).toMatch(/over-admission/);
   });
 
+  it('a locked reset whose lock was taken over after its write landed answers true (found by the explorer)', async () => {
+    // Deep bounds found it: thread 1's reset read the key's log under its lock and stopped;
+    // thread 0 took the lock over past the steal age, refused (wrote nothing) and let it go;
+    // the reset's compareExchanges then landed (nothing had changed since it read), it found its
+    // lock lost and tried again, found the key fresh, and answered false: "nothing owed" for a
+    // key it had just reset.
+    const { url, scenario } = entry('locked-reset');
+    const fixed = await search(explorer(), url, scenario, new Replay('19:1 40:1 56:2'), { nextRun: () => false });
+    expect(fixed.violation).toBeNull();
+    const build = mutant('a locked reset answered by its last try alone');
+    const before = await search(explorer(build), url, scenario, new Replay('19:1 40:1 56:2'), { nextRun: () => false });
+    expect(before.violation?.message).toMatch(/no order of the calls/);
+  });
+
   it('a coarse clock publish stopped for four epochs no longer puts its old epoch back (found by the explorer)', async () => {
     // Thread 0 publishes 1000.51 ms and stops before it writes its epoch's slot; thread 1
     // publishes after a stop of four epochs (2^32 units), whose epoch takes the same slot. The
