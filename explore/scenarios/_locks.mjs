@@ -4,6 +4,31 @@
 import { callsOf, linearizable } from '../models.mjs';
 import { tableWordNames } from './common.mjs';
 
+/** claimTimeoutMs of the locked scenarios, the locks' stealAfterMs: 30x it (3 s) bounds an insert's stall. */
+export const STEAL_MS = 100;
+/** Where the locked scenarios' clock starts. */
+export const LOCKED_START_MS = 4999.75;
+
+/** A set-up: a sliding-log RateLimiter of `permits` a second (claimTimeoutMs STEAL_MS) on a table of `maxKeys` keys. */
+export function slidingLogSetup(permits, maxKeys) {
+  return (lib) => {
+    const rl = new lib.RateLimiter({
+      limit: lib.perSecond(permits), algorithm: 'sliding-log', maxKeys, claimTimeoutMs: STEAL_MS, hashSeed: 7,
+    });
+    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
+  };
+}
+
+/**
+ * How a sliding-log scenario's verdict starts: null when the run broke the table's documented
+ * stall assumption (not judged), else the test of the table's lock words, `(buf, byte)`.
+ */
+export function lockWordsOf(exec, lib) {
+  if (pastClaimAssumption(exec, LOCKED_START_MS, STEAL_MS)) return null;
+  const isLock = slotLockWord(exec.buffers[0], lib);
+  return (buf, byte) => buf === 0 && isLock(byte);
+}
+
 /**
  * The clock's moves for locked scenarios (no step back: the lock stamps come from
  * performance.now(), one monotonic timeline for every thread): stay, one tick, just past the

@@ -8,12 +8,12 @@
 // exact sliding log.
 import { liveCopies } from './common.mjs';
 import {
-  anyTakeover, liveSlotsOf, lockMoves, lockTakeovers, logOutcome, pastClaimAssumption, slidingLogModel, slotLockWord, tableNames,
+  anyTakeover, liveSlotsOf, LOCKED_START_MS, lockMoves, lockTakeovers, lockWordsOf, logOutcome, slidingLogModel, slidingLogSetup, STEAL_MS,
+  tableNames,
 } from './_locks.mjs';
 
 const limit = { permits: 1, periodMs: 1000 };
-const STEAL_MS = 100; // claimTimeoutMs, the locks' stealAfterMs: 30x it (3 s) bounds an insert's stall
-const START_MS = 4999.75;
+const START_MS = LOCKED_START_MS;
 
 export default {
   name: 'locked-dead-holder',
@@ -21,12 +21,7 @@ export default {
   time: lockMoves({ startMs: START_MS, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
   mayWait: true,
   maxSteps: 3000,
-  setup(lib) {
-    const rl = new lib.RateLimiter({
-      limit: lib.perSecond(1), algorithm: 'sliding-log', maxKeys: 2, claimTimeoutMs: STEAL_MS, hashSeed: 7,
-    });
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  setup: slidingLogSetup(1, 2),
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
@@ -47,9 +42,8 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    if (pastClaimAssumption(exec, 4999.75, STEAL_MS)) return null; // outside the table's documented range
-    const isLock = slotLockWord(exec.buffers[0], lib);
-    const lockOf = (buf, byte) => buf === 0 && isLock(byte);
+    const lockOf = lockWordsOf(exec, lib);
+    if (lockOf === null) return null; // outside the table's documented range
     const left = liveSlotsOf(exec.buffers[0], lib, 'k').length;
     if (left > 0) {
       const swept = exec.reports[0].calls[0]?.result;

@@ -9,28 +9,22 @@
 // stalled holder may leave the log more conservative than exact, which docs/design.md accepts).
 import { liveCopies } from './common.mjs';
 import {
-  anyTakeover, lockMoves, lockTakeovers, logCommits, logDominates, logOutcome, pastClaimAssumption, slidingLogModel, slotLockWord,
-  tableNames,
+  anyTakeover, LOCKED_START_MS, lockMoves, lockTakeovers, lockWordsOf, logCommits, logDominates, logOutcome, slidingLogModel,
+  slidingLogSetup, STEAL_MS, tableNames,
 } from './_locks.mjs';
 
 const limit = { permits: 2, periodMs: 1000 };
-const STEAL_MS = 100; // claimTimeoutMs, the locks' stealAfterMs: 30x it (3 s) bounds an insert's stall
 
 export default {
   name: 'locked-log',
   what: 'sliding-log decisions under the key lock: lock, takeover past the steal age, run, settle, unlock; the first insert',
-  time: lockMoves({ startMs: 4999.75, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
+  time: lockMoves({ startMs: LOCKED_START_MS, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
   mayWait: true,
   maxSteps: 3000,
   // The deep search spends its depth on preemptions: a taken-over holder's rewrite needs three
   // and one clock move (past the steal age); the lock words are never read plainly.
   bounds: { deep: { preemptions: 3, timeMoves: 1, staleReads: 0 } },
-  setup(lib) {
-    const rl = new lib.RateLimiter({
-      limit: lib.perSecond(2), algorithm: 'sliding-log', maxKeys: 4, claimTimeoutMs: STEAL_MS, hashSeed: 7,
-    });
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  setup: slidingLogSetup(2, 4),
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
@@ -46,9 +40,8 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    if (pastClaimAssumption(exec, 4999.75, STEAL_MS)) return null; // outside the table's documented range
-    const isLock = slotLockWord(exec.buffers[0], lib);
-    const lockOf = (buf, byte) => buf === 0 && isLock(byte);
+    const lockOf = lockWordsOf(exec, lib);
+    if (lockOf === null) return null; // outside the table's documented range
     return liveCopies(exec.buffers[0], lib, ['k']) ??
       lockTakeovers(exec, lib, STEAL_MS, lockOf) ??
       logOutcome(exec, slidingLogModel(limit, { slackMs: 2e-5 }), { tookOver: anyTakeover(exec, lib, lockOf) }) ??

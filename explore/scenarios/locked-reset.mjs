@@ -10,24 +10,20 @@
 // age. Refusals are judged only in runs without a takeover, as in locked-log.
 import { callsOf, linearizable } from '../models.mjs';
 import { liveCopies } from './common.mjs';
-import { anyTakeover, lockMoves, lockTakeovers, pastClaimAssumption, slidingLogModel, slotLockWord, tableNames } from './_locks.mjs';
+import {
+  anyTakeover, LOCKED_START_MS, lockMoves, lockTakeovers, lockWordsOf, slidingLogModel, slidingLogSetup, STEAL_MS, tableNames,
+} from './_locks.mjs';
 
 const limit = { permits: 2, periodMs: 1000 };
-const STEAL_MS = 100; // claimTimeoutMs, the locks' stealAfterMs: 30x it (3 s) bounds an insert's stall
 
 export default {
   name: 'locked-reset',
   what: 'reset under the key lock (the fresh write of the Prepare step) racing sliding-log decisions, with lock takeovers',
-  time: lockMoves({ startMs: 4999.75, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
+  time: lockMoves({ startMs: LOCKED_START_MS, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
   mayWait: true,
   maxSteps: 3000,
   bounds: { deep: { preemptions: 3, timeMoves: 1, staleReads: 0 } },
-  setup(lib) {
-    const rl = new lib.RateLimiter({
-      limit: lib.perSecond(2), algorithm: 'sliding-log', maxKeys: 4, claimTimeoutMs: STEAL_MS, hashSeed: 7,
-    });
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  setup: slidingLogSetup(2, 4),
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
@@ -45,9 +41,8 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    if (pastClaimAssumption(exec, 4999.75, STEAL_MS)) return null; // outside the table's documented range
-    const isLock = slotLockWord(exec.buffers[0], lib);
-    const lockOf = (buf, byte) => buf === 0 && isLock(byte);
+    const lockOf = lockWordsOf(exec, lib);
+    if (lockOf === null) return null; // outside the table's documented range
     const tookOver = anyTakeover(exec, lib, lockOf);
     const outcome = (c) => {
       if (c.error !== null) return null;

@@ -8,26 +8,20 @@
 // sliding log (a reclaim of a key that still logs an admission would reopen its period).
 import { liveCopies } from './common.mjs';
 import {
-  anyTakeover, lockMoves, lockTakeovers, logOutcome, pastClaimAssumption, slidingLogModel, slotLockWord, tableNames,
+  anyTakeover, LOCKED_START_MS, lockMoves, lockTakeovers, lockWordsOf, logOutcome, slidingLogModel, slidingLogSetup, STEAL_MS, tableNames,
 } from './_locks.mjs';
 
 const limit = { permits: 1, periodMs: 1000 };
-const STEAL_MS = 100; // claimTimeoutMs, the locks' stealAfterMs: 30x it (3 s) bounds an insert's stall
 
 export default {
   name: 'locked-sweep',
   what: 'sweep() reclaiming a sliding-log key under its lock (tryLock, idle, DEAD) against decisions that lock, settle and relocate',
   // No one-tick move: the lock's stamps are whole ms, and the log's entries are judged a period apart.
   time: (({ startMs, moves }) => ({ startMs, moves: moves.filter((m) => m.name !== 'tick') }))(
-    lockMoves({ startMs: 4999.75, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs })),
+    lockMoves({ startMs: LOCKED_START_MS, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs })),
   mayWait: true,
   maxSteps: 3000,
-  setup(lib) {
-    const rl = new lib.RateLimiter({
-      limit: lib.perSecond(1), algorithm: 'sliding-log', maxKeys: 2, claimTimeoutMs: STEAL_MS, hashSeed: 7,
-    });
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  setup: slidingLogSetup(1, 2),
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
@@ -43,9 +37,8 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    if (pastClaimAssumption(exec, 4999.75, STEAL_MS)) return null; // outside the table's documented range
-    const isLock = slotLockWord(exec.buffers[0], lib);
-    const lockOf = (buf, byte) => buf === 0 && isLock(byte);
+    const lockOf = lockWordsOf(exec, lib);
+    if (lockOf === null) return null; // outside the table's documented range
     return liveCopies(exec.buffers[0], lib, ['k']) ??
       lockTakeovers(exec, lib, STEAL_MS, lockOf) ??
       logOutcome(exec, slidingLogModel(limit, { slackMs: 2e-5 }), { tookOver: anyTakeover(exec, lib, lockOf) });
