@@ -85,6 +85,16 @@ describe('ban', () => {
     expect(await (await fetch(url, { headers: { 'x-client': 'bot' } })).json()).toMatchObject({ code: 'SLUICE_DENIED' });
   });
 
+  it('in shadow mode a banned request goes on, and onBanReach and onExceeded still see it', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock: new ManualClock(0) });
+    const events: string[] = [];
+    const url = await expressApp({
+      shadow: true, ban: 1, onBanReach: (_req: unknown, key: string) => events.push(`ban ${key}`), onExceeded: () => events.push('exceeded'),
+    }, limiter);
+    expect(await statuses(url, 'eve', 3)).toEqual([200, 200, 200]);
+    expect(events).toEqual(['exceeded', 'ban eve', 'exceeded']);
+  });
+
   it('{ after, periodMs } sets the period; with a PolicyLimiter it is required', async () => {
     const clock = new ManualClock(0);
     const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 16, clock });
