@@ -20,6 +20,22 @@ export function slidingLogSetup(permits, maxKeys) {
 }
 
 /**
+ * What locked-log and locked-reset share: a sliding log of 2 a second on a 4-key table, the lock
+ * moves from LOCKED_START_MS, and a deep search that spends its depth on preemptions (a
+ * taken-over holder's rewrite needs three and one clock move past the steal age; the lock words
+ * are never read plainly). Spread into a scenario with its name, threads and check.
+ */
+export function twoPerSecondLog() {
+  return {
+    time: lockMoves({ startMs: LOCKED_START_MS, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: 1000 }),
+    mayWait: true,
+    maxSteps: 3000,
+    bounds: { deep: { preemptions: 3, timeMoves: 1, staleReads: 0 } },
+    setup: slidingLogSetup(2, 4),
+  };
+}
+
+/**
  * How a sliding-log scenario's verdict starts: null when the run broke the table's documented
  * stall assumption (not judged), else the test of the table's lock words, `(buf, byte)`.
  */

@@ -9,8 +9,8 @@
 // stalled holder may leave the log more conservative than exact, which docs/design.md accepts).
 import { liveCopies } from './common.mjs';
 import {
-  anyTakeover, LOCKED_START_MS, lockMoves, lockTakeovers, lockWordsOf, logCommits, logDominates, logOutcome, slidingLogModel,
-  slidingLogSetup, STEAL_MS, tableNames,
+  anyTakeover, lockTakeovers, lockWordsOf, logCommits, logDominates, logOutcome, slidingLogModel, STEAL_MS, tableNames,
+  twoPerSecondLog,
 } from './_locks.mjs';
 
 const limit = { permits: 2, periodMs: 1000 };
@@ -18,13 +18,7 @@ const limit = { permits: 2, periodMs: 1000 };
 export default {
   name: 'locked-log',
   what: 'sliding-log decisions under the key lock: lock, takeover past the steal age, run, settle, unlock; the first insert',
-  time: lockMoves({ startMs: LOCKED_START_MS, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
-  mayWait: true,
-  maxSteps: 3000,
-  // The deep search spends its depth on preemptions: a taken-over holder's rewrite needs three
-  // and one clock move (past the steal age); the lock words are never read plainly.
-  bounds: { deep: { preemptions: 3, timeMoves: 1, staleReads: 0 } },
-  setup: slidingLogSetup(2, 4),
+  ...twoPerSecondLog(),
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);

@@ -11,7 +11,7 @@
 import { callsOf, linearizable } from '../models.mjs';
 import { liveCopies } from './common.mjs';
 import {
-  anyTakeover, LOCKED_START_MS, lockMoves, lockTakeovers, lockWordsOf, slidingLogModel, slidingLogSetup, STEAL_MS, tableNames,
+  anyTakeover, lockTakeovers, lockWordsOf, slidingLogModel, STEAL_MS, tableNames, twoPerSecondLog,
 } from './_locks.mjs';
 
 const limit = { permits: 2, periodMs: 1000 };
@@ -19,11 +19,7 @@ const limit = { permits: 2, periodMs: 1000 };
 export default {
   name: 'locked-reset',
   what: 'reset under the key lock (the fresh write of the Prepare step) racing sliding-log decisions, with lock takeovers',
-  time: lockMoves({ startMs: LOCKED_START_MS, tickMs: 1e-5, stealAfterMs: STEAL_MS, periodMs: limit.periodMs }),
-  mayWait: true,
-  maxSteps: 3000,
-  bounds: { deep: { preemptions: 3, timeMoves: 1, staleReads: 0 } },
-  setup: slidingLogSetup(2, 4),
+  ...twoPerSecondLog(),
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
