@@ -4,8 +4,10 @@
 // Thread 0 reserves and then cancels; thread 1 checks the key twice. A clock move of one whole
 // interval (500 ms) lets a check pass exactly when a cancel gave its interval back.
 // Checked against an exact GCRA model with reservations:
-// - a reservation counts its cost from max(tat, r), whatever the wait, and its delayMs is that
-//   wait, max(0, tat' - r - tau), to a tick;
+// - a reservation counts its cost from max(tat, r), whatever the wait; its actAtMs is r plus that
+//   wait, max(0, tat' - r - tau), to a tick, and its delayMs is actAtMs less the clock's last
+//   reading of the call (the wait, plus how far r is ahead of that reading when the clock stepped
+//   back and the decision was clamped to a later reading);
 // - cancel() gives back only if the clock read at its first reading is before the reservation's
 //   actAtMs (its time has not come), and then gives back what of its cost is still ahead of now:
 //   tat -= min(max(0, tat - r), cost * I), at the reading r its refund decided on; it returns
@@ -51,7 +53,10 @@ export function reservationOutcome(calls, toModel = (ms) => ms) {
   const reserveOf = new Map(calls.filter((c) => c.label === 'reserve').map((c) => [c.thread, c]));
   return (c) => {
     if (c.label === 'allow') return { kind: 'allow', key: 'k', cost: 1, admitted: c.result === true };
-    if (c.label === 'reserve') return { kind: 'reserve', key: 'k', cost: 1, admitted: true, delayMs: toModel(c.result.delayMs) };
+    if (c.label === 'reserve') {
+      const { delayMs, actAtMs } = c.result;
+      return { kind: 'reserve', key: 'k', cost: 1, admitted: true, delayMs: toModel(delayMs), actAtMs: toModel(actAtMs), rawReading: c.readings.at(-1) };
+    }
     const actAtMs = toModel(reserveOf.get(c.thread).result.actAtMs);
     return { kind: 'cancel', key: 'k', cost: 1, admitted: c.result === true, firstReading: c.readings[0], actAtMs };
   };
@@ -99,7 +104,11 @@ export function reservationModel({ permits, periodMs, burst }, slackMs) {
       if (o.kind === 'reserve') {
         const end = start + cost;
         const wait = end - r - tau > 0n ? end - r - tau : 0n;
-        const exact = Math.abs(o.delayMs - toMs(wait)) <= slackMs;
+        // Judged at a reading r ahead of the clock's last one (a clamp after a step back), the
+        // caller waits until the clock reaches r + wait: the delay counts from the clock's reading.
+        const actAt = reading + toMs(wait);
+        const lead = reading > o.rawReading ? reading - o.rawReading : 0;
+        const exact = Math.abs(o.actAtMs - actAt) <= slackMs && Math.abs(o.delayMs - (toMs(wait) + lead)) <= slackMs;
         return { admit: exact, refuses: !exact, next: new Map(state).set(o.key, end) };
       }
       // cancel: its time has come (by its first reading), or nothing of it is ahead: no refund.
