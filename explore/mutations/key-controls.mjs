@@ -31,4 +31,12 @@ export default [
     scenario: 'key-block-64',
     edits: [{ file: 'rate/gcra-wide.js', from: 'mul(p.burst - 1, p.intervalTicks, this.#n)', to: 'mul(0, p.intervalTicks, this.#n)' }],
   },
+  {
+    name: 'an old TAT under a raised stamp read as debt',
+    what: 'keyDebtOf without its bound: while a decision has raised lastSec and not yet written tat, a key idle 2^31 ticks '
+      + 'or more reads as owing up to 2^31 ticks: a block is lost or refused, a check refused (deep run 18:4 21:1 33:3 of 2026-12-03)',
+    scenario: 'key-controls',
+    deep: true,
+    edits: [{ file: 'math/gcra.js', from: 'if (ahead > MAX_AHEAD_TICKS && ahead > MAX_AHEAD_TICKS + Math.ceil(1e12 / p.tickPs) + 1)', to: 'if (false)' }],
+  },
 ];

@@ -197,6 +197,24 @@ export function debtOf(tat32: number, now32: number, lastSec: number, nowSec: nu
   return ahead;
 }
 
+/**
+ * `debtOf` for a reading that is never older than the TAT it decodes, nor behind the second of
+ * the key's stamp (Gcra32: tat, then lastSec, then the clock; a reading behind the stamp raised
+ * to it). Every TAT such a decision wrote is then at most `MAX_AHEAD_TICKS` ahead of its own
+ * reading, so less than that plus one second ahead of this one. A difference beyond it is a TAT
+ * from before a wrap, older than 2^31 ticks: the key owes nothing. Only a decision that raised
+ * lastSec and has not yet written tat (or stopped there for good) leaves an old TAT under a
+ * recent stamp; without this bound a key idle for 2^31 ticks or more would read as owing up to
+ * 2^31 ticks while that decision was pending.
+ */
+export function keyDebtOf(tat32: number, now32: number, lastSec: number, nowSec: number, p: GcraParams): number {
+  const ahead = (tat32 - now32) | 0;
+  if (ahead <= 0 || isStale(nowSec, lastSec, p.staleSec)) return 0;
+  // Past the horizon: rare, so the bound's division is paid only here.
+  if (ahead > MAX_AHEAD_TICKS && ahead > MAX_AHEAD_TICKS + Math.ceil(1e12 / p.tickPs) + 1) return 0;
+  return ahead;
+}
+
 /** The debt after admitting `cost`, or -1 when the request does not fit. */
 export function admit(debt: number, cost: number, p: GcraParams): number {
   const next = debt + cost * p.intervalTicks;

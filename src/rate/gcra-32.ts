@@ -1,5 +1,5 @@
 import type { Clock } from '../time/clock.js';
-import { admit, debtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
+import { admit, keyDebtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
 import { raiseStamp, unitsAhead } from '../time/stamps.js';
 import { ceilTicks, ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
@@ -104,7 +104,7 @@ export class Gcra32 {
         const tat = ref.tat;
         const now32 = this.#readTicks;
         // lastSec reached this second (ref.sec): the key is fresh and needs no raise.
-        const debt = debtOf(tat, now32, sec, sec, p);
+        const debt = keyDebtOf(tat, now32, sec, sec, p);
         this.debt = debt;
         const next = admit(debt, cost, p);
         if (next < 0) {
@@ -235,7 +235,7 @@ export class Gcra32 {
       // value it saw visible to this read (docs/design.md, "Plain reads of ctrl").
       if (w[base + S_CTRL] !== ctrl || tat === DEAD) return RELOCATE;
       const now32 = this.#readTicks;
-      const debt = debtOf(tat, now32, lastSec, nowSec, p);
+      const debt = keyDebtOf(tat, now32, lastSec, nowSec, p);
       this.debt = debt;
       // The decision, pure: the debt after it, or an outcome that writes nothing.
       let next = 0;
@@ -246,11 +246,15 @@ export class Gcra32 {
         if (debt === 0) outcome = REFUSED;
         else next = mode === RESET ? 0 : debt - Math.min(debt, cost * p.intervalTicks);
       } else if (mode === BLOCK) {
-        // maxWaitTicks carries the block's debt: raised to, never lowered (nothing to write then).
-        next = Math.max(debt, maxWaitTicks);
+        // maxWaitTicks carries the block's debt: raised to, never lowered. A key that owes that
+        // much already still gets a write, one tick more: a decision that raised the stamp and
+        // has not yet made its compareExchange (or stopped there) must find tat changed, or it
+        // would land over the block (what it read may be an old TAT that only looks like debt).
+        next = Math.max(debt + 1, maxWaitTicks);
         this.waitTicks = Math.max(0, next + p.intervalTicks - p.toleranceTicks);
-        if (next > MAX_AHEAD_TICKS) outcome = TOO_LONG;
-        else if (next === debt) outcome = ALLOWED;
+        // Past the horizon: an error, unless the key is refused that long already (a clock that
+        // stepped back), when nothing is written.
+        if (next > MAX_AHEAD_TICKS) outcome = debt >= maxWaitTicks ? ALLOWED : TOO_LONG;
       } else if (cost > p.burst && mode !== PENALTY) {
         this.waitTicks = Infinity;
         outcome = REFUSED;

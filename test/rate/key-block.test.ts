@@ -40,7 +40,11 @@ describe.each(WIDTHS)('block and unblock (%s)', (_name, limit) => {
     l.block('k', 5_000);
     const long = l.tryAcquire('k').retryAfterMs;
     l.block('k', 1_000);
-    expect(l.tryAcquire('k').retryAfterMs).toBe(long);
+    // Kept, at width 32 one tick longer (10 ns): a block always writes, so that a decision
+    // pending on the state before it cannot land over it (test/rate/pending-stamp.test.ts).
+    const kept = l.tryAcquire('k').retryAfterMs;
+    expect(kept).toBeGreaterThanOrEqual(long);
+    expect(kept - long).toBeLessThan(1.001e-5);
     l.block('k', 9_000);
     expect(l.tryAcquire('k').retryAfterMs).toBeGreaterThanOrEqual(9_000);
     clock.advance(8_999);
