@@ -1,8 +1,10 @@
 import type { Counter, Gauge, Registry } from 'prom-client';
 import { describe } from '../config/check.js';
-import type { TableGauges } from '../rate/types.js';
 import type { DecisionHook } from '../rate/decision-hook.js';
-import { COLUMNS, DecisionCounts, REASONS, type DecisionCountsHandle } from './decision-counts.js';
+import type { DecisionCountsHandle } from './decision-counts.js';
+import { MetricsCore, TABLE_GAUGES, type GaugeSource, type LaggingClock } from './metrics-core.js';
+
+export type { GaugeSource, LaggingClock } from './metrics-core.js';
 
 /** What `SluiceMetrics.attach` takes in a worker: `metrics.handle`, structured-cloneable. */
 export type SluiceMetricsHandle = DecisionCountsHandle;
@@ -53,24 +55,7 @@ export interface SluiceMetricsOptions {
   maxThreads?: number;
 }
 
-/** A limiter whose table the metrics can watch: RateLimiter, PolicyLimiter, ConcurrencyLimiter. */
-export interface GaugeSource {
-  gauges(): TableGauges;
-}
-
-/** Anything with a lag to report, such as a `coarseClock()`. */
-export interface LaggingClock {
-  readonly lagMs: number;
-}
-
 const NAMES = ['client', 'limiters', 'registry', 'prefix', 'maxThreads'];
-const TABLE_GAUGES = [
-  ['live_keys', 'Keys holding a slot in the limiter\'s table (idle ones until reclaimed)', 'liveKeys'],
-  ['tombstones', 'Reclaimed slots not yet reused or compacted', 'tombstones'],
-  ['probe_mean', 'Slots a lookup of a live key probes, on average', 'probeMean'],
-  ['max_keys', 'Keys the table was sized for', 'maxKeys'],
-] as const;
-
 /**
  * The metrics of one process. Make it once, on the thread that serves the scrape; attach it on
  * every other thread that decides (`SluiceMetrics.attach(metrics.handle)`).
@@ -78,17 +63,14 @@ const TABLE_GAUGES = [
  * Thread-safety: one instance per thread; instances on many threads count into one buffer.
  */
 export class SluiceMetrics {
-  readonly #counts: DecisionCounts;
-  /** Null on an attached instance: it counts, and the thread that made the metrics reports. */
-  readonly #watched: Map<string, { source: GaugeSource; clock: LaggingClock | null }> | null;
+  readonly #core: MetricsCore;
 
   constructor(options: SluiceMetricsOptions);
   /** @internal attach's way in. */
-  constructor(options: SluiceMetricsOptions | DecisionCounts);
-  constructor(options: SluiceMetricsOptions | DecisionCounts) {
-    if (options instanceof DecisionCounts) {
-      this.#counts = options;
-      this.#watched = null;
+  constructor(options: SluiceMetricsOptions | MetricsCore);
+  constructor(options: SluiceMetricsOptions | MetricsCore) {
+    if (options instanceof MetricsCore) {
+      this.#core = options;
       return;
     }
     if (options === null || typeof options !== 'object') {
@@ -104,29 +86,17 @@ export class SluiceMetrics {
     const prefix = options.prefix ?? 'sluice_';
     if (typeof prefix !== 'string') throw new TypeError(`options.prefix must be a string, got ${describe(prefix)}`);
     const registry = options.registry ?? client.register;
-    const counts = DecisionCounts.create(options.limiters, options.maxThreads);
-    this.#counts = counts;
-    const watched = new Map<string, { source: GaugeSource; clock: LaggingClock | null }>();
-    this.#watched = watched;
-    // What each scrape has reported so far, per limiter: the next one adds the difference.
-    const reported = counts.limiters.map(() => new Uint32Array(COLUMNS));
-    const now = new Uint32Array(COLUMNS);
+    const core = MetricsCore.create(options.limiters, options.maxThreads);
+    this.#core = core;
+    const watched = core.watched as NonNullable<MetricsCore['watched']>;
     new client.Counter({
       name: `${prefix}decisions_total`,
       help: 'Rate limiting decisions, by limiter, outcome and reason',
       labelNames: ['limiter', 'outcome', 'reason'],
       registers: [registry],
       collect(this: Counter<'limiter' | 'outcome' | 'reason'>) {
-        for (const [at, limiter] of counts.limiters.entries()) {
-          counts.read(at, now);
-          const last = reported[at] as Uint32Array;
-          for (let c = 0; c < COLUMNS; c++) {
-            const delta = ((now[c] as number) - (last[c] as number)) >>> 0;
-            if (delta === 0) continue;
-            this.inc({ limiter, outcome: c < REASONS.length ? 'refused' : 'allowed', reason: REASONS[c % REASONS.length] as string }, delta);
-          }
-          last.set(now);
-        }
+        // A scrape adds what each count grew by since the last one.
+        core.grown((labels, by) => this.inc({ ...labels }, by));
       },
     });
     for (const [name, help, field] of TABLE_GAUGES) {
@@ -149,17 +119,17 @@ export class SluiceMetrics {
 
   /** Counts on this thread for the metrics of `handle` (made on another thread). */
   static attach(handle: SluiceMetricsHandle): SluiceMetrics {
-    return new SluiceMetrics(DecisionCounts.attach(handle));
+    return new SluiceMetrics(MetricsCore.attach(handle));
   }
 
   /** The structured-cloneable handle, for `attach` in a worker. */
   get handle(): SluiceMetricsHandle {
-    return this.#counts.handle;
+    return this.#core.counts.handle;
   }
 
   /** The `onDecision` hook that counts a limiter's decisions under `limiter` (one of `limiters`). */
   onDecision<Key = string>(limiter: string): DecisionHook<Key> {
-    return this.#counts.hook(limiter) as DecisionHook<Key>;
+    return this.#core.onDecision<Key>(limiter);
   }
 
   /**
@@ -168,17 +138,6 @@ export class SluiceMetrics {
    * replaces what it watched.
    */
   watch(limiter: string, source: GaugeSource, options: { clock?: LaggingClock } = {}): void {
-    if (this.#watched === null) throw new TypeError('watch() belongs to the SluiceMetrics that registered the metrics, not to an attached one');
-    if (!this.#counts.limiters.includes(limiter)) {
-      throw new TypeError(`limiter ${describe(limiter)} is not one of the metrics' limiters (${this.#counts.limiters.join(', ')})`);
-    }
-    if (source === null || typeof source !== 'object' || typeof source.gauges !== 'function') {
-      throw new TypeError(`source must be a limiter with gauges() (RateLimiter, PolicyLimiter, ConcurrencyLimiter), got ${describe(source)}`);
-    }
-    const clock = options.clock ?? null;
-    if (clock !== null && (typeof clock !== 'object' || typeof clock.lagMs !== 'number')) {
-      throw new TypeError(`options.clock must be a clock with lagMs (a coarseClock()), got ${describe(clock)}`);
-    }
-    this.#watched.set(limiter, { source, clock });
+    this.#core.watch(limiter, source, options, 'SluiceMetrics');
   }
 }

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
-const ENTRY_POINTS = ['src/index.ts', 'src/http/fastify.ts', 'src/observe/prometheus.ts'];
+const ENTRY_POINTS = ['src/index.ts', 'src/http/fastify.ts', 'src/observe/prometheus.ts', 'src/observe/opentelemetry.ts'];
 const FULL = ts.TypeFormatFlags.NoTruncation | ts.TypeFormatFlags.UseSingleQuotesForStringLiteralType;
 
 /** Whether a declaration is marked `@internal`: tsconfig.build.json's stripInternal leaves it out of the .d.ts. */
