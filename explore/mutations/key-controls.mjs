@@ -39,4 +39,20 @@ export default [
     deep: true,
     edits: [{ file: 'math/gcra.js', from: 'if (ahead > MAX_AHEAD_TICKS && ahead > MAX_AHEAD_TICKS + Math.ceil(1e12 / p.tickPs) + 1)', to: 'if (false)' }],
   },
+  {
+    name: '(planted) a block on several limits that only adds a tick',
+    what: "NarrowGcra.force's block leaves each limit's debt one tick up instead of raising it to the block: requests pass during the block",
+    scenario: 'limits-controls',
+    edits: [{ file: 'algorithms/gcra.js', from: 'Math.max(d + 1, block)', to: 'd + 1' }],
+  },
+  {
+    name: '(planted) a penalty on the first limit only',
+    what: 'LimitSet forces only the first limit of a penalty or block and checks the others: the second limit never spends the penalty',
+    scenario: 'limits-controls',
+    edits: [{
+      file: 'rate/limit-set.js',
+      from: 'if (this.forcing !== null && !probe) {',
+      to: 'if (this.forcing !== null && !probe && i === 0) {',
+    }],
+  },
 ];

@@ -1,21 +1,15 @@
-import {
-  admit, debtOf, gcraParams, MAX_AHEAD_TICKS, READING_LAG_MS, MAX_WIDE_AHEAD_TICKS, remainingAt, waitTicks, wideDebt, WIDE_TICKS_PS,
-  wideStaleUnits, type GcraParams,
-} from '../math/gcra.js';
-import { isStale, raiseStamp, STALE_UNIT_MS, unitsAhead } from '../time/stamps.js';
+import { admit, blockDebtTicks, debtOf, gcraParams, lagTicks, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
 import { maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
-import { staleUnitAt } from '../time/stamps.js';
-import { ticks64, Ticks64 } from '../time/ticks64.js';
-import { cas64 } from '../math/word64.js';
-import { add, compare, divmod, mul, pair, sub, toNumber, type QuotRem } from '../math/int64.js';
 import type { Limit } from '../config/limit.js';
+import { wideGcra } from './gcra-64.js';
 import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
 
 /**
- * GCRA as a locked algorithm, for keys with several limits or a global cap: the same integer math
- * as the lock-free paths (`../rate/gcra-32.ts`, `../rate/gcra-wide.ts`), at the width the limit needs. A
- * 32-bit limit keeps one TAT word; a 64-bit one keeps the TAT's two halves, its own staleness
- * unit (`STALE_UNIT_MS`; the engine's shared lastSec word counts seconds) and its tick.
+ * GCRA as an algorithm of the engines (keys with several limits or a global cap, PolicyLimiter's
+ * rules): the same integer math as the one-limit paths (`../rate/gcra-32.ts`,
+ * `../rate/gcra-wide.ts`), at the width the limit needs. A 32-bit limit keeps one TAT word
+ * (`NarrowGcra`, below); a 64-bit one keeps the TAT's two halves, its own staleness unit and its
+ * tick (gcra-64.ts).
  */
 export function gcraAlgorithm(limit: Limit, name: string, minWidth: 32 | 64 = 32): LimitAlgorithm {
   const p: GcraParams = gcraParams(limit, name, minWidth);
@@ -122,8 +116,29 @@ export class NarrowGcra implements LimitAlgorithm {
     this.#spentCost = cost;
   }
 
+  force(m: Moment, stale: boolean, cost: number, blockMs: number, clamp: boolean, v: Verdict): void {
+    const p = this.#p;
+    const d = this.#debt(m, stale);
+    const horizon = MAX_AHEAD_TICKS - lagTicks(p);
+    const block = blockMs < 0 ? -1 : blockDebtTicks(blockMs, p);
+    // A penalty adds its cost; a block raises to its debt, or one tick past a debt already as long.
+    let n = block < 0 ? d + cost * p.intervalTicks : Math.max(d + 1, block);
+    if (n > horizon) {
+      if (block >= 0 && d >= block) n = d; // refused that long already, past the horizon: unchanged
+      else if (clamp) n = Math.max(d, horizon);
+      else n = -1;
+    }
+    v.allowed = n >= 0;
+    v.waitMs = n >= 0 ? 0 : Infinity;
+    v.remaining = remainingAt(n >= 0 ? n : d, p);
+    v.resetMs = ticksToMs(n >= 0 ? n : d, p);
+    v.latestMs = Infinity;
+    this.#next = n;
+    this.#spentCost = 0;
+  }
+
   commit(w: Int32Array, at: number): boolean {
-    this.#written = (this.#now32 + this.#next) | 0; // at the reading of the last check or reserve
+    this.#written = (this.#now32 + this.#next) | 0; // at the reading of the last check, reserve or force
     return swap(w, at, this.#tat, this.#written);
   }
 
@@ -162,216 +177,4 @@ export class NarrowGcra implements LimitAlgorithm {
     this.load(w, at);
     return this.#debt(m, stale) === 0;
   }
-}
-
-function wideGcra(p: GcraParams): LimitAlgorithm {
-  const ticks = new Ticks64(p.tickPs);
-  const now = pair();
-  const fresh = pair();
-  const d = pair();
-  const next = pair();
-  const spend = pair();
-  const after = pair();
-  const over = pair();
-  const qr: QuotRem = { q: 0, r: 0 };
-  const staleOn = p.staleSec !== Infinity;
-  const t = p.intervalTicks;
-  // The snapshot ([lo, hi, unit]), whether it read as fresh, and the cost the last check allowed.
-  let lo = 0;
-  let hi = 0;
-  let unit = 0;
-  let wasFresh = false;
-  let spent = 0;
-  /**
-   * How far the reading was behind the start of the state's staleness unit (0: not behind). The
-   * engine raises a reading behind the key's seconds stamp; only a step back of 2^30 s or more,
-   * which that stamp cannot tell from a long idle, leaves one behind this unit. Such a state is
-   * decoded at the start of its unit and refuses everything until the clock gets there.
-   */
-  let behindMs = 0;
-
-  /** Decodes the snapshot at `m` into `d` (the debt) and `qr`; sets `wasFresh` and `behindMs`. */
-  function decode(m: Moment): void {
-    let ms = m.ms;
-    behindMs = 0;
-    if (staleOn) {
-      const u = staleUnitAt(ms);
-      const ahead = unitsAhead(u, unit);
-      if (ahead !== 0) {
-        ms = (u + ahead) * STALE_UNIT_MS;
-        behindMs = ms - m.ms;
-      }
-    }
-    ticks.read(ms);
-    now.hi = ticks.hi;
-    now.lo = ticks.lo;
-    fresh.hi = ticks.freshHi;
-    fresh.lo = ticks.freshLo;
-    // Not ahead of now, or stale: fresh. Ahead, however far, is debt (wideDebt).
-    wasFresh = wideDebt(hi, lo >>> 0, now, staleOn, staleOn && isStale(staleUnitAt(ms), unit, p.staleSec), d);
-    divmod(d.hi, d.lo, t, qr);
-  }
-
-  /** A refusal while the reading is behind the state's unit: waits until the clock gets there. */
-  function behind(cost: number, v: Verdict): void {
-    const { q, r } = qr;
-    v.allowed = false;
-    v.remaining = 0;
-    v.waitMs = cost > p.burst ? Infinity : behindMs + ticksToMs(Math.max(0, (q + cost - p.burst) * t + r), p);
-    v.resetMs = behindMs + ticksToMs(q * t + r, p);
-    v.latestMs = Infinity;
-    spent = 0;
-  }
-
-  const tickIndex = WIDE_TICKS_PS.indexOf(p.tickPs);
-  return {
-    stateWords: 4, // [TAT low, TAT high, staleness unit, tick index]: the index lets a rule change carry debt
-    align8: true, // the TAT is written as one 64-bit word
-    staleSec: Infinity, // its own unit word decides staleness
-    lockFree: true,
-    init(w, at, m) {
-      ticks.read(m.ms);
-      Atomics.store(w, at, ticks.lo | 0); // no debt: now, floored
-      Atomics.store(w, at + 1, ticks.hi);
-      Atomics.store(w, at + 2, staleUnitAt(m.ms) | 0);
-      Atomics.store(w, at + 3, tickIndex);
-    },
-    load(w, at) {
-      lo = Atomics.load(w, at);
-      hi = Atomics.load(w, at + 1);
-      unit = Atomics.load(w, at + 2);
-    },
-    check(m, _stale, cost, v: Verdict) {
-      decode(m);
-      if (behindMs > 0) {
-        behind(cost, v);
-        return;
-      }
-      const { q, r } = qr;
-      v.allowed = cost <= p.burst && (q + cost < p.burst || (q + cost === p.burst && r === 0));
-      const used = v.allowed ? q + cost : q;
-      v.remaining = Math.max(0, p.burst - used - (r > 0 ? 1 : 0));
-      v.waitMs = v.allowed ? 0 : cost > p.burst ? Infinity : ticksToMs((q + cost - p.burst) * t + r, p);
-      v.resetMs = ticksToMs(used * t + r, p);
-      spent = cost;
-    },
-    reserve(m, _stale, cost, maxWaitMs, v: Verdict) {
-      decode(m);
-      if (behindMs > 0) {
-        behind(cost, v);
-        return;
-      }
-      // The debt after the spend, and the wait: how far it runs past the tolerance.
-      mul(cost, t, spend);
-      add(d.hi, d.lo, spend.hi, spend.lo, after);
-      mul(p.burst, t, spend);
-      sub(after.hi, after.lo, spend.hi, spend.lo, over);
-      const delay = over.hi < 0 ? 0 : toNumber(over.hi, over.lo);
-      const ahead = toNumber(after.hi, after.lo);
-      v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && ahead <= MAX_WIDE_AHEAD_TICKS - lagTicks(p);
-      v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
-      v.remaining = v.allowed ? Math.max(0, p.burst - Math.ceil(ahead / t)) : Math.max(0, p.burst - qr.q - (qr.r > 0 ? 1 : 0));
-      v.resetMs = ticksToMs(v.allowed ? ahead : qr.q * t + qr.r, p);
-      v.latestMs = Infinity; // a GCRA slot holds for any later act
-      spent = cost;
-    },
-    commit(w, at, m) {
-      mul(spent, t, next);
-      if (wasFresh) add(fresh.hi, fresh.lo, next.hi, next.lo, next);
-      else add(hi, lo >>> 0, next.hi, next.lo, next);
-      // The staleness unit first, only ever forward, then one 64-bit compareExchange from the
-      // snapshot: the commit. Raised after, a reader could load the new TAT with the old unit,
-      // judge the key stale and spend over it (the order of the one-limit path, design.md 2).
-      // A raise whose commit then fails only says the key was used recently (conservative).
-      raiseStamp(w, at + 2, unit, staleUnitAt(m.ms));
-      return cas64(w, at, hi, lo, next.hi, next.lo);
-    },
-    undo(w, at) {
-      return cas64(w, at, next.hi, next.lo, hi, lo);
-    },
-    slotStart(out) {
-      mul(spent, t, spend);
-      sub(next.hi, next.lo, spend.hi, spend.lo, over);
-      out[0] = over.lo | 0;
-      out[1] = over.hi;
-    },
-    refund(w, at, m, startLo, startHi, cost) {
-      ticks.read(m.ms);
-      mul(cost, t, spend); // ct
-      add(startHi, startLo >>> 0, spend.hi, spend.lo, after); // the slot's end
-      sub(after.hi, after.lo, ticks.hi, ticks.lo, after); // of it, still ahead of now
-      for (;;) {
-        const l = Atomics.load(w, at);
-        const h = Atomics.load(w, at + 1);
-        sub(h, l >>> 0, ticks.hi, ticks.lo, over); // the TAT's lead on now
-        // The least of the three (see the narrow refund): all are under 2^63, compared signed.
-        let bHi = spend.hi;
-        let bLo = spend.lo;
-        if (compare(after.hi, after.lo, bHi, bLo) < 0) { bHi = after.hi; bLo = after.lo; }
-        if (compare(over.hi, over.lo, bHi, bLo) < 0) { bHi = over.hi; bLo = over.lo; }
-        if (bHi < 0 || (bHi === 0 && bLo === 0)) return false;
-        sub(h, l >>> 0, bHi, bLo, d);
-        // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
-        if (cas64(w, at, h, l, d.hi, d.lo)) return true;
-      }
-    },
-    idle(w, at, m) {
-      this.load(w, at);
-      decode(m);
-      return behindMs === 0 && qr.q === 0 && qr.r === 0;
-    },
-  };
-}
-
-/**
- * Re-expresses a 64-bit GCRA state ([lo, hi, unit, tick index] at `at`) in ticks of `newTickPs`,
- * keeping its debt exactly or rounding it up: the new TAT is the first tick at or after the old
- * one in real time (in exact integers: tenths of a picosecond, BigInt; a rule change is rare),
- * capped at the furthest a TAT may run ahead. For a rule change under the key's lock: `read`
- * holds the four words as the caller loaded them (at `o`), before it checked the lock was still
- * its own; each is written by compareExchange from that value, false if one changed since.
- */
-export function carryDebt(w: Int32Array, at: number, read: Int32Array, o: number, ms: number, newTickPs: number): boolean {
-  const lo = read[o] as number;
-  const hi = read[o + 1] as number;
-  const unit = read[o + 2] as number;
-  const index = read[o + 3] as number;
-  const oldTickPs = WIDE_TICKS_PS[index] as number;
-  // A staleness unit ahead of the reading (a clock that stepped back further than the key's
-  // seconds stamp can tell): carry at the start of that unit, so the TAT keeps its place in time.
-  const u = staleUnitAt(ms);
-  const ahead = unitsAhead(u, unit);
-  if (ahead !== 0) ms = (u + ahead) * STALE_UNIT_MS;
-  const oldNow = pair();
-  ticks64(ms, { tickPs: oldTickPs }, oldNow, pair());
-  const oldStale = wideStaleUnits(oldTickPs);
-  const d = pair();
-  const idle = wideDebt(hi, lo >>> 0, oldNow, oldStale !== Infinity, isStale(staleUnitAt(ms), unit, oldStale), d);
-  // The debt in old ticks, then in new ones, rounded up: ceil(debt * old / new), in tenths of ps.
-  const debtOld = idle ? 0n : (BigInt(d.hi) << 32n) + BigInt(d.lo);
-  const from = BigInt(Math.round(oldTickPs * 10));
-  const to = BigInt(Math.round(newTickPs * 10));
-  let debtNew = (debtOld * from + to - 1n) / to;
-  const cap = BigInt(MAX_WIDE_AHEAD_TICKS - 2 ** 40);
-  if (debtNew > cap) debtNew = cap;
-  // The old TAT in real time is at most now + debtOld * old; the new one starts a tick after now
-  // (ceil(now / new) at most), plus the debt rounded up: never earlier. A debt of 0 is a fresh
-  // key's: the fresh start.
-  const newNow = pair();
-  const newFresh = pair();
-  ticks64(ms, { tickPs: newTickPs }, newNow, newFresh);
-  const base = debtOld === 0n ? (BigInt(newFresh.hi) << 32n) + BigInt(newFresh.lo) : (BigInt(newNow.hi) << 32n) + BigInt(newNow.lo) + 1n;
-  const tat = BigInt.asUintN(64, base + debtNew);
-  const nextLo = Number(tat & 0xffffffffn) | 0;
-  const nextHi = Number(BigInt.asIntN(32, tat >> 32n));
-  const nowUnit = staleUnitAt(ms) | 0;
-  const newIndex = WIDE_TICKS_PS.indexOf(newTickPs);
-  // compareExchange each word from the value read under the lock: a writer whose lock was
-  // taken over cannot have its update lost silently.
-  return cas64(w, at, hi, lo, nextHi, nextLo) && swap(w, at + 2, unit, nowUnit) && swap(w, at + 3, index, newIndex);
-}
-
-/** READING_LAG_MS in ticks, rounded up: how far inside its horizon a reservation stays. */
-function lagTicks(p: { tickPs: number }): number {
-  return Math.ceil((READING_LAG_MS * 1e9) / p.tickPs);
 }

@@ -181,6 +181,11 @@ function unrepresentable(name: string, permits: number, periodMs: number, burst:
  */
 export const READING_LAG_MS = 2000;
 
+/** READING_LAG_MS in ticks, rounded up: how far inside its horizon a reservation, a penalty or a block stays. */
+export function lagTicks(p: { tickPs: number }): number {
+  return Math.ceil((READING_LAG_MS * 1e9) / p.tickPs);
+}
+
 /**
  * The debt of a key in ticks at width 32, decoded from its 32-bit TAT. `tat32` and `now32` are
  * ticks modulo 2^32; `lastSec`/`nowSec` are the key's last-admission second and the current
@@ -260,4 +265,14 @@ export function wideDebt(hi: number, lo: number, now: Pair, wraps: boolean, stal
     out.lo = 0;
   }
   return false;
+}
+
+/**
+ * The debt of a key blocked for `ms` from now: the block in ticks, rounded up, and one tick more
+ * (the reading it starts from is rounded down to its tick), plus the tolerance less one interval
+ * (a request of cost 1 passes once the debt is down to that). Not capped: the caller's horizon
+ * check refuses what the state cannot hold.
+ */
+export function blockDebtTicks(ms: number, p: GcraParams): number {
+  return ceilTicks((ms * 1e9) / p.tickPs) + 1 + p.toleranceTicks - p.intervalTicks;
 }

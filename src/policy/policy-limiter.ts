@@ -1,7 +1,7 @@
 import type { Moment } from '../algorithms/index.js';
 import { swap } from '../algorithms/types.js';
 import { isStale, secondsAt, unitsAhead } from '../time/stamps.js';
-import { carryDebt } from '../algorithms/gcra.js';
+import { carryDebt } from '../algorithms/gcra-64.js';
 import { ForwardClock, type Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';

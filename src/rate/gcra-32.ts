@@ -1,7 +1,7 @@
 import type { Clock } from '../time/clock.js';
-import { admit, keyDebtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
+import { admit, blockDebtTicks, keyDebtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
 import { raiseStamp, unitsAhead } from '../time/stamps.js';
-import { ceilTicks, ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
+import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { ALLOWED, REFUSED, TOO_LONG } from './gcra-wide.js';
 import { gcraSlotState } from './gcra-slot.js';
@@ -364,14 +364,4 @@ export class Gcra32 {
   slotState(): SlotState {
     return gcraSlotState(this.#p, this.#clock);
   }
-}
-
-/**
- * The debt of a key blocked for `ms` from now: the block in ticks, rounded up, and one tick more
- * (the reading it starts from is rounded down to its tick), plus the tolerance less one interval
- * (a request of cost 1 passes once the debt is down to that). Not capped: the caller's horizon
- * check refuses what the state cannot hold.
- */
-export function blockDebtTicks(ms: number, p: GcraParams): number {
-  return ceilTicks((ms * 1e9) / p.tickPs) + 1 + p.toleranceTicks - p.intervalTicks;
 }

@@ -10,6 +10,7 @@ import { isStale } from '../time/stamps.js';
 import { FreshState } from './fresh-state.js';
 import type { LimitGroup } from './limit-set.js';
 import type { LockedEngine, Prepare } from './locked-engine.js';
+import type { LockFreeEngine } from './lockfree-engine.js';
 import { ALLOWED, TOO_LONG, type WideGcra } from './gcra-wide.js';
 import type { Gcra32 } from './gcra-32.js';
 import type { KeyState } from './types.js';
@@ -72,8 +73,7 @@ export class OneLimitControls {
    * cannot hold the block (nothing written), `TableFullError` when the table has no slot for it.
    */
   block(key: string, ms: number): KeyState {
-    if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${describe(ms)}`);
-    if (!(ms >= 0 && ms <= MAX_CLOCK_MS)) throw new RangeError(`ms must be 0 to 2^53, got ${describe(ms)}`);
+    checkBlockMs(ms);
     let entry = this.site.find(key);
     for (;;) {
       if (entry === undefined) throw new TableFullError(key);
@@ -104,6 +104,65 @@ export class OneLimitControls {
   #state(): KeyState {
     return { remaining: this.one.remaining(), resetAfterMs: this.one.resetMs() + this.one.leadMs };
   }
+}
+
+/**
+ * penalty and block on a RateLimiter of several GCRA limits (with or without a global cap): one
+ * `LockFreeEngine.force` over every key limit, which only ever adds to them, so it races every
+ * decision on the key as another decision would and is never taken back. A cap is neither
+ * charged nor checked. The give-backs (reward, reset, unblock) are not built here: a give-back
+ * between another decision's commit and its taking back (a later limit refused) would give that
+ * spend back twice.
+ *
+ * Thread-safety: one instance per limiter instance (per thread), as the engine it drives.
+ */
+export class LimitsControls {
+  constructor(
+    private readonly engine: LockFreeEngine,
+    private readonly site: TableSite,
+    /** The longest block every key limit holds, in ms (for the error message). */
+    readonly maxBlockMs: number,
+  ) {}
+
+  /** As OneLimitControls.penalty, on every key limit. */
+  penalty(key: string, cost: number): KeyState {
+    if (!this.#force(key, cost, -1)) {
+      throw new RangeError(`penalty(${JSON.stringify(key)}, ${cost}) would put the key further ahead than its state can hold; nothing was spent`);
+    }
+    return this.#state();
+  }
+
+  /** As OneLimitControls.block, on every key limit: each refuses until the block's end. */
+  block(key: string, ms: number): KeyState {
+    checkBlockMs(ms);
+    if (!this.#force(key, 1, ms)) {
+      throw new RangeError(`block(${JSON.stringify(key)}, ${ms}) is longer than this limiter's key state holds ` +
+        `(${this.maxBlockMs} ms; make the limiter with a larger maxBlockMs); nothing was written`);
+    }
+    return this.#state();
+  }
+
+  /** Forces the penalty or block on the key's slot (inserting it), found again while it moves; false past the horizon. */
+  #force(key: string, cost: number, blockMs: number): boolean {
+    const site = this.site;
+    let entry = site.find(key);
+    for (;;) {
+      if (entry === undefined) throw new TableFullError(key);
+      if (this.engine.force(entry, entry.base + site.stateOffset, cost, blockMs) !== RELOCATE) return this.engine.result.allowed;
+      entry = site.findAgain(key);
+    }
+  }
+
+  #state(): KeyState {
+    const r = this.engine.result;
+    return { remaining: r.remaining, resetAfterMs: r.resetAfterMs };
+  }
+}
+
+/** `block`'s `ms`: a number of ms from 0 to 2^53; TypeError or RangeError naming it. */
+function checkBlockMs(ms: number): void {
+  if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${describe(ms)}`);
+  if (!(ms >= 0 && ms <= MAX_CLOCK_MS)) throw new RangeError(`ms must be 0 to 2^53, got ${describe(ms)}`);
 }
 
 /**

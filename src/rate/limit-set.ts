@@ -89,6 +89,12 @@ export class LimitSet {
   /** A reservation's earliest act for the pass being decided (ms after the reading). */
   #notBefore = 0;
   /**
+   * Set while deciding a penalty or a block (LockFreeEngine.force): every limit then decides with
+   * `force` (a penalty while < 0, a block of this many ms while >= 0) instead of `check`; null
+   * otherwise.
+   */
+  forcing: number | null = null;
+  /**
    * Each key limit's own remaining and reset (ms) after the last decision with detail, in the
    * group's order: what a RateLimit header reports per limit. The cap's pass is not recorded.
    */
@@ -219,7 +225,10 @@ export class LimitSet {
     const reserving = this.reserving;
     for (let i = 0; i < g.algorithms.length; i++) {
       const a = g.algorithms[i] as LimitAlgorithm;
-      if (reserving === null || probe) {
+      if (this.forcing !== null && !probe) {
+        // A penalty or a block: refused only past the horizon, nothing written then.
+        (a.force as NonNullable<LimitAlgorithm['force']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, this.forcing, false, v);
+      } else if (reserving === null || probe) {
         // The common algorithms get call sites of their own: one site shared by every algorithm
         // a process runs would be megamorphic, and every call through it a slow lookup.
         if (a instanceof NarrowGcra) a.check(m, isStale(m.sec, lastSec, a.staleSec), cost, v);
@@ -352,6 +361,9 @@ export class LimitSet {
       // while it is less than RECHECK_MS newer: past that, start the decision over.
       const late = this.#clock() - m.ms > RECHECK_MS;
       if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v, this.result.retryAfterMs);
+      // A penalty or a block decided again holds as much as the state can (clamp): never refused,
+      // so the commits before it are never taken back (a give-back could land over another's spend).
+      else if (!late && this.forcing !== null) (a.force as NonNullable<LimitAlgorithm['force']>)(m, false, cost, this.forcing, true, v);
       else if (!late) a.check(m, false, cost, v);
       // Under a lock that was taken over meanwhile (we lost the race to the new holder), the new
       // snapshot may hold the new holder's writes before its commit point (a sliding log's

@@ -1,6 +1,6 @@
 import { ALGORITHMS, checkAlgorithm, compileLimit, type AlgorithmName } from '../algorithms/index.js';
 import { describe, integerInRange } from '../config/check.js';
-import { blockTickPs, gcraParams, maxBlockMsOf, type GcraParams } from '../math/gcra.js';
+import { blockTickPs, gcraParams, maxBlockMsOf, READING_LAG_MS, type GcraParams } from '../math/gcra.js';
 import { validateLimit, type Limit } from '../config/limit.js';
 import { group, type LimitGroup } from './limit-set.js';
 import {
@@ -57,7 +57,12 @@ export function parseConfig(options: {
   const globalLimit = options.globalLimit === undefined ? null : validateLimit(options.globalLimit, 'options.globalLimit');
   const config: LimiterConfig = { algorithm, limits, globalLimit, maxLogSize };
   const compiled = compileConfig(config, true); // throws now, naming the limit, for what only the algorithm can check
-  if (options.maxBlockMs !== undefined) Object.assign(config, blockState(options.maxBlockMs, compiled.fast, limits[0] as Limit));
+  const maxBlockMs: unknown = options.maxBlockMs;
+  if (maxBlockMs !== undefined) {
+    if (typeof maxBlockMs !== 'number') throw new TypeError(`options.maxBlockMs must be a number of ms, got ${describe(maxBlockMs)}`);
+    if (!(maxBlockMs >= 0 && maxBlockMs <= MAX_BLOCK_MS)) throw new RangeError(`options.maxBlockMs must be 0 to 2^53 ms, got ${describe(maxBlockMs)}`);
+    Object.assign(config, compiled.fast === null ? limitsBlockState(maxBlockMs, config) : blockState(maxBlockMs, compiled.fast, limits[0] as Limit));
+  }
   return config;
 }
 
@@ -65,17 +70,41 @@ export function parseConfig(options: {
 const MAX_BLOCK_MS = 2 ** 53;
 
 /**
- * The width (and, at 64, the tick) whose state holds a block of `maxBlockMs` (RateLimiter.block)
- * under the one-limit GCRA path's parameters `fast`: nothing new when they already do. Throws
- * `TypeError` on every other configuration (block() is built for that one) and `RangeError` for
- * a bad value, or one no width holds.
+ * The longest block (`RateLimiter.block`) every key limit of a config without the one-limit path
+ * holds, in ms, at the width its GCRA states take (64 when `minWidth` says so): each limit's
+ * horizon, kept as far inside as a decision's reading may lag (READING_LAG_MS, and two ticks of
+ * rounding), less its tolerance plus one interval. 0 for the window and log algorithms.
  */
-function blockState(maxBlockMs: unknown, fast: GcraParams | null, limit: Limit): Pick<LimiterConfig, 'minWidth' | 'wideTickPs'> {
-  if (typeof maxBlockMs !== 'number') throw new TypeError(`options.maxBlockMs must be a number of ms, got ${describe(maxBlockMs)}`);
-  if (!(maxBlockMs >= 0 && maxBlockMs <= MAX_BLOCK_MS)) throw new RangeError(`options.maxBlockMs must be 0 to 2^53 ms, got ${describe(maxBlockMs)}`);
-  if (fast === null) {
-    throw new TypeError('options.maxBlockMs is for block(), which is built for a RateLimiter of one GCRA limit and no global cap');
+export function limitsMaxBlockMs(config: LimiterConfig): number {
+  if (config.algorithm !== 'gcra') return 0;
+  const width = config.minWidth ?? 32;
+  return Math.max(0, Math.min(...config.limits.map((l) => {
+    const p = gcraParams(l, 'limit', width);
+    return maxBlockMsOf(p) - READING_LAG_MS - (2 * p.tickPs) / 1e9;
+  })));
+}
+
+/**
+ * `blockState` for several GCRA limits (or one under a global cap): their states at width 64
+ * when 32 cannot hold a block of `maxBlockMs`; each limit keeps its own tick. TypeError for the
+ * window and log algorithms; RangeError when no width holds it.
+ */
+function limitsBlockState(maxBlockMs: number, config: LimiterConfig): Pick<LimiterConfig, 'minWidth'> {
+  if (config.algorithm !== 'gcra') {
+    throw new TypeError(`options.maxBlockMs is for block(), which is built for GCRA limits; this limiter runs '${config.algorithm}'`);
   }
+  if (limitsMaxBlockMs(config) >= maxBlockMs) return {};
+  const wide = limitsMaxBlockMs({ ...config, minWidth: 64 });
+  if (wide >= maxBlockMs) return { minWidth: 64 };
+  throw new RangeError(`options.maxBlockMs ${maxBlockMs} is longer than these limits' states can hold (at most ${wide} ms)`);
+}
+
+/**
+ * The width (and, at 64, the tick) whose state holds a block of `maxBlockMs` (RateLimiter.block)
+ * under the one-limit GCRA path's parameters `fast`: nothing new when they already do.
+ * `RangeError` when no width holds it.
+ */
+function blockState(maxBlockMs: number, fast: GcraParams, limit: Limit): Pick<LimiterConfig, 'minWidth' | 'wideTickPs'> {
   if (maxBlockMsOf(fast) >= maxBlockMs) return {};
   const wide = fast.width === 64 ? fast : gcraParams(limit, 'options.limit', 64);
   if (maxBlockMsOf(wide) >= maxBlockMs) return { minWidth: 64 };
@@ -92,12 +121,14 @@ function blockState(maxBlockMs: unknown, fast: GcraParams | null, limit: Limit):
 export function compileConfig(config: LimiterConfig, named: boolean | string = false, wideGcra = false, baseParity = 0): CompiledConfig {
   const prefix = typeof named === 'string' ? named : 'options.limit';
   const name = (i: number): string => (!named ? 'limit' : config.limits.length > 1 ? `${prefix}[${i}]` : prefix);
-  const key = group(config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wideGcra)), baseParity);
+  const oneLimit = config.algorithm === 'gcra' && config.limits.length === 1 && config.globalLimit === null;
+  // Several limits (or one under a cap) whose blocks need 64 bits (maxBlockMs): wide GCRA states.
+  const wide = wideGcra || (!oneLimit && config.minWidth === 64);
+  const key = group(config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wide)), baseParity);
   const global = config.globalLimit === null
     ? null
     : group([compileLimit(config.algorithm, config.globalLimit, named ? 'options.globalLimit' : 'globalLimit', config.maxLogSize)]);
   const first = config.limits[0] as Limit;
-  const oneLimit = config.algorithm === 'gcra' && config.limits.length === 1 && global === null;
   const fast = oneLimit ? gcraParams(first, 'limit', config.minWidth ?? 32, config.wideTickPs ?? 0) : null;
   return { fast, key, global };
 }
@@ -108,7 +139,7 @@ export function writeConfig(w: Int32Array, config: LimiterConfig, compiled: Comp
   w[H_LIMIT_COUNT] = config.limits.length;
   w[H_HAS_GLOBAL] = config.globalLimit === null ? 0 : 1;
   w[H_MAX_LOG_SIZE] = config.maxLogSize;
-  w[H_WIDTH] = compiled.fast?.width ?? 0;
+  w[H_WIDTH] = compiled.fast?.width ?? (config.minWidth === 64 ? 64 : 0);
   // In tenths of a ps: every tick of width 64 up to 1 us is a whole number of them (WIDE_TICKS_PS).
   w[H_WIDE_TICK] = Math.round((config.wideTickPs ?? 0) * 10);
   const f = new Float64Array(w.buffer, H_LIMITS_BYTE, (MAX_LIMITS + 1) * 3);

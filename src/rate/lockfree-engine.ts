@@ -1,15 +1,15 @@
 import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
-import { isStale, raiseToStamp, secondsAt, unitsAhead } from '../time/stamps.js';
+import { isStale, raiseToStamp, secondsAt } from '../time/stamps.js';
 import { NarrowGcra } from '../algorithms/gcra.js';
 import { FixedWindow32 } from '../algorithms/fixed-window-32.js';
 import { GlobalBatch, TAKEN } from './global-batch.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
-import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
 import type { SlotRef } from '../table/slot-index.js';
 // DONE and RELOCATE: the outcomes of every multi-word engine, locked or not (rate-limiter.ts reads both alike).
 import { RELOCATE } from '../table/slot-index.js';
-import { ageMs, DONE, lockToken } from '../table/slot-lock.js';
+import { DONE } from '../table/slot-lock.js';
+import { freeGuard } from './lockfree-reclaim.js';
 
 /** #decideBatched could not use the batch: decide on the cap's word (beside DONE and RELOCATE). */
 const FALLBACK_EXACT = 3;
@@ -176,6 +176,54 @@ export class LockFreeEngine {
       // and decide again on the key's new slot.
       if (global !== null) set.undo(global, g, global.algorithms.length);
       return RELOCATE;
+    }
+  }
+
+  /**
+   * A penalty (`blockMs` < 0: `cost` spent on every key limit, even past its burst) or a block
+   * (`blockMs` >= 0: every key limit raised to refuse until that long after now, never lowered)
+   * on the key at `ref`: `decide`'s steps 1, 3 and 5 with each limit's `force` for its `check`
+   * (LimitSet.forcing). It only adds to the key's limits, so nothing of it is ever taken back: a
+   * limit that lost a race is forced again on its new state, holding as much as it can (a
+   * give-back could land over another decision's spend: see LimitSet.undo). A global cap is
+   * neither checked nor charged. Fills `result` (allowed false: a limit's state cannot hold it,
+   * and nothing was written); returns DONE or RELOCATE.
+   */
+  force(ref: SlotRef, stateBase: number, cost: number, blockMs: number): number {
+    const base = ref.base;
+    const ctrl = ref.ctrl;
+    const set = this.#set;
+    const key = this.#key;
+    const area = this.#area;
+    area.lock = base + S_TAT;
+    area.lastSec = base + S_LAST_SEC;
+    area.state = stateBase;
+    this.#base = base;
+    this.#ctrl = ctrl;
+    set.detail = true;
+    set.forcing = blockMs;
+    // A block forces every limit whatever `cost` says; a penalty of cost 0 is a probe.
+    const spend = blockMs >= 0 ? 1 : cost;
+    try {
+      for (;;) {
+        set.loadStates(key, area);
+        const lastSec = this.#stampThenRead(ref);
+        const m = this.#moment;
+        if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
+        set.check(key, m, lastSec, spend);
+        if (!this.result.allowed || spend === 0) return DONE;
+        // Only a stall past RECHECK_MS makes a forced commit give up: what it committed stays
+        // (more debt, never less) and the penalty or block is forced again from new snapshots.
+        if (!set.commit(key, area, m, lastSec, spend)) {
+          this.#retries++;
+          continue;
+        }
+        // A reclaim that judged the key idle before our commit must not complete; if the key was
+        // reclaimed, what we wrote went with it: force again on its new slot.
+        return this.#settle(base, ctrl) === DONE ? this.#stamped(ref) : RELOCATE;
+      }
+    } finally {
+      set.forcing = null;
     }
   }
 
@@ -396,63 +444,4 @@ export class LockFreeEngine {
     m.sec = secondsAt(m.ms);
     return m;
   }
-
-  /**
-   * The table hooks for lock-free multi-word slots: a fresh state on insert; a reclaim writes its
-   * token into the guard word, checks that every limit is idle, then turns the token into DEAD
-   * (the linearisation point). A token older than `stealAfterMs` belongs to a reclaimer that
-   * stopped: another reclaimer replaces it.
-   */
-  static slotState(key: LimitGroup, stateOffset: number, owner: number, stealAfterMs: number, now: () => Moment): SlotState {
-    return {
-      initSlot(w, base, generation) {
-        const m = now();
-        for (let i = 0; i < key.algorithms.length; i++) (key.algorithms[i] as LimitAlgorithm).init(w, base + stateOffset + (key.offsets[i] as number), m);
-        // Stores while the slot is BUSY: the publishing compareExchange on ctrl orders them first.
-        Atomics.store(w, base + S_LAST_SEC, m.sec);
-        Atomics.store(w, base + S_TAT, freeGuard(generation << 2));
-      },
-      isDead(w, base) {
-        return Atomics.load(w, base + S_TAT) === DEAD; // the guard word holds the reclaim marker
-      },
-      retire(w, base) {
-        const cur = Atomics.load(w, base + S_TAT);
-        if (cur === DEAD) return ALREADY_DEAD;
-        // The free value of the incarnation the table judged (its ctrl is LIVE).
-        const free = freeGuard(Atomics.load(w, base + S_CTRL));
-        // Ours to take: the free value, a stopped reclaimer's token, or a stray even value a late
-        // inserter wrote (see #settle).
-        const nowMs = performance.now();
-        if ((cur & 1) === 1 && ageMs(cur, nowMs) <= stealAfterMs) return NOT_IDLE; // a live reclaimer's token
-        const token = lockToken(owner, nowMs);
-        // compareExchange from the exact word seen (free, or a stopped reclaimer's token): our
-        // token goes in before we read any state, so a decision committing after our reads sees it.
-        if (token === cur || Atomics.compareExchange(w, base + S_TAT, cur, token) !== cur) return NOT_IDLE;
-        // lastSec, then the clock: a stamp never later than the reading (else the idle time,
-        // taken modulo 2^32, would read as stale). States raised since are cancelled by #settle.
-        const lastSec = Atomics.load(w, base + S_LAST_SEC);
-        const m = now();
-        // A stamp ahead of the reading: the clock stepped back behind the key's latest admission,
-        // which a decision would raise its reading to (see Clock): not idle.
-        let idle = unitsAhead(m.sec, lastSec) === 0;
-        for (let i = 0; i < key.algorithms.length && idle; i++) {
-          const a = key.algorithms[i] as LimitAlgorithm;
-          idle = a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec));
-        }
-        // compareExchange from our token: fails if a decision cancelled it (it committed after our
-        // reads began) or another reclaimer replaced it.
-        if (idle) return Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token ? RETIRED : NOT_IDLE;
-        Atomics.compareExchange(w, base + S_TAT, token, free); // give the guard back, unless cancelled
-        return NOT_IDLE;
-      },
-    };
-  }
-}
-
-/**
- * The guard word of a slot whose key is not being reclaimed: twice the generation in its ctrl
- * word (even, 0 to 2^31 - 2: never a token, which is odd, nor DEAD, which is negative).
- */
-function freeGuard(ctrl: number): number {
-  return (ctrl >>> 2) * 2;
 }

@@ -5,17 +5,18 @@ import { secondsAt } from '../time/stamps.js';
 import { type GcraParams } from '../math/gcra.js';
 import { ALLOWED, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
-import { LockedControls, OneLimitControls } from './key-controls.js';
+import { LimitsControls, LockedControls, OneLimitControls } from './key-controls.js';
 import {
   assertWorkerThread, checkWaitOptions, HeldReservation, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions,
   type AcquireSyncOptions, type Reservation, type ReserveOptions,
 } from './waiting.js';
 import { RateLimitTimeoutError, TableFullError } from '../errors.js';
 import { type Limit } from '../config/limit.js';
-import { compileConfig, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
+import { compileConfig, limitsMaxBlockMs, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
 import { limitStates } from './limit-set.js';
 import { LockedEngine } from './locked-engine.js';
 import { LockFreeEngine } from './lockfree-engine.js';
+import { lockFreeSlotState } from './lockfree-reclaim.js';
 import { engineChoice } from './engine-choice.js';
 import { GLOBAL_HEADER_WORDS, H_FORCE_LOCKED, H_GLOBAL_BASE } from '../table/layout.js';
 import { RELOCATE, type SlotIndex, type SlotRef } from '../table/slot-index.js';
@@ -59,10 +60,12 @@ export class RateLimiter {
   #engine: LockedEngine | LockFreeEngine | null = null;
   /** The one-limit GCRA path (one limit, no cap), at width 32 or 64. */
   #one: Gcra32 | WideGcra | null = null;
-  /** penalty, reward, reset, block and unblock on the one-limit path (null on the others: not built yet). */
+  /** penalty, reward, reset, block and unblock on the one-limit path (null on the others). */
   #controls: OneLimitControls | null = null;
   /** reset on the locked configurations (a sliding log); null on the others. */
   #lockedControls: LockedControls | null = null;
+  /** penalty and block on several lock-free GCRA limits, or one under a cap (null elsewhere). */
+  #limitsControls: LimitsControls | null = null;
   #moment: Moment = { ms: 0, sec: 0 };
   #index!: SlotIndex;
   // The reason of the last #decide call, read by tryAcquire (avoids allocating on `allow`).
@@ -143,7 +146,7 @@ export class RateLimiter {
       // Every limit commits in one compareExchange: no lock. A sliding log keeps one.
       const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false && w[H_FORCE_LOCKED] !== 1;
       site.open(lockFree
-        ? LockFreeEngine.slotState(compiled.key, site.stateOffset, owner, site.claimTimeoutMs, now)
+        ? lockFreeSlotState(compiled.key, site.stateOffset, owner, site.claimTimeoutMs, now)
         : LockedEngine.slotState(compiled.key, site.stateOffset, owner, site.claimTimeoutMs, now), cacheSize);
       const globalBase = w[H_GLOBAL_BASE] as number;
       const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
@@ -158,6 +161,9 @@ export class RateLimiter {
     this.#index = site.index;
     if (this.#one !== null) this.#controls = new OneLimitControls(this.#one, this.#p, site);
     else if (this.#engine instanceof LockedEngine) this.#lockedControls = new LockedControls(this.#engine, compiled.key, site);
+    else if (this.#engine instanceof LockFreeEngine && config.algorithm === 'gcra') {
+      this.#limitsControls = new LimitsControls(this.#engine, site, limitsMaxBlockMs(config));
+    }
   }
 
   /** One clock reading for a locked decision (reuses one object: no allocation per call). */
@@ -240,18 +246,20 @@ export class RateLimiter {
    * Spends `cost` on `key` now, even beyond the burst (a penalty: the key waits longer), and
    * returns its state after. `cost` is an integer >= 0. Throws `RangeError` when the key's state
    * cannot hold that much debt (as `reserve` does past its horizon: nothing is spent),
-   * `TableFullError` when a new key finds no slot, and `TypeError` on a limiter of several limits,
-   * a cap, or a window or log algorithm (not built there yet).
+   * `TableFullError` when a new key finds no slot, and `TypeError` on a window or log algorithm.
+   * On several GCRA limits every one spends it; a global cap is never charged.
    */
   penalty(key: string, cost: number): KeyState {
     checkRequest(key, cost);
+    if (this.#limitsControls !== null) return this.#limitsControls.penalty(key, cost);
     return this.#controlsFor('penalty').penalty(key, cost);
   }
 
   /**
    * Gives back `cost` intervals of what `key` has spent, never below a fresh key's state (a
    * reward), and returns its state after; null when the table holds no state for the key. Any
-   * thread, lock-free. `TypeError` as for `penalty` on the configurations it does not cover.
+   * thread, lock-free. `TypeError` on several limits, a cap, a window or the log (not built there:
+   * docs/rate-limiter.md says why).
    */
   reward(key: string, cost: number): KeyState | null {
     checkRequest(key, cost);
@@ -280,6 +288,7 @@ export class RateLimiter {
    */
   block(key: string, ms: number): KeyState {
     checkRequest(key, 0);
+    if (this.#limitsControls !== null) return this.#limitsControls.block(key, ms);
     return this.#controlsFor('block').block(key, ms);
   }
 
@@ -292,7 +301,7 @@ export class RateLimiter {
   #controlsFor(method: string): OneLimitControls {
     if (this.#controls !== null) return this.#controls;
     const what = this.limits.length > 1 ? `${this.limits.length} limits` : this.globalLimit !== null ? 'a global cap' : `'${this.algorithm}'`;
-    const also = method === 'reset' ? ', and for a sliding log' : '';
+    const also = method === 'reset' ? ', and for a sliding log' : method === 'penalty' || method === 'block' ? ', and for several GCRA limits' : '';
     throw new TypeError(`${method}() is built for a RateLimiter of one GCRA limit and no global cap${also}; this one has ${what}`);
   }
 

@@ -74,7 +74,7 @@ export interface RateLimiterOptions {
   /** Largest `permits` a `'sliding-log'` limit may have (4 bytes per permit per key). Default 1,000. */
   maxLogSize?: number;
   /**
-   * The longest `block(key, ms)` the limiter must hold, in ms (one GCRA limit, no global cap).
+   * The longest `block(key, ms)` the limiter must hold, in ms (GCRA limits).
    * Without it a block may be as long as the key's state holds at the width the limit takes
    * (at width 32 at least the burst's window: docs/rate-limiter.md, on `block`); with it,
    * the state is 64 bits wide when 32 cannot hold such a block.

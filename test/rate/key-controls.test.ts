@@ -74,9 +74,15 @@ describe('penalty at the edges', () => {
   it.each([
     ['several limits', { limit: [perSecond(10), perMinute(100)] }],
     ['a global cap', { limit: perSecond(10), globalLimit: perSecond(100) }],
-    ['a window', { limit: perMinute(10), algorithm: 'fixed-window' as const }],
-  ])('%s: TypeError naming what it is built for', (_name, options) => {
+  ])('%s: penalty works (limits-controls.test.ts); reward and reset say what they are built for', (_name, options) => {
     const l = new RateLimiter({ ...options, maxKeys: 8 });
+    expect(l.penalty('k', 1).remaining).toBe(9);
+    expect(() => l.reward('k', 1)).toThrow(/reward\(\) is built for a RateLimiter of one GCRA limit/);
+    expect(() => l.reset('k')).toThrow(TypeError);
+  });
+
+  it('a window: TypeError naming what it is built for', () => {
+    const l = new RateLimiter({ limit: perMinute(10), algorithm: 'fixed-window', maxKeys: 8 });
     expect(() => l.penalty('k', 1)).toThrow(/penalty\(\) is built for a RateLimiter of one GCRA limit/);
     expect(() => l.reward('k', 1)).toThrow(TypeError);
     expect(() => l.reset('k')).toThrow(TypeError);
