@@ -55,4 +55,15 @@ export default [
       to: 'if (this.forcing !== null && !probe && i === 0) {',
     }],
   },
+  {
+    name: '(planted) a policy penalty or block written to the first limit only',
+    what: 'forceUnderLock commits only the first limit of the rule: the second never spends the penalty nor holds the block',
+    scenario: 'policy-controls',
+    deep: true,
+    edits: [{
+      file: 'rate/forced-state.js',
+      from: 'for (let i = 0; i < g.algorithms.length; i++) {\n        if (!g.algorithms[i].commit(',
+      to: 'for (let i = 0; i < 1; i++) {\n        if (!g.algorithms[i].commit(',
+    }],
+  },
 ];

@@ -1,12 +1,14 @@
-import type { Moment } from '../algorithms/index.js';
+import type { Moment, Verdict } from '../algorithms/index.js';
 import { swap } from '../algorithms/types.js';
 import { isStale, secondsAt, unitsAhead } from '../time/stamps.js';
 import { carryDebt } from '../algorithms/gcra-64.js';
 import { ForwardClock, type Clock } from '../time/clock.js';
+import { MAX_CLOCK_MS } from '../time/ticks.js';
 import { describe, integerInRange } from '../config/check.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
 import { LockedEngine, type Prepare } from '../rate/locked-engine.js';
 import { FreshState } from '../rate/fresh-state.js';
+import { FORCED, forceUnderLock, LOCK_LOST, PAST_HORIZON } from '../rate/forced-state.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
@@ -82,6 +84,8 @@ function newer(a: number, b: number): boolean {
   return ((a - b) | 0) > 0;
 }
 
+/** `#forced`: the pair's rule (read under its lock) is not a GCRA rule: nothing was forced. */
+const NOT_GCRA = -1;
 /** How long to wait after a refusal because the pair's rules could not be read (see #prepare). */
 const UNREADABLE_RETRY_MS = 1;
 
@@ -146,7 +150,16 @@ export class PolicyLimiter {
   #resetting = false;
   /** Writes a key's state fresh (reset, a change of rules); its `before` holds what #prepare read. */
   #freshState!: FreshState;
-  readonly #prepareFn: Prepare = (w, m, holds) => this.#prepare(w, m, holds);
+  /**
+   * Set for `penalty`'s and `block`'s decision: after #prepare shaped the pair, every limit of its
+   * rule is forced (forced-state.ts): a penalty of #forceCost while < 0, a block of this many ms
+   * while >= 0. Null otherwise. #forced says how it went (FORCED, PAST_HORIZON; -1: not a GCRA rule).
+   */
+  #forcing: number | null = null;
+  #forceCost = 0;
+  #forced = FORCED;
+  readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0, latestMs: Infinity, detail: true };
+  readonly #prepareFn: Prepare = (w, m, holds) => this.#prepare(w, m, holds) && (this.#forcing === null || this.#force(w, m, holds));
 
   constructor(options: PolicyLimiterOptions);
   /** @internal `attach`'s way in (see AttachRequest). */
@@ -293,6 +306,78 @@ export class PolicyLimiter {
     }
     if (outcome === UNREADABLE) throw new Error(`reset: the rules of ${describe(request)} are being rewritten and cannot be read yet; nothing was reset`);
     return outcome !== ABSENT;
+  }
+
+  /**
+   * Spends `cost` on the pair now under every limit of its rule, even beyond the burst (a
+   * penalty), inserting the pair if needed, and returns its state after. Under the pair's lock,
+   * as its decisions are. GCRA rules only: `TypeError` for a pair whose rule runs another
+   * algorithm; `RangeError` when the pair's state cannot hold that much debt (nothing is spent);
+   * `TableFullError` when a new pair finds no slot.
+   */
+  penalty(request: PolicyRequest, cost: number): KeyState {
+    return this.#control('penalty', request, cost, -1);
+  }
+
+  /**
+   * Refuses every request of the pair for `ms` from now (a ban) under every limit of its rule,
+   * inserting the pair if needed, and returns its state after: refusals meanwhile report the time
+   * left as `retryAfterMs`, and a request of cost 1 passes at its end. A pair already refused
+   * longer keeps its state (one tick more). Errors as `penalty`'s; a `ms` not from 0 to 2^53 is a
+   * `TypeError` or `RangeError` naming it.
+   */
+  block(request: PolicyRequest, ms: number): KeyState {
+    if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${describe(ms)}`);
+    if (!(ms >= 0 && ms <= MAX_CLOCK_MS)) throw new RangeError(`ms must be 0 to 2^53, got ${describe(ms)}`);
+    return this.#control('block', request, 1, ms);
+  }
+
+  /** Ends a block of the pair (see `block`) by giving back everything it owes, as `reset` does. True if it owed anything. */
+  unblock(request: PolicyRequest): boolean {
+    return this.reset(request);
+  }
+
+  /** A penalty or a block: a decision of cost 0 whose prepare step forces the pair's limits. */
+  #control(method: string, request: PolicyRequest, cost: number, blockMs: number): KeyState {
+    checkPolicyRequest(request, cost);
+    this.#refreshRules();
+    const algorithm = match(this.#compiled, request.user, request.api).rule.algorithm ?? 'gcra';
+    if (algorithm !== 'gcra') throw new TypeError(`${method}() is built for GCRA rules; the rule of ${describe(request)} runs '${algorithm}'`);
+    this.#forcing = blockMs;
+    this.#forceCost = cost;
+    this.#forced = FORCED;
+    let outcome: number;
+    try {
+      outcome = this.#decide(request, 0, false);
+    } finally {
+      this.#forcing = null;
+    }
+    if (outcome === FULL) throw new TableFullError(`${request.user} / ${request.api}`);
+    if (outcome === UNREADABLE) throw new Error(`${method}: the rules of ${describe(request)} are being rewritten and cannot be read yet; nothing was written`);
+    if (this.#forced === NOT_GCRA) {
+      // The rules changed under the call: the pair's rule now runs another algorithm.
+      const now = this.#rule.rule.algorithm ?? 'gcra';
+      throw new TypeError(`${method}() is built for GCRA rules; the rule of ${describe(request)} now runs '${now}'; nothing was written`);
+    }
+    if (this.#forced === PAST_HORIZON) {
+      throw new RangeError(`${method}(${describe(request)}, ${blockMs < 0 ? cost : blockMs}) is more than the pair's state can hold; nothing was written`);
+    }
+    const r = this.#engine.result;
+    return { remaining: r.remaining, resetAfterMs: r.resetAfterMs };
+  }
+
+  /** The forcing part of the prepare step (after #prepare shaped the pair under the lock). */
+  #force(w: Int32Array, m: Moment, holds: () => boolean): boolean {
+    if (this.#unreadable) return true; // nothing is decided or written
+    if (this.#rule.tickPs === null) {
+      this.#forced = NOT_GCRA;
+      return true;
+    }
+    const lastSecAt = this.#shapeAt - this.#stateOffset + S_LAST_SEC;
+    const outcome = forceUnderLock(w, this.#shapeAt + 1, lastSecAt, this.#rule.limits, m, holds, this.#forceCost, this.#forcing as number, this.#verdict);
+    if (outcome === LOCK_LOST) return false; // the engine decides again (and forces again)
+    this.#forced = outcome;
+    return true;
   }
 
   /** Like `tryAcquire`, but answers only whether the request passes (no Decision is made). */

@@ -1,0 +1,40 @@
+import type { LimitAlgorithm, Moment, Verdict } from '../algorithms/index.js';
+import { isStale, raiseStamp } from '../time/stamps.js';
+import type { LimitGroup } from './limit-set.js';
+
+/** `forceUnderLock`: every limit forced and committed. */
+export const FORCED = 0;
+/** `forceUnderLock`: a limit's state cannot hold the penalty or block; nothing was written. */
+export const PAST_HORIZON = 1;
+/** `forceUnderLock`: the lock was lost (taken over) before or during the writes. */
+export const LOCK_LOST = 2;
+
+/**
+ * A penalty (`blockMs` < 0: `cost` spent on every limit even past its burst) or a block
+ * (`blockMs` >= 0: every limit raised to refuse until that long after `m`) on the state of `g` at
+ * `state`, under the key's lock, for a `Prepare` step of the locked protocol (PolicyLimiter's
+ * penalty and block). Every limit is loaded and forced first (LimitAlgorithm.force: nothing is
+ * written while one of them cannot hold it), then, while the lock is still ours, the key's
+ * seconds stamp is raised (as every commit raises it) and each limit committed by compareExchange
+ * from what was loaded: a holder whose lock was taken over cannot write over a newer holder's
+ * state. Decisions under the same lock never take a commit back, so none can land over this.
+ * GCRA limits only (the others have no `force`).
+ */
+export function forceUnderLock(
+  w: Int32Array, state: number, lastSecAt: number, g: LimitGroup, m: Moment, holds: () => boolean, cost: number, blockMs: number, v: Verdict,
+): number {
+  // Atomics.load of the stamp under the lock: only a holder's commit raises it.
+  const lastSec = Atomics.load(w, lastSecAt);
+  for (let i = 0; i < g.algorithms.length; i++) {
+    const a = g.algorithms[i] as LimitAlgorithm;
+    a.load(w, state + (g.offsets[i] as number));
+    (a.force as NonNullable<LimitAlgorithm['force']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, blockMs, false, v);
+    if (!v.allowed) return PAST_HORIZON;
+  }
+  if (!holds()) return LOCK_LOST;
+  raiseStamp(w, lastSecAt, lastSec, m.sec);
+  for (let i = 0; i < g.algorithms.length; i++) {
+    if (!(g.algorithms[i] as LimitAlgorithm).commit(w, state + (g.offsets[i] as number), m)) return LOCK_LOST;
+  }
+  return FORCED;
+}

@@ -1,0 +1,106 @@
+// PolicyLimiter.penalty, block and unblock: under the pair's lock, as its decisions are, every limit
+// of the pair's GCRA rule spends the penalty or is raised to refuse until the block's end (after
+// the pair is shaped under its current rule); unblock gives everything back, as reset does. Exact
+// on a ManualClock; raced on 4 workers.
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+import { ManualClock, perMinute, perSecond, PolicyLimiter, TableFullError } from '../../src/index.js';
+import { openGate, result } from '../helpers/workers.js';
+
+const DAY = 86_400_000;
+const pair = { user: 'u', api: 'x' };
+
+function make(rules = [{ limit: [perSecond(10), perMinute(100)] }]) {
+  const clock = new ManualClock(1_000_000);
+  return { clock, policy: new PolicyLimiter({ rules, maxKeys: 8, clock }) };
+}
+
+describe('PolicyLimiter penalty, block and unblock', () => {
+  it('a penalty spends on every limit of the rule, even past the burst', () => {
+    const { clock, policy } = make();
+    expect(policy.allow(pair)).toBe(true);
+    expect(policy.penalty(pair, 12).remaining).toBe(0); // 13 spent: past perSecond(10)'s burst
+    const d = policy.tryAcquire(pair);
+    expect(d.allowed).toBe(false);
+    expect(d.limits?.[0]?.resetAfterMs).toBeCloseTo(1_300, 3);
+    expect(d.limits?.[1]?.resetAfterMs).toBeCloseTo(7_800, 3);
+    clock.advance(399.9);
+    expect(policy.allow(pair)).toBe(false);
+    clock.advance(0.2);
+    expect(policy.allow(pair)).toBe(true);
+  });
+
+  it('a block refuses until its end, then one request passes; a shorter block keeps a longer one; 30 days hold', () => {
+    const { clock, policy } = make();
+    expect(policy.block(pair, 5_000).remaining).toBe(0);
+    const d = policy.tryAcquire(pair);
+    expect(d.allowed).toBe(false);
+    expect(d.retryAfterMs).toBeGreaterThanOrEqual(5_000);
+    expect(d.retryAfterMs).toBeLessThan(5_000.01);
+    policy.block(pair, 1_000);
+    expect(policy.tryAcquire(pair).retryAfterMs - d.retryAfterMs).toBeLessThan(0.01);
+    clock.advance(4_999.99);
+    expect(policy.allow(pair)).toBe(false);
+    clock.advance(0.02); // the block and the second one's tick, at ticks of 1 us
+    expect(policy.allow(pair)).toBe(true);
+    expect(policy.allow(pair)).toBe(false); // the block's end is one admission, not a fresh burst
+    policy.block({ user: 'v', api: 'x' }, 30 * DAY); // the rules' 64-bit states hold it
+    const other = PolicyLimiter.attach(policy.handle, { clock });
+    expect(other.tryAcquire({ user: 'v', api: 'x' }).retryAfterMs).toBeGreaterThanOrEqual(30 * DAY);
+  });
+
+  it('unblock gives everything back: the pair reads as fresh; false for a pair that owed nothing', () => {
+    const { policy } = make();
+    expect(policy.unblock(pair)).toBe(false);
+    policy.block(pair, 60_000);
+    expect(policy.unblock(pair)).toBe(true);
+    expect(policy.get(pair)?.remaining).toBe(10);
+    expect(policy.allow(pair)).toBe(true);
+  });
+
+  it('another algorithm, bad input, a state that cannot hold it, a full table: errors by name, nothing written', () => {
+    const { policy } = make([{ limit: [perSecond(10)] }, { api: 'win', algorithm: 'fixed-window', limit: perMinute(5) } as never]);
+    expect(() => policy.block({ user: 'u', api: 'win' }, 1_000)).toThrow(/block\(\) is built for GCRA rules; the rule of .* runs 'fixed-window'/);
+    expect(() => policy.penalty({ user: 'u', api: 'win' }, 1)).toThrow(/penalty\(\) is built for GCRA rules/);
+    expect(policy.stats().liveKeys).toBe(0);
+    expect(() => policy.block(pair, -1)).toThrow(/ms must be 0 to 2\^53, got -1/);
+    expect(() => policy.block(pair, 'soon' as never)).toThrow(/ms must be a number/);
+    expect(() => policy.penalty(pair, -1)).toThrow(RangeError);
+    expect(() => policy.block(pair, 2 ** 53)).toThrow(/block\(.*\) is more than the pair's state can hold; nothing was written/);
+    expect(policy.get(pair)?.remaining ?? 10).toBe(10);
+    const full = new PolicyLimiter({ rules: [{ limit: perMinute(1) }], maxKeys: 1, clock: new ManualClock(0) });
+    for (let i = 0; i < 1_000 && full.allow({ user: `u${i}`, api: 'x' }); i++);
+    expect(() => full.block({ user: 'new', api: 'x' }, 1)).toThrow(TableFullError);
+  });
+
+  it('4 workers spend and block one pair at once: no admission after a worker\'s own block returned, at most the burst, the longest block left', async () => {
+    let raced = false;
+    for (let round = 0; round < 10 && !raced; round++) {
+      const burst = 40;
+      const clock = new ManualClock(0);
+      const policy = new PolicyLimiter({ rules: [{ limit: [{ permits: 10, periodMs: 1_000, burst }, perMinute(6_000)] }], maxKeys: 8, clock });
+      const gate = new SharedArrayBuffer(8);
+      const lengths = [1_500, 4_000, 900, 2_500];
+      const workers = lengths.map((blockMs) => new Worker(new URL('../fixtures/policy-reset-worker.mjs', import.meta.url), {
+        workerData: { handle: policy.handle, user: 'u', api: 'x', attempts: 400, gate, blockMs },
+      }));
+      try {
+        const replies = workers.map((w) => result<{ admitted: number; after: number }>(w));
+        await openGate(gate, 4);
+        const r = await Promise.all(replies);
+        for (const x of r) expect(x.after, 'admitted after its own block').toBe(0);
+        expect(r.reduce((n, x) => n + x.admitted, 0)).toBeLessThanOrEqual(burst);
+        const left = policy.tryAcquire(pair);
+        expect(left.allowed).toBe(false);
+        expect(left.retryAfterMs).toBeGreaterThanOrEqual(4_000);
+        expect(left.retryAfterMs).toBeLessThan(4_000.01);
+        // Run one after another, the first worker would take the whole burst before its block and
+        // the others nothing: admissions in two workers mean their spends and blocks overlapped.
+        raced = r.filter((x) => x.admitted > 0).length >= 2;
+      } finally {
+        await Promise.all(workers.map((w) => w.terminate()));
+      }
+    }
+    expect(raced, 'the workers never overlapped').toBe(true);
+  }, 60_000);
+});
