@@ -66,4 +66,11 @@ export default [
       to: '    if (forReclaim)\n        return age > stealAfterMs ? lockToken(owner, now) : FREE;',
     }],
   },
+  {
+    name: 'a lease stamped at or below a reset\'s floor',
+    what: 'ConcurrencyLimiter stamps a lease now + lease even at or below the floor a reset raised: a lease taken before the reset, '
+      + 'released after it in the same tick, frees the place of a lease taken after it',
+    scenario: 'lease-reset',
+    edits: [{ file: 'concurrency/concurrency-limiter.js', from: 'const under = floor === NO_FLOOR ||', to: 'const under = true ||' }],
+  },
 ];

@@ -4,7 +4,7 @@ import { integerInRange, positiveFinite } from '../config/check.js';
 import { isStale, raiseStamp, secondsAt, unitsAhead } from '../time/stamps.js';
 import { HeldLease, type Lease, type LeaseDecision, type LeaseSite } from './lease.js';
 import {
-  FREE_PLACE, heldFor, leaseParams, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
+  FREE_PLACE, heldFor, leaseParams, NO_FLOOR, leaseSlotState, MAX_IN_FLIGHT, placesHeldIn, readLeaseParams,
   writeLeaseParams, type LeaseParams,
 } from './lease-slot.js';
 import type { AttachOptions, KeyState, RateLimiterOptions, RateLimiterStats, TableGauges } from '../rate/rate-limiter.js';
@@ -120,6 +120,10 @@ export class ConcurrencyLimiter {
   #fracMs = 0;
   /** How far the last decision's reading was ahead of the clock's own (0 unless it stepped back). */
   #leadMs = 0;
+  /** Set for `reset`'s locked step: it raises the key's floor instead of taking places. */
+  #resetting = false;
+  /** Whether the last reset found places held. */
+  #resetFound = false;
 
   constructor(options: ConcurrencyLimiterOptions);
   /** @internal `attach`'s way in (see AttachRequest). */
@@ -147,7 +151,8 @@ export class ConcurrencyLimiter {
     const t = parseTableOptions(options);
     // Every check above passed: only now is memory allocated. The buffer is not shared yet, so
     // plain writes fill its header; attach() reads everything back from there.
-    const buffer = createTable(t, { stateWords: maxInFlight, globalWords: 0, tableClass: 'ConcurrencyLimiter' });
+    // The places, then the floor word (lease-slot.ts).
+    const buffer = createTable(t, { stateWords: maxInFlight + 1, globalWords: 0, tableClass: 'ConcurrencyLimiter' });
     writeLeaseParams(new Int32Array(buffer), p);
     this.#setup(TableSite.created(buffer, 'ConcurrencyLimiter', t.clock), t.cacheSize);
     this.#onDecision = onDecision;
@@ -241,6 +246,26 @@ export class ConcurrencyLimiter {
     return { remaining: this.#p.maxInFlight - this.#held, resetAfterMs: this.#untilMs(this.#resetTicks) };
   }
 
+  /**
+   * Frees every place of `key` at once, under the key's lock: every lease taken on it so far reads
+   * as expired (its `release` then returns whatever it finds, and can free no place a later lease
+   * holds: lease-slot.ts, the floor). True if any place was held; a key the table does not hold is
+   * not inserted. The key's slot is reclaimed only once those leases' own expiries have passed.
+   */
+  reset(key: string): boolean {
+    checkRequest(key, 0);
+    const site = this.#site;
+    this.#resetting = true;
+    this.#resetFound = false;
+    let slot = site.peek(key);
+    try {
+      while (slot !== undefined && this.#decide(slot, 0) === RELOCATE) slot = site.peekAgain(key);
+    } finally {
+      this.#resetting = false;
+    }
+    return slot !== undefined && this.#resetFound;
+  }
+
   /** Reclaims the slots of keys that hold no unexpired lease; returns how many. */
   sweep(): number {
     return this.#site.sweep();
@@ -285,6 +310,8 @@ export class ConcurrencyLimiter {
     // Atomics.load of every place, then of lastSec: an acquire raises lastSec before it stamps,
     // so the lastSec read here is at least the second of every stamp read before it.
     for (let i = 0; i < n; i++) seen[i] = Atomics.load(w, at + i);
+    // Atomics.load of the floor word: written only under the key lock, which we hold.
+    const floorSeen = Atomics.load(w, at + n);
     const lastSec = Atomics.load(w, lastSecAt);
     // A stamp ahead of the reading: the clock stepped back behind an acquire of this key. Decide
     // at the start of the stamp's second, where every lease taken since decodes as held until it
@@ -300,10 +327,12 @@ export class ConcurrencyLimiter {
     const now32 = ticksAt(nowMs, p);
     this.#fracMs = Math.max(0, nowMs - ticksToMs(nowTicks, p)); // the reading's part below a tick
     const stale = isStale(nowSec, lastSec, p.staleSec);
+    // The floor counts while it is ahead of now (heldFor); on a stale key every place is free.
+    const floor = stale ? NO_FLOOR : floorSeen;
     let held = 0;
     let longest = 0;
     for (let i = 0; i < n; i++) {
-      const ahead = heldFor(seen[i] as number, now32, stale);
+      const ahead = heldFor(seen[i] as number, now32, stale, floor);
       if (ahead === 0) continue;
       this.#aheads[held++] = ahead;
       if (ahead > longest) longest = ahead;
@@ -328,8 +357,16 @@ export class ConcurrencyLimiter {
     // reclaim can have taken the key since we locked, so what we read was its places, and each
     // write below is a compareExchange from those values (table/slot-lock.ts, underKeyLock).
     if (Atomics.load(w, this.#base + S_TAT) !== token) return false;
+    if (this.#resetting) return this.#raiseFloor(at + n, floorSeen, held, (now32 + longest) | 0, lastSecAt, lastSec, nowSec);
+    // A floor no longer ahead of now (or on a stale key) is cleared before it can age into the
+    // wrap-around: compareExchange under the lock, from the value read.
+    if (floorSeen !== NO_FLOOR && (stale || ((floorSeen - now32) | 0) <= 0)) Atomics.compareExchange(w, at + n, floorSeen, NO_FLOOR);
     let expiry = nowTicks + p.leaseTicks;
     let stamp = (now32 + p.leaseTicks) | 0;
+    // Above a floor still ahead of now (one tick past it at most: the floor is a stamp taken
+    // before now), so that a place's stamps only ever grow (lease-slot.ts).
+    const under = floor === NO_FLOOR || ((floor - now32) | 0) <= 0 ? 0 : (floor + 1 - stamp) | 0;
+    if (under > 0) { expiry += under; stamp = (stamp + under) | 0; }
     if (stamp === FREE_PLACE) { expiry += 1; stamp = (stamp + 1) | 0; } // never stamp the free marker: one tick later
     this.#stamp = stamp;
     this.#expiryTicks = expiry;
@@ -338,7 +375,7 @@ export class ConcurrencyLimiter {
     for (let i = 0; i < n; i++) {
       const v = seen[i] as number;
       if (v === FREE_PLACE && taken === take) continue;
-      if (heldFor(v, now32, stale) > 0) continue;
+      if (heldFor(v, now32, stale, floor) > 0) continue;
       if (taken < take) {
         // compareExchange from the value read under the lock: fails only if a late release
         // freed this expired place meanwhile, or a thread whose lock we took over wrote it.
@@ -358,6 +395,22 @@ export class ConcurrencyLimiter {
       this.#resetTicks = Math.max(longest, expiry - nowTicks);
     }
     return true;
+  }
+
+  /**
+   * `reset`'s locked step, the lock checked: raises lastSec (a floor must decode while the key is
+   * not stale), then the floor word to `top`, the latest stamp held, by compareExchange from the
+   * value read. Nothing when no place was held. False if the lock was lost meanwhile.
+   */
+  #raiseFloor(floorAt: number, floorSeen: number, held: number, top: number, lastSecAt: number, lastSec: number, nowSec: number): boolean {
+    this.#resetFound = held > 0;
+    if (held === 0) return true;
+    const w = this.#words;
+    raiseStamp(w, lastSecAt, lastSec, nowSec);
+    const floor = top === NO_FLOOR ? (top + 1) | 0 : top; // never store the no-floor marker: one tick later
+    this.#held = 0;
+    this.#resetTicks = 0;
+    return Atomics.compareExchange(w, floorAt, floorSeen, floor) === floorSeen;
   }
 
   /** Ms from the clock's own reading until `ticks` after the decision's tick (0 for 0). */

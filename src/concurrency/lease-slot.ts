@@ -14,18 +14,26 @@ import type { SlotState, SlotTable } from '../table/table.js';
  * state words ("places"), and how a slot starts and goes idle.
  *
  * ```
- * one slot, as laid out by table/layout.ts, with maxInFlight state words:
- * +------+-----------+-----------+------+----------+---------+---------+-----+-------------+-----+
- * | ctrl | tat: the  | lastSec:  | hash | keyBytes | place 0 | place 1 | ... | place N-1   | key |
- * |      | key lock  | 2nd of    |      |          | FREE_PLACE (0), or the expiry of the  |     |
- * |      | (slot-    | the last  |      |          | lease holding it, in ticks mod 2^32   |     |
- * |      | lock.ts)  | acquire   |      |          |                                       |     |
- * +------+-----------+-----------+------+----------+---------+---------+-----+-------------+-----+
+ * one slot, as laid out by table/layout.ts, with maxInFlight + 1 state words:
+ * +------+-----------+-----------+------+----------+---------+-----+-------------+-----------+-----+
+ * | ctrl | tat: the  | lastSec:  | hash | keyBytes | place 0 | ... | place N-1   | floor     | key |
+ * |      | key lock  | 2nd of    |      |          | FREE_PLACE (0), or the      | NO_FLOOR  |     |
+ * |      | (slot-    | the last  |      |          | expiry of the lease holding | (0), or a |     |
+ * |      | lock.ts)  | acquire   |      |          | it, in ticks mod 2^32       | reset's   |     |
+ * +------+-----------+-----------+------+----------+---------+-----+-------------+-----------+-----+
  * ```
  *
  * A lease of cost c holds c places, each stamped with its expiry. A place is free when it holds
- * FREE_PLACE or a stamp that is not ahead of now. The places are the limit: every write of a stamp
- * is a compareExchange from a free value, so at most maxInFlight places are held, whatever races.
+ * FREE_PLACE or a stamp that is not ahead of now, or a stamp at or below the floor while the floor
+ * is ahead of now. The places are the limit: every write of a stamp is a compareExchange from a
+ * free value, so at most maxInFlight places are held, whatever races.
+ *
+ * The floor is what `reset` writes: the latest stamp held when it ran, so that every lease taken
+ * before it reads as expired at once, without touching their places. A lease stamps above the
+ * floor (one tick past it at least), so the stamps of one place only ever grow and an old lease's
+ * `release` (a compareExchange from its own stamp) never frees a later lease's place. Only a
+ * holder of the key lock writes the floor, and clears it once it is no longer ahead of now; a
+ * reset raises lastSec, so while the key is not stale the floor is recent enough to decode.
  *
  * Header words reused from the rate limiter's layout (their names there, their meaning here):
  * H_BURST = maxInFlight, H_TOLERANCE_TICKS = lease in ticks, H_TICK_NS = the tick, H_STALE_SEC =
@@ -42,6 +50,8 @@ import type { SlotState, SlotTable } from '../table/table.js';
 export const CONCURRENCY_TABLE = 256;
 /** A place no lease holds. A stamp that would equal it is stored one tick later. */
 export const FREE_PLACE = 0;
+/** The floor word of a key never reset (or whose reset is past). A floor that would equal it is stored one tick later. */
+export const NO_FLOOR = 0;
 /** The most places per key. */
 export const MAX_IN_FLIGHT = 1024;
 
@@ -103,24 +113,32 @@ export function readLeaseParams(w: Int32Array): LeaseParams {
 
 /**
  * Ticks until `place` frees by expiry, 0 if it is free now. `now32` is now in ticks modulo 2^32;
- * `stale` is the lastSec rule of the header comment (every stamp of the slot has expired).
+ * `stale` is the lastSec rule of the header comment (every stamp of the slot has expired);
+ * `floor` the slot's floor word (NO_FLOOR to count by expiry alone).
  */
-export function heldFor(place: number, now32: number, stale: boolean): number {
+export function heldFor(place: number, now32: number, stale: boolean, floor: number): number {
   if (place === FREE_PLACE || stale) return 0;
   const ahead = (place - now32) | 0;
-  return ahead > 0 ? ahead : 0;
+  // At or below a floor still ahead of now: a lease taken before a reset (both within a lease of now).
+  if (ahead <= 0 || (floor !== NO_FLOOR && ((floor - now32) | 0) > 0 && ((place - floor) | 0) <= 0)) return 0;
+  return ahead;
 }
 
 /**
  * Counts the places of the slot at `base` held at `nowMs`, reading them without the lock: a
- * snapshot (stats and idle checks). Places first, then lastSec, as in a decision.
+ * snapshot (stats and idle checks). Places first, then lastSec, as in a decision. `byFloor`:
+ * places below a reset's floor count as free (stats); without it, only expiry frees a place (the
+ * idle test of a reclaim: a key is reclaimed only once every stamp in it has expired, so that no
+ * late release can meet a stamp of the slot's next key).
  */
-export function countHeld(w: Int32Array, base: number, stateOffset: number, nowMs: number, p: LeaseParams): number {
+export function countHeld(w: Int32Array, base: number, stateOffset: number, nowMs: number, p: LeaseParams, byFloor: boolean): number {
   const at = base + stateOffset;
   let now32 = ticksAt(nowMs, p);
+  // Atomics.load of the floor first: written under the key lock, read here as a snapshot.
+  const floor = byFloor ? Atomics.load(w, at + p.maxInFlight) : NO_FLOOR;
   let held = 0;
   // Atomics.load of each place: a stamp seen here had lastSec raised before it was written.
-  for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), now32, false) > 0) held++;
+  for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), now32, false, floor) > 0) held++;
   // Atomics.load of lastSec after the places: at least the second of every stamp seen above.
   const lastSec = Atomics.load(w, base + S_LAST_SEC);
   const nowSec = secondsAt(nowMs);
@@ -132,7 +150,7 @@ export function countHeld(w: Int32Array, base: number, stateOffset: number, nowM
     // under the key lock that a reclaim holds).
     now32 = ticksAt((nowSec + ahead) * 1000, p);
     held = 0;
-    for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), now32, false) > 0) held++;
+    for (let i = 0; i < p.maxInFlight; i++) if (heldFor(Atomics.load(w, at + i), now32, false, floor) > 0) held++;
     return held;
   }
   if (held === 0) return 0;
@@ -147,7 +165,7 @@ export function placesHeldIn(table: SlotTable, stateOffset: number, nowMs: numbe
     const base = table.base(slot);
     // Atomics.load of ctrl, then the lock word: only LIVE keys not being reclaimed count.
     if ((Atomics.load(w, base + S_CTRL) & 3) !== LIVE || Atomics.load(w, base + S_TAT) === DEAD) continue;
-    held += countHeld(w, base, stateOffset, nowMs, p);
+    held += countHeld(w, base, stateOffset, nowMs, p, true);
   }
   return held;
 }
@@ -160,12 +178,13 @@ export function placesHeldIn(table: SlotTable, stateOffset: number, nowMs: numbe
  * or later, so a late `release` (compareExchange from its own stamp) cannot hit the new key.
  */
 export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: number, stealAfterMs: number, clock: Clock): SlotState {
-  const idle = (w: Int32Array, base: number): boolean => countHeld(w, base, stateOffset, clock.now(), p) === 0;
+  const idle = (w: Int32Array, base: number): boolean => countHeld(w, base, stateOffset, clock.now(), p, false) === 0;
   return {
     initSlot(w, base) {
       // Stores while the slot is BUSY: nobody reads its state before the publishing
       // compareExchange on ctrl, which orders these writes before it.
       for (let i = 0; i < p.maxInFlight; i++) Atomics.store(w, base + stateOffset + i, FREE_PLACE);
+      Atomics.store(w, base + stateOffset + p.maxInFlight, NO_FLOOR);
       Atomics.store(w, base + S_LAST_SEC, secondsAt(clock.now()));
       Atomics.store(w, base + S_TAT, FREE);
     },
