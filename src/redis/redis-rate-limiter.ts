@@ -13,6 +13,7 @@ import { checkNames } from '../config/option-names.js';
 import { blockUs, checkPenalty, COMMON_OPTION_NAMES, controlBounds, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
 import { limitPart, redisLimit, scriptPlan } from './redis-limits.js';
 import { defaultPrefix } from './redis-keys.js';
+import { PrefixOwner, type PrefixCheck } from './prefix-owner.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
 
@@ -38,9 +39,17 @@ export interface RedisRateLimiterOptions extends RedisCommonOptions {
    * answers from its own: P processes may admit up to P times the limit.
    */
   local?: RateLimiter;
+  /**
+   * With a `prefix` given: 'check' (default) records this limiter's limits under the prefix at its
+   * first call, or finds the limits recorded there, and rejects every call with `RedisConfigError`
+   * when they are another limiter's (the two would share every key's state); 'adopt' records
+   * these limits over another's (a deliberate change of limits under one prefix); 'off' records
+   * and checks nothing. The default prefix names the limits itself: nothing to check.
+   */
+  prefixCheck?: PrefixCheck;
 }
 
-const OPTION_NAMES = [...COMMON_OPTION_NAMES, 'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'local'];
+const OPTION_NAMES = [...COMMON_OPTION_NAMES, 'limit', 'algorithm', 'globalLimit', 'maxLogSize', 'local', 'prefixCheck'];
 
 /** How soon `acquire` asks again after Redis was unavailable and onError refused. */
 const UNAVAILABLE_RETRY_MS = 50;
@@ -111,6 +120,8 @@ export class RedisRateLimiter {
   readonly #keyPlan: ScriptPlan | null;
   /** The longest `block` (ms) and the largest `penalty` (controlBounds). */
   readonly #bounds: { blockMs: number; penalty: number };
+  /** Whose limits a given prefix holds (prefix-owner.ts). */
+  readonly #owner: PrefixOwner;
 
   constructor(options: RedisRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
@@ -154,6 +165,18 @@ export class RedisRateLimiter {
     // Without a cap in the decisions' plan (none, or a Cluster's own), it is the key's own.
     this.#keyPlan = algorithm !== 'gcra' ? null : caps.length === 0 || split ? this.#plan : scriptPlan(compiled, [], capPrefix);
     this.#bounds = controlBounds(compiled);
+    const prefixCheck = options.prefixCheck ?? 'check';
+    if (prefixCheck !== 'check' && prefixCheck !== 'adopt' && prefixCheck !== 'off') {
+      throw new RangeError(`options.prefixCheck must be 'check', 'adopt' or 'off', got ${describe(prefixCheck)}`);
+    }
+    const config = JSON.stringify({ algorithm, limits: this.limits, globalLimit: this.globalLimit, ...(algorithm === 'sliding-log' ? { maxLogSize } : {}) });
+    this.#owner = new PrefixOwner(core.commands, core.prefix, config, options.prefix === undefined ? 'off' : prefixCheck, core.batcher.timeoutMs);
+  }
+
+  /** `call()`, once the prefix is known to hold this limiter's limits (at once, after the first check). */
+  #owned<T>(call: () => Promise<T>): Promise<T> {
+    const ready = this.#owner.ready();
+    return ready === null ? call() : ready.then(call);
   }
 
   /**
@@ -167,6 +190,19 @@ export class RedisRateLimiter {
    */
   tryAcquire(key: string, cost = 1): Promise<Decision> {
     checkKey(key, cost);
+    // The hot path allocates nothing more: once the prefix is checked, ready() is null.
+    const ready = this.#owner.ready();
+    if (ready !== null) return ready.then(() => this.#tryNow(key, cost));
+    return this.#tryNow(key, cost);
+  }
+
+  /** verify()'s probe: a decision of cost 0 on a key of its own. */
+  #probe(): Promise<Decision> {
+    return this.#core.decide(VERIFY_KEY, VERIFY_KEY, 0, this.#plan, this.#capPlan);
+  }
+
+  /** `tryAcquire`, its arguments checked and the prefix's owner known. */
+  #tryNow(key: string, cost: number): Promise<Decision> {
     return this.#core.told(this.#core.decide(key, key, cost, this.#plan, this.#capPlan), key, cost);
   }
 
@@ -177,7 +213,7 @@ export class RedisRateLimiter {
    */
   async get(key: string): Promise<KeyState> {
     checkKey(key, 0);
-    return keyStateOf(await this.#core.decide(key, key, 0, this.#plan, this.#capPlan), key);
+    return keyStateOf(await this.#owned(() => this.#core.decide(key, key, 0, this.#plan, this.#capPlan)), key);
   }
 
   /**
@@ -190,7 +226,7 @@ export class RedisRateLimiter {
    */
   reset(key: string): Promise<boolean> {
     checkKey(key, 0);
-    return this.#core.reset(key, this.#plan);
+    return this.#owned(() => this.#core.reset(key, this.#plan));
   }
 
   /**
@@ -204,7 +240,7 @@ export class RedisRateLimiter {
   reward(key: string, cost: number): Promise<void> {
     checkKey(key, cost);
     const plan = this.#controlPlan('reward');
-    return this.#core.control(key, 'reward', cost, plan);
+    return this.#owned(() => this.#core.control(key, 'reward', cost, plan));
   }
 
   /**
@@ -216,7 +252,7 @@ export class RedisRateLimiter {
     checkKey(key, cost);
     const plan = this.#controlPlan('penalty');
     checkPenalty(cost, this.#bounds.penalty);
-    return this.#core.control(key, 'penalty', cost, plan);
+    return this.#owned(() => this.#core.control(key, 'penalty', cost, plan));
   }
 
   /**
@@ -229,7 +265,8 @@ export class RedisRateLimiter {
   block(key: string, ms: number): Promise<void> {
     checkKey(key, 0);
     const plan = this.#controlPlan('block');
-    return this.#core.control(key, 'block', blockUs(ms, this.#bounds.blockMs), plan);
+    const us = blockUs(ms, this.#bounds.blockMs);
+    return this.#owned(() => this.#core.control(key, 'block', us, plan));
   }
 
   /** Ends a block: the key reads as fresh (as `reset`, which it is). */
@@ -274,7 +311,7 @@ export class RedisRateLimiter {
    * `allowEviction`, and with an `Error` when Redis does not answer. See verify.ts.
    */
   verify(options?: VerifyOptions): Promise<RedisVerification> {
-    return verifyServer(this.#core.commands, this.#core.prefix, () => this.#core.decide(VERIFY_KEY, VERIFY_KEY, 0, this.#plan, this.#capPlan), options);
+    return verifyServer(this.#core.commands, this.#core.prefix, () => this.#owned(() => this.#probe()), options);
   }
 
   /**

@@ -66,7 +66,7 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
     for (let attempt = 1; ; attempt++) {
       const redis = client === 'ioredis' ? await cluster.ioredis() : await cluster.nodeRedis();
       const prefix = `brk${n++}:`;
-      const limiter = new RedisRateLimiter({ redis, prefix, localTier: false, limit: perSecond(1_000), onError: 'allow', timeoutMs: TIMEOUT_MS });
+      const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis, prefix, localTier: false, limit: perSecond(1_000), onError: 'allow', timeoutMs: TIMEOUT_MS });
       const stopped = 2;
       const onStopped = new Set(KEYS.filter((k) => primaryOf(prefix, k) === stopped));
       expect(onStopped.size).toBeGreaterThan(5);
@@ -100,9 +100,9 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
       const redis = await cluster.ioredis();
       const prefix = `brc${n++}:`;
       const cap = perMinute(10_000);
-      const limiter = new RedisRateLimiter({ redis, prefix, localTier: false, limit: perSecond(1_000), globalLimit: cap, onError: 'allow', timeoutMs: TIMEOUT_MS });
+      const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis, prefix, localTier: false, limit: perSecond(1_000), globalLimit: cap, onError: 'allow', timeoutMs: TIMEOUT_MS });
       // The cap's key is the prefix's own: find a primary other than the cap's to stop.
-      const probe = new RedisRateLimiter({ redis, prefix, localTier: false, limit: perSecond(1_000_000), globalLimit: cap });
+      const probe = new RedisRateLimiter({ prefixCheck: 'off', redis, prefix, localTier: false, limit: perSecond(1_000_000), globalLimit: cap });
       const capPrimary = cluster.nodes.indexOf(cluster.nodeOfSlot(keySlot(globalKey(prefix, '0/1'))));
       const stopped = (capPrimary + 1) % cluster.nodes.length;
       const onStopped = new Set(KEYS.filter((k) => primaryOf(prefix, k) === stopped));
@@ -163,7 +163,7 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
     const prefix = `brm${n++}:`;
     // A key's state lives 36 s after an admission: none expires while its slot moves (a key past
     // its expiry that Redis has not removed yet is not migrated, and keeps the slot from moving).
-    const limiter = new RedisRateLimiter({ redis, prefix, localTier: false, limit: perHour(100), onError: 'allow', timeoutMs: TIMEOUT_MS });
+    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis, prefix, localTier: false, limit: perHour(100), onError: 'allow', timeoutMs: TIMEOUT_MS });
     // A key of a slot of its own, which no other test's keys share.
     const slotOfKey = (k: string) => keySlot(`${keyBase(prefix, k)}x`);
     const taken = new Set([...KEYS, ...Array.from({ length: 100 }, (_, i) => `probe:${i}`)].map(slotOfKey));

@@ -32,7 +32,7 @@ describe.skipIf(!available)('Redis limiters on a Cluster', () => {
   const each = (name: string, fn: (client: unknown) => Promise<void>) => {
     it.each(['ioredis', 'node-redis'])(`${name} (%s)`, async (which) => fn((clients.find((c) => c.name === which) as { client: unknown }).client));
   };
-  const make = (redis: unknown, options: Omit<RedisRateLimiterOptions, 'redis'>) => new RedisRateLimiter({ redis, prefix: `c${n++}:`, ...options });
+  const make = (redis: unknown, options: Omit<RedisRateLimiterOptions, 'redis'>) => new RedisRateLimiter({ prefixCheck: 'off', redis, prefix: `c${n++}:`, ...options });
 
   each('keys on every node: each exact, decisions in flight batched per slot', async (redis) => {
     const r = make(redis, { limit: perDay(3) });
@@ -97,9 +97,9 @@ describe.skipIf(!available)('Redis limiters on a Cluster', () => {
     const clock = new ManualClock(1_000_000);
     const prefix = `cl${n++}:`;
     const options = { limit: perDay(5), globalLimit: perDay(100) };
-    const r = new RedisRateLimiter({ redis, prefix, localTier: LocalTier.create({ clock }), lease: 10, ...options });
+    const r = new RedisRateLimiter({ prefixCheck: 'off', redis, prefix, localTier: LocalTier.create({ clock }), lease: 10, ...options });
     // Its probes read the cap: its key's own limit is larger than anything left on the cap.
-    const plain = new RedisRateLimiter({ redis, prefix, localTier: false, limit: perDay(1_000), globalLimit: options.globalLimit });
+    const plain = new RedisRateLimiter({ prefixCheck: 'off', redis, prefix, localTier: false, limit: perDay(1_000), globalLimit: options.globalLimit });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     setScriptTime(plain, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const got = [];

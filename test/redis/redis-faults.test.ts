@@ -174,10 +174,10 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     const redis = await client.make(server.socket);
     onTestFinished(() => client.close(redis));
     const local = onError === 'local' ? new RateLimiter({ limit: LIMIT, maxKeys: 50_000 }) : undefined;
-    const limiter = new RedisRateLimiter({ redis, limit: LIMIT, prefix, timeoutMs: TIMEOUT_MS, onError, ...(local ? { local } : {}) });
+    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis, limit: LIMIT, prefix, timeoutMs: TIMEOUT_MS, onError, ...(local ? { local } : {}) });
     // The local tier's exact limits: 5 a minute, tried 11 times per key while Redis is away.
     const probeLocal = onError === 'local' ? new RateLimiter({ limit: perMinute(5), maxKeys: 64 }) : undefined;
-    const probe = new RedisRateLimiter({ redis, limit: perMinute(5), prefix: `${prefix}p:`, timeoutMs: TIMEOUT_MS, onError, ...(probeLocal ? { local: probeLocal } : {}) });
+    const probe = new RedisRateLimiter({ prefixCheck: 'off', redis, limit: perMinute(5), prefix: `${prefix}p:`, timeoutMs: TIMEOUT_MS, onError, ...(probeLocal ? { local: probeLocal } : {}) });
     // Probes (cost 0, nothing written): each limiter has read Redis's clock before the load.
     expect((await limiter.tryAcquire('warm', 0)).degraded).toBeUndefined();
     expect((await probe.tryAcquire('warm', 0)).degraded).toBeUndefined();

@@ -14,7 +14,7 @@ describe.skipIf(!available)('get on the Redis limiters', () => {
   it.each(['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const)('%s: a fresh key reads fresh; after spending, what a probe reports; get spends nothing', async (algorithm) => {
     const clock = new ManualClock(1_000_000);
     const prefix = `gt${n++}:`;
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix, limit: [perMinute(10), perHour(50)], algorithm });
+    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix, limit: [perMinute(10), perHour(50)], algorithm });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect(await r.get('k')).toMatchObject({ remaining: 10, resetAfterMs: 0 });
     expect(await redisServer.io.call('KEYS', `${prefix}*`)).toEqual([]); // nothing written
@@ -29,7 +29,7 @@ describe.skipIf(!available)('get on the Redis limiters', () => {
   });
 
   it('rejects when Redis does not answer: the state is unknown (onError does not answer for it)', async () => {
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `gt${n++}:`, limit: perSecond(5), onError: 'allow', timeoutMs: 50 });
+    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix: `gt${n++}:`, limit: perSecond(5), onError: 'allow', timeoutMs: 50 });
     expect(await r.get('k')).toMatchObject({ remaining: 5 });
     redisServer.server.process.kill('SIGSTOP');
     try {

@@ -2,7 +2,7 @@
 // a fingerprint of the limits, so limiters of different limits never share a key's state, and the
 // cap's keys take the cap's own fingerprint. Real redis-server on its own socket, script time set.
 import { describe, expect, it } from 'vitest';
-import { ManualClock, perHour, perMinute, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
+import { ManualClock, perHour, perMinute, RedisConfigError, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
 import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
@@ -61,6 +61,35 @@ describe.skipIf(!available)('prefixes on the Redis limiters', () => {
     const defaults = (await redisServer.io.call('KEYS', 'sluice:*')) as string[];
     expect(defaults.length).toBeGreaterThan(0);
     expect(defaults.every((k) => /^sluice:[0-9a-f]{8}:/.test(k))).toBe(true);
+  });
+
+  it('found: two limiters of other limits on one given prefix shared each key; now the second is refused by name, spending nothing', async () => {
+    // Before: B (10 a minute) admitted 5 of 20 after A (100 a minute) spent 50, silently.
+    const a = make({ limit: perMinute(100), prefix: 'shared:' });
+    const b = make({ limit: perMinute(10), prefix: 'shared:' });
+    expect(await admitted(a, 'mix', 50)).toBe(50);
+    const refused = b.tryAcquire('mix');
+    await expect(refused).rejects.toThrow(RedisConfigError);
+    await expect(refused).rejects.toThrow(/another limiter of other limits uses this prefix[\s\S]*shared:\{__sluice_config__\} holds .*"permits":100.*this limiter is .*"permits":10\b/);
+    await expect(b.allow('other')).rejects.toThrow(RedisConfigError); // every call, not just the first
+    await expect(b.get('mix')).rejects.toThrow(RedisConfigError);
+    expect((await a.get('mix')).remaining).toBe(50); // b spent nothing
+  });
+
+  it("prefixCheck 'adopt' records its limits over another's; 'off' records and checks nothing; the default prefix needs no record", async () => {
+    const a = make({ limit: perMinute(100), prefix: 'adopt:' });
+    expect(await a.allow('k')).toBe(true);
+    const b = make({ limit: perMinute(10), prefix: 'adopt:', prefixCheck: 'adopt' });
+    expect(await b.allow('k')).toBe(true);
+    const again = make({ limit: perMinute(100), prefix: 'adopt:' });
+    await expect(again.allow('k')).rejects.toThrow(/holds .*"permits":10\b/);
+    const off = make({ limit: perMinute(7), prefix: 'off:', prefixCheck: 'off' });
+    expect(await off.allow('k')).toBe(true);
+    expect(await redisServer.io.call('EXISTS', 'off:{__sluice_config__}')).toBe(0);
+    const byDefault = make({ limit: perMinute(7) });
+    expect(await byDefault.allow('k')).toBe(true);
+    expect(((await redisServer.io.call('KEYS', 'sluice:*__sluice_config__*')) as string[])).toEqual([]);
+    expect(() => make({ limit: perMinute(7), prefix: 'x:', prefixCheck: 'maybe' as never })).toThrow(/options.prefixCheck must be 'check', 'adopt' or 'off', got "maybe"/);
   });
 
   it("RedisPolicyLimiter's default prefix is its own, whatever the rules", async () => {
