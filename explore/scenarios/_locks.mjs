@@ -204,16 +204,23 @@ export function slotLockWord(buffer, lib) {
  * places (stalled past its lock check across a reclaim and the slot's reuse: docs/design.md
  * accepts that the new key carries that place until the stamp expires), so it counts as possibly
  * held, until its latest reading plus the lease.
+ * A call labelled 'reset <key>' (ConcurrencyLimiter.reset) frees every lease of its key: once it
+ * has ended, a lease whose acquire had not ended before the reset began is no longer surely held
+ * (the reset may have followed it), and one whose acquire ended before the reset began is surely
+ * freed (not possibly held for an acquire that began after the reset ended).
  */
 export function leaseCheck(exec, maxInFlight, { slackMs = 1e-6, strayLeaseMs = null } = {}) {
   const leases = [];
   const acquires = [];
+  const resets = [];
   for (const r of exec.reports) {
     let mine = null;
     r.calls.forEach((c, i) => {
       const name = `T${r.thread}.${i}`;
       if (c.error !== null) { mine = null; return; }
-      if (c.label.startsWith('acquire')) {
+      if (c.label.startsWith('reset')) {
+        resets.push({ key: c.label.split(' ')[1], call: c });
+      } else if (c.label.startsWith('acquire')) {
         const a = { name, key: c.label.split(' ')[1], call: c };
         acquires.push(a);
         if (c.result.allowed) { mine = { ...a, release: null }; leases.push(mine); }
@@ -227,11 +234,15 @@ export function leaseCheck(exec, maxInFlight, { slackMs = 1e-6, strayLeaseMs = n
   const now = [];
   let t = exec.trace.find((e) => e.kind === 'clock')?.result ?? -Infinity;
   for (const e of exec.trace) { if (e.kind === 'clock') t = Math.max(t, e.result); now.push(t); }
+  // A reset of the lease's key, ended by step s, that did not end before the lease's acquire began.
+  const mayBeReset = (l, s) => resets.some((x) => x.key === l.key && x.call.lastStep <= s && x.call.lastStep >= l.call.firstStep);
+  // A reset of the lease's key that began after its acquire ended and ended before step f.
+  const surelyReset = (l, f) => resets.some((x) => x.key === l.key && x.call.firstStep > l.call.lastStep && x.call.lastStep < f);
   for (let s = 0; s < exec.trace.length; s++) {
     const held = new Map();
     for (const l of leases) {
       const end = l.release === null ? Infinity : l.release.firstStep;
-      if (l.call.lastStep <= s && s < end && now[s] < l.call.result.expiresAtMs - slackMs) {
+      if (l.call.lastStep <= s && s < end && now[s] < l.call.result.expiresAtMs - slackMs && !mayBeReset(l, s)) {
         held.set(l.key, [...(held.get(l.key) ?? []), l.name]);
       }
     }
@@ -244,7 +255,7 @@ export function leaseCheck(exec, maxInFlight, { slackMs = 1e-6, strayLeaseMs = n
   for (const a of acquires) {
     if (a.call.result.allowed) continue;
     const { firstStep: f, lastStep: l, readings } = a.call;
-    const possibly = leases.filter((x) => x.key === a.key && x !== a && x.call.firstStep <= l &&
+    const possibly = leases.filter((x) => x.key === a.key && x !== a && x.call.firstStep <= l && !surelyReset(x, f) &&
       !(x.release !== null && x.release.result === true && x.release.lastStep < f) &&
       readings.some((r) => r < x.call.result.expiresAtMs + slackMs));
     const strays = strayLeaseMs === null ? [] : acquires.filter((x) => x.key !== a.key && x.call.firstStep <= l &&

@@ -1,9 +1,8 @@
-import { Worker } from 'node:worker_threads';
 import { MeterProvider, MetricReader, type MetricData } from '@opentelemetry/sdk-metrics';
 import { describe, expect, it } from 'vitest';
 import { coarseClock, ManualClock, perSecond, PolicyLimiter, RateLimiter } from '../../src/index.js';
 import { SluiceOtelMetrics } from '../../src/observe/opentelemetry.js';
-import { openGate, result } from '../helpers/workers.js';
+import { raceCountedDecisions } from '../helpers/metrics-race.js';
 
 // The OpenTelemetry adapter with the real SDK (a MeterProvider and a reader that collects on
 // demand): decisions counted by limiter, outcome and reason on every thread reach one collection
@@ -95,28 +94,7 @@ describe('SluiceOtelMetrics (@opentelemetry/sdk-metrics)', () => {
     const { reader, meter } = setup();
     const metrics = new SluiceOtelMetrics({ meter, limiters: ['api'] });
     const limiter = new RateLimiter({ limit: perSecond(1_000), maxKeys: 64, onDecision: metrics.onDecision('api') });
-    const keys = ['k0', 'k1', 'k2'];
-    let allowed = 0;
-    let refused = 0;
-    let casRetries = 0;
-    // Until the workers are seen to race (a lost compare-and-swap), within a bound.
-    for (let round = 0; round < 20 && casRetries === 0; round++) {
-      const gate = new SharedArrayBuffer(8);
-      const workers = Array.from({ length: 4 }, (_, id) => new Worker(new URL('../fixtures/metrics-worker.mjs', import.meta.url), {
-        workerData: { handle: limiter.handle, metrics: metrics.handle, keys, attempts: 20_000, gate, id, adapter: 'opentelemetry' },
-      }));
-      try {
-        const replies = workers.map((w) => result<{ allowed: number; refused: number; casRetries: number }>(w));
-        await openGate(gate, 4);
-        for (const r of await Promise.all(replies)) {
-          allowed += r.allowed;
-          refused += r.refused;
-          casRetries += r.casRetries;
-        }
-      } finally {
-        await Promise.all(workers.map((w) => w.terminate()));
-      }
-    }
+    const { allowed, refused, casRetries } = await raceCountedDecisions(limiter, metrics.handle, 'opentelemetry', ['k0', 'k1', 'k2']);
     expect(casRetries, 'the workers never raced').toBeGreaterThan(0);
     limiter.allow('main');
     const decisions = (await collect(reader)).get('sluice.decisions');

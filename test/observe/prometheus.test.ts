@@ -1,9 +1,8 @@
-import { Worker } from 'node:worker_threads';
 import * as client from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { coarseClock, ManualClock, perSecond, PolicyLimiter, RateLimiter } from '../../src/index.js';
 import { SluiceMetrics } from '../../src/observe/prometheus.js';
-import { openGate, result } from '../helpers/workers.js';
+import { raceCountedDecisions } from '../helpers/metrics-race.js';
 
 // The Prometheus adapter with a real prom-client registry: decisions counted by limiter, outcome
 // and reason on every thread reach one scrape on the main thread, exactly; the table gauges come
@@ -62,28 +61,7 @@ describe('SluiceMetrics (prom-client)', () => {
     const registry = new client.Registry();
     const metrics = new SluiceMetrics({ client, registry, limiters: ['api'] });
     const limiter = new RateLimiter({ limit: perSecond(1_000), maxKeys: 64, onDecision: metrics.onDecision('api') });
-    const keys = ['k0', 'k1', 'k2'];
-    let allowed = 0;
-    let refused = 0;
-    let casRetries = 0;
-    // Until the workers are seen to race (a lost compare-and-swap), within a bound.
-    for (let round = 0; round < 20 && casRetries === 0; round++) {
-      const gate = new SharedArrayBuffer(8);
-      const workers = Array.from({ length: 4 }, (_, id) => new Worker(new URL('../fixtures/metrics-worker.mjs', import.meta.url), {
-        workerData: { handle: limiter.handle, metrics: metrics.handle, keys, attempts: 20_000, gate, id },
-      }));
-      try {
-        const replies = workers.map((w) => result<{ allowed: number; refused: number; casRetries: number }>(w));
-        await openGate(gate, 4);
-        for (const r of await Promise.all(replies)) {
-          allowed += r.allowed;
-          refused += r.refused;
-          casRetries += r.casRetries;
-        }
-      } finally {
-        await Promise.all(workers.map((w) => w.terminate()));
-      }
-    }
+    const { allowed, refused, casRetries } = await raceCountedDecisions(limiter, metrics.handle, 'prometheus', ['k0', 'k1', 'k2']);
     expect(casRetries, 'the workers never raced').toBeGreaterThan(0);
     limiter.allow('main');
     const decisions = await values(registry, 'sluice_decisions_total');
