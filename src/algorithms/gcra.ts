@@ -124,7 +124,10 @@ export class NarrowGcra implements LimitAlgorithm {
     // A penalty adds its cost; a block raises to its debt, or one tick past a debt already as long.
     let n = block < 0 ? d + cost * p.intervalTicks : Math.max(d + 1, block);
     if (n > horizon) {
-      if (block >= 0 && d >= block) n = d; // refused that long already, past the horizon: unchanged
+      // Refused that long already, past the horizon (after a step back, or an old TAT under a
+      // stamp a stopped decision raised): one tick less, still as long as the block, so that the
+      // word changes all the same (see LimitAlgorithm.force).
+      if (block >= 0 && d >= block) n = d > block ? d - 1 : d;
       else if (clamp) n = Math.max(d, horizon);
       else n = -1;
     }

@@ -251,10 +251,14 @@ export class Gcra32 {
         // has not yet made its compareExchange (or stopped there) must find tat changed, or it
         // would land over the block (what it read may be an old TAT that only looks like debt).
         next = Math.max(debt + 1, maxWaitTicks);
-        this.waitTicks = Math.max(0, next + p.intervalTicks - p.toleranceTicks);
         // Past the horizon: an error, unless the key is refused that long already (a clock that
-        // stepped back), when nothing is written.
-        if (next > MAX_AHEAD_TICKS) outcome = debt >= maxWaitTicks ? ALLOWED : TOO_LONG;
+        // stepped back): then one tick less, still as long as the block, so that the word changes.
+        if (next > MAX_AHEAD_TICKS) {
+          if (debt < maxWaitTicks) outcome = TOO_LONG;
+          else if (debt > maxWaitTicks) next = debt - 1;
+          else outcome = ALLOWED; // exactly the block's debt: nothing to write
+        }
+        this.waitTicks = Math.max(0, next + p.intervalTicks - p.toleranceTicks);
       } else if (cost > p.burst && mode !== PENALTY) {
         this.waitTicks = Infinity;
         outcome = REFUSED;
