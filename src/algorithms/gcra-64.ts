@@ -150,7 +150,10 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
       }
       let ok = true;
       if (toNumber(after.hi, after.lo) > horizon) {
-        if (blockMs >= 0 && compare(d.hi, d.lo, blockDebt.hi, blockDebt.lo) >= 0) { after.hi = d.hi; after.lo = d.lo; } // unchanged
+        // Refused that long already: one tick less (still the block's length), so that the word changes.
+        const longer = blockMs >= 0 ? compare(d.hi, d.lo, blockDebt.hi, blockDebt.lo) : -1;
+        if (longer > 0) sub(d.hi, d.lo, 0, 1, after);
+        else if (longer === 0) { after.hi = d.hi; after.lo = d.lo; }
         else if (clamp) fromNumber(Math.max(toNumber(d.hi, d.lo), horizon), after);
         else ok = false;
       }
