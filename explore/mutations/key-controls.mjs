@@ -33,11 +33,15 @@ export default [
   },
   {
     name: 'an old TAT under a raised stamp read as debt',
-    what: 'keyDebtOf without its bound: while a decision has raised lastSec and not yet written tat, a key idle 2^31 ticks '
-      + 'or more reads as owing up to 2^31 ticks: a block is lost or refused, a check refused (deep run 18:4 21:1 33:3 of 2026-12-03)',
+    what: 'keyDebtOf without its bound, and a block past the horizon refused as before 21bf176: while a decision has raised '
+      + 'lastSec and not yet written tat, a key idle 2^31 ticks or more reads as owing up to 2^31 ticks, and block(k, 700) '
+      + 'throws RangeError (deep run 18:4 21:1 33:3 of 2026-12-03)',
     scenario: 'key-controls',
     deep: true,
-    edits: [{ file: 'math/gcra.js', from: 'if (ahead > MAX_AHEAD_TICKS && ahead > MAX_AHEAD_TICKS + Math.ceil(1e12 / p.tickPs) + 1)', to: 'if (false)' }],
+    edits: [
+      { file: 'math/gcra.js', from: 'if (ahead > MAX_AHEAD_TICKS && ahead > MAX_AHEAD_TICKS + Math.ceil(1e12 / p.tickPs) + 1)', to: 'if (false)' },
+      { file: 'rate/gcra-32.js', from: 'if (debt < maxWaitTicks)\n                        outcome = TOO_LONG;', to: 'if (true)\n                        outcome = TOO_LONG;' },
+    ],
   },
   {
     name: '(planted) a block on several limits that only adds a tick',
