@@ -3,12 +3,12 @@ import { swap } from '../algorithms/types.js';
 import { isStale, secondsAt, unitsAhead } from '../time/stamps.js';
 import { carryDebt } from '../algorithms/gcra-64.js';
 import { ForwardClock, type Clock } from '../time/clock.js';
-import { MAX_CLOCK_MS } from '../time/ticks.js';
 import { describe, integerInRange } from '../config/check.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
 import { LockedEngine, type Prepare } from '../rate/locked-engine.js';
 import { FreshState } from '../rate/fresh-state.js';
 import { FORCED, forceUnderLock, LOCK_LOST, PAST_HORIZON } from '../rate/forced-state.js';
+import { checkBlockMs } from '../rate/key-controls.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
@@ -327,8 +327,7 @@ export class PolicyLimiter {
    * `TypeError` or `RangeError` naming it.
    */
   block(request: PolicyRequest, ms: number): KeyState {
-    if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${describe(ms)}`);
-    if (!(ms >= 0 && ms <= MAX_CLOCK_MS)) throw new RangeError(`ms must be 0 to 2^53, got ${describe(ms)}`);
+    checkBlockMs(ms);
     return this.#control('block', request, 1, ms);
   }
 

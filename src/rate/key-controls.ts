@@ -160,7 +160,7 @@ export class LimitsControls {
 }
 
 /** `block`'s `ms`: a number of ms from 0 to 2^53; TypeError or RangeError naming it. */
-function checkBlockMs(ms: number): void {
+export function checkBlockMs(ms: number): void {
   if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${describe(ms)}`);
   if (!(ms >= 0 && ms <= MAX_CLOCK_MS)) throw new RangeError(`ms must be 0 to 2^53, got ${describe(ms)}`);
 }
