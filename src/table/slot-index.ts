@@ -240,11 +240,6 @@ export class SlotIndex {
     this.#cache.delete(key);
   }
 
-  /** Drops every entry (after a sweep, most would be stale). */
-  clear(): void {
-    this.#cache.clear();
-  }
-
   /** The end of a window: turns the cache off after too many misses, or on after OFF_WINDOWS. */
   #judge(): void {
     this.#left = this.#window;

@@ -202,9 +202,14 @@ export class TableSite {
     return this.index.lasting(ref);
   }
 
-  /** Reclaims the slots of idle keys; returns how many. The key cache is cleared first. */
+  /**
+   * Reclaims the slots of idle keys; returns how many. The key cache stays: the keys a sweep keeps
+   * are the ones in use, and an entry of a key it reclaimed is found stale at its next use by its
+   * ctrl word, as the entries of every other thread are (measured, mixed traffic of a 25,000-key
+   * working set swept every 250,000 checks: clearing made each sweep cost 25,000 lookups and
+   * cache entries, 1.2x-1.4x the working set's checks).
+   */
   sweep(): number {
-    this.index.clear();
     return this.table.sweep();
   }
 
