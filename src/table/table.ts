@@ -37,6 +37,11 @@ export const ALREADY_DEAD = 2;
 export const NOT_IDLE = 0;
 /** Returned by `locate` when the key's stripe has no free or reclaimable slot. */
 export const TABLE_FULL = -1;
+/**
+ * Returned by `#reclaim` when it retired the key but another thread turned the slot into a
+ * tombstone: 1, which no tombstone word is (their low bits are TOMB).
+ */
+const RECLAIMED_ELSEWHERE = 1;
 
 /**
  * An expired claim, cancelled or not, may be taken over after this many claim timeouts (a dead
@@ -332,21 +337,19 @@ export class SlotTable {
   }
 
   /**
-   * Reclaims the slot if its key is idle. Returns true when this call reclaimed it.
-   * Order: ctrl, then the state's own retire (its reads and its compare-and-swap to the reclaim
-   * marker, the linearisation point), then ctrl -> TOMB.
+   * Reclaims the slot at `base`, whose ctrl word was loaded as the LIVE word `ctrl`, if its key is
+   * idle. Order: the state's own retire (its reads and its compare-and-swap to the reclaim marker,
+   * the linearisation point), then ctrl -> TOMB. Returns the tombstone word when this call made
+   * it, RECLAIMED_ELSEWHERE when it retired the key but another thread finished the reclaim (or
+   * the slot changed before this call's compareExchange), and 0 when it reclaimed nothing.
    */
-  tryReclaim(slot: number): boolean {
-    const w = this.words;
-    const base = this.base(slot);
-    const ctrl = Atomics.load(w, base + S_CTRL);
-    if ((ctrl & 3) !== LIVE) return false;
-    const outcome = this.#state.retire(w, base);
-    if (outcome === NOT_IDLE) return false;
-    // A reclaim already past its linearisation point, whose thread may have died: finish it.
-    if (outcome === ALREADY_DEAD) return this.finishReclaim(base, ctrl);
-    this.finishReclaim(base, ctrl);
-    return true;
+  #reclaim(base: number, ctrl: number): number {
+    const outcome = this.#state.retire(this.words, base);
+    if (outcome === NOT_IDLE) return 0;
+    if (this.finishReclaim(base, ctrl)) return ctrlWord(TOMB, ctrl >>> 2);
+    // ALREADY_DEAD: a reclaim already past its linearisation point (its thread may have died)
+    // that another thread finished first; RETIRED: this call's reclaim, finished by another.
+    return outcome === RETIRED ? RECLAIMED_ELSEWHERE : 0;
   }
 
   /**
@@ -532,12 +535,7 @@ export class SlotTable {
 
   /** Reclaims every idle key in the stripe of `first`, then compacts it; true if any slot was freed. */
   #reclaimStripe(first: number): boolean {
-    let freed = false;
-    for (let i = 0; i < this.slotsPerStripe; i++) {
-      if (this.tryReclaim(this.#at(first, i))) freed = true;
-    }
-    this.compactStripe((first / this.slotsPerStripe) | 0);
-    return freed;
+    return this.#sweepStripe((first / this.slotsPerStripe) | 0, -1, 0) !== 0;
   }
 
   /**
@@ -545,28 +543,51 @@ export class SlotTable {
    * stripe. Returns the count of slots freed (reclaimed keys and claims).
    */
   sweep(): number {
-    const w = this.words;
     const nowMs = Math.floor(performance.now());
     const reuseAfterMs = this.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
     let count = 0;
-    for (let stripe = 0; stripe < this.stripes; stripe++) {
-      const start = stripe * this.slotsPerStripe;
-      for (let slot = start; slot < start + this.slotsPerStripe; slot++) {
-        const base = this.base(slot);
-        const c = Atomics.load(w, base + S_CTRL);
-        if ((c & 3) === LIVE) {
-          if (this.tryReclaim(slot)) count++;
-        } else if ((c & 3) === BUSY && this.#claimAge(c, nowMs) > reuseAfterMs) {
-          // A dead inserter's claim, or a cancelled one, past 30x the timeout: compareExchange from
-          // the exact word we judged (a changed word was published, abandoned or reused meanwhile).
-          if (Atomics.compareExchange(w, base + S_CTRL, c, ctrlWord(TOMB, c >>> 2)) === c) {
-            this.#count(slot, C_TOMBS, 1);
-            count++;
-          }
+    for (let stripe = 0; stripe < this.stripes; stripe++) count += this.#sweepStripe(stripe, nowMs, reuseAfterMs);
+    return count;
+  }
+
+  /**
+   * Reclaims every idle key of `stripe` and, when `nowMs` is a reading (not -1), every claim
+   * older than `reuseAfterMs` at it; then compacts the stripe. Returns the count of slots freed.
+   * The one load of each ctrl word here is also the compaction's step 1 (compactStripe): each
+   * word in `#seen` is one the slot held before step 2 begins, the word loaded or the tombstone
+   * this call's compareExchange made.
+   */
+  #sweepStripe(stripe: number, nowMs: number, reuseAfterMs: number): number {
+    const w = this.words;
+    const S = this.slotsPerStripe;
+    const start = stripe * S;
+    const seen = this.#seen;
+    let count = 0;
+    let tombs = 0;
+    for (let i = 0; i < S; i++) {
+      const slot = start + i;
+      const base = this.base(slot);
+      // Atomics.load (seq-cst): the word the reclaim below starts from, and step 1's load.
+      let c = Atomics.load(w, base + S_CTRL);
+      const state = c & 3;
+      if (state === LIVE) {
+        const tomb = this.#reclaim(base, c);
+        if (tomb !== 0) count++;
+        if (tomb !== RECLAIMED_ELSEWHERE && tomb !== 0) c = tomb;
+      } else if (state === BUSY && nowMs !== -1 && this.#claimAge(c, nowMs) > reuseAfterMs) {
+        // A dead inserter's claim, or a cancelled one, past 30x the timeout: compareExchange from
+        // the exact word we judged (a changed word was published, abandoned or reused meanwhile).
+        const tomb = ctrlWord(TOMB, c >>> 2);
+        if (Atomics.compareExchange(w, base + S_CTRL, c, tomb) === c) {
+          this.#count(slot, C_TOMBS, 1);
+          count++;
+          c = tomb;
         }
       }
-      this.compactStripe(stripe);
+      seen[i] = c;
+      if ((c & 3) === TOMB) tombs++;
     }
+    if (tombs !== 0) this.#compactSeen(start);
     return count;
   }
 
@@ -609,7 +630,14 @@ export class SlotTable {
       seen[i] = c;
       if ((c & 3) === TOMB) tombs++;
     }
-    if (tombs === 0) return 0;
+    return tombs === 0 ? 0 : this.#compactSeen(start);
+  }
+
+  /** compactStripe's steps 2 and 3 for the stripe that starts at slot `start`, its step 1 in `#seen`. */
+  #compactSeen(start: number): number {
+    const w = this.words;
+    const S = this.slotsPerStripe;
+    const seen = this.#seen;
     const crossed = this.#crossed;
     crossed.fill(0);
     for (let i = 0; i < S; i++) {
