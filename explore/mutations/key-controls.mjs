@@ -70,4 +70,10 @@ export default [
       to: 'for (let i = 0; i < 1; i++) {\n        if (!g.algorithms[i].commit(',
     }],
   },
+  {
+    name: '(planted) a policy reward that gives back twice its cost',
+    what: "the 64-bit force gives a reward's cost back twice: the pair admits more than the model allows",
+    scenario: 'policy-controls',
+    edits: [{ file: 'algorithms/gcra-64.js', from: 'mul(-cost, t, spend);', to: 'mul(-2 * cost, t, spend);' }],
+  },
 ];

@@ -1,8 +1,8 @@
-// PolicyLimiter's penalty and block (a decision of cost 0 whose prepare step, under the pair's
-// lock, forces every limit of the pair's GCRA rule: forced-state.ts) racing the pair's decisions
+// PolicyLimiter's penalty, reward and block (a decision of cost 0 whose prepare step, under the
+// pair's lock, forces every limit of the pair's GCRA rule: forced-state.ts) racing the pair's decisions
 // under the same lock, as limits-controls does for RateLimiter's lock-free limits. The rule has
 // two GCRA limits (64-bit states, as every rule's); the pair holds one admission from the set-up;
-// thread 0 penalizes it by 1, blocks it for 1.7 s, then unblocks it (PolicyLimiter.reset: the
+// thread 0 penalizes it by 1, rewards it 1, blocks it for 1.7 s, then unblocks it (PolicyLimiter.reset: the
 // pair written fresh under its lock); thread 1 spends it twice.
 // Checked: every admission and refusal, with each control's effect where it took effect, against
 // both GCRA models together (readings floored to a tick; a block ends up to two ticks late).
@@ -19,7 +19,7 @@ time.moves.splice(2, 0, { name: '+1 s', to: (now) => now + 1000 });
 
 export default {
   name: 'policy-controls',
-  what: 'PolicyLimiter penalty, block and unblock (reset) under the pair lock racing decisions',
+  what: 'PolicyLimiter penalty, reward, block and unblock (reset) under the pair lock racing decisions',
   time,
   // Runs are long (each call locks the pair, reads the rules' version, shapes): the usual CI
   // budget, fewer PCT runs.
@@ -34,6 +34,7 @@ export default {
       ctx.call('allow', () => pl.allow(PAIR)); // set-up: the pair exists and holds one admission
       ctx.ready();
       ctx.call('penalty', () => pl.penalty(PAIR, 1).remaining);
+      ctx.call('reward', () => pl.reward(PAIR, 1)?.remaining ?? null);
       ctx.call('block', () => pl.block(PAIR, BLOCK_MS).remaining);
       ctx.call('unblock', () => pl.unblock(PAIR));
     },
@@ -49,6 +50,7 @@ export default {
     const outcome = (c) => {
       if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
       if (c.label === 'penalty') return { key: 'k', cost: 1, admitted: true, op: 'penalty' };
+      if (c.label === 'reward') return { key: 'k', cost: 1, admitted: true, op: 'reward' };
       if (c.label === 'block') return { key: 'k', cost: 0, admitted: true, op: 'block', blockMs: BLOCK_MS };
       if (c.label === 'unblock') return { key: 'k', cost: 0, admitted: true, op: 'reset' };
       return null;

@@ -121,8 +121,9 @@ export class NarrowGcra implements LimitAlgorithm {
     const d = this.#debt(m, stale);
     const horizon = MAX_AHEAD_TICKS - lagTicks(p);
     const block = blockMs < 0 ? -1 : blockDebtTicks(blockMs, p);
-    // A penalty adds its cost; a block raises to its debt, or one tick past a debt already as long.
-    let n = block < 0 ? d + cost * p.intervalTicks : Math.max(d + 1, block);
+    // A penalty adds its cost (a reward's negative cost gives back, never below fresh); a block
+    // raises to its debt, or one tick past a debt already as long.
+    let n = block < 0 ? Math.max(0, d + cost * p.intervalTicks) : Math.max(d + 1, block);
     if (n > horizon) {
       // Refused that long already, past the horizon (after a step back, or an old TAT under a
       // stamp a stopped decision raised): one tick less, still as long as the block, so that the

@@ -106,13 +106,16 @@ export interface LimitAlgorithm {
    */
   refund?(w: Int32Array, at: number, m: Moment, startLo: number, startHi: number, cost: number, exact?: boolean): boolean;
   /**
-   * `check` for a penalty or a block (RateLimiter.penalty/block over several GCRA limits), whose
-   * `commit` then only ever adds to the state: `blockMs` < 0 spends `cost` even past the burst;
+   * `check` for a penalty or a block (RateLimiter.penalty/block over several GCRA limits, and
+   * PolicyLimiter's), whose `commit` then only ever adds to the state (but for a reward, below):
+   * `blockMs` < 0 spends `cost` even past the burst;
    * `blockMs` >= 0 raises the debt to what refuses until `blockMs` after `m` (never lowered: a
    * state that owes that much already gets one tick more, so that its word changes and another
    * decision's `undo` from a value it wrote cannot land over the block). `v.allowed` false: the
    * state cannot hold that much (nothing to commit); with `clamp` (a limit decided again after a
-   * lost race) it holds as much as it can instead. GCRA only.
+   * lost race) it holds as much as it can instead. A negative `cost` with `blockMs` < 0 is a
+   * reward: it gives back, never below a fresh key's state, so its commit takes from the state;
+   * only under the key's lock (PolicyLimiter.reward), never on the lock-free engine. GCRA only.
    */
   force?(m: Moment, stale: boolean, cost: number, blockMs: number, clamp: boolean, v: Verdict): void;
   /** Whether the state equals a fresh key's (so the key may be reclaimed). Loads its own snapshot. */

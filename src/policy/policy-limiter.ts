@@ -151,9 +151,10 @@ export class PolicyLimiter {
   /** Writes a key's state fresh (reset, a change of rules); its `before` holds what #prepare read. */
   #freshState!: FreshState;
   /**
-   * Set for `penalty`'s and `block`'s decision: after #prepare shaped the pair, every limit of its
-   * rule is forced (forced-state.ts): a penalty of #forceCost while < 0, a block of this many ms
-   * while >= 0. Null otherwise. #forced says how it went (FORCED, PAST_HORIZON; -1: not a GCRA rule).
+   * Set for `penalty`'s, `reward`'s and `block`'s decision: after #prepare shaped the pair, every
+   * limit of its rule is forced (forced-state.ts): a penalty of #forceCost (a reward when
+   * negative) while < 0, a block of this many ms while >= 0. Null otherwise. #forced says how it
+   * went (FORCED, PAST_HORIZON; -1: not a GCRA rule).
    */
   #forcing: number | null = null;
   #forceCost = 0;
@@ -316,7 +317,17 @@ export class PolicyLimiter {
    * `TableFullError` when a new pair finds no slot.
    */
   penalty(request: PolicyRequest, cost: number): KeyState {
-    return this.#control('penalty', request, cost, -1);
+    return this.#control('penalty', request, cost, -1) as KeyState;
+  }
+
+  /**
+   * Gives back `cost` intervals under every limit of the pair's rule, each never below a fresh
+   * pair's state (a reward), and returns the pair's state after; null when the table holds no
+   * state for the pair (it is not inserted). Under the pair's lock, as its decisions are. GCRA
+   * rules only (`TypeError` otherwise, before anything is written).
+   */
+  reward(request: PolicyRequest, cost: number): KeyState | null {
+    return this.#control('reward', request, cost, -1);
   }
 
   /**
@@ -328,7 +339,7 @@ export class PolicyLimiter {
    */
   block(request: PolicyRequest, ms: number): KeyState {
     checkBlockMs(ms);
-    return this.#control('block', request, 1, ms);
+    return this.#control('block', request, 1, ms) as KeyState;
   }
 
   /** Ends a block of the pair (see `block`) by giving back everything it owes, as `reset` does. True if it owed anything. */
@@ -336,21 +347,26 @@ export class PolicyLimiter {
     return this.reset(request);
   }
 
-  /** A penalty or a block: a decision of cost 0 whose prepare step forces the pair's limits. */
-  #control(method: string, request: PolicyRequest, cost: number, blockMs: number): KeyState {
+  /**
+   * A penalty, a reward or a block: a decision of cost 0 whose prepare step forces the pair's
+   * limits. A reward (a negative cost to force) does not insert the pair: null when it is absent.
+   */
+  #control(method: 'penalty' | 'reward' | 'block', request: PolicyRequest, cost: number, blockMs: number): KeyState | null {
     checkPolicyRequest(request, cost);
     this.#refreshRules();
     const algorithm = match(this.#compiled, request.user, request.api).rule.algorithm ?? 'gcra';
     if (algorithm !== 'gcra') throw new TypeError(`${method}() is built for GCRA rules; the rule of ${describe(request)} runs '${algorithm}'`);
+    const reward = method === 'reward';
     this.#forcing = blockMs;
-    this.#forceCost = cost;
+    this.#forceCost = reward ? -cost : cost;
     this.#forced = FORCED;
     let outcome: number;
     try {
-      outcome = this.#decide(request, 0, false);
+      outcome = this.#decide(request, 0, reward);
     } finally {
       this.#forcing = null;
     }
+    if (outcome === ABSENT) return null;
     if (outcome === FULL) throw new TableFullError(`${request.user} / ${request.api}`);
     if (outcome === UNREADABLE) throw new Error(`${method}: the rules of ${describe(request)} are being rewritten and cannot be read yet; nothing was written`);
     if (this.#forced === NOT_GCRA) {

@@ -10,7 +10,8 @@ export const PAST_HORIZON = 1;
 export const LOCK_LOST = 2;
 
 /**
- * A penalty (`blockMs` < 0: `cost` spent on every limit even past its burst) or a block
+ * A penalty (`blockMs` < 0: `cost` spent on every limit even past its burst; a negative `cost` is
+ * a reward, given back on every limit never below a fresh key's state) or a block
  * (`blockMs` >= 0: every limit raised to refuse until that long after `m`) on the state of `g` at
  * `state`, under the key's lock, for a `Prepare` step of the locked protocol (PolicyLimiter's
  * penalty and block). Every limit is loaded and forced first (LimitAlgorithm.force: nothing is

@@ -1,7 +1,8 @@
-// PolicyLimiter.penalty, block and unblock: under the pair's lock, as its decisions are, every limit
-// of the pair's GCRA rule spends the penalty or is raised to refuse until the block's end (after
-// the pair is shaped under its current rule); unblock gives everything back, as reset does. Exact
-// on a ManualClock; raced on 4 workers.
+// PolicyLimiter.penalty, reward, block and unblock: under the pair's lock, as its decisions are,
+// every limit of the pair's GCRA rule spends the penalty, gives the reward back (never below
+// fresh), or is raised to refuse until the block's end (after the pair is shaped under its
+// current rule); unblock gives everything back, as reset does. Exact on a ManualClock; raced on
+// 4 workers.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, PolicyLimiter, TableFullError } from '../../src/index.js';
@@ -15,7 +16,7 @@ function make(rules = [{ limit: [perSecond(10), perMinute(100)] }]) {
   return { clock, policy: new PolicyLimiter({ rules, maxKeys: 8, clock }) };
 }
 
-describe('PolicyLimiter penalty, block and unblock', () => {
+describe('PolicyLimiter penalty, reward, block and unblock', () => {
   it('a penalty spends on every limit of the rule, even past the burst', () => {
     const { clock, policy } = make();
     expect(policy.allow(pair)).toBe(true);
@@ -58,6 +59,37 @@ describe('PolicyLimiter penalty, block and unblock', () => {
     expect(policy.allow(pair)).toBe(true);
   });
 
+  it('a reward gives back on every limit, never below fresh, and does not insert an unknown pair', () => {
+    const { clock, policy } = make();
+    expect(policy.reward(pair, 3)).toBeNull();
+    expect(policy.stats().liveKeys).toBe(0);
+    for (let i = 0; i < 10; i++) expect(policy.allow(pair)).toBe(true);
+    expect(policy.allow(pair)).toBe(false);
+    const after = policy.reward(pair, 3);
+    expect(after?.remaining).toBe(3);
+    const d = policy.tryAcquire(pair);
+    expect(d.limits?.map((l) => l.remaining)).toEqual([2, 92]); // 10 spent, 3 given back, 1 spent: 8 owed on each
+    expect(policy.allow(pair)).toBe(true);
+    expect(policy.allow(pair)).toBe(true);
+    expect(policy.allow(pair)).toBe(false);
+    // Never below fresh: a reward past the debt leaves the pair as a fresh one, not with more.
+    expect(policy.reward(pair, 1_000)?.remaining).toBe(10);
+    let n = 0;
+    while (policy.allow(pair)) n++;
+    expect(n).toBe(10);
+    clock.advance(60_000);
+    expect(policy.reward(pair, 5)?.remaining).toBe(10); // owed nothing by now: nothing to give
+  });
+
+  it('a reward at width 64 (a rule whose state needs 64 bits) gives back the same', () => {
+    const { policy } = make([{ limit: [perSecond(10), { permits: 1, periodMs: 40 * DAY }] }]);
+    expect(policy.allow(pair)).toBe(true);
+    expect(policy.allow(pair)).toBe(false); // the 40-day limit: one a period
+    expect(policy.reward(pair, 1)?.remaining).toBe(1);
+    expect(policy.allow(pair)).toBe(true);
+    expect(policy.allow(pair)).toBe(false);
+  });
+
   it('another algorithm, bad input, a state that cannot hold it, a full table: errors by name, nothing written', () => {
     const { policy } = make([{ limit: [perSecond(10)] }, { api: 'win', algorithm: 'fixed-window', limit: perMinute(5) } as never]);
     expect(() => policy.block({ user: 'u', api: 'win' }, 1_000)).toThrow(/block\(\) is built for GCRA rules; the rule of .* runs 'fixed-window'/);
@@ -66,6 +98,9 @@ describe('PolicyLimiter penalty, block and unblock', () => {
     expect(() => policy.block(pair, -1)).toThrow(/ms must be 0 to 2\^53, got -1/);
     expect(() => policy.block(pair, 'soon' as never)).toThrow(/ms must be a number/);
     expect(() => policy.penalty(pair, -1)).toThrow(RangeError);
+    expect(() => policy.reward({ user: 'u', api: 'win' }, 1)).toThrow(/reward\(\) is built for GCRA rules/);
+    expect(() => policy.reward(pair, -1)).toThrow(RangeError);
+    expect(() => policy.reward(pair, 1.5)).toThrow(RangeError);
     expect(() => policy.block(pair, 2 ** 53)).toThrow(/block\(.*\) is more than the pair's state can hold; nothing was written/);
     expect(policy.get(pair)?.remaining ?? 10).toBe(10);
     const full = new PolicyLimiter({ rules: [{ limit: perMinute(1) }], maxKeys: 1, clock: new ManualClock(0) });
@@ -97,6 +132,37 @@ describe('PolicyLimiter penalty, block and unblock', () => {
         // Run one after another, the first worker would take the whole burst before its block and
         // the others nothing: admissions in two workers mean their spends and blocks overlapped.
         raced = r.filter((x) => x.admitted > 0).length >= 2;
+      } finally {
+        await Promise.all(workers.map((w) => w.terminate()));
+      }
+    }
+    expect(raced, 'the workers never overlapped').toBe(true);
+  }, 60_000);
+
+  it('4 workers spend and reward one pair at once: on a frozen clock, what each limit owes is exactly admissions less rewards', async () => {
+    let raced = false;
+    for (let round = 0; round < 10 && !raced; round++) {
+      const burst = 40;
+      const clock = new ManualClock(0);
+      const policy = new PolicyLimiter({ rules: [{ limit: [{ permits: 10, periodMs: 1_000, burst }, perMinute(6_000)] }], maxKeys: 8, clock });
+      const gate = new SharedArrayBuffer(8);
+      const workers = [2, 3, 2, 5].map((rewardEvery) => new Worker(new URL('../fixtures/policy-reset-worker.mjs', import.meta.url), {
+        workerData: { handle: policy.handle, user: 'u', api: 'x', attempts: 400, gate, rewardEvery },
+      }));
+      try {
+        const replies = workers.map((w) => result<{ admitted: number; rewards: number }>(w));
+        await openGate(gate, 4);
+        const r = await Promise.all(replies);
+        const admitted = r.reduce((n, x) => n + x.admitted, 0);
+        const rewards = r.reduce((n, x) => n + x.rewards, 0);
+        // Every reward found debt (it follows an admission no other reward matched), so each
+        // gave exactly one interval back on each limit: a reward lost or given twice shows here.
+        const owed = admitted - rewards;
+        expect(owed).toBeLessThanOrEqual(burst);
+        const left = policy.get(pair);
+        expect(left?.limits?.map((l) => l.remaining)).toEqual([burst - owed, 6_000 - owed]);
+        // Admissions in two workers past the burst mean their spends and rewards overlapped.
+        raced = admitted > burst && r.filter((x) => x.rewards > 0).length >= 2;
       } finally {
         await Promise.all(workers.map((w) => w.terminate()));
       }
