@@ -1,6 +1,6 @@
 import { describe } from '../config/check.js';
 import type { Decision } from '../rate/types.js';
-import { rateLimitValue, type AdvertisedPolicy, type PolicyFields } from './headers.js';
+import { rateLimitValue, type PolicyFields } from './headers.js';
 
 /**
  * The header fields the middleware can send, by the draft of the IETF RateLimit fields a client
@@ -71,25 +71,22 @@ function binding(decision: Decision, count: number): number {
   return best;
 }
 
-/** The binding limit's policy, what it has left (whole requests) and the ms to its reset. */
-function bound(decision: Decision, fields: PolicyFields): { p: AdvertisedPolicy; remaining: number; resetMs: number } {
-  const i = binding(decision, fields.policies.length);
+/** What limit `i` of the decision has left (the decision's own figure for one limit), whole. */
+function remainingOf(decision: Decision, i: number): number {
   const own = decision.limits?.[i];
-  return {
-    p: fields.policies[i] as AdvertisedPolicy,
-    remaining: Math.floor(own === undefined ? decision.remaining : own.remaining),
-    resetMs: own === undefined ? decision.resetAfterMs : own.resetAfterMs,
-  };
+  return Math.floor(own === undefined ? decision.remaining : own.remaining);
 }
 
-/** The fields of draft-8: draft-11's, with t the wait until the limit is full. */
+/** How long until limit `i` of the decision is full again (the decision's own figure for one limit). */
+function resetMsOf(decision: Decision, i: number): number {
+  const own = decision.limits?.[i];
+  return own === undefined ? decision.resetAfterMs : own.resetAfterMs;
+}
+
 function draft8Value(decision: Decision, fields: PolicyFields): string {
   let value = '';
   fields.policies.forEach((p, i) => {
-    const own = decision.limits?.[i];
-    const remaining = Math.floor(own === undefined ? decision.remaining : own.remaining);
-    const resetMs = own === undefined ? decision.resetAfterMs : own.resetAfterMs;
-    value += `${i === 0 ? '' : ', '}"${p.name}";r=${remaining};t=${seconds(resetMs)}`;
+    value += `${i === 0 ? '' : ', '}"${p.name}";r=${remainingOf(decision, i)};t=${seconds(resetMsOf(decision, i))}`;
   });
   return value;
 }
@@ -101,36 +98,41 @@ function draft8Value(decision: Decision, fields: PolicyFields): string {
  */
 export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: () => number = Date.now): FieldList | null {
   if (mode === null && !legacy) return null;
-  const standard = (decision: Decision, fields: PolicyFields): string[] => {
+  const write = (decision: Decision, fields: PolicyFields): string[] => {
+    let out: string[];
+    // The binding limit (drafts 6 and 7, legacy): found once per decision, -1 until needed.
+    let i = -1;
     switch (mode) {
       case 'draft-11':
-        return ['ratelimit-policy', fields.policy, 'ratelimit', rateLimitValue(decision, fields)];
+        out = ['ratelimit-policy', fields.policy, 'ratelimit', rateLimitValue(decision, fields)];
+        break;
       case 'draft-8':
-        return ['ratelimit-policy', fields.policy, 'ratelimit', draft8Value(decision, fields)];
-      case 'draft-7': {
-        const { p, remaining, resetMs } = bound(decision, fields);
-        return ['ratelimit-policy', `${p.q};w=${p.w}`, 'ratelimit', `limit=${p.q}, remaining=${remaining}, reset=${seconds(resetMs)}`];
-      }
-      case 'draft-6': {
-        const { p, remaining, resetMs } = bound(decision, fields);
-        return [
-          'ratelimit-policy', `${p.q};w=${p.w}`, 'ratelimit-limit', String(p.q),
-          'ratelimit-remaining', String(remaining), 'ratelimit-reset', String(seconds(resetMs)),
+        out = ['ratelimit-policy', fields.policy, 'ratelimit', draft8Value(decision, fields)];
+        break;
+      case 'draft-7':
+        i = binding(decision, fields.policies.length);
+        out = [
+          'ratelimit-policy', fields.quotaWindow[i] as string,
+          'ratelimit', `limit=${fields.quota[i] as string}, remaining=${remainingOf(decision, i)}, reset=${seconds(resetMsOf(decision, i))}`,
         ];
-      }
+        break;
+      case 'draft-6':
+        i = binding(decision, fields.policies.length);
+        out = [
+          'ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit-limit', fields.quota[i] as string,
+          'ratelimit-remaining', String(remainingOf(decision, i)), 'ratelimit-reset', String(seconds(resetMsOf(decision, i))),
+        ];
+        break;
       default:
-        return [];
+        out = [];
     }
+    if (legacy) {
+      if (i < 0) i = binding(decision, fields.policies.length);
+      const reset = String(Math.ceil((wallMs() + resetMsOf(decision, i)) / 1000));
+      out.push('x-ratelimit-limit', fields.quota[i] as string, 'x-ratelimit-remaining', String(remainingOf(decision, i)), 'x-ratelimit-reset', reset);
+    }
+    return out;
   };
-  const write = legacy
-    ? (decision: Decision, fields: PolicyFields): string[] => {
-      const out = standard(decision, fields);
-      const { p, remaining, resetMs } = bound(decision, fields);
-      const reset = String(Math.ceil((wallMs() + resetMs) / 1000));
-      out.push('x-ratelimit-limit', String(p.q), 'x-ratelimit-remaining', String(remaining), 'x-ratelimit-reset', reset);
-      return out;
-    }
-    : standard;
   return Object.assign(write, { stacking: mode === 'draft-8' || mode === 'draft-11' ? 2 : 0 });
 }
 

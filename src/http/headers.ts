@@ -124,11 +124,19 @@ export function retryAfterSeconds(decision: Decision): string | undefined {
 export interface PolicyFields {
   readonly policy: string;
   readonly policies: readonly AdvertisedPolicy[];
+  /** Per policy: its `q` as text, and its draft-6/-7 `ratelimit-policy` value `<q>;w=<w>` (made once, not per request). */
+  readonly quota: readonly string[];
+  readonly quotaWindow: readonly string[];
 }
 
 /** `policies` (from `advertisePolicies`) as fields, built once per limiter or rule. */
 export function policyFields(policies: readonly AdvertisedPolicy[]): PolicyFields {
-  return { policy: policies.map((p) => p.item).join(', '), policies };
+  return {
+    policy: policies.map((p) => p.item).join(', '),
+    policies,
+    quota: policies.map((p) => String(p.q)),
+    quotaWindow: policies.map((p) => `${p.q};w=${p.w}`),
+  };
 }
 
 /**

@@ -208,7 +208,10 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
   const giveBackWhen = giveBackOptions(options as { skipSuccessfulRequests?: unknown; skipFailedRequests?: unknown }, limiter);
   const decided = checkOf(options, limiter, cost, writer, degraded, defaultKey, giveBackWhen !== null, banOf<Req>(options, limiter));
   const observe = observers(options);
-  const decide: Check<Req> = observe === undefined ? decided : (req, cost) => then(decided(req, cost), (o) => observe(req, o));
+  const decide: Check<Req> = observe === undefined ? decided : (req, cost) => {
+    const o = decided(req, cost);
+    return o instanceof Promise ? o.then((x) => observe(req, x)) : observe(req, o);
+  };
   if (skip === undefined) return { check: decide, status: statusCode, body, stacking, giveBackWhen };
   // An async skip (a promise) is awaited: a promise is truthy, and read as a boolean it skipped
   // every request (found: `skip: async () => false` let 10 of 10 through at 3 a minute).
@@ -243,22 +246,30 @@ function checkOf<Req>(
   const keyed = <K>(
     keyOf: (req: Req) => K | Promise<K>, decideKey: (key: K, cost: number) => Outcome | Promise<Outcome>, nameOf: (key: K) => string,
   ): Check<Req> => {
-    // A key on the deny list is refused, uncounted; then one on the allow list goes on, uncounted.
-    const listed = (
-      req: Req, key: K, n: number, counted: (key: K, n: number) => Outcome | Promise<Outcome>,
-    ): Outcome | Promise<Outcome> => {
-      const name = nameOf(key);
-      const afterAllow = (): Outcome | Promise<Outcome> =>
-        (allowed === undefined ? counted(key, n) : then(allowed(req, name), (yes) => (yes ? SKIPPED : counted(key, n))));
-      return denied === undefined ? afterAllow() : then(denied(req, name), (no) => (no ? DENIED : afterAllow()));
+    // A key on the deny list is refused, uncounted; then one on the allow list goes on, uncounted;
+    // then the check, whose refusal counts towards the key's ban. Each step is a promise only when
+    // what it ran returned one: a request that meets no promise makes no closure.
+    const counted = (req: Req, key: K, name: string, n: number): Outcome | Promise<Outcome> => {
+      const o = decideKey(key, n);
+      if (banned === undefined) return o;
+      if (o instanceof Promise) return o.then((x) => (x.allowed ? x : banned(req, name, x)));
+      return o.allowed ? o : banned(req, name, o);
     };
-    const lists = allowed !== undefined || denied !== undefined;
+    const afterDeny = (req: Req, key: K, name: string, n: number): Outcome | Promise<Outcome> => {
+      if (allowed === undefined) return counted(req, key, name, n);
+      const yes = allowed(req, name);
+      if (yes instanceof Promise) return yes.then((x) => (x ? SKIPPED : counted(req, key, name, n)));
+      return yes ? SKIPPED : counted(req, key, name, n);
+    };
+    const decide = (req: Req, key: K, n: number): Outcome | Promise<Outcome> => {
+      if (banned === undefined && allowed === undefined && denied === undefined) return decideKey(key, n);
+      const name = nameOf(key);
+      if (denied === undefined) return afterDeny(req, key, name, n);
+      const no = denied(req, name);
+      if (no instanceof Promise) return no.then((x) => (x ? DENIED : afterDeny(req, key, name, n)));
+      return no ? DENIED : afterDeny(req, key, name, n);
+    };
     return (req, cost) => {
-      // Made once per request only with a list or a ban: a refusal counts towards the key's ban.
-      const counted = banned === undefined
-        ? decideKey
-        : (key: K, n: number) => then(decideKey(key, n), (o) => (o.allowed ? o : banned(req, nameOf(key), o)));
-      const decide = lists ? (key: K, n: number) => listed(req, key, n, counted) : counted;
       const k = keyOf(req);
       let c: number | Promise<number>;
       try {
@@ -269,8 +280,8 @@ function checkOf<Req>(
         if (k instanceof Promise) k.catch(() => {});
         throw error;
       }
-      if (!(k instanceof Promise) && !(c instanceof Promise)) return decide(k, c);
-      return Promise.all([k, c]).then(([key, n]) => decide(key, n));
+      if (!(k instanceof Promise) && !(c instanceof Promise)) return decide(req, k, c);
+      return Promise.all([k, c]).then(([key, n]) => decide(req, key, n));
     };
   };
   if (limiter instanceof RateLimiter || limiter instanceof RedisRateLimiter) {
@@ -377,7 +388,20 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
     // The body, from `message` (an error from its function goes to next, as any other).
     settleCheck(() => body(req, outcome.decision), (b) => send(res, b), next);
   };
+  const respond = (req: Req, res: Res, next: NextFunction, o: Outcome): void => {
+    if (o === SKIPPED) next();
+    else answer(req, res, next, o);
+  };
   return (req, res, next) => {
-    settleCheck(() => check(req), (o) => (o === SKIPPED ? next() : answer(req, res, next, o)), next);
+    // settleCheck written out: no closure per request on the path that meets no promise.
+    let o: Outcome | Promise<Outcome>;
+    try {
+      o = check(req);
+    } catch (error) {
+      next(error);
+      return;
+    }
+    if (o instanceof Promise) o.then((x) => respond(req, res, next, x), next);
+    else respond(req, res, next, o);
   };
 }
