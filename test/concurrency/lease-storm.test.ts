@@ -1,4 +1,4 @@
-// A storm (probabilistic): ConcurrencyLimiter workers acquire and release on 4 keys that
+// Storms (probabilistic): ConcurrencyLimiter workers acquire and release on 4 keys that
 // share one probe chain (forceHash), with claimTimeoutMs 1 on an oversubscribed host (a holder
 // preempted for over 1 ms is taken over), while the main thread sweeps without pause (reclaims
 // take stale locks over; idle keys' slots are reused by other keys) and terminates and replaces
@@ -45,6 +45,66 @@ describe('a lease storm with sweeps and terminations', () => {
     console.log(`lease storm: admissions ${admissions}, sweeps reclaimed ${swept}, kills ${kills}, most held per key ${most}, casRetries ${limiter.stats().casRetries}`);
     expect(admissions).toBeGreaterThan(1_000);
     expect(Math.max(...most)).toBeLessThanOrEqual(MAX);
+  });
+
+  // The same storm while the main thread resets keys (ConcurrencyLimiter.reset: every place
+  // freed, under the key's lock) between its sweeps. A reset frees the places of leases still
+  // held, so what is checked is the leases taken since a key's last reset: a lease counts in the
+  // generation of its key (resets done) when no reset was under way or done while it was taken,
+  // and no generation of a key ever counts more than maxInFlight at once (a release of a lease
+  // from before a reset that freed a later lease's place would show here).
+  it('with resets: never more than maxInFlight leases taken since the key\'s last reset', async () => {
+    // One place per key and two keys for four workers: two holders of a key at once, which two
+    // cores give often, are already one too many.
+    const KEYS = 2;
+    const MAX = 1;
+    const WORKERS = 4;
+    const GENS = 400;
+    const limiter = new ConcurrencyLimiter({ maxInFlight: MAX, leaseMs: 3_600_000, maxKeys: 8, claimTimeoutMs: 1, forceHash: 5, clock: { now: () => FROZEN_MS } });
+    const ctl = new Int32Array(new SharedArrayBuffer(4 * (2 * KEYS + 1)));
+    const resets = new Int32Array(new SharedArrayBuffer(4 * 2 * KEYS));
+    const heldGen = new SharedArrayBuffer(4 * KEYS * GENS);
+    let seed = 7;
+    const spawn = () => new Worker(stormWorker, {
+      workerData: { handle: limiter.handle, keys: KEYS, seed: seed++ * 2654435761, frozenMs: FROZEN_MS, ctl: ctl.buffer, resets: resets.buffer, gens: GENS, heldGen },
+    });
+    const pool = Array.from({ length: WORKERS }, spawn);
+    const random = mulberry32(20261203);
+    let made = 0;
+    let found = 0;
+    let kills = 0;
+    const end = Date.now() + soakOr(1_500, 4_000);
+    let nextKill = Date.now() + 400;
+    // At least 20 resets, however slowly a busy machine runs the workers (within 30 s more).
+    while (Date.now() < end || (made < 20 && Date.now() < end + 30_000)) {
+      limiter.sweep();
+      // Paced by the workers' admissions (a reset every 3,000 or so), so that resets land among
+      // leases held from the first to the last.
+      if (made < GENS - 1 && Atomics.load(ctl, 2 * KEYS) >= (made + 1) * 3_000 && random() < 0.5) {
+        const k = Math.floor(random() * KEYS);
+        Atomics.add(resets, k, 1); // under way
+        if (limiter.reset(`key${k}`)) found++;
+        Atomics.add(resets, KEYS + k, 1); // done: a new generation
+        made++;
+      }
+      if (Date.now() >= nextKill && kills < 4) {
+        const i = kills % WORKERS;
+        await (pool[i] as Worker).terminate();
+        pool[i] = spawn();
+        kills++;
+        nextKill = Date.now() + 400;
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(pool.map((w) => w.terminate()));
+    const most = Array.from(ctl.subarray(KEYS, 2 * KEYS));
+    const admissions = Atomics.load(ctl, 2 * KEYS);
+    console.log(`lease storm with resets: admissions ${admissions}, resets ${made} (${found} found places held), kills ${kills}, most held per key in one generation ${most}`);
+    expect(admissions).toBeGreaterThan(1_000);
+    expect(found, 'resets that freed places held').toBeGreaterThan(0);
+    expect(Math.max(...most)).toBeLessThanOrEqual(MAX);
+    // Some generation of some key had all its places taken: the bound was reached, not just kept.
+    expect(Math.max(...most)).toBe(MAX);
   });
 });
 

@@ -11,6 +11,9 @@
 // - in a round, no pair admits more than its rule's limit (a reshape starts a pair fresh or
 //   carries its debt, so what a pair admits in one round is bounded by that round's rule);
 // - no pair has two live copies.
+// The pairs whose rule is GCRA in a round are also penalized, blocked, rewarded and reset now and
+// then (the controls run under the pair's lock, as decisions do): a round's bound for such a pair
+// is its rule's limit plus what rewards and resets may have given back in it.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { PolicyLimiter, type PolicyRule } from '../../src/index.js';
@@ -27,23 +30,25 @@ const ROUNDS = soakOr(6, 12);
 const hour = (permits: number) => ({ permits, periodMs: 3_600_000 });
 
 /** Rules for round `r`, and each spent pair's limit under them. */
-function rulesOf(r: number): { rules: PolicyRule[]; bound: number[] } {
+function rulesOf(r: number): { rules: PolicyRule[]; bound: number[]; gcra: boolean[] } {
   if (r % 2 === 0) {
     return {
       rules: [{ limit: hour(30) }, { user: 'u1', algorithm: 'sliding-log', limit: hour(12) }, { user: 'u2', algorithm: 'fixed-window', limit: hour(40) }],
       bound: [30, 12, 40, 30],
+      gcra: [true, false, false, true],
     };
   }
   return {
     rules: [{ algorithm: 'sliding-log', limit: hour(10) }, { user: 'u1', limit: hour(35) }, { user: 'u3', algorithm: 'sliding-window', limit: hour(15) }],
     bound: [10, 35, 10, 15],
+    gcra: [false, true, false, false],
   };
 }
 
 describe('a PolicyLimiter kill storm: rule changes, probes, sweeps and terminations on one probe chain', () => {
   it('never throws, never admits a pair past its rule, never keeps two copies of a pair', async () => {
     const random = mulberry32(20261202);
-    const ctl = new Int32Array(new SharedArrayBuffer(4 * ROUNDS * SPENT));
+    const ctl = new Int32Array(new SharedArrayBuffer(4 * 2 * ROUNDS * SPENT)); // admitted, then what controls may have given back
     const policy = new PolicyLimiter({ rules: rulesOf(0).rules, maxKeys: 16, slotsPerKey: 1.25, claimTimeoutMs: 1, clock: { now: () => FROZEN_MS } });
     let errors: unknown[] = [];
     let swept = 0;
@@ -51,7 +56,10 @@ describe('a PolicyLimiter kill storm: rule changes, probes, sweeps and terminati
       if (round > 0) policy.setRules(rulesOf(round).rules);
       const pool = Array.from({ length: WORKERS }, (_, i) => {
         const w = new Worker(workerUrl, {
-          workerData: { handle: policy.handle, frozenMs: FROZEN_MS, seed: (round * WORKERS + i + 1) * 2654435761, spent: SPENT, probed: PROBED, round, ctl: ctl.buffer },
+          workerData: {
+            handle: policy.handle, frozenMs: FROZEN_MS, seed: (round * WORKERS + i + 1) * 2654435761, spent: SPENT, probed: PROBED, round, rounds: ROUNDS,
+            ctl: ctl.buffer, gcra: rulesOf(round).gcra, bursts: rulesOf(round).bound,
+          },
         });
         w.on('error', (e) => errors.push(e));
         return w;
@@ -72,11 +80,15 @@ describe('a PolicyLimiter kill storm: rule changes, probes, sweeps and terminati
       expect(duplicateKeys(policy.handle.table)).toEqual([]);
     }
     const admitted = Array.from({ length: ROUNDS }, (_, r) => Array.from(ctl.subarray(r * SPENT, (r + 1) * SPENT)));
-    console.log(`policy kill storm: ${ROUNDS} rounds, sweeps reclaimed ${swept}, casRetries ${policy.stats().casRetries}, admitted per round ${admitted.map((a) => a.join('/')).join(' ')}`);
+    const given = Array.from({ length: ROUNDS }, (_, r) => Array.from(ctl.subarray((ROUNDS + r) * SPENT, (ROUNDS + r + 1) * SPENT)));
+    console.log(`policy kill storm: ${ROUNDS} rounds, sweeps reclaimed ${swept}, casRetries ${policy.stats().casRetries}, ` +
+      `admitted per round ${admitted.map((a) => a.join('/')).join(' ')}, given back at most ${given.map((a) => a.join('/')).join(' ')}`);
     for (let r = 0; r < ROUNDS; r++) {
       const { bound } = rulesOf(r);
-      (admitted[r] as number[]).forEach((n, p) => expect(n, `round ${r}, pair u${p}`).toBeLessThanOrEqual(bound[p] as number));
+      (admitted[r] as number[]).forEach((n, p) => expect(n, `round ${r}, pair u${p}`).toBeLessThanOrEqual((bound[p] as number) + (given[r]?.[p] as number)));
     }
+    // Controls were made: rewards or resets gave something back in some round.
+    expect(given.flat().reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
     // The storm did its work: pairs were spent to their limits and probes were reclaimed.
     expect(admitted.flat().reduce((a, b) => a + b, 0)).toBeGreaterThan(ROUNDS);
     expect(swept).toBeGreaterThan(ROUNDS);

@@ -57,8 +57,11 @@ interface Case {
   globalBound?: number;
   /** The hot keys also take window reservations, some of them cancelled (see RESERVE_CASES). */
   reserve?: true;
-  /** The workers also penalize, block, reward and reset the hot keys (see CONTROL_CASES). */
-  controls?: true;
+  /**
+   * The workers also penalize, block, reward and reset the hot keys; 'spend': only penalize and
+   * block them (several limits, a cap: see CONTROL_CASES).
+   */
+  controls?: true | 'spend';
   /** Epochs to run (EPOCHS unless set). */
   epochs?: number;
 }
@@ -120,9 +123,20 @@ const RESERVE_CASES: Case[] = [
 // spend, so what a key admits in an epoch is at most its burst plus what rewards gave back, and
 // plus a burst for each reset. Each worker adds what a reward or reset may give back to the key's
 // bound before the call, so the bound holds also for a worker terminated inside one.
+// Several limits and a limit under a cap have penalty and block only (the lock-free engine's
+// force): the bound is the smallest burst, and the cap's, with nothing given back.
 const CONTROL_CASES: Case[] = [
   { name: 'gcra, one limit, with per-key controls', options: { limit: perSecond(200) }, keyBound: 200, controls: true, epochs: 4 },
   { name: 'gcra, 64-bit state, with per-key controls', options: { limit: perSecond(3_000, { burst: 300 }) }, keyBound: 300, controls: true, epochs: 4 },
+  {
+    name: 'two gcra limits, with penalties and blocks', options: { limit: [perSecond(200), perMinute(12_000, { burst: 300 })] },
+    keyBound: 200, controls: 'spend', epochs: 4,
+  },
+  {
+    // A cap above the keys' bounds together, so that each key's own bound is what binds.
+    name: 'gcra under a global cap, with penalties and blocks', options: { limit: perSecond(200), globalLimit: perSecond(1_000) },
+    keyBound: 200, globalBound: 1_000, controls: 'spend', epochs: 4,
+  },
 ];
 
 /** Room in the log for every act of one epoch (admissions and reservations, cancelled or not). */
@@ -212,7 +226,7 @@ function drain(limiter: RateLimiter, key: string): number {
 
 /** Starts the round's workers and waits until all of them run their loop. */
 async function startRound(
-  limiter: RateLimiter, counters: SharedArrayBuffer, seed: number, errors: unknown[], log?: ActLog, controls?: { keyBound: number },
+  limiter: RateLimiter, counters: SharedArrayBuffer, seed: number, errors: unknown[], log?: ActLog, controls?: { keyBound: number; spendOnly: boolean },
 ): Promise<Worker[]> {
   const gate = new SharedArrayBuffer(8);
   const pool = Array.from({ length: WORKERS }, (_, id) => new Worker(workerUrl, {
@@ -253,15 +267,18 @@ async function storm(c: Case): Promise<void> {
   // until the storm showed reservations made ahead, cancelled and raced: a busy machine runs
   // fewer attempts per round, and never fails the test for it.
   const epochs = c.epochs ?? EPOCHS;
-  // With controls: what rewards and resets may have given back, over all epochs.
+  // With controls: what rewards and resets may have given back, and the controls that returned,
+  // over all epochs.
   let givenBackBound = 0;
+  let controlsMade = 0;
   const shown = () => work > 1_000 && (!c.reserve || (reserved.ahead > 0 && reserved.cancelled > 0 && reserved.casRetries > 0)) &&
-    (!c.controls || givenBackBound > 0);
+    (!c.controls || (controlsMade > 0 && (c.controls === 'spend' || givenBackBound > 0)));
   let epoch = 0;
   for (; epoch < epochs || (!shown() && epoch < 4 * epochs); epoch++) {
     if (epoch > 0) clock.advance(FAR_MS); // every key idle: hot keys get reclaimed and inserted again
-    // With controls, one more word per hot key: what rewards and resets may have given back.
-    const counters = new SharedArrayBuffer(4 * (HOT.length + WORKERS + (c.controls ? HOT.length : 0)));
+    // With controls, one more word per hot key (what rewards and resets may have given back) and
+    // one for the controls that returned.
+    const counters = new SharedArrayBuffer(4 * (HOT.length + WORKERS + (c.controls ? HOT.length + 1 : 0)));
     count = new Int32Array(counters);
     const log = c.reserve ? newLog() : undefined;
     // An epoch past the planned ones, run because the storm has not shown its reservations yet:
@@ -270,7 +287,8 @@ async function storm(c: Case): Promise<void> {
     // live their random time.
     const fill = c.reserve && epoch >= epochs ? HOT.length * 2 * (c.keyBound + 50) : 0;
     for (let round = 0; round < ROUNDS_PER_EPOCH; round++) {
-      const pool = await startRound(limiter, counters, Math.floor(random() * 2 ** 32), errors, log, c.controls ? { keyBound: c.keyBound } : undefined);
+      const controls = c.controls ? { keyBound: c.keyBound, spendOnly: c.controls === 'spend' } : undefined;
+      const pool = await startRound(limiter, counters, Math.floor(random() * 2 ** 32), errors, log, controls);
       const attempts = () => Array.from({ length: WORKERS }, (_, id) => Atomics.load(count, HOT.length + id)).reduce((a, b) => a + b, 0);
       const fillBy = performance.now() + 5_000;
       while (round === 0 && attempts() < fill && performance.now() < fillBy) await sleep(1);
@@ -292,7 +310,10 @@ async function storm(c: Case): Promise<void> {
     if (c.globalBound !== undefined) expect(admitted.reduce((a, b) => a + b, 0), `epoch ${epoch}`).toBeLessThanOrEqual(c.globalBound);
     expect([...liveCopies(limiter)].filter(([, n]) => n > 1), `epoch ${epoch}: keys with two live copies`).toEqual([]);
     work += Array.from({ length: WORKERS }, (_, id) => count[HOT.length + id] as number).reduce((a, b) => a + b, 0);
-    if (c.controls) givenBackBound += bounds.reduce((a, b) => a + b, 0) - HOT.length * c.keyBound;
+    if (c.controls) {
+      givenBackBound += bounds.reduce((a, b) => a + b, 0) - HOT.length * c.keyBound;
+      controlsMade += count[count.length - 1] as number;
+    }
     if (log !== undefined) {
       // Every window of every limit, per key and for the cap over all keys, held no more than
       // its promise: the admissions and the reservations that act in it (cancelled ones left
@@ -319,7 +340,8 @@ async function storm(c: Case): Promise<void> {
     }
   }
   expect(work).toBeGreaterThan(1_000); // the workers did run between their starts and their ends
-  if (c.controls) expect(givenBackBound, 'rewards and resets were made').toBeGreaterThan(0);
+  if (c.controls) expect(controlsMade, 'controls that returned').toBeGreaterThan(0);
+  if (c.controls === true) expect(givenBackBound, 'rewards and resets were made').toBeGreaterThan(0);
   expect(epochsWithAdmissions * 2, 'epochs that admitted something').toBeGreaterThanOrEqual(epoch);
   if (c.reserve) {
     // Reservations for the next window were made and cancelled, and the workers raced.
@@ -388,7 +410,7 @@ describe('workers terminated at random moments, every configuration', () => {
   it.each(fastCases(CASES, FAST).map(fast))('$name: stays exact, whole and usable', storm);
 });
 
-describe('workers terminated at random moments while they penalize, block, reward and reset keys', () => {
+describe('workers terminated at random moments while they penalize, block, reward and reset keys (penalize and block: several limits, a cap)', () => {
   it.each(CONTROL_CASES.map(fast))('$name: each key within its bound, whole and usable', storm);
 });
 
