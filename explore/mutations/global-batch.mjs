@@ -13,4 +13,14 @@ export default [
     scenario: 'global-batch',
     edits: [{ file: 'rate/global-batch.js', from: '            this.#used += cost;\n            return TAKEN;', to: '            return TAKEN;' }],
   },
+  {
+    name: '(planted) a batch given back after another charge',
+    what: "release() takes the batch's unused permits off whatever the cap's word holds, not only off the batch's own end: another thread's later charge is taken off",
+    scenario: 'global-batch-release',
+    edits: [{
+      file: 'rate/global-batch.js',
+      from: 'Atomics.compareExchange(this.#w, this.#area.state, end, (end - left * t) | 0);',
+      to: 'Atomics.sub(this.#w, this.#area.state, left * t);',
+    }],
+  },
 ];
