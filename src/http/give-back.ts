@@ -1,6 +1,9 @@
 import type { ServerResponse } from 'node:http';
 import { describe } from '../config/check.js';
+import { PolicyLimiter } from '../policy/policy-limiter.js';
 import { RateLimiter } from '../rate/rate-limiter.js';
+import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
+import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 
 /**
  * `skipSuccessfulRequests` and `skipFailedRequests`, as express-rate-limit has them: an admitted
@@ -8,7 +11,10 @@ import { RateLimiter } from '../rate/rate-limiter.js';
  * of status 400 or above failed, as does a connection closed before the response ended (aborted).
  * The spend comes back by the limiter's `reward`: `cost` intervals, never below a fresh key's
  * state, so it never credits more than the request took (if the key's debt drained meanwhile,
- * less). Once per request, whichever of the response's events come.
+ * less). Once per request, whichever of the response's events come. A reward that fails (Redis
+ * did not answer; a policy pair's rule changed to another algorithm meanwhile) leaves the spend
+ * counted: the client is limited a little sooner, never later. A policy request whose rule is
+ * not GCRA when it is decided keeps its spend (windows and logs cannot give one back).
  *
  * Thread-safety: the listeners run on the response's thread, which is the limiter's.
  */
@@ -23,7 +29,9 @@ export const GIVE_BACK_NAMES = ['skipSuccessfulRequests', 'skipFailedRequests'];
 
 /**
  * The options checked (`TypeError` naming the option): null when neither is set. Either needs a
- * limiter that can give a spend back: a `RateLimiter` of one GCRA limit and no global cap.
+ * limiter that can give a spend back: a `RateLimiter` of one GCRA limit and no global cap, a
+ * `RedisRateLimiter` of GCRA limits, or a `PolicyLimiter` or `RedisPolicyLimiter` (for the
+ * requests whose rule is GCRA).
  */
 export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; skipFailedRequests?: unknown }, limiter: unknown): GiveBackWhen | null {
   const successful = options.skipSuccessfulRequests ?? false;
@@ -32,9 +40,12 @@ export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; ski
     if (typeof value !== 'boolean') throw new TypeError(`options.${name} must be a boolean, got ${describe(value)}`);
   }
   if (!successful && !failed) return null;
-  if (!(limiter instanceof RateLimiter) || limiter.width === null) {
+  const gives = (limiter instanceof RateLimiter && limiter.width !== null) || (limiter instanceof RedisRateLimiter && limiter.algorithm === 'gcra') ||
+    limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter;
+  if (!gives) {
     throw new TypeError(`options.${successful ? 'skipSuccessfulRequests' : 'skipFailedRequests'} gives a spend back with reward(), which is built for ` +
-      'a RateLimiter of one GCRA limit and no global cap; this limiter cannot give one back');
+      'a RateLimiter of one GCRA limit and no global cap, a RedisRateLimiter of GCRA limits, and the policy limiters\' GCRA rules; ' +
+      'this limiter cannot give one back');
   }
   return { successful: successful as boolean, failed: failed as boolean };
 }
@@ -57,4 +68,17 @@ export function giveBackAfter(res: ServerResponse, giveBack: () => void, when: G
   if (when.failed) res.once('close', () => {
     if (!res.writableFinished) once();
   });
+}
+
+/** Runs a give-back, synchronous or not, keeping its failure to itself (the spend then stays counted: see above). */
+export function quietly(giveBack: () => unknown): () => void {
+  return () => {
+    let r: unknown;
+    try {
+      r = giveBack();
+    } catch {
+      return;
+    }
+    if (r instanceof Promise) r.catch(() => {});
+  };
 }

@@ -12,7 +12,7 @@ import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type He
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
 import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js';
 import { DENIED, DENIED_BODY, DENIED_STATUS, SKIPPED, type Outcome } from './outcome.js';
-import { giveBackAfter, giveBackOptions, GIVE_BACK_NAMES, type GiveBackWhen } from './give-back.js';
+import { giveBackAfter, giveBackOptions, GIVE_BACK_NAMES, quietly, type GiveBackWhen } from './give-back.js';
 import { DEFAULT_MESSAGE, refusalBody, type RefusalMessage, type RefusalBody } from './refusal-body.js';
 import { BAN_NAMES, banOf, type Ban, type BanOptions } from './ban.js';
 
@@ -84,6 +84,19 @@ interface CommonOptions<Req> extends ObserverOptions<Req>, BanOptions<Req> {
    * 64; 128 keys each address alone. IPv4 addresses (and IPv4-mapped IPv6 ones) are used as they are.
    */
   ipv6Subnet?: number;
+  /**
+   * Give an admitted request's spend back once its response succeeded (status below 400), as
+   * express-rate-limit's option: e.g. a login route that counts only failed attempts. It gives
+   * back with the limiter's `reward`: a `RateLimiter` of one GCRA limit and no global cap, a
+   * `RedisRateLimiter` of GCRA limits, the policy limiters for requests whose rule is GCRA
+   * (give-back.ts). Default false.
+   */
+  skipSuccessfulRequests?: boolean;
+  /**
+   * Give an admitted request's spend back once its response failed: status 400 or above, or the
+   * connection closed before the response ended. The same limiters. Default false.
+   */
+  skipFailedRequests?: boolean;
 }
 
 /** Options for a `RateLimiter` or a `RedisRateLimiter`: `key` names the client; default: its address. Read once, when the handler is made. */
@@ -95,17 +108,6 @@ export interface RateLimiterHttpOptions<Req> extends CommonOptions<Req> {
    * `trustProxy`), else the socket's address; IPv6 grouped by `ipv6Subnet`.
    */
   key?: (req: Req) => string | Promise<string>;
-  /**
-   * Give an admitted request's spend back once its response succeeded (status below 400), as
-   * express-rate-limit's option: e.g. a login route that counts only failed attempts. Needs a
-   * `RateLimiter` of one GCRA limit and no global cap (it gives back with `reward`). Default false.
-   */
-  skipSuccessfulRequests?: boolean;
-  /**
-   * Give an admitted request's spend back once its response failed: status 400 or above, or the
-   * connection closed before the response ended. Needs the same limiter. Default false.
-   */
-  skipFailedRequests?: boolean;
 }
 
 /** Options for a `PolicyLimiter` or a `RedisPolicyLimiter`: `key` returns who is asking and what for. Read once, when the handler is made. */
@@ -288,7 +290,14 @@ function checkOf<Req>(
     const keyOf = (options.key as ((req: Req) => string | Promise<string>) | undefined) ?? defaultKey;
     const fixed = headers ? policiesOf(limiter.algorithm, limiter.limits) : null;
     const name = (key: string): string => key;
-    if (limiter instanceof RedisRateLimiter) return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => outcome(d, fixed)), name);
+    if (limiter instanceof RedisRateLimiter) {
+      if (!givesBack) return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => outcome(d, fixed)), name);
+      return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => {
+        const o = outcome(d, fixed);
+        if (o.allowed && n > 0 && d.reason === 'allowed') o.giveBack = quietly(() => limiter.reward(key, n));
+        return o;
+      }), name);
+    }
     if (!givesBack) return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed), name);
     return keyed(keyOf, (key, n) => {
       const o = outcome(limiter.tryAcquire(key, n), fixed);
@@ -303,10 +312,22 @@ function checkOf<Req>(
     const fields = (request: PolicyRequest): PolicyFields | null => (headers ? lookup(request) : null);
     // A policy request's user names the client; a request that is not an object fails in tryAcquire.
     const user = (request: PolicyRequest): string => (request !== null && typeof request === 'object' ? String(request.user) : '');
+    // A give-back only where the request's rule is GCRA now (windows and logs have no reward).
+    const gcra = (request: PolicyRequest): boolean => (limiter.ruleFor(request).algorithm ?? 'gcra') === 'gcra';
     if (limiter instanceof RedisPolicyLimiter) {
-      return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
+      if (!givesBack) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
+      return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => {
+        const o = outcome(d, fields(request));
+        if (o.allowed && n > 0 && d.reason === 'allowed' && gcra(request)) o.giveBack = quietly(() => limiter.reward(request, n));
+        return o;
+      }), user);
     }
-    return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
+    if (!givesBack) return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
+    return keyed(keyOf, (request, n) => {
+      const o = outcome(limiter.tryAcquire(request, n), fields(request));
+      if (o.allowed && n > 0 && o.decision.reason === 'allowed' && gcra(request)) o.giveBack = quietly(() => limiter.reward(request, n));
+      return o;
+    }, user);
   }
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);
 }

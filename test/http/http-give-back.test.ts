@@ -7,9 +7,10 @@ import type { Server } from 'node:http';
 import express from 'express';
 import Fastify from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock, perMinute, perSecond, PolicyLimiter, RateLimiter, RedisRateLimiter } from '../../src/index.js';
+import { ManualClock, perHour, perMinute, perSecond, PolicyLimiter, RateLimiter, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { sluice } from '../../src/http/fastify.js';
+import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
 
 let closers: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -26,9 +27,9 @@ async function until(f: () => boolean): Promise<void> {
 }
 
 /** An Express 5 app behind the middleware: /ok answers 200, /fail 500, /login 200 or 401, /hang never answers. */
-async function expressApp(options: Record<string, unknown>, limiter: RateLimiter, hung: { closed?: Promise<void>; entered?: () => void } = {}): Promise<string> {
+async function expressApp(options: Record<string, unknown>, limiter: unknown, hung: { closed?: Promise<void>; entered?: () => void } = {}): Promise<string> {
   const app = express();
-  app.use(rateLimit({ limiter, ...options }));
+  app.use(rateLimit({ limiter, ...options } as Parameters<typeof rateLimit>[0]));
   app.get('/ok', (_req, res) => { res.send('ok'); });
   app.get('/fail', (_req, res) => { res.status(500).send('failed'); });
   app.get('/login', (req, res) => { res.status(req.query.ok === '1' ? 200 : 401).send('login'); });
@@ -114,11 +115,61 @@ describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
     expect(() => rateLimit({ limiter: l, skipSuccessfulRequests: 1 as unknown as boolean })).toThrow(TypeError);
     const two = new RateLimiter({ limit: [perSecond(5), perMinute(50)], maxKeys: 8 });
     expect(() => rateLimit({ limiter: two, skipFailedRequests: true })).toThrow(/gives a spend back with reward\(\), which is built for a RateLimiter of one GCRA limit/);
+    const windows = new RedisRateLimiter({ redis: { call: async () => null }, algorithm: 'fixed-window', limit: perSecond(5), localTier: false });
+    expect(() => rateLimit({ limiter: windows, skipFailedRequests: true })).toThrow(TypeError);
+    // The policy limiters give back for the requests whose rule is GCRA; a Redis limiter of GCRA limits too.
     const policy = new PolicyLimiter({ rules: [{ limit: perSecond(5) }], maxKeys: 8 });
-    expect(() => rateLimit({ limiter: policy, key: () => ({ user: 'u', api: 'a' }), skipSuccessfulRequests: true })).toThrow(TypeError);
+    expect(() => rateLimit({ limiter: policy, key: () => ({ user: 'u', api: 'a' }), skipSuccessfulRequests: true })).not.toThrow();
     const redis = new RedisRateLimiter({ redis: { call: async () => null }, limit: perSecond(5), localTier: false });
-    expect(() => rateLimit({ limiter: redis, skipFailedRequests: true })).toThrow(TypeError);
+    expect(() => rateLimit({ limiter: redis, skipFailedRequests: true })).not.toThrow();
     expect(() => rateLimit({ limiter: l, skipFailedRequests: false, skipSuccessfulRequests: false })).not.toThrow();
+  });
+});
+
+describe('skipFailedRequests with a PolicyLimiter (Express 5)', () => {
+  it('a GCRA rule\'s failed responses give their spend back; a fixed-window rule\'s keep it', async () => {
+    const policy = new PolicyLimiter({
+      rules: [{ limit: perMinute(2) }, { api: 'win', algorithm: 'fixed-window', limit: perMinute(2) }], maxKeys: 16, clock: new ManualClock(0),
+    });
+    const key = (req: { query?: Record<string, unknown> }) => ({ user: 'c', api: req.query?.api === 'win' ? 'win' : 'x' });
+    const url = await expressApp({ key, skipFailedRequests: true }, policy);
+    expect(await statuses(url, ['/fail', '/fail', '/fail', '/fail'])).toEqual([500, 500, 500, 500]);
+    await until(() => policy.get({ user: 'c', api: 'x' })?.remaining === 2);
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+    // A window cannot give back: its failures count.
+    expect(await statuses(url, ['/fail?api=win', '/fail?api=win', '/fail?api=win'])).toEqual([500, 500, 429]);
+  });
+});
+
+describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (Express 5, a real redis-server)', () => {
+  const redisServer = privateRedis();
+
+  /** Resolves once `f()` resolves true, asking again after each turn of the event loop (at most 2,000 times). */
+  async function eventually(f: () => Promise<boolean>): Promise<void> {
+    let ok = false;
+    for (let i = 0; i < 2_000 && !(ok = await f()); i++) await new Promise((r) => setImmediate(r));
+    expect(ok).toBe(true);
+  }
+
+  it('RedisRateLimiter: each failed response gives its spend back, in one script call; successes count', async () => {
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-1:', limit: perHour(2) });
+    const url = await expressApp({ skipFailedRequests: true }, l);
+    for (let i = 0; i < 4; i++) {
+      expect(await statuses(url, ['/fail'])).toEqual([500]);
+      // The reward is a script call of its own, after the response: wait for it before the next request.
+      await eventually(async () => (await l.get(CLIENT))?.remaining === 2);
+    }
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+  });
+
+  it('RedisPolicyLimiter: the same for a pair of a GCRA rule', async () => {
+    const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'give-back-2:', rules: [{ limit: perHour(2) }] });
+    const url = await expressApp({ key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }, l);
+    for (let i = 0; i < 3; i++) {
+      expect(await statuses(url, ['/fail'])).toEqual([500]);
+      await eventually(async () => (await l.get({ user: 'c', api: 'x' }))?.remaining === 2);
+    }
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
   });
 });
 

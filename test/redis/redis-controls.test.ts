@@ -21,7 +21,6 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
     for (let i = 0; i < 3; i++) expect(await r.allow('k')).toBe(true);
     expect(await r.allow('k')).toBe(false);
     await r.reward('k', 2);
-    console.log(await r.get('k'));
     expect(await r.get('k')).toMatchObject({ remaining: 2 });
     expect([await r.allow('k'), await r.allow('k'), await r.allow('k')]).toEqual([true, true, false]);
     // More than was spent: the key is fresh, with its burst and no more.
