@@ -1,7 +1,5 @@
 import type { Moment, Verdict } from '../algorithms/index.js';
-import { swap } from '../algorithms/types.js';
 import { isStale, secondsAt, unitsAhead } from '../time/stamps.js';
-import { carryDebt } from '../algorithms/gcra-64.js';
 import { ForwardClock, type Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
@@ -13,6 +11,7 @@ import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
 import { createRulesStore, halfStamp, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
+import { newer, NO_SHAPE, shapePair, ticksMatch } from './pair-shape.js';
 import type { AttachOptions, Decision, DecisionReason, KeyState, RateLimiterOptions, RateLimiterStats, TableGauges } from '../rate/rate-limiter.js';
 import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decision-hook.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
@@ -73,16 +72,8 @@ export interface PolicyLimiterHandle {
   readonly clock: SharedArrayBuffer | null;
 }
 
-/** A slot whose state no rule has written yet. */
-const NO_SHAPE = 0;
-
 /** A rule's set of limits (the engine's `LimitGroup`), and one of them. */
 type Limits = CompiledRule['limits'];
-
-/** Whether rules version `a` is newer than `b` (versions count up modulo 2^32). */
-function newer(a: number, b: number): boolean {
-  return ((a - b) | 0) > 0;
-}
 
 /** `#forced`: the pair's rule (read under its lock) is not a GCRA rule: nothing was forced. */
 const NOT_GCRA = -1;
@@ -511,14 +502,11 @@ export class PolicyLimiter {
    * Under the key's lock, before deciding. First the rules: if the key was shaped under rules
    * newer than this thread's, read them and match the key again, so that the decision and any
    * reshape happen under rules at least as new as the key's (a key never moves back to older
-   * rules). Then the state: if it was written under a rule of another shape, carry GCRA debt over
-   * (same number of limits) or start the key fresh, and record the rules version.
-   *
-   * Every read comes first, then `holds()` (the lock is still ours: what was read is this key's,
-   * not a reclaimed slot's next key's), then every write, each a compareExchange from the value
-   * read, the shape word last: a holder whose lock was taken over (after `claimTimeoutMs`, from a
-   * holder that may be only slow) fails once another holder has changed the state, and returns
-   * false (the engine decides again).
+   * rules). Then the state (pair-shape.ts, `shapePair`): if it was written under a rule of another
+   * shape, carry GCRA debt over (same number of limits) or start the key fresh, and record the
+   * rules version; every read, then `holds()`, then every write by compareExchange, so a holder
+   * whose lock was taken over writes nothing over a newer holder's state (false: the engine
+   * decides again).
    */
   #prepare(w: Int32Array, m: Moment, holds: () => boolean): boolean {
     if (this.#unreadable) {
@@ -543,38 +531,7 @@ export class PolicyLimiter {
       }
       this.#use(match(this.#compiled, this.#user, this.#api));
     }
-    const rule = this.#rule;
-    if (!this.#resetting && stored === rule.shape && ticksMatch(w, at, rule)) {
-      // The same state under the same or newer rules: record the newer version, so that threads
-      // still holding older rules catch up before they decide.
-      return storedVersion === this.#version || (holds() && swap(w, versionAt, storedVersion, this.#version));
-    }
-    const g = rule.limits;
-    const oldCount = gcraCount(stored);
-    // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
-    const tickPs = rule.tickPs;
-    const carry = !this.#resetting && oldCount !== null && tickPs !== null && oldCount === tickPs.length;
-    const before = this.#freshState.before;
-    // Atomics.load of every word the writes below expect (four per GCRA state, or the new rule's
-    // words), then of the lock word: still ours, so these were this key's words.
-    if (carry) {
-      for (let i = 0; i < oldCount; i++) {
-        for (let j = 0; j < 4; j++) before[4 * i + j] = Atomics.load(w, at + 1 + (g.offsets[i] as number) + j);
-      }
-    } else {
-      for (let i = 0; i < g.words; i++) before[i] = Atomics.load(w, at + 1 + i);
-    }
-    if (!holds()) return false;
-    if (carry) {
-      for (let i = 0; i < oldCount; i++) {
-        if (!carryDebt(w, at + 1 + (g.offsets[i] as number), before, 4 * i, m.ms, tickPs[i] as number)) return false;
-      }
-    } else if (!this.#freshState.write(w, at + 1, g, m)) {
-      return false;
-    }
-    // The version, then the shape word last, each from the value read above: a holder whose lock
-    // was taken over fails here once another holder has moved the key on.
-    return swap(w, versionAt, storedVersion, this.#version) && swap(w, at, stored, rule.shape);
+    return shapePair(w, at, versionAt, stored, storedVersion, this.#rule, this.#version, this.#resetting, this.#freshState, m, holds);
   }
 
   /** Whether the pair at `base` is idle, judged under its lock (the reclaim hook's test). */
@@ -611,24 +568,4 @@ export class PolicyLimiter {
       retire: (w, base) => retireLocked(w, base, this.#owner, this.#site.claimTimeoutMs, this.#idle),
     };
   }
-}
-
-/**
- * Whether the key's GCRA state at `at` (its shape word, then the limits) was written in the
- * rule's ticks: each 64-bit GCRA state records its tick index in its fourth word. True for
- * other algorithms (their shape says it all).
- */
-function ticksMatch(w: Int32Array, at: number, rule: CompiledRule): boolean {
-  if (rule.tickPs === null) return true;
-  for (let i = 0; i < rule.tickPs.length; i++) {
-    // Atomics.load under the key's lock (or its reclaim's try-lock): the word is written only there.
-    if (Atomics.load(w, at + 1 + (rule.limits.offsets[i] as number) + 3) !== rule.tickIndex[i]) return false;
-  }
-  return true;
-}
-
-
-/** The number of limits of a GCRA shape (see rules.ts `shapeOf`), or null for other shapes. */
-function gcraCount(shape: number): number | null {
-  return (shape & (1 << 30)) === 0 ? null : (shape >>> 24) & 15;
 }

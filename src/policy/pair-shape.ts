@@ -1,0 +1,94 @@
+import type { Moment } from '../algorithms/index.js';
+import { carryDebt } from '../algorithms/gcra-64.js';
+import { swap } from '../algorithms/types.js';
+import type { FreshState } from '../rate/fresh-state.js';
+import type { CompiledRule } from './rules.js';
+
+/**
+ * The shape of a PolicyLimiter pair's state: which rule wrote it, under which rules version, and
+ * how a pair moves to the rule it matches now (the second half of PolicyLimiter's prepare step,
+ * under the pair's lock). The state words of a pair:
+ *
+ * ```
+ * | shape | the rule's limits' states ... (maxStateWords - 1 words) | rules version |
+ * ```
+ *
+ * Thread-safety: pure functions over shared words, called by the pair's lock holder.
+ */
+
+/** A slot whose state no rule has written yet. */
+export const NO_SHAPE = 0;
+
+/** Whether rules version `a` is newer than `b` (versions count up modulo 2^32). */
+export function newer(a: number, b: number): boolean {
+  return ((a - b) | 0) > 0;
+}
+
+/**
+ * Writes the pair's state at `at` (its shape word; the version word at `versionAt`) for `rule`
+ * under rules `version`, from the shape and version the caller loaded (`stored`,
+ * `storedVersion`). The same state under the same or newer rules only records the newer version;
+ * a state of another shape carries its GCRA debt over (the same number of limits: each keeps its
+ * debt, in the new rule's ticks) or starts fresh (`fresh`); `resetting` starts it fresh always.
+ *
+ * Every read comes first, then `holds()` (the lock is still ours: what was read is this pair's,
+ * not a reclaimed slot's next key's), then every write, each a compareExchange from the value
+ * read, the shape word last: a holder whose lock was taken over (after `claimTimeoutMs`, from a
+ * holder that may be only slow) fails once another holder has changed the state, and returns
+ * false (the engine decides again).
+ */
+export function shapePair(
+  w: Int32Array, at: number, versionAt: number, stored: number, storedVersion: number,
+  rule: CompiledRule, version: number, resetting: boolean, fresh: FreshState, m: Moment, holds: () => boolean,
+): boolean {
+  if (!resetting && stored === rule.shape && ticksMatch(w, at, rule)) {
+    // The same state under the same or newer rules: record the newer version, so that threads
+    // still holding older rules catch up before they decide.
+    return storedVersion === version || (holds() && swap(w, versionAt, storedVersion, version));
+  }
+  const g = rule.limits;
+  const oldCount = gcraCount(stored);
+  // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
+  const tickPs = rule.tickPs;
+  const carry = !resetting && oldCount !== null && tickPs !== null && oldCount === tickPs.length;
+  const before = fresh.before;
+  // Atomics.load of every word the writes below expect (four per GCRA state, or the new rule's
+  // words), then of the lock word: still ours, so these were this pair's words.
+  if (carry) {
+    for (let i = 0; i < oldCount; i++) {
+      for (let j = 0; j < 4; j++) before[4 * i + j] = Atomics.load(w, at + 1 + (g.offsets[i] as number) + j);
+    }
+  } else {
+    for (let i = 0; i < g.words; i++) before[i] = Atomics.load(w, at + 1 + i);
+  }
+  if (!holds()) return false;
+  if (carry) {
+    for (let i = 0; i < oldCount; i++) {
+      if (!carryDebt(w, at + 1 + (g.offsets[i] as number), before, 4 * i, m.ms, tickPs[i] as number)) return false;
+    }
+  } else if (!fresh.write(w, at + 1, g, m)) {
+    return false;
+  }
+  // The version, then the shape word last, each from the value read above: a holder whose lock
+  // was taken over fails here once another holder has moved the pair on.
+  return swap(w, versionAt, storedVersion, version) && swap(w, at, stored, rule.shape);
+}
+
+/**
+ * Whether the pair's GCRA state at `at` (its shape word, then the limits) was written in the
+ * rule's ticks: each 64-bit GCRA state records its tick index in its fourth word. True for
+ * other algorithms (their shape says it all).
+ */
+export function ticksMatch(w: Int32Array, at: number, rule: CompiledRule): boolean {
+  if (rule.tickPs === null) return true;
+  for (let i = 0; i < rule.tickPs.length; i++) {
+    // Atomics.load under the pair's lock (or its reclaim's try-lock): the word is written only there.
+    if (Atomics.load(w, at + 1 + (rule.limits.offsets[i] as number) + 3) !== rule.tickIndex[i]) return false;
+  }
+  return true;
+}
+
+/** The number of limits of a GCRA shape (see rules.ts `shapeOf`), or null for other shapes. */
+function gcraCount(shape: number): number | null {
+  return (shape & (1 << 30)) === 0 ? null : (shape >>> 24) & 15;
+}
