@@ -5,7 +5,8 @@ export default [
     name: '(planted) get inserts the key',
     what: 'get looks the key up with the inserting lookup: a key only read takes a slot',
     scenario: 'key-get',
-    edits: [{ file: 'table/table-site.js', from: '        return this.index.peek(key);', to: '        return this.index.cached(key) ?? this.index.locate(key);' }],
+    // peek's own line: peekAgain (since a later commit) has the same one.
+    edits: [{ file: 'table/table-site.js', from: '    peek(key) {\n        return this.index.peek(key);', to: '    peek(key) {\n        return this.index.cached(key) ?? this.index.locate(key);' }],
   },
   {
     name: '(planted) get spends',
@@ -23,7 +24,8 @@ export default [
     name: '(planted) a block without the tolerance',
     what: "a block's debt is the block alone, not the block plus the tolerance less an interval: a request passes before it ends",
     scenario: 'key-controls',
-    edits: [{ file: 'rate/gcra-32.js', from: '+ 1 + p.toleranceTicks - p.intervalTicks;', to: '+ 1;' }],
+    // The block's debt is math/gcra.ts's blockDebtTicks since f90126b (Gcra32 and the engines' force share it).
+    edits: [{ file: 'math/gcra.js', from: '+ 1 + p.toleranceTicks - p.intervalTicks;', to: '+ 1;' }],
   },
   {
     name: '(planted) a width-64 block without the tolerance',

@@ -6,7 +6,10 @@ export default [
     what: "the lastSec bound's 'none' was -1, a real second for readings in [-1000, 0) ms: a fresh SlotRef skipped the stamp's load and raise (fix 6daca44, flag since fdb6c02)",
     scenario: 'multi-limit',
     edits: [
-      { file: 'table/slot-index.js', from: '    sec = 0;\n    secKnown = false;', to: '    sec = -1;\n    secKnown = false;' },
+      // SlotRef keeps its second as two 16-bit halves (-1 is -1 * 65,536 + 65,535), in a new one
+      // and in the scratch one moved to each key.
+      { file: 'table/slot-index.js', from: '    #secHi = 0;\n    #secLo = 0;\n    /**', to: '    #secHi = -1;\n    #secLo = 65535;\n    /**' },
+      { file: 'table/slot-index.js', from: 'this.#secHi = 0;\n        this.#secLo = 0;', to: 'this.#secHi = -1;\n        this.#secLo = 65535;' },
       // Since 2ec4389 the guess also needs the loaded word to be this thread's own write, which a
       // fresh SlotRef's 0 rarely is: that check goes too, or the old bug cannot show.
       {

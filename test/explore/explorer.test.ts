@@ -147,6 +147,22 @@ describe('explorer', () => {
     expect(r.violation?.message).toMatch(/2 live copies/);
   });
 
+  it('every re-planted bug still applies to today\'s build: each edit\'s text is there exactly once, its scenario exists', () => {
+    // Found: two mutations went stale when the code they edit moved (the block debt to
+    // math/gcra.ts, SlotRef's second to two halves), and `--mutations` stopped at the first.
+    const root = new URL('../../dist/', import.meta.url).pathname;
+    const names = new Set((SCENARIOS as Entry[]).map((e) => e.scenario.name));
+    const stale: string[] = [];
+    for (const m of MUTATIONS as { name: string; scenario: string; edits: { file: string; from: string }[] }[]) {
+      if (!names.has(m.scenario)) stale.push(`${m.name}: no scenario ${m.scenario}`);
+      for (const e of m.edits) {
+        const count = readFileSync(join(root, e.file), 'utf8').split(e.from).length - 1;
+        if (count !== 1) stale.push(`${m.name}: ${e.file} holds its text ${count} times`);
+      }
+    }
+    expect(stale).toEqual([]);
+  });
+
   it('leaves no hook in dist/: nothing there reaches the explorer or replaces Atomics or the clock', () => {
     const root = new URL('../../dist/', import.meta.url).pathname;
     const files = (readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith('.js'));
