@@ -10,13 +10,9 @@
 // later reading: a give-back then would take thread 1's charge off instead, and the cap would
 // admit thread 0's 385 where only 380 remain. Only admissions are judged (a batch may hold
 // permits another thread is refused). And one live copy per key.
-import { allOf, callsOf, gcraModel, linearizable } from '../models.mjs';
-import { liveCopies, tableNames, timeMoves } from './common.mjs';
-import { tickEarly } from './_windows.mjs';
+import { tableNames, timeMoves } from './common.mjs';
+import { batchCheck, batchSetup, cap, START_MS } from './_global-batch.mjs';
 
-const keyLimit = { permits: 1_000_000, periodMs: 1000, burst: 1000 };
-const cap = { permits: 10_000_000, periodMs: 1000, burst: 400 };
-const START_MS = 4999.75;
 /** Each call's key and cost, by label. */
 const CALLS = { 'spend x': ['x', 380], 'allow a': ['a', 1], 'allow a 385': ['a', 385], 'allow b 20': ['b', 20] };
 
@@ -24,10 +20,7 @@ export default {
   name: 'global-batch-release',
   what: "a batch's unused permits given back (release by compareExchange) racing another thread's charge of the cap",
   time: timeMoves({ startMs: START_MS, tickMs: 1e-5, intervalMs: 1000 / cap.permits }),
-  setup(lib) {
-    const rl = new lib.RateLimiter({ limit: keyLimit, globalLimit: cap, maxKeys: 8, hashSeed: 7 });
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  setup: batchSetup,
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
@@ -43,17 +36,5 @@ export default {
     },
   ],
   names: tableNames,
-  check(exec, lib) {
-    const model = allOf(
-      tickEarly(gcraModel(keyLimit), 1e-5),
-      tickEarly(gcraModel(cap, { keyOf: () => 'global' }), 1e-5),
-    );
-    const outcome = (c) => {
-      if (c.error !== null) return null;
-      const [key, cost] = CALLS[c.label];
-      return { key, cost, admitted: c.result === true };
-    };
-    return liveCopies(exec.buffers[0], lib, ['a', 'b', 'x'])
-      ?? linearizable(callsOf(exec), model, outcome, { since: exec.startMs, judgeRefusals: false });
-  },
+  check: (exec, lib) => batchCheck(exec, lib, (label) => CALLS[label]),
 };

@@ -6,13 +6,9 @@
 // more permit), a second or a wrap, or stepping back. A batch may hold permits another thread is then refused (conservative:
 // the cap refuses up to a batch early), so only admissions are judged: no order of the calls
 // admits more than the exact GCRA of the key limits and the cap together. And one live copy per key.
-import { allOf, callsOf, gcraModel, linearizable } from '../models.mjs';
-import { liveCopies, tableNames, timeMoves } from './common.mjs';
-import { tickEarly } from './_windows.mjs';
+import { tableNames, timeMoves } from './common.mjs';
+import { batchCheck, batchSetup, cap, START_MS } from './_global-batch.mjs';
 
-const keyLimit = { permits: 1_000_000, periodMs: 1000, burst: 1000 };
-const cap = { permits: 10_000_000, periodMs: 1000, burst: 400 };
-const START_MS = 4999.75;
 /** The cap's spend in the set-up: 2 permits left. */
 const SPENT = 398;
 
@@ -20,10 +16,7 @@ export default {
   name: 'global-batch',
   what: 'per-thread batches of a fast global cap: take, use, give back, release by compareExchange, and the exact fallback',
   time: timeMoves({ startMs: START_MS, tickMs: 1e-5, intervalMs: 1000 / cap.permits, wrapMs: 2 ** 31 * 1e-5 }),
-  setup(lib) {
-    const rl = new lib.RateLimiter({ limit: keyLimit, globalLimit: cap, maxKeys: 8, hashSeed: 7 });
-    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
-  },
+  setup: batchSetup,
   threads: [
     (ctx, { handle }, lib) => {
       const rl = lib.RateLimiter.attach(handle);
@@ -41,14 +34,5 @@ export default {
     },
   ],
   names: tableNames,
-  check(exec, lib) {
-    // The limits' ticks: 10 ns for the cap and the key's (readings are floored to them).
-    const model = allOf(
-      tickEarly(gcraModel(keyLimit), 1e-5),
-      tickEarly(gcraModel(cap, { keyOf: () => 'global' }), 1e-5),
-    );
-    const outcome = (c) => (c.error !== null ? null : { key: c.label.slice(-1), cost: c.label === 'spend x' ? SPENT : 1, admitted: c.result === true });
-    return liveCopies(exec.buffers[0], lib, ['a', 'b', 'x'])
-      ?? linearizable(callsOf(exec), model, outcome, { since: exec.startMs, judgeRefusals: false });
-  },
+  check: (exec, lib) => batchCheck(exec, lib, (label) => [label.slice(-1), label === 'spend x' ? SPENT : 1]),
 };

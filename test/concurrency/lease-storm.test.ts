@@ -14,32 +14,41 @@ import { soakOr } from '../helpers/soak.js';
 
 const stormWorker = new URL('../fixtures/lease-storm-worker.mjs', import.meta.url);
 
+/**
+ * The main thread's side of a storm: `turn()` while `going()`, yielding to the event loop after
+ * each, and every 400 ms one of the 4 workers (from `spawn`) terminated and replaced, four times
+ * in all; then every worker terminated. Returns the kills.
+ */
+async function mainThread(spawn: () => Worker, going: () => boolean, turn: () => void): Promise<number> {
+  const pool = Array.from({ length: 4 }, spawn);
+  let kills = 0;
+  let nextKill = Date.now() + 400;
+  while (going()) {
+    turn();
+    if (Date.now() >= nextKill && kills < 4) {
+      const i = kills % pool.length;
+      await (pool[i] as Worker).terminate();
+      pool[i] = spawn();
+      kills++;
+      nextKill = Date.now() + 400;
+    }
+    await new Promise((r) => setImmediate(r));
+  }
+  await Promise.all(pool.map((w) => w.terminate()));
+  return kills;
+}
+
 describe('a lease storm with sweeps and terminations', () => {
   it('never holds more than maxInFlight leases on a key', async () => {
     const KEYS = 4;
     const MAX = 3;
-    const WORKERS = 4;
     const limiter = new ConcurrencyLimiter({ maxInFlight: MAX, leaseMs: 3_600_000, maxKeys: 8, claimTimeoutMs: 1, forceHash: 5, clock: { now: () => FROZEN_MS } });
     const ctl = new Int32Array(new SharedArrayBuffer(4 * (2 * KEYS + 1)));
     let seed = 1;
     const spawn = () => new Worker(stormWorker, { workerData: { handle: limiter.handle, keys: KEYS, seed: seed++ * 2654435761, frozenMs: FROZEN_MS, ctl: ctl.buffer } });
-    const pool = Array.from({ length: WORKERS }, spawn);
     let swept = 0;
-    let kills = 0;
     const end = Date.now() + soakOr(1_500, 4_000);
-    let nextKill = Date.now() + 400;
-    while (Date.now() < end) {
-      swept += limiter.sweep();
-      if (Date.now() >= nextKill && kills < 4) {
-        const i = kills % WORKERS;
-        await (pool[i] as Worker).terminate();
-        pool[i] = spawn();
-        kills++;
-        nextKill = Date.now() + 400;
-      }
-      await new Promise((r) => setImmediate(r));
-    }
-    await Promise.all(pool.map((w) => w.terminate()));
+    const kills = await mainThread(spawn, () => Date.now() < end, () => { swept += limiter.sweep(); });
     const most = Array.from(ctl.subarray(KEYS, 2 * KEYS));
     const admissions = Atomics.load(ctl, 2 * KEYS);
     console.log(`lease storm: admissions ${admissions}, sweeps reclaimed ${swept}, kills ${kills}, most held per key ${most}, casRetries ${limiter.stats().casRetries}`);
@@ -58,7 +67,6 @@ describe('a lease storm with sweeps and terminations', () => {
     // cores give often, are already one too many.
     const KEYS = 2;
     const MAX = 1;
-    const WORKERS = 4;
     const GENS = 400;
     const limiter = new ConcurrencyLimiter({ maxInFlight: MAX, leaseMs: 3_600_000, maxKeys: 8, claimTimeoutMs: 1, forceHash: 5, clock: { now: () => FROZEN_MS } });
     const ctl = new Int32Array(new SharedArrayBuffer(4 * (2 * KEYS + 1)));
@@ -68,15 +76,12 @@ describe('a lease storm with sweeps and terminations', () => {
     const spawn = () => new Worker(stormWorker, {
       workerData: { handle: limiter.handle, keys: KEYS, seed: seed++ * 2654435761, frozenMs: FROZEN_MS, ctl: ctl.buffer, resets: resets.buffer, gens: GENS, heldGen },
     });
-    const pool = Array.from({ length: WORKERS }, spawn);
     const random = mulberry32(20261203);
     let made = 0;
     let found = 0;
-    let kills = 0;
     const end = Date.now() + soakOr(1_500, 4_000);
-    let nextKill = Date.now() + 400;
     // At least 20 resets, however slowly a busy machine runs the workers (within 30 s more).
-    while (Date.now() < end || (made < 20 && Date.now() < end + 30_000)) {
+    const kills = await mainThread(spawn, () => Date.now() < end || (made < 20 && Date.now() < end + 30_000), () => {
       limiter.sweep();
       // Paced by the workers' admissions (a reset every 3,000 or so), so that resets land among
       // leases held from the first to the last.
@@ -87,16 +92,7 @@ describe('a lease storm with sweeps and terminations', () => {
         Atomics.add(resets, KEYS + k, 1); // done: a new generation
         made++;
       }
-      if (Date.now() >= nextKill && kills < 4) {
-        const i = kills % WORKERS;
-        await (pool[i] as Worker).terminate();
-        pool[i] = spawn();
-        kills++;
-        nextKill = Date.now() + 400;
-      }
-      await new Promise((r) => setImmediate(r));
-    }
-    await Promise.all(pool.map((w) => w.terminate()));
+    });
     const most = Array.from(ctl.subarray(KEYS, 2 * KEYS));
     const admissions = Atomics.load(ctl, 2 * KEYS);
     console.log(`lease storm with resets: admissions ${admissions}, resets ${made} (${found} found places held), kills ${kills}, most held per key in one generation ${most}`);

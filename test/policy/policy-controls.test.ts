@@ -16,6 +16,26 @@ function make(rules = [{ limit: [perSecond(10), perMinute(100)] }]) {
   return { clock, policy: new PolicyLimiter({ rules, maxKeys: 8, clock }) };
 }
 
+/**
+ * One race of 4 workers (policy-reset-worker.mjs, each with its own `extra` data) on one pair of
+ * a rule of two limits (the first with `burst`), on a frozen ManualClock: the limiter, and each
+ * worker's reply once all have run.
+ */
+async function race<R>(burst: number, extra: object[]): Promise<{ policy: PolicyLimiter; r: R[] }> {
+  const policy = new PolicyLimiter({ rules: [{ limit: [{ permits: 10, periodMs: 1_000, burst }, perMinute(6_000)] }], maxKeys: 8, clock: new ManualClock(0) });
+  const gate = new SharedArrayBuffer(8);
+  const workers = extra.map((more) => new Worker(new URL('../fixtures/policy-reset-worker.mjs', import.meta.url), {
+    workerData: { handle: policy.handle, user: 'u', api: 'x', attempts: 400, gate, ...more },
+  }));
+  try {
+    const replies = workers.map((w) => result<R>(w));
+    await openGate(gate, extra.length);
+    return { policy, r: await Promise.all(replies) };
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+}
+
 describe('PolicyLimiter penalty, reward, block and unblock', () => {
   it('a penalty spends on every limit of the rule, even past the burst', () => {
     const { clock, policy } = make();
@@ -112,29 +132,16 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
     let raced = false;
     for (let round = 0; round < 10 && !raced; round++) {
       const burst = 40;
-      const clock = new ManualClock(0);
-      const policy = new PolicyLimiter({ rules: [{ limit: [{ permits: 10, periodMs: 1_000, burst }, perMinute(6_000)] }], maxKeys: 8, clock });
-      const gate = new SharedArrayBuffer(8);
-      const lengths = [1_500, 4_000, 900, 2_500];
-      const workers = lengths.map((blockMs) => new Worker(new URL('../fixtures/policy-reset-worker.mjs', import.meta.url), {
-        workerData: { handle: policy.handle, user: 'u', api: 'x', attempts: 400, gate, blockMs },
-      }));
-      try {
-        const replies = workers.map((w) => result<{ admitted: number; after: number }>(w));
-        await openGate(gate, 4);
-        const r = await Promise.all(replies);
-        for (const x of r) expect(x.after, 'admitted after its own block').toBe(0);
-        expect(r.reduce((n, x) => n + x.admitted, 0)).toBeLessThanOrEqual(burst);
-        const left = policy.tryAcquire(pair);
-        expect(left.allowed).toBe(false);
-        expect(left.retryAfterMs).toBeGreaterThanOrEqual(4_000);
-        expect(left.retryAfterMs).toBeLessThan(4_000.01);
-        // Run one after another, the first worker would take the whole burst before its block and
-        // the others nothing: admissions in two workers mean their spends and blocks overlapped.
-        raced = r.filter((x) => x.admitted > 0).length >= 2;
-      } finally {
-        await Promise.all(workers.map((w) => w.terminate()));
-      }
+      const { policy, r } = await race<{ admitted: number; after: number }>(burst, [1_500, 4_000, 900, 2_500].map((blockMs) => ({ blockMs })));
+      for (const x of r) expect(x.after, 'admitted after its own block').toBe(0);
+      expect(r.reduce((n, x) => n + x.admitted, 0)).toBeLessThanOrEqual(burst);
+      const left = policy.tryAcquire(pair);
+      expect(left.allowed).toBe(false);
+      expect(left.retryAfterMs).toBeGreaterThanOrEqual(4_000);
+      expect(left.retryAfterMs).toBeLessThan(4_000.01);
+      // Run one after another, the first worker would take the whole burst before its block and
+      // the others nothing: admissions in two workers mean their spends and blocks overlapped.
+      raced = r.filter((x) => x.admitted > 0).length >= 2;
     }
     expect(raced, 'the workers never overlapped').toBe(true);
   }, 60_000);
@@ -143,29 +150,17 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
     let raced = false;
     for (let round = 0; round < 10 && !raced; round++) {
       const burst = 40;
-      const clock = new ManualClock(0);
-      const policy = new PolicyLimiter({ rules: [{ limit: [{ permits: 10, periodMs: 1_000, burst }, perMinute(6_000)] }], maxKeys: 8, clock });
-      const gate = new SharedArrayBuffer(8);
-      const workers = [2, 3, 2, 5].map((rewardEvery) => new Worker(new URL('../fixtures/policy-reset-worker.mjs', import.meta.url), {
-        workerData: { handle: policy.handle, user: 'u', api: 'x', attempts: 400, gate, rewardEvery },
-      }));
-      try {
-        const replies = workers.map((w) => result<{ admitted: number; rewards: number }>(w));
-        await openGate(gate, 4);
-        const r = await Promise.all(replies);
-        const admitted = r.reduce((n, x) => n + x.admitted, 0);
-        const rewards = r.reduce((n, x) => n + x.rewards, 0);
-        // Every reward found debt (it follows an admission no other reward matched), so each
-        // gave exactly one interval back on each limit: a reward lost or given twice shows here.
-        const owed = admitted - rewards;
-        expect(owed).toBeLessThanOrEqual(burst);
-        const left = policy.get(pair);
-        expect(left?.limits?.map((l) => l.remaining)).toEqual([burst - owed, 6_000 - owed]);
-        // Admissions in two workers past the burst mean their spends and rewards overlapped.
-        raced = admitted > burst && r.filter((x) => x.rewards > 0).length >= 2;
-      } finally {
-        await Promise.all(workers.map((w) => w.terminate()));
-      }
+      const { policy, r } = await race<{ admitted: number; rewards: number }>(burst, [2, 3, 2, 5].map((rewardEvery) => ({ rewardEvery })));
+      const admitted = r.reduce((n, x) => n + x.admitted, 0);
+      const rewards = r.reduce((n, x) => n + x.rewards, 0);
+      // Every reward found debt (it follows an admission no other reward matched), so each
+      // gave exactly one interval back on each limit: a reward lost or given twice shows here.
+      const owed = admitted - rewards;
+      expect(owed).toBeLessThanOrEqual(burst);
+      const left = policy.get(pair);
+      expect(left?.limits?.map((l) => l.remaining)).toEqual([burst - owed, 6_000 - owed]);
+      // Admissions in two workers past the burst mean their spends and rewards overlapped.
+      raced = admitted > burst && r.filter((x) => x.rewards > 0).length >= 2;
     }
     expect(raced, 'the workers never overlapped').toBe(true);
   }, 60_000);
