@@ -39,7 +39,12 @@ export default [
     name: 'stamp ahead read as stale',
     what: 'isStale reads a stamp a unit ahead of the reading as 2^32 units idle: a full 64-bit key decides as fresh (6e83bc5)',
     scenario: 'gcra-64',
-    edits: [{ file: 'time/stamps.js', from: 'return idle > staleUnits && idle < STAMP_AHEAD;', to: 'return idle > staleUnits;' }],
+    edits: [
+      { file: 'time/stamps.js', from: 'return idle > staleUnits && idle < STAMP_AHEAD;', to: 'return idle > staleUnits;' },
+      // Since 2ec4389 a decision raises a reading behind the key's stamp to it first, so the
+      // stamp is never ahead when isStale reads it: that raise goes too, or the old bug cannot show.
+      { file: 'rate/gcra-wide.js', from: 'if (ahead !== 0)\n            nowMs = this.#readAt(', to: 'if (false)\n            nowMs = this.#readAt(' },
+    ],
   },
   {
     name: 'cached slot of a reclaimed key',
