@@ -29,19 +29,19 @@ export default [
     name: '(planted) a compaction that does not count what it clears',
     what: 'compactStripe turns tombstones EMPTY without counting them down: the tombstones gauge drifts up',
     scenario: 'compaction',
-    edits: [{ file: 'table/table.js', from: 'this.#count(start, C_TOMBS, -cleared);', to: 'void 0;' }],
+    edits: [{ file: 'table/compaction.js', from: 't.count(start, C_TOMBS, -cleared);', to: 'void 0;' }],
   },
   {
     name: '(planted) a publish that does not count its key',
     what: 'an insert publishes without counting the key live: the live-keys gauge drifts down',
     scenario: 'gcra-32-insert',
-    edits: [{ file: 'table/table.js', from: 'this.#count(slot, C_LIVE, 1);', to: 'void 0;' }],
+    edits: [{ file: 'table/table.js', from: 'this.count(slot, C_LIVE, 1);', to: 'void 0;' }],
   },
   {
     name: 'compaction ignores claims',
     what: 'a compaction clears a tombstone while a claim whose chain crosses it is still unpublished',
     scenario: 'compaction',
-    edits: [{ file: 'table/table.js', from: 'if (state === BUSY && !this.#cancelExpired(base, c))', to: 'if (false)' }],
+    edits: [{ file: 'table/compaction.js', from: 'if (state === BUSY && !t.cancelExpired(base, c))', to: 'if (false)' }],
   },
   {
     name: 'long keys told apart by their first 24 bytes',

@@ -1,4 +1,4 @@
-// Compaction (src/table/table.ts: compactStripe) against two inserts of the same key: the
+// Compaction (src/table/compaction.ts: compactStripe) against two inserts of the same key: the
 // duplicate check of an insert (its re-scan) stops at the first EMPTY slot, and compaction makes
 // EMPTY slots where there were none. The table, set-up and check are _compaction.mjs's ('a' idle
 // at the home slot); thread 0 sweeps, threads 1 and 2 each check 'b' once.

@@ -1,4 +1,4 @@
-// The table's compaction (src/table/table.ts: compactStripe, run by sweep and by a full stripe)
+// The table's compaction (src/table/compaction.ts: compactStripe, run by sweep and by a full stripe)
 // against an insert whose probe chain crosses the tombstone it clears, on the width-32 one-limit
 // path. The table, set-up and check are _compaction.mjs's: 'a' idle at the home slot of a
 // four-slot chain. Thread 0 sweeps (reclaims 'a', then compacts: the home slot's tombstone is

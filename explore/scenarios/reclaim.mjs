@@ -1,4 +1,4 @@
-// The table's reclaim under decisions (src/table/table.ts: sweep, tryReclaim, finishReclaim, the
+// The table's reclaim under decisions (src/table/compaction.ts: sweep; table.ts: reclaimLive, finishReclaim, the
 // full stripe's #reclaimStripe) on the width-32 one-limit path. The table has two slots (maxKeys 1,
 // one stripe). Set-up, on the main thread with its own clock: key 'a' is admitted 100 s before the
 // run (so it is idle all through it) and key 'f' at the run's start (so it holds its slot all

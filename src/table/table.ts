@@ -5,6 +5,7 @@ import {
   CLAIM_STAMP_MASK, stripeOfHash, TOMB, PAYLOAD_MASK,
 } from './layout.js';
 import { KeyHeap } from './key-heap.js';
+import { RECLAIMED_ELSEWHERE, StripeSweeper } from './compaction.js';
 import { TableCounters } from './table-counters.js';
 import { checkTableBuffer, hasKeyHeap, inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf, stateOffsetOf } from './table-buffer.js';
 
@@ -37,11 +38,6 @@ export const ALREADY_DEAD = 2;
 export const NOT_IDLE = 0;
 /** Returned by `locate` when the key's stripe has no free or reclaimable slot. */
 export const TABLE_FULL = -1;
-/**
- * Returned by `#reclaim` when it retired the key but another thread turned the slot into a
- * tombstone: 1, which no tombstone word is (their low bits are TOMB).
- */
-const RECLAIMED_ELSEWHERE = 1;
 
 /**
  * An expired claim, cancelled or not, may be taken over after this many claim timeouts (a dead
@@ -112,9 +108,8 @@ export class SlotTable {
   /** Set by a lookup that missed, for the insert that follows (see #find). Per thread. */
   #missFree = -1;
   #missWord = 0;
-  /** Per-thread scratch of compactStripe: the ctrl words of its step 1, the slots chains cross. */
-  readonly #seen: Int32Array;
-  readonly #crossed: Uint8Array;
+  /** This thread's sweeps and compactions (compaction.ts). */
+  readonly #sweeper: StripeSweeper;
   /** The gauges' counters (table-counters.ts). */
   readonly #counters: TableCounters;
 
@@ -145,13 +140,12 @@ export class SlotTable {
     this.#hashSeed = words[H_HASH_SEED] as number;
     this.encoder = new KeyEncoder(this.maxKeyBytes);
     this.#state = state;
-    this.#seen = new Int32Array(this.slotsPerStripe);
-    this.#crossed = new Uint8Array(this.slotsPerStripe);
     this.#counters = new TableCounters(words, this.slotsPerStripe);
+    this.#sweeper = new StripeSweeper(this, REUSE_AFTER_TIMEOUTS);
   }
 
   /** Counts a transition of `slot` (TableCounters.count), right after the compareExchange that made it: once each. */
-  #count(slot: number, word: number, delta: number): void {
+  count(slot: number, word: number, delta: number): void {
     this.#counters.count(slot, word, delta);
   }
 
@@ -214,6 +208,11 @@ export class SlotTable {
     const stripe = stripeOfHash(hash, this.stripes);
     const home = Math.imul(hash, 0x9e3779b1) >>> this.#homeShift; // top bits: 6, or log2 of longer stripes
     return stripe * this.slotsPerStripe + (home & this.#stripeMask);
+  }
+
+  /** The position in its stripe of the home slot of a key of hash `hash` (for compaction.ts). */
+  homeInStripe(hash: number): number {
+    return this.#home(hash) & this.#stripeMask;
   }
 
   /** The slot at probe position `i` from `first` (linear probing, wrapping inside the stripe). */
@@ -330,9 +329,9 @@ export class SlotTable {
     // compareExchange from the exact LIVE word: succeeds once, for this incarnation only.
     if (Atomics.compareExchange(this.words, base + S_CTRL, ctrl, ctrlWord(TOMB, ctrl >>> 2)) !== ctrl) return false;
     const slot = this.#slotAt(base);
-    this.#count(slot, C_LIVE, -1);
-    this.#count(slot, C_TOMBS, 1);
-    if (displaced !== 0) this.#count(slot, C_DISPLACED, -displaced);
+    this.count(slot, C_LIVE, -1);
+    this.count(slot, C_TOMBS, 1);
+    if (displaced !== 0) this.count(slot, C_DISPLACED, -displaced);
     return true;
   }
 
@@ -343,7 +342,7 @@ export class SlotTable {
    * it, RECLAIMED_ELSEWHERE when it retired the key but another thread finished the reclaim (or
    * the slot changed before this call's compareExchange), and 0 when it reclaimed nothing.
    */
-  #reclaim(base: number, ctrl: number): number {
+  reclaimLive(base: number, ctrl: number): number {
     const outcome = this.#state.retire(this.words, base);
     if (outcome === NOT_IDLE) return 0;
     if (this.finishReclaim(base, ctrl)) return ctrlWord(TOMB, ctrl >>> 2);
@@ -359,7 +358,7 @@ export class SlotTable {
    * claim was 2^29 - 1 ms old: an insert whose reading came just before another inserter's claim
    * took that fresh claim over as abandoned, and the two wrote one slot.)
    */
-  #claimAge(ctrl: number, nowMs: number): number {
+  claimAge(ctrl: number, nowMs: number): number {
     const age = ((nowMs & CLAIM_STAMP_MASK) - ((ctrl >>> 2) & CLAIM_STAMP_MASK)) & CLAIM_STAMP_MASK;
     return age >= CLAIM_AGE_LIMIT ? 0 : age;
   }
@@ -388,7 +387,7 @@ export class SlotTable {
       // Atomics.load: any word will do, the claim below is a compareExchange from exactly it.
       const c = Atomics.load(w, this.base(this.#at(first, i)) + S_CTRL);
       const state = c & 3;
-      if (state === EMPTY || state === TOMB || (state === BUSY && this.#claimAge(c, nowMs) > reuseAfterMs)) {
+      if (state === EMPTY || state === TOMB || (state === BUSY && this.claimAge(c, nowMs) > reuseAfterMs)) {
         pos = i;
         from = c;
         break;
@@ -404,7 +403,7 @@ export class SlotTable {
     // publish: inserters of the same hash wait for our claim up to claimTimeoutMs, then cancel
     // it; other inserters pass it by; only after 30x the timeout is the slot taken over.
     if (Atomics.compareExchange(w, base + S_CTRL, from, claim) !== from) return RETRY;
-    if ((from & 3) === TOMB) this.#count(slot, C_TOMBS, -1);
+    if ((from & 3) === TOMB) this.count(slot, C_TOMBS, -1);
     // Atomics.store of the hash (seq-cst): a concurrent inserter of the same key that claims
     // another slot either sees this hash in its re-scan, or we see its claim in ours. The hash,
     // length and key are written while the slot is BUSY (ours, or cancelled and so still held):
@@ -432,7 +431,7 @@ export class SlotTable {
       if (i < pos && (state === EMPTY || state === TOMB)) {
         // A free slot before ours: it was taken, not free, when we scanned (we claim the first
         // free one), and it has been reclaimed since. A compaction may be turning it EMPTY, which
-        // would cut our slot off from its chain (#compactStripe): give ours up and insert again.
+        // would cut our slot off from its chain (compaction.ts): give ours up and insert again.
         this.#abandon(slot, claim, gen);
         return RETRY;
       }
@@ -451,7 +450,7 @@ export class SlotTable {
       // or cancel, a claim of another key: a delay, or a retry for that inserter.
       if (Atomics.load(w, otherBase + S_HASH) !== hash) continue;
       nowMs = Math.floor(performance.now());
-      if (this.#claimAge(c, nowMs) > this.claimTimeoutMs) {
+      if (this.claimAge(c, nowMs) > this.claimTimeoutMs) {
         // Its inserter is dead or only stalled, and a stalled one may still publish. Cancel its
         // claim: compareExchange from the exact word we judged expired, to the same claim marked
         // cancelled. Its publish and abandon, compareExchanges from its claim word, now fail; it
@@ -487,8 +486,8 @@ export class SlotTable {
     // we start over and find the copy that won, or insert again. Stalled before it for ever, we
     // leave a BUSY slot that is cancelled or reused in time.
     if (Atomics.compareExchange(w, base + S_CTRL, claim, ctrlWord(LIVE, gen)) !== claim) return RETRY;
-    this.#count(slot, C_LIVE, 1);
-    if (pos !== 0) this.#count(slot, C_DISPLACED, pos);
+    this.count(slot, C_LIVE, 1);
+    if (pos !== 0) this.count(slot, C_DISPLACED, pos);
     this.foundCtrl = ctrlWord(LIVE, gen);
     return slot;
   }
@@ -497,12 +496,12 @@ export class SlotTable {
    * Gives up our claim: the slot becomes a tombstone of generation `gen` (the one our publish
    * would have used), never EMPTY (inserters that passed it while it was ours may hold slots
    * further on), and never the word it was before our claim (a compaction that read that word
-   * must not mistake the slot for one that stayed free all along: see #compactStripe).
+   * must not mistake the slot for one that stayed free all along: see compaction.ts).
    */
   #abandon(slot: number, claim: number, gen: number): void {
     // compareExchange from our claim: if it was cancelled meanwhile, the slot stays held until
     // 30x the timeout (we may have written it); if taken over, we leave the new owner alone.
-    if (Atomics.compareExchange(this.words, this.base(slot) + S_CTRL, claim, ctrlWord(TOMB, gen)) === claim) this.#count(slot, C_TOMBS, 1);
+    if (Atomics.compareExchange(this.words, this.base(slot) + S_CTRL, claim, ctrlWord(TOMB, gen)) === claim) this.count(slot, C_TOMBS, 1);
   }
 
   /**
@@ -513,7 +512,7 @@ export class SlotTable {
     for (let spins = 0; ; spins++) {
       // Atomics.load: any change of the exact claim word ends the wait; the caller re-reads it.
       if (Atomics.load(this.words, base + S_CTRL) !== claim) return;
-      if ((spins & 1023) === 1023 && this.#claimAge(claim, Math.floor(performance.now())) > this.claimTimeoutMs) return;
+      if ((spins & 1023) === 1023 && this.claimAge(claim, Math.floor(performance.now())) > this.claimTimeoutMs) return;
     }
   }
 
@@ -523,10 +522,10 @@ export class SlotTable {
    * word judged, as an insert does in its re-scan: its inserter's publish now fails, and it
    * inserts again).
    */
-  #cancelExpired(base: number, c: number): boolean {
+  cancelExpired(base: number, c: number): boolean {
     if (((c >>> 2) & CLAIM_CANCELLED) !== 0) return true;
     // The clock after the load of the claim word (as in #awaitClaim): never older than its stamp.
-    if (this.#claimAge(c, Math.floor(performance.now())) <= this.claimTimeoutMs) return false;
+    if (this.claimAge(c, Math.floor(performance.now())) <= this.claimTimeoutMs) return false;
     const cancelled = ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED);
     // compareExchange from the word judged expired: fails if it was published, abandoned, or
     // cancelled meanwhile (then the caller gives up, and the next sweep looks again).
@@ -535,133 +534,20 @@ export class SlotTable {
 
   /** Reclaims every idle key in the stripe of `first`, then compacts it; true if any slot was freed. */
   #reclaimStripe(first: number): boolean {
-    return this.#sweepStripe((first / this.slotsPerStripe) | 0, -1, 0) !== 0;
+    return this.#sweeper.sweepStripe((first / this.slotsPerStripe) | 0, -1, 0) !== 0;
   }
 
   /**
    * Reclaims every idle key in the table and every long-abandoned claim, and compacts every
-   * stripe. Returns the count of slots freed (reclaimed keys and claims).
+   * stripe. Returns the count of slots freed (reclaimed keys and claims). See compaction.ts.
    */
   sweep(): number {
-    const nowMs = Math.floor(performance.now());
-    const reuseAfterMs = this.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
-    let count = 0;
-    for (let stripe = 0; stripe < this.stripes; stripe++) count += this.#sweepStripe(stripe, nowMs, reuseAfterMs);
-    return count;
+    return this.#sweeper.sweep();
   }
 
-  /**
-   * Reclaims every idle key of `stripe` and, when `nowMs` is a reading (not -1), every claim
-   * older than `reuseAfterMs` at it; then compacts the stripe. Returns the count of slots freed.
-   * The one load of each ctrl word here is also the compaction's step 1 (compactStripe): each
-   * word in `#seen` is one the slot held before step 2 begins, the word loaded or the tombstone
-   * this call's compareExchange made.
-   */
-  #sweepStripe(stripe: number, nowMs: number, reuseAfterMs: number): number {
-    const w = this.words;
-    const S = this.slotsPerStripe;
-    const start = stripe * S;
-    const seen = this.#seen;
-    let count = 0;
-    let tombs = 0;
-    for (let i = 0; i < S; i++) {
-      const slot = start + i;
-      const base = this.base(slot);
-      // Atomics.load (seq-cst): the word the reclaim below starts from, and step 1's load.
-      let c = Atomics.load(w, base + S_CTRL);
-      const state = c & 3;
-      if (state === LIVE) {
-        const tomb = this.#reclaim(base, c);
-        if (tomb !== 0) count++;
-        if (tomb !== RECLAIMED_ELSEWHERE && tomb !== 0) c = tomb;
-      } else if (state === BUSY && nowMs !== -1 && this.#claimAge(c, nowMs) > reuseAfterMs) {
-        // A dead inserter's claim, or a cancelled one, past 30x the timeout: compareExchange from
-        // the exact word we judged (a changed word was published, abandoned or reused meanwhile).
-        const tomb = ctrlWord(TOMB, c >>> 2);
-        if (Atomics.compareExchange(w, base + S_CTRL, c, tomb) === c) {
-          this.#count(slot, C_TOMBS, 1);
-          count++;
-          c = tomb;
-        }
-      }
-      seen[i] = c;
-      if ((c & 3) === TOMB) tombs++;
-    }
-    if (tombs !== 0) this.#compactSeen(start);
-    return count;
-  }
-
-  /**
-   * Turns the tombstones of `stripe` that no key's probe chain crosses back into EMPTY slots, so
-   * that lookups stop there again; returns how many. A chain crosses a slot when the slot lies
-   * between the key's home and the key's own slot: a lookup of that key must probe past it, so
-   * it must not read EMPTY. Tombstones whose chains are all gone (their keys reclaimed) are what
-   * this gives back; without it every reclaimed slot stays a tombstone and misses probe longer
-   * and longer (docs/design.md, "Compaction").
-   *
-   * 1. Load every ctrl word of the stripe. A tombstone is cleared only by a compareExchange from
-   *    the word loaded here: it succeeds only if the slot stayed that very tombstone all along
-   *    (tombstone words do not come back: each incarnation of a slot has a new generation, and an
-   *    abandoned claim leaves a tombstone of its own generation, see #abandon).
-   * 2. Load every ctrl word again, and every live key's hash, after step 1. A claim (BUSY) that
-   *    may still be published: give up (its key and chain are not known yet). A cancelled claim
-   *    never will be, and one older than claimTimeoutMs is cancelled here first, as an insert of
-   *    its hash would (so a stalled or dead inserter holds up its stripe's compaction for that
-   *    long at most). A key's hash is read between two loads of its ctrl that agree, so it
-   *    belongs to that key; mark the slots its chain crosses.
-   * 3. Clear each tombstone of step 1 that no chain of step 2 crosses: compareExchange to EMPTY,
-   *    keeping the generation, so that the slot's next claim carries a new one.
-   *
-   * An inserter whose chain crosses a cleared slot and which claimed its own slot after we loaded
-   * that slot in step 2 re-scans its chain after its claim, so after step 1: it sees the slot
-   * free (the tombstone, or EMPTY) and gives its claim up (see #insert, step 3). One that claimed
-   * before that load is seen in step 2. A compaction that stops anywhere leaves only tombstones
-   * and EMPTY slots that are right: nothing waits for it, and no key's state is touched.
-   */
+  /** Turns the tombstones of `stripe` that no key's probe chain crosses back into EMPTY slots; returns how many (compaction.ts). */
   compactStripe(stripe: number): number {
-    const w = this.words;
-    const S = this.slotsPerStripe;
-    const start = stripe * S;
-    const seen = this.#seen;
-    let tombs = 0;
-    for (let i = 0; i < S; i++) {
-      // Atomics.load (seq-cst): step 1, before every load of step 2.
-      const c = Atomics.load(w, this.base(start + i) + S_CTRL);
-      seen[i] = c;
-      if ((c & 3) === TOMB) tombs++;
-    }
-    return tombs === 0 ? 0 : this.#compactSeen(start);
-  }
-
-  /** compactStripe's steps 2 and 3 for the stripe that starts at slot `start`, its step 1 in `#seen`. */
-  #compactSeen(start: number): number {
-    const w = this.words;
-    const S = this.slotsPerStripe;
-    const seen = this.#seen;
-    const crossed = this.#crossed;
-    crossed.fill(0);
-    for (let i = 0; i < S; i++) {
-      const base = this.base(start + i);
-      // Atomics.load (seq-cst): step 2, after step 1 (see above for why the order matters).
-      const c = Atomics.load(w, base + S_CTRL);
-      const state = c & 3;
-      if (state === BUSY && !this.#cancelExpired(base, c)) return 0;
-      if (state !== LIVE) continue;
-      // Atomics.load of the hash, then of ctrl again: unchanged, the hash is this key's (it is
-      // written before the publishing compareExchange and never while the slot is LIVE).
-      const hash = Atomics.load(w, base + S_HASH);
-      if (Atomics.load(w, base + S_CTRL) !== c) return 0;
-      for (let j = this.#home(hash) & this.#stripeMask; j !== i; j = (j + 1) & this.#stripeMask) crossed[j] = 1;
-    }
-    let cleared = 0;
-    for (let i = 0; i < S; i++) {
-      const c = seen[i] as number;
-      if ((c & 3) !== TOMB || crossed[i] === 1) continue;
-      // compareExchange from the tombstone loaded in step 1: fails if the slot was claimed since.
-      if (Atomics.compareExchange(w, this.base(start + i) + S_CTRL, c, ctrlWord(EMPTY, c >>> 2)) === c) cleared++;
-    }
-    if (cleared !== 0) this.#count(start, C_TOMBS, -cleared);
-    return cleared;
+    return this.#sweeper.compactStripe(stripe);
   }
 
   /**

@@ -1,4 +1,4 @@
-// Compaction (SlotTable.compactStripe, run by sweep() and by full stripes): tombstones that no
+// Compaction (src/table/compaction.ts, run by sweep() and by full stripes): tombstones that no
 // live key's probe chain crosses become EMPTY again. Found: a reclaimed slot stayed a tombstone
 // for ever, so under churn (new keys arriving, idle ones swept) EMPTY slots ran out and a miss
 // read the whole stripe.
