@@ -83,6 +83,7 @@ function resetMsOf(decision: Decision, i: number): number {
   return own === undefined ? decision.resetAfterMs : own.resetAfterMs;
 }
 
+/** The fields of draft-8: draft-11's, with t the wait until the limit is full. */
 function draft8Value(decision: Decision, fields: PolicyFields): string {
   let value = '';
   fields.policies.forEach((p, i) => {
