@@ -242,6 +242,16 @@ function checkOf<Req>(
     fields: withDegraded(fields === null || writer === null ? null : writer(decision, fields), decision, degraded),
     retryAfter: decision.allowed ? undefined : retryAfterSeconds(decision),
   });
+  /**
+   * `o` with its give-back (`reward`, whose failure stays its own: give-back.ts) when it counted
+   * the request: admitted, `n` > 0, reason 'allowed' (a full table's or a degraded admission
+   * counted nothing), and `gives()` (a policy request's rule is GCRA). Only where the options ask
+   * for give-backs: the other paths make no closure per request.
+   */
+  const givingBack = (o: Outcome, n: number, reward: () => unknown, gives: () => boolean = () => true): Outcome => {
+    if (o.allowed && n > 0 && o.decision.reason === 'allowed' && gives()) o.giveBack = quietly(reward);
+    return o;
+  };
   /** The key and cost of `req` (either may be a promise), then `decide` on them. */
   const allowed = allowListOf<Req>(options.allowList);
   const denied = allowListOf<Req>(options.denyList, 'denyList');
@@ -292,18 +302,10 @@ function checkOf<Req>(
     const name = (key: string): string => key;
     if (limiter instanceof RedisRateLimiter) {
       if (!givesBack) return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => outcome(d, fixed)), name);
-      return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => {
-        const o = outcome(d, fixed);
-        if (o.allowed && n > 0 && d.reason === 'allowed') o.giveBack = quietly(() => limiter.reward(key, n));
-        return o;
-      }), name);
+      return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => givingBack(outcome(d, fixed), n, () => limiter.reward(key, n))), name);
     }
     if (!givesBack) return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed), name);
-    return keyed(keyOf, (key, n) => {
-      const o = outcome(limiter.tryAcquire(key, n), fixed);
-      if (o.allowed && n > 0) o.giveBack = () => limiter.reward(key, n);
-      return o;
-    }, name);
+    return keyed(keyOf, (key, n) => givingBack(outcome(limiter.tryAcquire(key, n), fixed), n, () => limiter.reward(key, n)), name);
   }
   if (limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter) {
     const keyOf = options.key as ((req: Req) => PolicyRequest | Promise<PolicyRequest>) | undefined;
@@ -316,18 +318,12 @@ function checkOf<Req>(
     const gcra = (request: PolicyRequest): boolean => (limiter.ruleFor(request).algorithm ?? 'gcra') === 'gcra';
     if (limiter instanceof RedisPolicyLimiter) {
       if (!givesBack) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
-      return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => {
-        const o = outcome(d, fields(request));
-        if (o.allowed && n > 0 && d.reason === 'allowed' && gcra(request)) o.giveBack = quietly(() => limiter.reward(request, n));
-        return o;
-      }), user);
+      return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) =>
+        givingBack(outcome(d, fields(request)), n, () => limiter.reward(request, n), () => gcra(request))), user);
     }
     if (!givesBack) return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
-    return keyed(keyOf, (request, n) => {
-      const o = outcome(limiter.tryAcquire(request, n), fields(request));
-      if (o.allowed && n > 0 && o.decision.reason === 'allowed' && gcra(request)) o.giveBack = quietly(() => limiter.reward(request, n));
-      return o;
-    }, user);
+    return keyed(keyOf, (request, n) =>
+      givingBack(outcome(limiter.tryAcquire(request, n), fields(request)), n, () => limiter.reward(request, n), () => gcra(request)), user);
   }
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);
 }
