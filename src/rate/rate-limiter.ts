@@ -422,7 +422,9 @@ export class RateLimiter {
     const lead = this.#engineLead(); // the clock stepped back: see Clock
     if (!r.allowed) throw new RateLimitTimeoutError(key, r.retryAfterMs === Infinity ? Infinity : ceilPs(r.retryAfterMs + lead), maxWaitMs);
     const waitMs = ceilPs(r.retryAfterMs);
-    const found = entry as SlotRef;
+    // lasting: the refund may come after other lookups, which move the index's scratch reference
+    // (the cache off) to their own keys.
+    const found = this.#index.lasting(entry as SlotRef);
     const refund = (): boolean => engine.refund(found.base, found.ctrl, found.base + stateOffset, cost, slots);
     return new HeldReservation(key, cost, lead === 0 ? waitMs : ceilPs(waitMs + lead), engine.nowMs + waitMs, this.#clock, refund);
   }
