@@ -120,6 +120,12 @@ const MIN_WINDOW = 16_384;
 const MAX_MISS_SHARE = 0.25;
 /** Windows without the cache before it is tried again (the keys a thread sees may change). */
 const OFF_WINDOWS = 32;
+/**
+ * Keys a cache that has not yet proven itself keeps per window among those its own lookups
+ * inserted (the rest it keeps at their next lookup, once the table holds them): enough for a small
+ * key set to be cached from its first check, too few for a stream of new keys to cost much.
+ */
+const NEW_PER_WINDOW = 1_024;
 
 /**
  * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to `SlotRef`, which
@@ -130,7 +136,8 @@ const OFF_WINDOWS = 32;
  * and a `Map.set` on top of the table's own lookup (far more keys than the cache holds, drawn
  * evenly, hit it rarely). So it judges itself over windows of lookups: two windows in a row with more
  * than 25% misses turn it off (`cached` then answers at once and `locate` keeps nothing), and
- * after OFF_WINDOWS windows it is tried again, from empty.
+ * after OFF_WINDOWS windows it is tried again, from empty. Until a window has gone well, it keeps
+ * few of the keys its lookups insert (NEW_PER_WINDOW), so that a stream of new keys costs little.
  *
  * Thread-safety: one instance per thread (the cache and the table's scratch are per-thread).
  */
@@ -154,6 +161,14 @@ export class SlotIndex {
   #offLeft = 0;
   /** The last window had too many misses: one more like it turns the cache off. */
   #missedLast = false;
+  /**
+   * Whether the cache has earned its keep: a window judged since it last started had few misses.
+   * Until then it keeps few of the keys it inserts (see #remember). Kept until the cache turns
+   * off: one bad window (the one after a full cache is emptied) does not take it away.
+   */
+  #proven = false;
+  /** Inserted keys this window may still keep while not #proven. */
+  #newLeft = NEW_PER_WINDOW;
 
   constructor(table: SlotTable, cacheSize: number) {
     this.#table = table;
@@ -166,7 +181,8 @@ export class SlotIndex {
   /** The cached location of `key`, if any. */
   cached(key: string): SlotRef | undefined {
     if (--this.#left === 0) this.#judge();
-    return this.#on ? this.#cache.get(key) : undefined;
+    // An empty cache answers without a Map.get, which would hash a new key's string first.
+    return this.#on && this.#cache.size !== 0 ? this.#cache.get(key) : undefined;
   }
 
   /** Whether the cache runs now (for stats and tests). */
@@ -201,13 +217,17 @@ export class SlotIndex {
   }
 
   /**
-   * The location of `key` at `slot` (just found, with `foundCtrl`): a new cached entry while the
-   * cache runs, else the scratch reference moved there.
+   * The location of `key` at `slot` (just found, with `foundCtrl` and `foundNew`): a new cached
+   * entry while the cache runs, else the scratch reference moved there. Until the cache has
+   * proven itself (#proven), a key the lookup itself inserted is cached only among the window's
+   * first NEW_PER_WINDOW such keys: past those, a first check of a new key is likely one of a
+   * stream that would fill the cache with keys seen once.
    */
   #remember(key: string, slot: number): SlotRef {
-    const base = this.#table.base(slot);
-    const ctrl = this.#table.foundCtrl;
-    if (!this.#on) return this.#scratch.moveTo(base, ctrl);
+    const table = this.#table;
+    const base = table.base(slot);
+    const ctrl = table.foundCtrl;
+    if (!this.#on || (table.foundNew && !this.#proven && this.#newLeft-- <= 0)) return this.#scratch.moveTo(base, ctrl);
     const entry = new SlotRef(base, ctrl);
     if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
     this.#cache.set(key, entry);
@@ -243,6 +263,7 @@ export class SlotIndex {
   /** The end of a window: turns the cache off after too many misses, or on after OFF_WINDOWS. */
   #judge(): void {
     this.#left = this.#window;
+    this.#newLeft = NEW_PER_WINDOW;
     if (this.#on) {
       const missed = this.#misses > this.#window * MAX_MISS_SHARE;
       if (missed && this.#missedLast) {
@@ -251,8 +272,10 @@ export class SlotIndex {
         this.#cache.clear();
       }
       this.#missedLast = missed && this.#on;
+      if (!missed) this.#proven = true;
     } else if (this.#cacheSize > 0 && --this.#offLeft === 0) {
       this.#on = true;
+      this.#proven = false;
     }
     this.#misses = 0;
   }

@@ -98,6 +98,8 @@ export class SlotTable {
   readonly #refOffset: number;
   /** ctrl word seen when `locate` last returned a slot: the cache validates against it. */
   foundCtrl = 0;
+  /** Whether the slot `locate` last returned was inserted by that call (the key was new to the table). */
+  foundNew = false;
   readonly #stripeMask: number;
   /** The home slot is the top bits of the re-mixed hash: 6 of them, or log2 of a longer stripe. */
   readonly #homeShift: number;
@@ -179,9 +181,15 @@ export class SlotTable {
   locate(bytes: number, hash: number): number {
     for (;;) {
       const found = this.#find(bytes, hash);
-      if (found >= 0) return found;
+      if (found >= 0) {
+        this.foundNew = false;
+        return found;
+      }
       const inserted = this.#insert(bytes, hash);
-      if (inserted !== RETRY) return inserted;
+      if (inserted !== RETRY) {
+        this.foundNew = true;
+        return inserted;
+      }
     }
   }
 
