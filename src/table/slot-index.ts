@@ -126,6 +126,13 @@ const OFF_WINDOWS = 32;
  * key set to be cached from its first check, too few for a stream of new keys to cost much.
  */
 const NEW_PER_WINDOW = 1_024;
+/**
+ * Lookups in one proof of an unproven cache: every PROOF_SPAN lookups of a window (when the
+ * lookups left in it are a multiple of this), a cache with at most MAX_MISS_SHARE misses among
+ * them has proven itself, without waiting for its window's end (a working set is cached a few
+ * thousand lookups after it is first seen twice; a window is at least 16,384).
+ */
+const PROOF_SPAN = 4_096;
 
 /**
  * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to `SlotRef`, which
@@ -162,13 +169,15 @@ export class SlotIndex {
   /** The last window had too many misses: one more like it turns the cache off. */
   #missedLast = false;
   /**
-   * Whether the cache has earned its keep: a window judged since it last started had few misses.
-   * Until then it keeps few of the keys it inserts (see #remember). Kept until the cache turns
+   * Whether the cache has earned its keep: a window, or a proof span of one (PROOF_SPAN), had few
+   * misses since the cache last started. Until then it keeps few of the keys it inserts (see #remember). Kept until the cache turns
    * off: one bad window (the one after a full cache is emptied) does not take it away.
    */
   #proven = false;
   /** Inserted keys this window may still keep while not #proven. */
   #newLeft = NEW_PER_WINDOW;
+  /** #misses at the start of the current proof span. */
+  #spanMisses = 0;
 
   constructor(table: SlotTable, cacheSize: number) {
     this.#table = table;
@@ -181,6 +190,7 @@ export class SlotIndex {
   /** The cached location of `key`, if any. */
   cached(key: string): SlotRef | undefined {
     if (--this.#left === 0) this.#judge();
+    else if (!this.#proven && (this.#left & (PROOF_SPAN - 1)) === 0) this.#prove();
     // An empty cache answers without a Map.get, which would hash a new key's string first.
     return this.#on && this.#cache.size !== 0 ? this.#cache.get(key) : undefined;
   }
@@ -260,6 +270,12 @@ export class SlotIndex {
     this.#cache.delete(key);
   }
 
+  /** The end of a proof span inside a window: proven if few of its lookups missed (PROOF_SPAN). */
+  #prove(): void {
+    if (this.#on && this.#misses - this.#spanMisses <= PROOF_SPAN * MAX_MISS_SHARE) this.#proven = true;
+    this.#spanMisses = this.#misses;
+  }
+
   /** The end of a window: turns the cache off after too many misses, or on after OFF_WINDOWS. */
   #judge(): void {
     this.#left = this.#window;
@@ -278,5 +294,6 @@ export class SlotIndex {
       this.#proven = false;
     }
     this.#misses = 0;
+    this.#spanMisses = 0;
   }
 }
