@@ -1,10 +1,10 @@
-// The table's insert protocol (src/table/table.ts).
+// The table's insert protocol (src/table/insert.ts) and its lookups and compaction (table.ts, compaction.ts).
 export default [
   {
     name: 'duplicate insert',
     what: 'an inserter publishes without re-scanning the chain for the same key claimed elsewhere',
     scenario: 'gcra-32-insert',
-    edits: [{ file: 'table/table.js', from: '        for (let i = 0; i < S; i++) {\n            if (i === pos)', to: '        for (let i = 0; i < 0; i++) {\n            if (i === pos)' }],
+    edits: [{ file: 'table/insert.js', from: '        for (let i = 0; i < S; i++) {\n            if (i === pos)', to: '        for (let i = 0; i < 0; i++) {\n            if (i === pos)' }],
   },
   {
     name: 'claim judged by an older reading',
@@ -12,18 +12,18 @@ export default [
     what: 'a claim stamped after the reading that judges it reads as 2^29 - 1 ms old (found by the explorer)',
     scenario: 'gcra-32-insert',
     edits: [
-      { file: 'table/table.js', from: 'return age >= CLAIM_AGE_LIMIT ? 0 : age;', to: 'return age;' },
+      { file: 'table/insert.js', from: 'return age >= CLAIM_AGE_LIMIT ? 0 : age;', to: 'return age;' },
       // Since b7c2404 an insert claims the slot its lookup passed, reading its clock after the
       // lookup's loads, which closes the two-thread path to the bug; the insert's own scan, as
       // before that change, opens it again.
-      { file: 'table/table.js', from: 'let pos = this.#missFree;', to: 'let pos = -1;' },
+      { file: 'table/insert.js', from: 'let pos = missFree;', to: 'let pos = -1;' },
     ],
   },
   {
     name: 'publish past a cleared slot',
     what: 'an inserter publishes though a slot before its own in the chain is free again (a compaction may be clearing it)',
     scenario: 'compaction',
-    edits: [{ file: 'table/table.js', from: 'if (i < pos && (state === EMPTY || state === TOMB)) {', to: 'if (false) {' }],
+    edits: [{ file: 'table/insert.js', from: 'if (i < pos && (state === EMPTY || state === TOMB)) {', to: 'if (false) {' }],
   },
   {
     name: '(planted) a compaction that does not count what it clears',
@@ -35,7 +35,7 @@ export default [
     name: '(planted) a publish that does not count its key',
     what: 'an insert publishes without counting the key live: the live-keys gauge drifts down',
     scenario: 'gcra-32-insert',
-    edits: [{ file: 'table/table.js', from: 'this.count(slot, C_LIVE, 1);', to: 'void 0;' }],
+    edits: [{ file: 'table/insert.js', from: 't.count(slot, C_LIVE, 1);', to: 'void 0;' }],
   },
   {
     name: 'compaction ignores claims',

@@ -381,7 +381,7 @@ export class LockFreeEngine {
       if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
       // A token (odd): a reclaim is checking the key and may have read it before our commit.
       // An even value not ours: an inserter of an earlier claim on this slot that stalled past
-      // its reuse wrote it late (see REUSE_AFTER_TIMEOUTS in table.ts). Either way, put our free
+      // its reuse wrote it late (see REUSE_AFTER_TIMEOUTS in table/insert.ts). Either way, put our free
       // value back with a compareExchange from the exact word seen (a reclaim's own final
       // compareExchange then fails), and look again.
       Atomics.compareExchange(w, base + S_TAT, guard, free);

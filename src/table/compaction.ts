@@ -122,7 +122,7 @@ export class StripeSweeper {
    * 1. Load every ctrl word of the stripe. A tombstone is cleared only by a compareExchange from
    *    the word loaded here: it succeeds only if the slot stayed that very tombstone all along
    *    (tombstone words do not come back: each incarnation of a slot has a new generation, and an
-   *    abandoned claim leaves a tombstone of its own generation, see SlotTable's #abandon).
+   *    abandoned claim leaves a tombstone of its own generation, see SlotInserter's #abandon, insert.ts).
    * 2. Load every ctrl word again, and every live key's hash, after step 1. A claim (BUSY) that
    *    may still be published: give up (its key and chain are not known yet). A cancelled claim
    *    never will be, and one older than claimTimeoutMs is cancelled here first, as an insert of
@@ -134,7 +134,7 @@ export class StripeSweeper {
    *
    * An inserter whose chain crosses a cleared slot and which claimed its own slot after we loaded
    * that slot in step 2 re-scans its chain after its claim, so after step 1: it sees the slot
-   * free (the tombstone, or EMPTY) and gives its claim up (see SlotTable's #insert, step 3). One that claimed
+   * free (the tombstone, or EMPTY) and gives its claim up (see SlotInserter.insert, step 3). One that claimed
    * before that load is seen in step 2. A compaction that stops anywhere leaves only tombstones
    * and EMPTY slots that are right: nothing waits for it, and no key's state is touched.
    */

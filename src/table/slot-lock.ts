@@ -1,6 +1,7 @@
 import { DEAD, S_CTRL, S_TAT } from './layout.js';
 import { RELOCATE } from './slot-index.js';
-import { ALREADY_DEAD, NOT_IDLE, RETIRED, REUSE_AFTER_TIMEOUTS } from './table.js';
+import { ALREADY_DEAD, NOT_IDLE, RETIRED } from './table.js';
+import { REUSE_AFTER_TIMEOUTS } from './insert.js';
 
 /**
  * A per-key lock in one int32 word (the slot's `tat` word, for keys whose state spans several
@@ -22,7 +23,7 @@ import { ALREADY_DEAD, NOT_IDLE, RETIRED, REUSE_AFTER_TIMEOUTS } from './table.j
  * words equal to those it read, and a new key's words can equal an old key's (both fresh, at
  * the same instant; or a PolicyLimiter pair of another rule). So a reclaim waits longer than a
  * decision: it takes a lock over only once the token is `reclaimAfterMs` old (30x stealAfterMs,
- * the table's one timing assumption, REUSE_AFTER_TIMEOUTS in table.ts). And a holder that took a
+ * the table's one timing assumption, REUSE_AFTER_TIMEOUTS in table/insert.ts). And a holder that took a
  * lock over (a stalled holder may still be out there) releases it as a `released` word stamped
  * with the release time, which a decision takes like FREE (its token marked "took over" while
  * the mark is young) and a reclaim treats like a token: reclaimed only once it is that old.

@@ -1,0 +1,300 @@
+import { keyWords, type KeyEncoder } from './hash.js';
+import {
+  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, CLAIM_CANCELLED, CLAIM_STAMP_MASK, ctrlWord, EMPTY, LIVE, PAYLOAD_MASK, S_CTRL, S_HASH, S_KEY_BYTES, TOMB,
+} from './layout.js';
+import type { KeyHeap } from './key-heap.js';
+import type { SlotState } from './table.js';
+
+/**
+ * Inserting a key into a SlotTable: claim the first free slot of its probe chain, write the key,
+ * re-scan the chain for a copy of the key inserted (or being inserted) meanwhile, write the fresh
+ * state, publish (docs/design.md, "Insert"). One instance per SlotTable instance, so per thread.
+ *
+ * Thread-safety: `insert` and `cancelExpired` may run at the same time as any table method on
+ * any thread; neither takes a lock, and an inserter that stops anywhere leaves a claim that other
+ * threads cancel or take over in time.
+ */
+
+/** Returned by `insert` when the key's stripe has no free or reclaimable slot (and by SlotTable's `locate`). */
+export const TABLE_FULL = -1;
+/** Returned by `insert` when the caller must look the key up again (a race lost, or a copy found elsewhere). */
+export const RETRY = -2;
+
+/**
+ * An expired claim, cancelled or not, may be taken over after this many claim timeouts (a dead
+ * inserter's slot), counted from its claim stamp.
+ *
+ * The table's one timing assumption: no inserter stalls for that long between its claim and its
+ * publish. One that did would still write its hash, key and initial state into the slot (it
+ * learns that it lost the slot only when its publish fails), over those of the slot's next
+ * occupant: that key's state would be reset, or the slot would read as a second copy of the
+ * stalled inserter's key. The assumption binds at small timeouts: at claimTimeoutMs 1 it is 30 ms,
+ * which a thread preempted on a host with more busy threads than cores can exceed.
+ * Stamps are ms modulo 2^29, so a claim word repeats only after 2^29 ms (about 6.2 days): a
+ * publish stalled that long could land on a later claim of its slot that carries the same stamp.
+ * 30x claimTimeoutMs is at most 30 minutes (MAX_CLAIM_TIMEOUT_MS), far below both that and the
+ * ages the signed 29-bit difference tells apart (CLAIM_AGE_LIMIT); a dead claim left unswept looks
+ * young again for half of every 6.2 days, which delays its reuse and nothing else.
+ */
+export const REUSE_AFTER_TIMEOUTS = 30;
+
+/**
+ * Claim ages from 2^28 ms (about 3.1 days) up read as negative: a claim stamped after the reading
+ * that judges it. 30x the longest claimTimeoutMs (60,000) is 30 minutes, well inside.
+ */
+const CLAIM_AGE_LIMIT = 2 ** 28;
+
+/**
+ * Age in ms of the claim in a BUSY word (a cancelled claim keeps its claim's stamp), at a
+ * reading `nowMs` that may have been taken before the claim was: the difference modulo 2^29
+ * read as signed, and a claim stamped after the reading is 0 ms old. (Read unsigned, such a
+ * claim was 2^29 - 1 ms old: an insert whose reading came just before another inserter's claim
+ * took that fresh claim over as abandoned, and the two wrote one slot.)
+ */
+export function claimAge(ctrl: number, nowMs: number): number {
+  const age = ((nowMs & CLAIM_STAMP_MASK) - ((ctrl >>> 2) & CLAIM_STAMP_MASK)) & CLAIM_STAMP_MASK;
+  return age >= CLAIM_AGE_LIMIT ? 0 : age;
+}
+
+/** What an insert needs of its table (SlotTable). */
+export interface InsertHost {
+  readonly words: Int32Array;
+  readonly slotsPerStripe: number;
+  readonly claimTimeoutMs: number;
+  /** Offset of a slot's key words from its base. */
+  readonly keyOffset: number;
+  /** Holds the key being inserted (encoded by the caller). */
+  readonly encoder: KeyEncoder;
+  /** Long keys' tails (null when every key fits its slot). */
+  readonly heap: KeyHeap | null;
+  /** The slot's first word index. */
+  base(slot: number): number;
+  /** The home slot of a key of hash `hash`: the first of its probe chain. */
+  homeSlot(hash: number): number;
+  /** The slot at probe position `i` of the chain that starts at `first`. */
+  probeSlot(first: number, i: number): number;
+  /** Whether the LIVE slot at `base` holds the encoded key (`bytes` long, hash `hash`); the caller re-reads ctrl after. */
+  keyEquals(base: number, bytes: number, hash: number): boolean;
+  /** Counts a transition of `slot` in the table's gauges. */
+  count(slot: number, word: number, delta: number): void;
+  /** Reclaims every idle key of the stripe of slot `first` and compacts it; true if any slot was freed. */
+  reclaimStripeOf(first: number): boolean;
+}
+
+/** A table's inserts on this thread. */
+export class SlotInserter {
+  readonly #t: InsertHost;
+  readonly #state: SlotState;
+  /** Key words a slot holds; a longer key keeps the rest in the heap record of its slot. */
+  readonly #inlineWords: number;
+  /** Offset of a slot's reference word to its heap record (with a heap). */
+  readonly #refOffset: number;
+  /** The LIVE ctrl word that the last insert to return a slot published. */
+  ctrl = 0;
+
+  constructor(t: InsertHost, state: SlotState, inlineWords: number, refOffset: number) {
+    this.#t = t;
+    this.#state = state;
+    this.#inlineWords = inlineWords;
+    this.#refOffset = refOffset;
+  }
+
+  /**
+   * Inserts the key held in the table's `encoder` (`bytes` long, hash `hash`). `missFree` is the
+   * first free position of its chain that the lookup which missed it passed, with its ctrl word
+   * `missWord` (-1: none, or a claim came first). Returns the slot (and sets `ctrl`), TABLE_FULL,
+   * or RETRY.
+   *
+   * No key ever gets a second live copy, whichever step of whichever inserter stalls (for less
+   * than 30x claimTimeoutMs, the assumption at REUSE_AFTER_TIMEOUTS): a claim is published only by a
+   * compareExchange from its own claim word, and a claim that another inserter of the same hash
+   * finds expired is cancelled (its word changed) rather than passed over, so the stalled
+   * inserter's publish fails and it finds the copy that won.
+   */
+  insert(bytes: number, hash: number, missFree: number, missWord: number): number {
+    const t = this.#t;
+    const w = t.words;
+    const first = t.homeSlot(hash);
+    const S = t.slotsPerStripe;
+    let nowMs = Math.floor(performance.now());
+    const reuseAfterMs = t.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
+    // 1. The first free position in the probe chain (EMPTY, TOMB, or a long-abandoned claim,
+    // cancelled or not): missFree, unless the lookup found a claim first.
+    let pos = missFree;
+    let from = missWord;
+    for (let i = 0; pos < 0 && i < S; i++) {
+      // Atomics.load: any word will do, the claim below is a compareExchange from exactly it.
+      const c = Atomics.load(w, t.base(t.probeSlot(first, i)) + S_CTRL);
+      const state = c & 3;
+      if (state === EMPTY || state === TOMB || (state === BUSY && claimAge(c, nowMs) > reuseAfterMs)) {
+        pos = i;
+        from = c;
+        break;
+      }
+    }
+    if (pos < 0) return t.reclaimStripeOf(first) ? RETRY : TABLE_FULL;
+    const slot = t.probeSlot(first, pos);
+    const base = t.base(slot);
+    const gen = (from & 3) === BUSY ? (from >>> 2) ^ 0x2aaaaaaa : (from >>> 2) + 1;
+    const claim = ctrlWord(BUSY, nowMs & CLAIM_STAMP_MASK);
+    // 2. Claim it. compareExchange from the exact word we saw: two inserters cannot both win.
+    // Stalled before it: the word changed and we start over. Stalled after it, anywhere up to the
+    // publish: inserters of the same hash wait for our claim up to claimTimeoutMs, then cancel
+    // it; other inserters pass it by; only after 30x the timeout is the slot taken over.
+    if (Atomics.compareExchange(w, base + S_CTRL, from, claim) !== from) return RETRY;
+    if ((from & 3) === TOMB) t.count(slot, C_TOMBS, -1);
+    // Atomics.store of the hash (seq-cst): a concurrent inserter of the same key that claims
+    // another slot either sees this hash in its re-scan, or we see its claim in ours. The hash,
+    // length and key are written while the slot is BUSY (ours, or cancelled and so still held):
+    // nobody reads a BUSY slot's key, and only re-scans read its hash.
+    Atomics.store(w, base + S_HASH, hash);
+    w[base + S_KEY_BYTES] = bytes;
+    const key = t.encoder.words;
+    const n = keyWords(bytes);
+    const inline = Math.min(n, this.#inlineWords);
+    const at = base + t.keyOffset;
+    for (let i = 0; i < inline; i++) w[at + i] = key[i] as number;
+    // A long key's tail: a heap without room leaves the key out, as a full stripe does.
+    if (n > inline && !this.#writeTail(base, n)) {
+      this.#abandon(slot, claim, gen);
+      return TABLE_FULL;
+    }
+    // 3. Re-scan the chain for the same key inserted (or being inserted) elsewhere.
+    for (let i = 0; i < S; i++) {
+      if (i === pos) continue;
+      const otherBase = t.base(t.probeSlot(first, i));
+      // Atomics.load (seq-cst, acquire): after our hash store in the total order (see step 2),
+      // and if we see LIVE we also see the key words written before it.
+      const c = Atomics.load(w, otherBase + S_CTRL);
+      const state = c & 3;
+      if (i < pos && (state === EMPTY || state === TOMB)) {
+        // A free slot before ours: it was taken, not free, when we scanned (we claim the first
+        // free one), and it has been reclaimed since. A compaction may be turning it EMPTY, which
+        // would cut our slot off from its chain (compaction.ts): give ours up and insert again.
+        this.#abandon(slot, claim, gen);
+        return RETRY;
+      }
+      if (state === EMPTY) break;
+      // Atomics.load of ctrl again after the key compare: unchanged, the key we compared was this
+      // incarnation's (as in #find).
+      if (state === LIVE && t.keyEquals(otherBase, bytes, hash) && Atomics.load(w, otherBase + S_CTRL) === c) {
+        this.#abandon(slot, claim, gen);
+        return RETRY; // the other copy wins; find() will return it
+      }
+      // A cancelled claim is no claim on any key: it can never be published, so nobody waits on it.
+      if (state !== BUSY || ((c >>> 2) & CLAIM_CANCELLED) !== 0) continue;
+      // Atomics.load of the hash (seq-cst), after its ctrl: if that inserter's hash store came
+      // before our loads, we see it here; if not, it sees our claim (or our copy) in its re-scan.
+      // A stale hash (the claim's inserter had not stored its own yet) only makes us wait for,
+      // or cancel, a claim of another key: a delay, or a retry for that inserter.
+      if (Atomics.load(w, otherBase + S_HASH) !== hash) continue;
+      nowMs = Math.floor(performance.now());
+      if (claimAge(c, nowMs) > t.claimTimeoutMs) {
+        // Its inserter is dead or only stalled, and a stalled one may still publish. Cancel its
+        // claim: compareExchange from the exact word we judged expired, to the same claim marked
+        // cancelled. Its publish and abandon, compareExchanges from its claim word, now fail; it
+        // keeps its claim's stamp and stays BUSY, so the slot is reused only after 30x the
+        // timeout, after any write the stalled inserter may still make into it (its key, its
+        // initial state). Stalled before the compareExchange, it fails if the word changed
+        // (published, abandoned, cancelled by another, or taken over), and we look at the slot
+        // again. It can succeed only on the claim we judged, older still by then, or on one with
+        // the very same stamp, made in the same ms and so just as expired: cancelling that one
+        // costs its inserter a retry. Stalled after it, nothing is left half done: the cancel is
+        // the one write, and every other inserter passes the cancelled slot by.
+        if (Atomics.compareExchange(w, otherBase + S_CTRL, c, ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED)) !== c) i--;
+        continue;
+      }
+      if (i < pos) {
+        // An earlier claim for what may be the same key wins; wait for it and start over.
+        this.#abandon(slot, claim, gen);
+        this.#awaitClaim(otherBase, c);
+        return RETRY;
+      }
+      // A later claim yields to ours; wait until it has (or it expires), then look at that slot again.
+      this.#awaitClaim(otherBase, c);
+      i--;
+    }
+    // 4. Fresh state, then publish. The state hook reads the clock only now, after the claim.
+    // Its writes go to our own slot, which stays BUSY until our publish, or, if our claim was
+    // cancelled, until 30x the timeout: they never reach another key's state (see
+    // REUSE_AFTER_TIMEOUTS for a stall longer than that).
+    this.#state.initSlot(w, base, gen & PAYLOAD_MASK);
+    // compareExchange from our claim (release: our key and state are visible to whoever loads
+    // LIVE). It fails if our claim was cancelled (we stalled past claimTimeoutMs and an inserter
+    // of the same hash went on: it may have published this key) or taken over (past 30x): then
+    // we start over and find the copy that won, or insert again. Stalled before it for ever, we
+    // leave a BUSY slot that is cancelled or reused in time.
+    if (Atomics.compareExchange(w, base + S_CTRL, claim, ctrlWord(LIVE, gen)) !== claim) return RETRY;
+    t.count(slot, C_LIVE, 1);
+    if (pos !== 0) t.count(slot, C_DISPLACED, pos);
+    this.ctrl = ctrlWord(LIVE, gen);
+    return slot;
+  }
+
+  /**
+   * Gives up our claim: the slot becomes a tombstone of generation `gen` (the one our publish
+   * would have used), never EMPTY (inserters that passed it while it was ours may hold slots
+   * further on), and never the word it was before our claim (a compaction that read that word
+   * must not mistake the slot for one that stayed free all along: see compaction.ts).
+   */
+  #abandon(slot: number, claim: number, gen: number): void {
+    // compareExchange from our claim: if it was cancelled meanwhile, the slot stays held until
+    // 30x the timeout (we may have written it); if taken over, we leave the new owner alone.
+    const t = this.#t;
+    if (Atomics.compareExchange(t.words, t.base(slot) + S_CTRL, claim, ctrlWord(TOMB, gen)) === claim) t.count(slot, C_TOMBS, 1);
+  }
+
+  /**
+   * Spins until a claim is published, abandoned, cancelled, taken over, or expired; the caller
+   * then looks at the slot again. Claims last a few hundred ns.
+   */
+  #awaitClaim(base: number, claim: number): void {
+    for (let spins = 0; ; spins++) {
+      // Atomics.load: any change of the exact claim word ends the wait; the caller re-reads it.
+      if (Atomics.load(this.#t.words, base + S_CTRL) !== claim) return;
+      if ((spins & 1023) === 1023 && claimAge(claim, Math.floor(performance.now())) > this.#t.claimTimeoutMs) return;
+    }
+  }
+
+  /**
+   * Whether the claim in BUSY word `c` (at `base`) can never be published: it was cancelled, or
+   * it is older than claimTimeoutMs and this call cancelled it (a compareExchange from the exact
+   * word judged, as an insert does in its re-scan: its inserter's publish now fails, and it
+   * inserts again).
+   */
+  cancelExpired(base: number, c: number): boolean {
+    if (((c >>> 2) & CLAIM_CANCELLED) !== 0) return true;
+    // The clock after the load of the claim word (as in #awaitClaim): never older than its stamp.
+    if (claimAge(c, Math.floor(performance.now())) <= this.#t.claimTimeoutMs) return false;
+    const cancelled = ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED);
+    // compareExchange from the word judged expired: fails if it was published, abandoned, or
+    // cancelled meanwhile (then the caller gives up, and the next sweep looks again).
+    return Atomics.compareExchange(this.#t.words, base + S_CTRL, c, cancelled) === c;
+  }
+
+  /**
+   * Writes the encoded key's words past the slot's own into the slot's heap record, first giving
+   * the slot a larger record if its own is too short. Called with the slot claimed by this thread
+   * (its record is written only under a claim, as its key words are). False when the heap has no
+   * room for the record.
+   */
+  #writeTail(base: number, n: number): boolean {
+    const t = this.#t;
+    const heap = t.heap as KeyHeap;
+    const tail = n - this.#inlineWords;
+    const w = t.words;
+    let ref = w[base + this.#refOffset] as number;
+    let h = heap.view(ref + 1);
+    if (ref === 0 || (h[ref] as number) < tail) {
+      // At least twice the old one: a slot leaves at most about twice its longest key behind.
+      ref = heap.allocate(ref === 0 ? tail : Math.max(tail, 2 * (h[ref] as number)));
+      if (ref === 0) return false;
+      // A plain write: the slot is ours, and its publish (a compareExchange) comes after it.
+      w[base + this.#refOffset] = ref;
+    }
+    h = heap.view(ref + 1 + tail);
+    const key = t.encoder.words;
+    for (let i = 0; i < tail; i++) h[ref + 1 + i] = key[this.#inlineWords + i] as number;
+    return true;
+  }
+}
