@@ -51,8 +51,8 @@ export default [
       from: '    const cur = Atomics.load(w, index);\n' +
         '    // The clock after the load, as in `lock`: a reading taken before it could be older than the\n' +
         '    // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.\n' +
-        '    const token = successor(cur, owner, performance.now(), stealAfterMs, true);',
-      to: '    const now = performance.now();\n    const cur = Atomics.load(w, index);\n' +
+        '    const token = successor(cur, owner, processNow(), stealAfterMs, true);',
+      to: '    const now = processNow();\n    const cur = Atomics.load(w, index);\n' +
         '    const token = successor(cur, owner, now, stealAfterMs, true);',
     }],
   },

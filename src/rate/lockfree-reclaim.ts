@@ -4,6 +4,7 @@ import type { LimitGroup } from './limit-set.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
 import { ageMs, lockToken } from '../table/slot-lock.js';
+import { processNow } from '../time/clock.js';
 
 // The reclaim side of the lock-free engine (lockfree-engine.ts): the guard word a decision
 // settles against after its commits, and the table hooks that insert and reclaim its keys.
@@ -33,7 +34,7 @@ export function lockFreeSlotState(key: LimitGroup, stateOffset: number, owner: n
       const free = freeGuard(Atomics.load(w, base + S_CTRL));
       // Ours to take: the free value, a stopped reclaimer's token, or a stray even value a late
       // inserter wrote (see #settle).
-      const nowMs = performance.now();
+      const nowMs = processNow();
       if ((cur & 1) === 1 && ageMs(cur, nowMs) <= stealAfterMs) return NOT_IDLE; // a live reclaimer's token
       const token = lockToken(owner, nowMs);
       // compareExchange from the exact word seen (free, or a stopped reclaimer's token): our

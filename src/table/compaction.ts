@@ -1,4 +1,5 @@
 import { BUSY, C_TOMBS, ctrlWord, EMPTY, LIVE, S_CTRL, S_HASH, TOMB } from './layout.js';
+import { processNow } from '../time/clock.js';
 
 /**
  * Sweeps and compaction: reclaiming idle keys and turning tombstones back into EMPTY slots, so
@@ -62,7 +63,7 @@ export class StripeSweeper {
    */
   sweep(): number {
     const t = this.#t;
-    const nowMs = Math.floor(performance.now());
+    const nowMs = Math.floor(processNow());
     const reuseAfterMs = t.claimTimeoutMs * this.#reuseAfterTimeouts;
     let count = 0;
     for (let stripe = 0; stripe < t.stripes; stripe++) count += this.sweepStripe(stripe, nowMs, reuseAfterMs);

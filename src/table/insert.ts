@@ -4,6 +4,7 @@ import {
 } from './layout.js';
 import type { KeyHeap } from './key-heap.js';
 import type { SlotState } from './table.js';
+import { processNow } from '../time/clock.js';
 
 /**
  * Inserting a key into a SlotTable: claim the first free slot of its probe chain, write the key,
@@ -116,7 +117,7 @@ export class SlotInserter {
     const w = t.words;
     const first = t.homeSlot(hash);
     const S = t.slotsPerStripe;
-    let nowMs = Math.floor(performance.now());
+    let nowMs = Math.floor(processNow());
     const reuseAfterMs = t.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
     // 1. The first free position in the probe chain (EMPTY, TOMB, or a long-abandoned claim,
     // cancelled or not): missFree, unless the lookup found a claim first.
@@ -188,7 +189,7 @@ export class SlotInserter {
       // A stale hash (the claim's inserter had not stored its own yet) only makes us wait for,
       // or cancel, a claim of another key: a delay, or a retry for that inserter.
       if (Atomics.load(w, otherBase + S_HASH) !== hash) continue;
-      nowMs = Math.floor(performance.now());
+      nowMs = Math.floor(processNow());
       if (claimAge(c, nowMs) > t.claimTimeoutMs) {
         // Its inserter is dead or only stalled, and a stalled one may still publish. Cancel its
         // claim: compareExchange from the exact word we judged expired, to the same claim marked
@@ -252,7 +253,7 @@ export class SlotInserter {
     for (let spins = 0; ; spins++) {
       // Atomics.load: any change of the exact claim word ends the wait; the caller re-reads it.
       if (Atomics.load(this.#t.words, base + S_CTRL) !== claim) return;
-      if ((spins & 1023) === 1023 && claimAge(claim, Math.floor(performance.now())) > this.#t.claimTimeoutMs) return;
+      if ((spins & 1023) === 1023 && claimAge(claim, Math.floor(processNow())) > this.#t.claimTimeoutMs) return;
     }
   }
 
@@ -265,7 +266,7 @@ export class SlotInserter {
   cancelExpired(base: number, c: number): boolean {
     if (((c >>> 2) & CLAIM_CANCELLED) !== 0) return true;
     // The clock after the load of the claim word (as in #awaitClaim): never older than its stamp.
-    if (claimAge(c, Math.floor(performance.now())) <= this.#t.claimTimeoutMs) return false;
+    if (claimAge(c, Math.floor(processNow())) <= this.#t.claimTimeoutMs) return false;
     const cancelled = ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED);
     // compareExchange from the word judged expired: fails if it was published, abandoned, or
     // cancelled meanwhile (then the caller gives up, and the next sweep looks again).

@@ -2,6 +2,7 @@ import { DEAD, S_CTRL, S_TAT } from './layout.js';
 import { RELOCATE } from './slot-index.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED } from './table.js';
 import { REUSE_AFTER_TIMEOUTS } from './insert.js';
+import { processNow } from '../time/clock.js';
 
 /**
  * A per-key lock in one int32 word (the slot's `tat` word, for keys whose state spans several
@@ -91,7 +92,7 @@ export function lock(w: Int32Array, index: number, owner: number, stealAfterMs: 
   for (let spins = 0; ; spins++) {
     const cur = Atomics.load(w, index);
     if (cur === DEAD) return GONE;
-    const token = successor(cur, owner, performance.now(), stealAfterMs, false);
+    const token = successor(cur, owner, processNow(), stealAfterMs, false);
     if (token !== FREE) {
       // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
       if (token !== cur && Atomics.compareExchange(w, index, cur, token) === cur) return token;
@@ -109,7 +110,7 @@ export function tryLock(w: Int32Array, index: number, owner: number, stealAfterM
   const cur = Atomics.load(w, index);
   // The clock after the load, as in `lock`: a reading taken before it could be older than the
   // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.
-  const token = successor(cur, owner, performance.now(), stealAfterMs, true);
+  const token = successor(cur, owner, processNow(), stealAfterMs, true);
   // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
   return token !== FREE && token !== cur && Atomics.compareExchange(w, index, cur, token) === cur ? token : FREE;
 }
@@ -120,7 +121,7 @@ export function tryLock(w: Int32Array, index: number, owner: number, stealAfterM
  * notify on every release would cost every decision.
  */
 export function unlock(w: Int32Array, index: number, token: number): boolean {
-  const next = (token & TOOK_OVER) === 0 ? FREE : releasedWord(performance.now());
+  const next = (token & TOOK_OVER) === 0 ? FREE : releasedWord(processNow());
   // compareExchange from our token: never frees a lock that someone else now holds.
   return Atomics.compareExchange(w, index, token, next) === token;
 }
@@ -223,7 +224,7 @@ function settle(w: Int32Array, base: number, ctrl: number, token: number): boole
     if ((cur & HELD) === 0) return true;
     // compareExchange from the exact word seen: a newer holder's lock is released (its own
     // writes are still checked against their snapshots), a reclaim's final step fails.
-    if (Atomics.compareExchange(w, lockAt, cur, releasedWord(performance.now())) === cur) return true;
+    if (Atomics.compareExchange(w, lockAt, cur, releasedWord(processNow())) === cur) return true;
   }
 }
 

@@ -73,19 +73,31 @@ const perf = performance;
  * worker 312 ms behind its main thread on Bun 1.4.5, 338 ms on Deno 2.9.6, and the two admitted
  * 15 and 16 for a burst of 10): there the reading is anchored to the wall clock at the thread's
  * start (`timeOrigin`, a high-resolution time), taken from 2026-01-01 so that it stays a few
- * times 10^10 ms, far inside the 2^53 ms every reading may reach.
+ * times 10^10 ms, far inside the 2^53 ms every reading may reach. Self-contained (it reads only
+ * globals): the coarse clock's updater thread runs its source.
  */
-const SHIFT_MS = (globalThis as { Bun?: unknown }).Bun === undefined && (globalThis as { Deno?: unknown }).Deno === undefined
-  ? 0
-  : perf.timeOrigin - Date.UTC(2026, 0, 1);
+export function timelineShiftMs(): number {
+  return (globalThis as { Bun?: unknown }).Bun === undefined && (globalThis as { Deno?: unknown }).Deno === undefined
+    ? 0
+    : performance.timeOrigin - Date.UTC(2026, 0, 1);
+}
+
+/** This thread's `timelineShiftMs()`. */
+const SHIFT_MS = timelineShiftMs();
+
+/**
+ * The process's one timeline in ms: `performance.now()`, plus `SHIFT_MS` on Bun and Deno (above).
+ * Every stamp that another thread judges (an insert's claim, a lock's token, a reclaim's token)
+ * is taken from it, as `monotonicClock` reads it: a stamp from a thread's own `performance.now()`
+ * would read, on Bun and Deno, as older than it is by the time between the two threads' starts.
+ */
+export const processNow: () => number = SHIFT_MS === 0 ? (): number => perf.now() : (): number => perf.now() + SHIFT_MS;
 
 /**
  * The default clock: `performance.now()` (plus `SHIFT_MS` on Bun and Deno, above). Monotonic,
  * sub-microsecond, and one timeline for all the threads of a process.
  */
-export const monotonicClock: Clock = Object.freeze({
-  now: SHIFT_MS === 0 ? (): number => perf.now() : (): number => perf.now() + SHIFT_MS,
-});
+export const monotonicClock: Clock = Object.freeze({ now: processNow });
 
 /** The largest reading a ManualClock holds, in ms: every integer up to it is exact in a double. */
 const MAX_MS = 2 ** 53;

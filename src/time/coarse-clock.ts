@@ -1,14 +1,15 @@
 import { Worker } from 'node:worker_threads';
 import { describe } from '../config/check.js';
-import type { Clock } from './clock.js';
+import { processNow, timelineShiftMs, type Clock } from './clock.js';
 
 /**
- * A clock read with one `Atomics.load`: `performance.now()` rounded down to a resolution, kept in
- * shared memory by one background thread and travelling with a limiter's handle.
+ * A clock read with one `Atomics.load`: the process timeline (`processNow()`, which
+ * `monotonicClock` reads) rounded down to a resolution, kept in shared memory by one background
+ * thread and travelling with a limiter's handle.
  *
  * Layout (an Int32Array over a 32-byte SharedArrayBuffer):
  *
- *   word 0      the reading: units of the resolution since `performance.timeOrigin`, modulo 2^32
+ *   word 0      the reading: units of the resolution on the process timeline, modulo 2^32
  *               (bits 31-30: the epoch's low two bits; bits 29-0: units into the epoch)
  *   words 1-4   EPOCHS: the full epoch (units >> 30) whose low two bits are 0, 1, 2, 3
  *   word 5      WAKE: the updater sleeps on it (never written)
@@ -20,7 +21,7 @@ import type { Clock } from './clock.js';
  * unchanged unless it stalls that long between the two reads.
  *
  * Writers: the updater thread every half resolution, and every thread that reads the clock, on
- * one reading in READS_PER_CHECK, from its own `performance.now()` (so a busy process moves the
+ * one reading in READS_PER_CHECK, from its own reading of the timeline (so a busy process moves the
  * clock even when the updater is starved of CPU, or gone with the thread that started it). Every
  * write is a compareExchange that only moves the word forward, judged on full readings (a word
  * 2^31 units or more behind, after the process was stopped that long, still moves).
@@ -54,20 +55,20 @@ export class CoarseClock implements Clock {
   }
 
   /**
-   * How far the shared reading is behind `performance.now()` at this moment, in ms (what a
+   * How far the shared reading is behind the process timeline at this moment, in ms (what a
    * reading taken now would miss), without moving it: for monitoring the lag under load.
    */
   get lagMs(): number {
     // Atomics.load, as in now().
-    return performance.now() - this.#decode(Atomics.load(this.#w, 0));
+    return processNow() - this.#decode(Atomics.load(this.#w, 0));
   }
 
-  /** The shared reading, in ms: a multiple of the resolution, never ahead of `performance.now()`. */
+  /** The shared reading, in ms: a multiple of the resolution, never ahead of the process timeline. */
   now(): number {
     const w = this.#w;
     if (--this.#countdown === 0) {
       this.#countdown = READS_PER_CHECK;
-      publish(w, performance.now(), this.#resolutionMs);
+      publish(w, processNow(), this.#resolutionMs);
     }
     // Atomics.load of the reading: it synchronises with the write that published it, which wrote
     // the epoch's slot first, so the plain read of the slot below sees that write. A decision
@@ -136,8 +137,8 @@ export function publish(w: Int32Array, nowMs: number, resolutionMs: number): voi
 const made = new Map<number, CoarseClock>();
 
 /**
- * A clock for limiters that read the time often: `performance.now()` rounded down to
- * `resolutionMs` (default 1), kept in shared memory by one background thread (unref'd: it never
+ * A clock for limiters that read the time often: the default clock's timeline (`monotonicClock`)
+ * rounded down to `resolutionMs` (default 1), kept in shared memory by one background thread (unref'd: it never
  * keeps the process alive) and read with a single `Atomics.load`, about a third of a
  * `performance.now()` call. A limiter made with it carries it in its handle, so every attached
  * thread reads the same word.
@@ -162,8 +163,8 @@ export function coarseClock(resolutionMs = 1): CoarseClock {
   const buffer = new SharedArrayBuffer(BYTES);
   new Float64Array(buffer, RESOLUTION_BYTE, 1)[0] = resolutionMs;
   // Not yet shared: the first reading is published before any other thread can read the buffer.
-  publish(new Int32Array(buffer), performance.now(), resolutionMs);
-  const updater = new Worker(UPDATER, { eval: true, workerData: { buffer, publish: publish.toString() } });
+  publish(new Int32Array(buffer), processNow(), resolutionMs);
+  const updater = new Worker(UPDATER, { eval: true, workerData: { buffer, publish: publish.toString(), shift: timelineShiftMs.toString() } });
   updater.unref();
   const clock = new CoarseClock(buffer);
   made.set(resolutionMs, clock);
@@ -171,17 +172,19 @@ export function coarseClock(resolutionMs = 1): CoarseClock {
 }
 
 /**
- * The updater thread: publishes `performance.now()` every half resolution, sleeping on the WAKE
- * word (Atomics.wait with a timeout: no timers, no spinning). It runs the same `publish`, given
- * as source with the three constants it reads.
+ * The updater thread: publishes its reading of the process timeline (its own `performance.now()`
+ * plus its own `timelineShiftMs()`) every half resolution, sleeping on the WAKE
+ * word (Atomics.wait with a timeout: no timers, no spinning). It runs the same `publish` and
+ * `timelineShiftMs`, given as source (`publish` with the three constants it reads).
  */
 const UPDATER = `
 const { workerData } = require('node:worker_threads');
 const publish = new Function('EPOCHS', 'EPOCH_UNITS', 'UNIT_MASK', 'return ' + workerData.publish)(${EPOCHS}, ${EPOCH_UNITS}, ${UNIT_MASK});
+const shiftMs = new Function('return (' + workerData.shift + ')()')();
 const w = new Int32Array(workerData.buffer);
 const resolutionMs = new Float64Array(workerData.buffer, ${RESOLUTION_BYTE}, 1)[0];
 for (;;) {
-  publish(w, performance.now(), resolutionMs);
+  publish(w, performance.now() + shiftMs, resolutionMs);
   Atomics.wait(w, ${WAKE}, 0, resolutionMs / 2);
 }
 `;
