@@ -168,8 +168,10 @@ export class SlotTable {
       this.#missFree = -1;
       const inserted = this.#inserter.insert(bytes, hash, free, this.#missWord);
       if (inserted !== RETRY) {
-        this.foundCtrl = this.#inserter.ctrl;
-        this.foundNew = true;
+        if (inserted >= 0) {
+          this.foundCtrl = this.#inserter.ctrl;
+          this.foundNew = true;
+        }
         return inserted;
       }
     }
@@ -180,6 +182,7 @@ export class SlotTable {
    * `foundCtrl`), or -1 when the key is not in the table. For caches that only read.
    */
   find(bytes: number, hash: number): number {
+    this.foundNew = false;
     return this.#find(bytes, hash);
   }
 
