@@ -524,8 +524,9 @@ export async function runChurn({ quick = false, svgDir } = {}) {
     `Each table (and each Map) takes ${fmt(first.perTable)} new keys ` +
     'and is then replaced by an empty one, outside the timed batches: the rows average over a table from empty to half of maxKeys. ' +
     'The rows run at the default density (slotsPerKey 1.25) but the last. ' +
-    'A new limiter\'s key cache starts on and turns itself off after two windows of lookups in which more than a quarter missed (131,072 each at the default size): ' +
-    'the default rows have both. ' +
+    'A new limiter\'s key cache starts on, unproven: it keeps 1,024 of the keys it inserts per window, consults its Map on one lookup in 64 after a span ' +
+    'of 4,096 lookups without a hit, and turns itself off after two windows of lookups in which more than a quarter missed (131,072 each at the default size): ' +
+    'the default rows have all three. ' +
     '"Map get + set" is the bare Map work of a first check, `if (m.get(k) === undefined) m.set(k, n)`.', '');
   pairedTable(lines, f, 'Map get + set');
 
