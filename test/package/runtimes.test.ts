@@ -36,10 +36,11 @@ describe.each(runtimes)('$name', ({ name, bin, args }) => {
     expect(r.skew.worker + r.skew.main).toBeLessThanOrEqual(10 + Math.floor(r.skew.elapsedMs / 100) + 1);
     // Stamps that other threads judge are on the process's timeline: a worker's claim a few ms
     // old is not cancelled, its lock held 50 ms is taken when it lets go, not over, and a coarse
-    // clock's updater moves the shared reading. Before the fix, on Bun and Deno: true, true,
-    // false, and a lag of 500-530 ms.
+    // clock's updater moves the shared reading (within half the second it had; the updater runs
+    // every half ms). Before the fix, on Bun and Deno: true, true, false, and a lag of the whole
+    // second it was left alone (503-527 ms when that was 500).
     expect(r.stamps).toMatchObject({ claimCancelled: false, lockTookOver: false, released: true });
-    expect(r.stamps.coarseLagMs).toBeLessThan(250);
+    expect(r.stamps.coarseLagMs).toBeLessThan(500);
     expect(r.perKey).toEqual([100, 100, 100]);
     expect(r.liveKeys).toBe(3 + 4 * 300);
     expect(r.keyHeapBytes).toBeGreaterThan(65_536); // the heap grew while the workers ran
