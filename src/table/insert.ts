@@ -177,7 +177,7 @@ export class SlotInserter {
       }
       if (state === EMPTY) break;
       // Atomics.load of ctrl again after the key compare: unchanged, the key we compared was this
-      // incarnation's (as in #find).
+      // incarnation's (as in SlotTable's #find).
       if (state === LIVE && t.keyEquals(otherBase, bytes, hash) && Atomics.load(w, otherBase + S_CTRL) === c) {
         this.#abandon(slot, claim, gen);
         return RETRY; // the other copy wins; find() will return it
