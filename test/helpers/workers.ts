@@ -33,3 +33,64 @@ export async function openGate(gate: SharedArrayBuffer, n: number): Promise<void
   Atomics.store(g, 1, 1);
   Atomics.notify(g, 1);
 }
+
+/** One round of a race: the fixture workers' data (each gets its gate here) and the checks on their replies. */
+export interface RaceRound<T> {
+  workers: Record<string, unknown>[];
+  check(replies: T[]): void;
+}
+
+/**
+ * Runs rounds of racing workers until one of them lost a race, checking every round. Up to
+ * `tries` rounds start together at a gate; a lost race is a failed compare-and-swap that a worker
+ * counted (`casRetries`). If none lost one (a busy machine can run them one after another), the
+ * next rounds force one: worker 0 starts alone and parks before its first compare-and-swap after
+ * its first `allow` (fixtures/start.mjs, parkAfterFirstAllow), the others start once it parked,
+ * and it goes on once they finished; that compare-and-swap then fails, which the worker records
+ * (a single GCRA limit does not count a miss of its own last write in `casRetries`). A forced
+ * round that still shows none (the worker finished without parking) is run again, three times
+ * at most. Resolves to whether the lost race had to be forced.
+ */
+export async function raceUntilLost<T extends { casRetries: number }>(round: () => RaceRound<T>, tries = 10): Promise<boolean> {
+  for (let attempt = 0; attempt < tries + 3; attempt++) {
+    const forced = attempt >= tries;
+    const { workers: data, check } = round();
+    const { replies, lost } = forced ? await forcedRound<T>(data) : await gatedRound<T>(data);
+    check(replies);
+    if (lost || replies.some((r) => r.casRetries > 0)) return forced;
+  }
+  throw new Error(`no lost race in ${tries} rounds, nor in 3 with one forced`);
+}
+
+async function gatedRound<T>(data: Record<string, unknown>[]): Promise<{ replies: T[]; lost: boolean }> {
+  const gate = new SharedArrayBuffer(8);
+  const workers = data.map((d) => spawn({ ...d, gate }));
+  try {
+    await openGate(gate, workers.length);
+    return { replies: await Promise.all(workers.map((w) => result<T>(w))), lost: false };
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+}
+
+async function forcedRound<T>(data: Record<string, unknown>[]): Promise<{ replies: T[]; lost: boolean }> {
+  const flags = new Int32Array(new SharedArrayBuffer(12)); // [0] worker 0 parked, [1] let it go, [2] its compare-and-swap failed
+  const alone = new SharedArrayBuffer(8);
+  const rest = new SharedArrayBuffer(8);
+  const workers = data.map((d, i) => spawn(i === 0 ? { ...d, gate: alone, parkCas: flags.buffer } : { ...d, gate: rest }));
+  try {
+    const first = result<T>(workers[0] as Worker);
+    let finished = false;
+    first.then(() => { finished = true; }, () => { finished = true; });
+    await openGate(alone, 1);
+    while (Atomics.load(flags, 0) === 0 && !finished) await new Promise((r) => setTimeout(r, 1));
+    await openGate(rest, workers.length - 1);
+    const others = await Promise.all(workers.slice(1).map((w) => result<T>(w)));
+    Atomics.store(flags, 1, 1);
+    Atomics.notify(flags, 1);
+    const replies = [await first, ...others];
+    return { replies, lost: Atomics.load(flags, 2) === 1 };
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+}

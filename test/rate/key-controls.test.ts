@@ -2,7 +2,7 @@
 // engine's own compare-and-swap loop. Exact on a ManualClock; refused by name elsewhere.
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, TableFullError } from '../../src/index.js';
-import { openGate, result, spawn } from '../helpers/workers.js';
+import { raceUntilLost } from '../helpers/workers.js';
 
 const WIDTHS = [
   ['width 32', perSecond(10)],
@@ -94,28 +94,27 @@ describe('penalty and reward on 4 racing workers', () => {
     // A frozen clock: nothing drains. Starting fresh, the key's debt at the end, in intervals, is
     // what was spent (admissions and penalties) less what the rewards gave back (each at most 1,
     // none below fresh), exactly, whatever the order; and admissions never exceed the burst plus
-    // what was given back. Tried again (up to 10 times) until the workers lost races on the key.
-    for (let attempt = 0; ; attempt++) {
+    // what was given back. Run again until the workers lost races on the key (raceUntilLost).
+    type Reply = { admitted: number; penalties: number; rewards: number; casRetries: number };
+    await raceUntilLost<Reply>(() => {
       const burst = 40;
       const l = new RateLimiter({ limit: { permits: 1, periodMs: 1_000, burst }, maxKeys: 8, clock: new ManualClock(0) });
-      const gate = new SharedArrayBuffer(8);
-      const workers = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'controls-race', handle: l.handle, id, key: 'k', attempts: 300, gate }));
-      await openGate(gate, 4);
-      const replies = await Promise.all(workers.map((w) => result<{ admitted: number; penalties: number; rewards: number; casRetries: number }>(w)));
-      await Promise.all(workers.map((w) => w.terminate()));
-      const sum = (f: (r: (typeof replies)[number]) => number) => replies.reduce((a, r) => a + f(r), 0);
-      const [admitted, penalties, rewards] = [sum((r) => r.admitted), sum((r) => r.penalties), sum((r) => r.rewards)];
-      const left = l.get('k');
-      expect(left).not.toBeNull();
-      const debt = (left?.resetAfterMs ?? 0) / 1_000; // intervals still owed
-      expect(Number.isInteger(debt)).toBe(true);
-      const givenBack = admitted + penalties - debt;
-      expect(givenBack).toBeGreaterThanOrEqual(0);
-      expect(givenBack).toBeLessThanOrEqual(rewards);
-      expect(admitted).toBeLessThanOrEqual(burst + givenBack);
-      expect(admitted).toBeGreaterThan(burst); // the rewards let more through than the burst alone
-      if (replies.some((r) => r.casRetries > 0)) return;
-      expect(attempt, 'no lost race in 10 tries').toBeLessThan(9);
-    }
+      return {
+        workers: Array.from({ length: 4 }, (_, id) => ({ mode: 'controls-race', handle: l.handle, id, key: 'k', attempts: 300 })),
+        check(replies) {
+          const sum = (f: (r: Reply) => number) => replies.reduce((a, r) => a + f(r), 0);
+          const [admitted, penalties, rewards] = [sum((r) => r.admitted), sum((r) => r.penalties), sum((r) => r.rewards)];
+          const left = l.get('k');
+          expect(left).not.toBeNull();
+          const debt = (left?.resetAfterMs ?? 0) / 1_000; // intervals still owed
+          expect(Number.isInteger(debt)).toBe(true);
+          const givenBack = admitted + penalties - debt;
+          expect(givenBack).toBeGreaterThanOrEqual(0);
+          expect(givenBack).toBeLessThanOrEqual(rewards);
+          expect(admitted).toBeLessThanOrEqual(burst + givenBack);
+          expect(admitted).toBeGreaterThan(burst); // the rewards let more through than the burst alone
+        },
+      };
+    });
   }, 60_000);
 });

@@ -3,7 +3,7 @@
 // PolicyLimiter. Exact against what a probe (cost 0) of the same key reports.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter, ManualClock, perHour, perMinute, perSecond, PolicyLimiter, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
-import { openGate, result, spawn } from '../helpers/workers.js';
+import { raceUntilLost } from '../helpers/workers.js';
 
 const CONFIGS: [string, Omit<RateLimiterOptions, 'maxKeys' | 'clock'>][] = [
   ['gcra, width 32', { limit: perSecond(10) }],
@@ -94,26 +94,24 @@ describe('get on 4 racing workers', () => {
   it('spends nothing and inserts nothing: exactly the burst is admitted, every get in between', async () => {
     // A frozen clock: the key never refills, so admissions across all workers are exactly the
     // burst, however the gets interleave; a get that inserted or spent would show. Tried again
-    // (up to 10 times) until the workers lost races on the key: contention happened.
-    for (let attempt = 0; ; attempt++) {
+    // until the workers lost races on the key (raceUntilLost): contention happened.
+    await raceUntilLost<{ admitted: number; seen: number[]; casRetries: number }>(() => {
       const burst = 200;
       const l = new RateLimiter({ limit: { permits: 1, periodMs: 3_600_000, burst }, maxKeys: 2_000, clock: new ManualClock(0) });
-      const gate = new SharedArrayBuffer(8);
-      const workers = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'get-race', handle: l.handle, id, key: 'k', attempts: 100, gate }));
-      await openGate(gate, 4);
-      const replies = await Promise.all(workers.map((w) => result<{ admitted: number; seen: number[]; casRetries: number }>(w)));
-      await Promise.all(workers.map((w) => w.terminate()));
-      expect(replies.reduce((a, r) => a + r.admitted, 0)).toBe(burst);
-      for (const r of replies) {
-        expect(r.seen.includes(-2)).toBe(false); // a key only read was never found
-        const states = r.seen.filter((x) => x >= 0);
-        // Each worker's gets see the count fall, never rise (nothing refills, get gives nothing back).
-        for (let i = 1; i < states.length; i++) expect(states[i]).toBeLessThanOrEqual(states[i - 1] as number);
-      }
-      expect(l.stats().liveKeys).toBe(1); // only 'k': the 400 keys only read are not in the table
-      expect(l.get('k')).toEqual({ remaining: 0, resetAfterMs: burst * 3_600_000 });
-      if (replies.some((r) => r.casRetries > 0)) return;
-      expect(attempt, 'no lost race in 10 tries').toBeLessThan(9);
-    }
+      return {
+        workers: Array.from({ length: 4 }, (_, id) => ({ mode: 'get-race', handle: l.handle, id, key: 'k', attempts: 100 })),
+        check(replies) {
+          expect(replies.reduce((a, r) => a + r.admitted, 0)).toBe(burst);
+          for (const r of replies) {
+            expect(r.seen.includes(-2)).toBe(false); // a key only read was never found
+            const states = r.seen.filter((x) => x >= 0);
+            // Each worker's gets see the count fall, never rise (nothing refills, get gives nothing back).
+            for (let i = 1; i < states.length; i++) expect(states[i]).toBeLessThanOrEqual(states[i - 1] as number);
+          }
+          expect(l.stats().liveKeys).toBe(1); // only 'k': the 400 keys only read are not in the table
+          expect(l.get('k')).toEqual({ remaining: 0, resetAfterMs: burst * 3_600_000 });
+        },
+      };
+    });
   }, 60_000);
 });

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, TableFullError } from '../../src/index.js';
 import { H_STATE_OFFSET } from '../../src/table/layout.js';
-import { openGate, result, spawn } from '../helpers/workers.js';
+import { raceUntilLost } from '../helpers/workers.js';
 import { slotBaseOf } from '../helpers/slots.js';
 
 const DAY = 86_400_000;
@@ -158,45 +158,41 @@ describe('penalty and block on several limits: limits of their own', () => {
 
 describe('penalty and block on two limits, 4 racing workers', () => {
   it('block: no admission after a worker\'s own block returned, at most the burst, the longest block left', async () => {
-    for (let attempt = 0; ; attempt++) {
+    await raceUntilLost<{ before: number; after: number; casRetries: number }>(() => {
       const burst = 40;
       const clock = new ManualClock(0);
       const l = new RateLimiter({ limit: [{ permits: 10, periodMs: 1_000, burst }, { permits: 6_000, periodMs: 60_000, burst: 6_000 }], maxKeys: 8, clock });
-      const gate = new SharedArrayBuffer(8);
       const lengths = [1_500, 4_000, 900, 2_500];
-      const workers = lengths.map((ms, id) => spawn({ mode: 'block-race', handle: l.handle, id, key: 'k', attempts: 400, gate, ms }));
-      await openGate(gate, 4);
-      const replies = await Promise.all(workers.map((w) => result<{ before: number; after: number; casRetries: number }>(w)));
-      await Promise.all(workers.map((w) => w.terminate()));
-      for (const r of replies) expect(r.after, 'admitted after its own block').toBe(0);
-      expect(replies.reduce((n, r) => n + r.before, 0)).toBeLessThanOrEqual(burst);
-      const left = l.tryAcquire('k');
-      expect(left.allowed).toBe(false);
-      expect(left.retryAfterMs).toBeGreaterThanOrEqual(4_000);
-      expect(left.retryAfterMs).toBeLessThan(4_000.01);
-      if (replies.some((r) => r.casRetries > 0)) return;
-      expect(attempt, 'no lost race in 10 tries').toBeLessThan(9);
-    }
+      return {
+        workers: lengths.map((ms, id) => ({ mode: 'block-race', handle: l.handle, id, key: 'k', attempts: 400, ms })),
+        check(replies) {
+          for (const r of replies) expect(r.after, 'admitted after its own block').toBe(0);
+          expect(replies.reduce((n, r) => n + r.before, 0)).toBeLessThanOrEqual(burst);
+          const left = l.tryAcquire('k');
+          expect(left.allowed).toBe(false);
+          expect(left.retryAfterMs).toBeGreaterThanOrEqual(4_000);
+          expect(left.retryAfterMs).toBeLessThan(4_000.01);
+        },
+      };
+    });
   }, 60_000);
 
   it('penalty: every admission and every penalty counted exactly once on each limit', async () => {
     // A frozen clock, and a second limit that never refuses (so no decision takes a commit
     // back): each limit's debt at the end is exactly (admissions + penalties) intervals.
-    for (let attempt = 0; ; attempt++) {
+    await raceUntilLost<{ admitted: number; casRetries: number }>(() => {
       const clock = new ManualClock(0);
       const l = new RateLimiter({ limit: [{ permits: 10, periodMs: 1_000, burst: 60 }, { permits: 100_000, periodMs: 60_000, burst: 100_000 }], maxKeys: 8, clock });
-      const gate = new SharedArrayBuffer(8);
-      const workers = [0, 1, 2, 3].map((id) => spawn({ mode: 'penalty-race', handle: l.handle, id, key: 'k', attempts: 200, gate, penalty: 3 }));
-      await openGate(gate, 4);
-      const replies = await Promise.all(workers.map((w) => result<{ admitted: number; casRetries: number }>(w)));
-      await Promise.all(workers.map((w) => w.terminate()));
-      const spent = replies.reduce((n, r) => n + r.admitted, 0) + 4 * 3;
-      expect(spent - 12).toBeLessThanOrEqual(60);
-      const state = l.tryAcquire('k', 0);
-      expect(state.limits?.[0]?.resetAfterMs).toBeCloseTo(spent * 100, 3);
-      expect(state.limits?.[1]?.resetAfterMs).toBeCloseTo(spent * 0.6, 3);
-      if (replies.some((r) => r.casRetries > 0)) return;
-      expect(attempt, 'no lost race in 10 tries').toBeLessThan(9);
-    }
+      return {
+        workers: [0, 1, 2, 3].map((id) => ({ mode: 'penalty-race', handle: l.handle, id, key: 'k', attempts: 200, penalty: 3 })),
+        check(replies) {
+          const spent = replies.reduce((n, r) => n + r.admitted, 0) + 4 * 3;
+          expect(spent - 12).toBeLessThanOrEqual(60);
+          const state = l.tryAcquire('k', 0);
+          expect(state.limits?.[0]?.resetAfterMs).toBeCloseTo(spent * 100, 3);
+          expect(state.limits?.[1]?.resetAfterMs).toBeCloseTo(spent * 0.6, 3);
+        },
+      };
+    });
   }, 60_000);
 });
