@@ -16,8 +16,8 @@ export default [
     scenario: 'locked-dead-holder',
     edits: [{
       file: 'table/slot-lock.js',
-      from: 'const token = tryLock(w, lockAt, owner, stealAfterMs);',
-      to: 'const token = tryLock(w, lockAt, owner);',
+      from: 'const token = tryLock(w, lockAt, owner, ages);',
+      to: 'const token = tryLock(w, lockAt, owner, { stealAfterMs: Infinity, reclaimAfterMs: Infinity });',
     }],
   },
   {
@@ -51,9 +51,9 @@ export default [
       from: '    const cur = Atomics.load(w, index);\n' +
         '    // The clock after the load, as in `lock`: a reading taken before it could be older than the\n' +
         '    // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.\n' +
-        '    const token = successor(cur, owner, processNow(), stealAfterMs, true);',
+        '    const token = successor(cur, owner, processNow(), ages, true);',
       to: '    const now = processNow();\n    const cur = Atomics.load(w, index);\n' +
-        '    const token = successor(cur, owner, now, stealAfterMs, true);',
+        '    const token = successor(cur, owner, now, ages, true);',
     }],
   },
   {

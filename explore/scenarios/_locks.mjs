@@ -6,6 +6,12 @@ import { tableWordNames } from './common.mjs';
 
 /** claimTimeoutMs of the locked scenarios, the locks' stealAfterMs: 30x it (3 s) bounds an insert's stall. */
 export const STEAL_MS = 100;
+/**
+ * The table option that sets the locked scenarios' reuseAfterMs to 30x STEAL_MS (by default it is
+ * 30 s at least: src/table/table-options.ts, REUSE_AFTER_MS_OPTION), so that their clock moves
+ * cross it, and the checks below judge takeovers against that age.
+ */
+export const STAGED_REUSE = { [Symbol.for('sluice.reuseAfterMs')]: 30 * STEAL_MS };
 /** Where the locked scenarios' clock starts. */
 export const LOCKED_START_MS = 4999.75;
 
@@ -13,7 +19,7 @@ export const LOCKED_START_MS = 4999.75;
 export function slidingLogSetup(permits, maxKeys) {
   return (lib) => {
     const rl = new lib.RateLimiter({
-      limit: lib.perSecond(permits), algorithm: 'sliding-log', maxKeys, claimTimeoutMs: STEAL_MS, hashSeed: 7,
+      limit: lib.perSecond(permits), algorithm: 'sliding-log', maxKeys, claimTimeoutMs: STEAL_MS, hashSeed: 7, ...STAGED_REUSE,
     });
     return { buffers: [rl.handle.table], data: { handle: rl.handle } };
   };
@@ -134,14 +140,15 @@ export function logCommits(exec, lib, key) {
  * holder's token to a new token) must come at a reading more than `stealAfterMs` whole ms after
  * the reading at which that token was taken: otherwise two threads held the lock at once while
  * neither was stale. And a reclaim (a token turned DEAD) must have taken its token from a free
- * word, or from one stamped more than 30x `stealAfterMs` before (reclaimAfterMs in slot-lock.ts):
+ * word, or from one stamped more than 30x `stealAfterMs` before (the scenarios' reuseAfterMs,
+ * STAGED_REUSE; LockAges in slot-lock.ts):
  * a holder stalled past the steal age may still write, and must not write into the slot's next
  * key. `isLock(buf, byte)` names the lock words. Readings are each thread's last clock reading
  * before its compareExchange (the lock stamps with exactly that one).
  */
 export function lockTakeovers(exec, lib, stealAfterMs, isLock) {
   const DEAD = lib.layout.DEAD;
-  // A reclaim waits longer than a decision (reclaimAfterMs in slot-lock.ts).
+  // A reclaim waits longer than a decision (LockAges in slot-lock.ts; STAGED_REUSE).
   const reclaimAfterMs = Math.max(stealAfterMs, Math.min(30 * stealAfterMs, 2 ** 19));
   const last = new Map(); // thread -> its last reading
   const taken = new Map(); // `${buf}:${byte}:${token}` -> { thread, reading, step, from }

@@ -9,7 +9,7 @@
 // acquire has ended; no acquire refused while fewer were possibly held (a lease whose acquire
 // ended before a reset began is surely freed once that reset has ended); one live copy of the key.
 import { liveCopies } from './common.mjs';
-import { leaseCheck, lockMoves, pastClaimAssumption, tableNames } from './_locks.mjs';
+import { leaseCheck, lockMoves, pastClaimAssumption, STAGED_REUSE, tableNames } from './_locks.mjs';
 
 const MAX_IN_FLIGHT = 1;
 const LEASE_MS = 500;
@@ -27,7 +27,7 @@ export default {
   mayWait: true,
   maxSteps: 3000,
   setup(lib) {
-    const cl = new lib.ConcurrencyLimiter({ maxInFlight: MAX_IN_FLIGHT, leaseMs: LEASE_MS, maxKeys: 4, claimTimeoutMs: STEAL_MS, hashSeed: 7 });
+    const cl = new lib.ConcurrencyLimiter({ maxInFlight: MAX_IN_FLIGHT, leaseMs: LEASE_MS, maxKeys: 4, claimTimeoutMs: STEAL_MS, hashSeed: 7, ...STAGED_REUSE });
     return { buffers: [cl.handle.table], data: { handle: cl.handle } };
   },
   threads: [

@@ -11,7 +11,7 @@
 // docs/design.md accepts), one live copy of each key, no lock taken over while fresh.
 import { liveCopies } from './common.mjs';
 import {
-  insertStalledPast, leaseCheck, leasesInPlace, lockMoves, lockTakeovers, slotLockWord, tableNames,
+  insertStalledPast, leaseCheck, leasesInPlace, lockMoves, lockTakeovers, slotLockWord, STAGED_REUSE, tableNames,
 } from './_locks.mjs';
 
 const MAX_IN_FLIGHT = 1;
@@ -37,7 +37,7 @@ export default {
   maxSteps: 4000,
   setup(lib) {
     const cl = new lib.ConcurrencyLimiter({
-      maxInFlight: MAX_IN_FLIGHT, leaseMs: LEASE_MS, maxKeys: 2, claimTimeoutMs: STEAL_MS, hashSeed: 7, forceHash: 1,
+      maxInFlight: MAX_IN_FLIGHT, leaseMs: LEASE_MS, maxKeys: 2, claimTimeoutMs: STEAL_MS, hashSeed: 7, forceHash: 1, ...STAGED_REUSE,
     });
     return { buffers: [cl.handle.table], data: { handle: cl.handle } };
   },

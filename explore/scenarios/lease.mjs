@@ -7,7 +7,7 @@
 // held, every lease standing at the end in a place of the key's slot, one live copy of the key.
 import { liveCopies } from './common.mjs';
 import {
-  leaseCheck, leasesInPlace, lockMoves, lockTakeovers, pastClaimAssumption, slotLockWord, tableNames,
+  leaseCheck, leasesInPlace, lockMoves, lockTakeovers, pastClaimAssumption, slotLockWord, STAGED_REUSE, tableNames,
 } from './_locks.mjs';
 
 const MAX_IN_FLIGHT = 1;
@@ -27,7 +27,7 @@ export default {
   maxSteps: 3000,
   setup(lib) {
     const cl = new lib.ConcurrencyLimiter({
-      maxInFlight: MAX_IN_FLIGHT, leaseMs: LEASE_MS, maxKeys: 4, claimTimeoutMs: STEAL_MS, hashSeed: 7,
+      maxInFlight: MAX_IN_FLIGHT, leaseMs: LEASE_MS, maxKeys: 4, claimTimeoutMs: STEAL_MS, hashSeed: 7, ...STAGED_REUSE,
     });
     return { buffers: [cl.handle.table], data: { handle: cl.handle } };
   },

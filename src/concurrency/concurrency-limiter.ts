@@ -54,7 +54,7 @@ export interface ConcurrencyLimiterOptions
   onDecision?: DecisionHook;
   /**
    * After this long an unfinished insert, or a key lock whose holder died mid-call, stops
-   * blocking others (an insert's slot is reused after 30 times this). Default 1,000 ms.
+   * blocking others (an insert's slot is reused once 30 times this old, and 30 s at least). Default 1,000 ms.
    */
   claimTimeoutMs?: number;
 }
@@ -165,7 +165,7 @@ export class ConcurrencyLimiter {
     this.#forward = new ForwardClock(site.clock);
     this.#p = p;
     this.#owner = site.newOwner();
-    site.open(leaseSlotState(p, site.stateOffset, this.#owner, site.claimTimeoutMs, this.#forward), cacheSize);
+    site.open(leaseSlotState(p, site.stateOffset, this.#owner, site.lockAges, this.#forward), cacheSize);
     this.#words = site.words;
     this.#lease = { words: this.#words, clock: this.#clock, p, stateOffset: site.stateOffset };
     this.#seen = new Int32Array(p.maxInFlight);
@@ -288,7 +288,7 @@ export class ConcurrencyLimiter {
   #decide(slot: SlotRef, cost: number): number {
     this.#base = slot.base;
     this.#cost = cost;
-    return underKeyLock(this.#words, slot.base, slot.ctrl, this.#owner, this.#site.claimTimeoutMs, this.#step);
+    return underKeyLock(this.#words, slot.base, slot.ctrl, this.#owner, this.#site.lockAges, this.#step);
   }
 
   /**

@@ -6,7 +6,7 @@ import {
   DEAD, H_ALGORITHM, H_BURST, H_LIMITS_BYTE, H_STALE_SEC, H_TICK_NS, H_TOLERANCE_TICKS, LIVE, S_CTRL,
   S_LAST_SEC, S_TAT,
 } from '../table/layout.js';
-import { FREE, retireLocked } from '../table/slot-lock.js';
+import { FREE, retireLocked, type LockAges } from '../table/slot-lock.js';
 import type { SlotState, SlotTable } from '../table/table.js';
 
 /**
@@ -173,11 +173,11 @@ export function placesHeldIn(table: SlotTable, stateOffset: number, nowMs: numbe
 /**
  * The table hooks: a fresh slot has every place free; a key is idle (reclaimable) when it holds
  * no place, judged under the key lock (`retireLocked`: taken only if free, or from a holder dead
- * or stalled for 30x `stealAfterMs`), so no acquire can run between the idle check and the reclaim.
+ * or stalled for the table's reuseAfterMs), so no acquire can run between the idle check and the reclaim.
  * A reclaimed key's stamps all lie at or before now, and the slot's next key stamps now + lease
  * or later, so a late `release` (compareExchange from its own stamp) cannot hit the new key.
  */
-export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: number, stealAfterMs: number, clock: Clock): SlotState {
+export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: number, ages: LockAges, clock: Clock): SlotState {
   const idle = (w: Int32Array, base: number): boolean => countHeld(w, base, stateOffset, clock.now(), p, false) === 0;
   return {
     initSlot(w, base) {
@@ -193,7 +193,7 @@ export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: numbe
     },
     retire(w, base) {
       // The clock after the lock: later than every acquire's reading, so stamps decode exactly.
-      return retireLocked(w, base, owner, stealAfterMs, idle);
+      return retireLocked(w, base, owner, ages, idle);
     },
   };
 }

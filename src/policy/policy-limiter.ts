@@ -18,7 +18,7 @@ import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../r
 import { TableFullError } from '../errors.js';
 import { namesOf } from '../config/option-names.js';
 import { DEAD, H_MAX_LOG_SIZE, H_STATE_WORDS, S_LAST_SEC, S_TAT } from '../table/layout.js';
-import { retireLocked } from '../table/slot-lock.js';
+import { lockAges, retireLocked } from '../table/slot-lock.js';
 import type { SlotState } from '../table/table.js';
 import { parseTableOptions } from '../table/table-options.js';
 import { AttachRequest, attachRequest, checkOptionsObject, createTable, TableSite } from '../table/table-site.js';
@@ -194,7 +194,7 @@ export class PolicyLimiter {
     this.#refreshRules();
     this.#owner = site.newOwner();
     site.open(this.#slotState(), cacheSize);
-    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, site.claimTimeoutMs, () => forward.now());
+    this.#engine = new LockedEngine(w, this.#compiled.fallback.limits, null, this.#owner, site.lockAges, () => forward.now());
   }
 
   /** @internal The clock this limiter decides by (the HTTP adapters' ban counter follows it). */
@@ -231,7 +231,7 @@ export class PolicyLimiter {
     if (bytes > storeCapacity(this.#rulesWords.buffer as SharedArrayBuffer)) {
       throw new RangeError(`rules take ${bytes} bytes as JSON, over options.maxRulesBytes (${storeCapacity(this.#rulesWords.buffer as SharedArrayBuffer)})`);
     }
-    writeRules(this.#rulesWords, json, this.#owner, this.#site.claimTimeoutMs * 10);
+    writeRules(this.#rulesWords, json, this.#owner, lockAges(this.#site.claimTimeoutMs * 10, this.#site.lockAges.reclaimAfterMs));
     this.#refreshRules();
   }
 
@@ -565,7 +565,7 @@ export class PolicyLimiter {
       isDead: (w, base) => {
         return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
       },
-      retire: (w, base) => retireLocked(w, base, this.#owner, this.#site.claimTimeoutMs, this.#idle),
+      retire: (w, base) => retireLocked(w, base, this.#owner, this.#site.lockAges, this.#idle),
     };
   }
 }

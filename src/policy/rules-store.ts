@@ -1,4 +1,4 @@
-import { lock, unlock } from '../table/slot-lock.js';
+import { lock, unlock, type LockAges } from '../table/slot-lock.js';
 
 /**
  * Policy rules in shared memory, so that every thread sees a replacement at once.
@@ -96,14 +96,14 @@ export function readRules(words: Int32Array): { json: string | null; version: nu
 }
 
 /** Publishes new rules JSON (already validated by the caller); returns the new version. */
-export function writeRules(words: Int32Array, json: string, owner: number, stealAfterMs: number): number {
+export function writeRules(words: Int32Array, json: string, owner: number, ages: LockAges): number {
   const buffer = words.buffer as SharedArrayBuffer;
   const capacity = storeCapacity(buffer);
   const bytes = new TextEncoder().encode(json);
   if (bytes.length > capacity) throw new RangeError(`rules take ${bytes.length} bytes as JSON, over options.maxRulesBytes (${capacity})`);
   const sum = checksum(bytes);
   for (;;) {
-    const token = lock(words, V_LOCK, owner, stealAfterMs);
+    const token = lock(words, V_LOCK, owner, ages);
     const version = Atomics.load(words, V_VERSION);
     const half = (version + 1) & 1;
     new Uint8Array(buffer, HEADER_BYTES + half * capacity, bytes.length).set(bytes);

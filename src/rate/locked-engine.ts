@@ -1,7 +1,7 @@
 import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
 import { isStale, raiseToStamp, secondsAt, unitsAhead } from '../time/stamps.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
-import { lock, retireLocked, underKeyLock, unlock, type LockedDecision } from '../table/slot-lock.js';
+import { lock, retireLocked, underKeyLock, unlock, type LockAges, type LockedDecision } from '../table/slot-lock.js';
 import { DEAD, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
 
@@ -32,7 +32,7 @@ export class LockedEngine implements LockedDecision {
   readonly #global: LimitGroup | null;
   readonly #globalArea: StateArea | null;
   readonly #owner: number;
-  readonly #stealAfterMs: number;
+  readonly #ages: LockAges;
   readonly #set: LimitSet;
   readonly #area: StateArea = { lock: 0, lastSec: 0, state: 0 };
   // Clock readings taken after each lock is held (key, then global): reused objects.
@@ -63,7 +63,7 @@ export class LockedEngine implements LockedDecision {
 
   constructor(
     w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, owner: number,
-    stealAfterMs: number, clock: () => number,
+    ages: LockAges, clock: () => number,
   ) {
     this.#w = w;
     this.#set = new LimitSet(w, clock);
@@ -75,7 +75,7 @@ export class LockedEngine implements LockedDecision {
     this.#global = global?.group ?? null;
     this.#globalArea = global?.area ?? null;
     this.#owner = owner;
-    this.#stealAfterMs = stealAfterMs;
+    this.#ages = ages;
   }
 
   /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
@@ -115,7 +115,7 @@ export class LockedEngine implements LockedDecision {
     this.#prepare = prepare;
     // This engine is its own side of the locked protocol (table/slot-lock.ts): `run`, `spent`,
     // `lost`, plain members, so the protocol's calls stay direct.
-    return underKeyLock(this.#w, base, ctrl, this.#owner, this.#stealAfterMs, this);
+    return underKeyLock(this.#w, base, ctrl, this.#owner, this.#ages, this);
   }
 
   /** One try of a decision, with the key's lock held as `token`; false: decide again. */
@@ -161,7 +161,7 @@ export class LockedEngine implements LockedDecision {
     if (!r.allowed) return true;
     if (this.#global !== null && this.#globalArea !== null) {
       const g = this.#globalArea;
-      const globalToken = lock(this.#w, g.lock, this.#owner, this.#stealAfterMs);
+      const globalToken = lock(this.#w, g.lock, this.#owner, this.#ages);
       this.#globalToken = globalToken;
       const globalLastSec = set.load(this.#global, g);
       const gm = this.#read(this.#globalMoment); // read under the global lock, after its snapshot
@@ -228,7 +228,7 @@ export class LockedEngine implements LockedDecision {
    * (only if free right now) and its token returned as the word to turn into DEAD, so no decision
    * can run between the idle check and the reclaim.
    */
-  static slotState(key: LimitGroup, stateOffset: number, owner: number, stealAfterMs: number, now: () => Moment): SlotState {
+  static slotState(key: LimitGroup, stateOffset: number, owner: number, ages: LockAges, now: () => Moment): SlotState {
     // Idle, judged under the key's lock: every limit's state equals a fresh key's. Made once.
     const idle = (w: Int32Array, base: number): boolean => {
       const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock (see LockFreeEngine.retire)
@@ -250,7 +250,7 @@ export class LockedEngine implements LockedDecision {
         return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
       },
       retire(w, base) {
-        return retireLocked(w, base, owner, stealAfterMs, idle);
+        return retireLocked(w, base, owner, ages, idle);
       },
     };
   }

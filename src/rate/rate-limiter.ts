@@ -147,7 +147,7 @@ export class RateLimiter {
       const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false && w[H_FORCE_LOCKED] !== 1;
       site.open(lockFree
         ? lockFreeSlotState(compiled.key, site.stateOffset, owner, site.claimTimeoutMs, now)
-        : LockedEngine.slotState(compiled.key, site.stateOffset, owner, site.claimTimeoutMs, now), cacheSize);
+        : LockedEngine.slotState(compiled.key, site.stateOffset, owner, site.lockAges, now), cacheSize);
       const globalBase = w[H_GLOBAL_BASE] as number;
       const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
       const global = compiled.global === null ? null : { group: compiled.global, area };
@@ -156,7 +156,7 @@ export class RateLimiter {
       const clock = (): number => forward.now();
       this.#engine = lockFree
         ? new LockFreeEngine(w, compiled.key, global, clock)
-        : new LockedEngine(w, compiled.key, global, owner, site.claimTimeoutMs, clock);
+        : new LockedEngine(w, compiled.key, global, owner, site.lockAges, clock);
     }
     this.#index = site.index;
     if (this.#one !== null) this.#controls = new OneLimitControls(this.#one, this.#p, site);

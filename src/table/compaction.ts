@@ -21,7 +21,8 @@ export interface SweepHost {
   readonly words: Int32Array;
   readonly stripes: number;
   readonly slotsPerStripe: number;
-  readonly claimTimeoutMs: number;
+  /** How old an expired claim must be before a sweep takes its slot over (insert.ts, REUSE_AFTER_TIMEOUTS). */
+  readonly reuseAfterMs: number;
   /** The slot's first word index. */
   base(slot: number): number;
   /** The position in its stripe (0 to slotsPerStripe - 1) of the home slot of a key of hash `hash`. */
@@ -40,19 +41,17 @@ export interface SweepHost {
 }
 
 /**
- * A table's sweeps and compactions on this thread. A sweep takes a claim over once it is
- * `reuseAfterTimeouts` claim timeouts old (the table's REUSE_AFTER_TIMEOUTS).
+ * A table's sweeps and compactions on this thread. A sweep takes a claim over once it is the
+ * table's `reuseAfterMs` old (insert.ts, REUSE_AFTER_TIMEOUTS).
  */
 export class StripeSweeper {
   readonly #t: SweepHost;
-  readonly #reuseAfterTimeouts: number;
   /** Per-thread scratch: the ctrl words of a compaction's step 1, the slots chains cross. */
   readonly #seen: Int32Array;
   readonly #crossed: Uint8Array;
 
-  constructor(t: SweepHost, reuseAfterTimeouts: number) {
+  constructor(t: SweepHost) {
     this.#t = t;
-    this.#reuseAfterTimeouts = reuseAfterTimeouts;
     this.#seen = new Int32Array(t.slotsPerStripe);
     this.#crossed = new Uint8Array(t.slotsPerStripe);
   }
@@ -64,9 +63,8 @@ export class StripeSweeper {
   sweep(): number {
     const t = this.#t;
     const nowMs = Math.floor(processNow());
-    const reuseAfterMs = t.claimTimeoutMs * this.#reuseAfterTimeouts;
     let count = 0;
-    for (let stripe = 0; stripe < t.stripes; stripe++) count += this.sweepStripe(stripe, nowMs, reuseAfterMs);
+    for (let stripe = 0; stripe < t.stripes; stripe++) count += this.sweepStripe(stripe, nowMs, t.reuseAfterMs);
     return count;
   }
 

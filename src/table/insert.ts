@@ -22,22 +22,36 @@ export const TABLE_FULL = -1;
 export const RETRY = -2;
 
 /**
- * An expired claim, cancelled or not, may be taken over after this many claim timeouts (a dead
- * inserter's slot), counted from its claim stamp.
+ * An expired claim, cancelled or not, may be taken over once it is `reuseAfterMs` old (counted
+ * from its claim stamp; the table's H_REUSE_AFTER_MS): this many claim timeouts, and never less
+ * than REUSE_FLOOR_MS.
  *
- * The table's one timing assumption: no inserter stalls for that long between its claim and its
- * publish. One that did would still write its hash, key and initial state into the slot (it
- * learns that it lost the slot only when its publish fails), over those of the slot's next
- * occupant: that key's state would be reset, or the slot would read as a second copy of the
- * stalled inserter's key. The assumption binds at small timeouts: at claimTimeoutMs 1 it is 30 ms,
- * which a thread preempted on a host with more busy threads than cores can exceed.
+ * The table's one timing assumption: no thread stalls for that long between its claim and its
+ * publish (nor, slot-lock.ts, between a lock's check and its writes) while other threads of the
+ * process run on. One that did would still write its hash, key and initial state into the slot
+ * (it learns that it lost the slot only when its publish fails), over those of the slot's next
+ * occupant: that key's state would be reset (found: at claimTimeoutMs 1 a stall of 30 ms, which a
+ * loaded 2-core host reaches, gave a key a second burst), or the slot would read as a second copy
+ * of the stalled inserter's key. A dead thread writes nothing: its claim costs the slot until then.
  * Stamps are ms modulo 2^29, so a claim word repeats only after 2^29 ms (about 6.2 days): a
  * publish stalled that long could land on a later claim of its slot that carries the same stamp.
- * 30x claimTimeoutMs is at most 30 minutes (MAX_CLAIM_TIMEOUT_MS), far below both that and the
+ * `reuseAfterMs` is at most 30 minutes (30x MAX_CLAIM_TIMEOUT_MS), far below both that and the
  * ages the signed 29-bit difference tells apart (CLAIM_AGE_LIMIT); a dead claim left unswept looks
  * young again for half of every 6.2 days, which delays its reuse and nothing else.
  */
 export const REUSE_AFTER_TIMEOUTS = 30;
+
+/**
+ * The least `reuseAfterMs`, whatever claimTimeoutMs: 30 s, which the default claimTimeoutMs
+ * (1,000 ms) reaches anyway. A small claimTimeoutMs hands a dead holder's lock to the next decision
+ * sooner; it does not shorten the stall a thread may survive.
+ */
+export const REUSE_FLOOR_MS = 30_000;
+
+/** The `reuseAfterMs` of a table whose claimTimeoutMs is `claimTimeoutMs` (unless a test set its own). */
+export function reuseAfterMsFor(claimTimeoutMs: number): number {
+  return Math.max(claimTimeoutMs * REUSE_AFTER_TIMEOUTS, REUSE_FLOOR_MS);
+}
 
 /**
  * Claim ages from 2^28 ms (about 3.1 days) up read as negative: a claim stamped after the reading
@@ -62,6 +76,8 @@ export interface InsertHost {
   readonly words: Int32Array;
   readonly slotsPerStripe: number;
   readonly claimTimeoutMs: number;
+  /** How old an expired claim must be before its slot is taken over (REUSE_AFTER_TIMEOUTS). */
+  readonly reuseAfterMs: number;
   /** Offset of a slot's key words from its base. */
   readonly keyOffset: number;
   /** Holds the key being inserted (encoded by the caller). */
@@ -107,7 +123,7 @@ export class SlotInserter {
    * or RETRY.
    *
    * No key ever gets a second live copy, whichever step of whichever inserter stalls (for less
-   * than 30x claimTimeoutMs, the assumption at REUSE_AFTER_TIMEOUTS): a claim is published only by a
+   * than the table's reuseAfterMs, the assumption at REUSE_AFTER_TIMEOUTS): a claim is published only by a
    * compareExchange from its own claim word, and a claim that another inserter of the same hash
    * finds expired is cancelled (its word changed) rather than passed over, so the stalled
    * inserter's publish fails and it finds the copy that won.
@@ -118,7 +134,7 @@ export class SlotInserter {
     const first = t.homeSlot(hash);
     const S = t.slotsPerStripe;
     let nowMs = Math.floor(processNow());
-    const reuseAfterMs = t.claimTimeoutMs * REUSE_AFTER_TIMEOUTS;
+    const reuseAfterMs = t.reuseAfterMs;
     // 1. The first free position in the probe chain (EMPTY, TOMB, or a long-abandoned claim,
     // cancelled or not): missFree, unless the lookup found a claim first.
     let pos = missFree;
@@ -141,7 +157,7 @@ export class SlotInserter {
     // 2. Claim it. compareExchange from the exact word we saw: two inserters cannot both win.
     // Stalled before it: the word changed and we start over. Stalled after it, anywhere up to the
     // publish: inserters of the same hash wait for our claim up to claimTimeoutMs, then cancel
-    // it; other inserters pass it by; only after 30x the timeout is the slot taken over.
+    // it; other inserters pass it by; only once it is reuseAfterMs old is the slot taken over.
     if (Atomics.compareExchange(w, base + S_CTRL, from, claim) !== from) return RETRY;
     if ((from & 3) === TOMB) t.count(slot, C_TOMBS, -1);
     // Atomics.store of the hash (seq-cst): a concurrent inserter of the same key that claims
@@ -194,9 +210,9 @@ export class SlotInserter {
         // Its inserter is dead or only stalled, and a stalled one may still publish. Cancel its
         // claim: compareExchange from the exact word we judged expired, to the same claim marked
         // cancelled. Its publish and abandon, compareExchanges from its claim word, now fail; it
-        // keeps its claim's stamp and stays BUSY, so the slot is reused only after 30x the
-        // timeout, after any write the stalled inserter may still make into it (its key, its
-        // initial state). Stalled before the compareExchange, it fails if the word changed
+        // keeps its claim's stamp and stays BUSY, so the slot is reused only once it is
+        // reuseAfterMs old, after any write the stalled inserter may still make into it (its key,
+        // its initial state). Stalled before the compareExchange, it fails if the word changed
         // (published, abandoned, cancelled by another, or taken over), and we look at the slot
         // again. It can succeed only on the claim we judged, older still by then, or on one with
         // the very same stamp, made in the same ms and so just as expired: cancelling that one
@@ -217,13 +233,13 @@ export class SlotInserter {
     }
     // 4. Fresh state, then publish. The state hook reads the clock only now, after the claim.
     // Its writes go to our own slot, which stays BUSY until our publish, or, if our claim was
-    // cancelled, until 30x the timeout: they never reach another key's state (see
+    // cancelled, until reuseAfterMs: they never reach another key's state (see
     // REUSE_AFTER_TIMEOUTS for a stall longer than that).
     this.#state.initSlot(w, base, gen & PAYLOAD_MASK);
     // compareExchange from our claim (release: our key and state are visible to whoever loads
     // LIVE). It fails if our claim was cancelled (we stalled past claimTimeoutMs and an inserter
-    // of the same hash went on: it may have published this key) or taken over (past 30x): then
-    // we start over and find the copy that won, or insert again. Stalled before it for ever, we
+    // of the same hash went on: it may have published this key) or taken over (past
+    // reuseAfterMs): then we start over and find the copy that won, or insert again. Stalled before it for ever, we
     // leave a BUSY slot that is cancelled or reused in time.
     if (Atomics.compareExchange(w, base + S_CTRL, claim, ctrlWord(LIVE, gen)) !== claim) return RETRY;
     t.count(slot, C_LIVE, 1);
@@ -240,7 +256,7 @@ export class SlotInserter {
    */
   #abandon(slot: number, claim: number, gen: number): void {
     // compareExchange from our claim: if it was cancelled meanwhile, the slot stays held until
-    // 30x the timeout (we may have written it); if taken over, we leave the new owner alone.
+    // reuseAfterMs (we may have written it); if taken over, we leave the new owner alone.
     const t = this.#t;
     if (Atomics.compareExchange(t.words, t.base(slot) + S_CTRL, claim, ctrlWord(TOMB, gen)) === claim) t.count(slot, C_TOMBS, 1);
   }

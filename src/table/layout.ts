@@ -72,7 +72,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 9;
+export const LAYOUT_VERSION = 10;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -122,6 +122,12 @@ export const H_INLINE_KEY_WORDS = 29;
 export const H_WIDE_TICK = 30;
 /** Word index of the counters area (a multiple of CELL_WORDS: its cells start on cache lines). */
 export const H_COUNTERS = 31;
+/**
+ * How old (ms) a claim, a lock token or a released lock word must be before an insert takes its
+ * slot or a reclaim takes its key over: the table's one timing assumption (insert.ts,
+ * REUSE_AFTER_TIMEOUTS and REUSE_FLOOR_MS). Set once, when the table is made.
+ */
+export const H_REUSE_AFTER_MS = 32;
 /** The classes a table may belong to, by their H_CLASS value (1-based: 0 is no class). */
 export const TABLE_CLASSES = ['RateLimiter', 'PolicyLimiter', 'ConcurrencyLimiter', 'LocalTier'] as const;
 export type TableClass = (typeof TABLE_CLASSES)[number];

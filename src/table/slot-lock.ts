@@ -1,7 +1,6 @@
 import { DEAD, S_CTRL, S_TAT } from './layout.js';
 import { RELOCATE } from './slot-index.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED } from './table.js';
-import { REUSE_AFTER_TIMEOUTS } from './insert.js';
 import { processNow } from '../time/clock.js';
 
 /**
@@ -23,17 +22,19 @@ import { processNow } from '../time/clock.js';
  * It is not safe against the slot's next key. A stalled holder's compareExchanges land on any
  * words equal to those it read, and a new key's words can equal an old key's (both fresh, at
  * the same instant; or a PolicyLimiter pair of another rule). So a reclaim waits longer than a
- * decision: it takes a lock over only once the token is `reclaimAfterMs` old (30x stealAfterMs,
- * the table's one timing assumption, REUSE_AFTER_TIMEOUTS in table/insert.ts). And a holder that took a
- * lock over (a stalled holder may still be out there) releases it as a `released` word stamped
- * with the release time, which a decision takes like FREE (its token marked "took over" while
- * the mark is young) and a reclaim treats like a token: reclaimed only once it is that old.
+ * decision: it takes a lock over only once the token is `reclaimAfterMs` old (the table's
+ * reuseAfterMs: its one timing assumption, REUSE_AFTER_TIMEOUTS in table/insert.ts). And a holder
+ * that took a lock over (a stalled holder may still be out there) releases it as a `released`
+ * word stamped with the release time, which a decision takes like FREE (its token marked "took
+ * over" while the mark is young) and a reclaim treats like a token: reclaimed only once it is
+ * that old.
  *
  * Ages are ms modulo 2^20 (1,048,576 ms, about 17.5 minutes): every `stealAfterMs` the package
  * passes is at most 600,000 (10x MAX_CLAIM_TIMEOUT_MS, a rules writer's), and `reclaimAfterMs` is
- * at most 2^19, so a dead holder's lock is always taken over once it is that old. A word that
- * nobody tries for 2^20 ms reads young again: the next try takes it over at most that age later
- * than it could have, and a stale `released` word marks a takeover that needs no mark.
+ * at most 2^19 (or stealAfterMs, if longer), so a dead holder's lock is always taken over once it
+ * is that old. A word that nobody tries for 2^20 ms reads young again: the next try takes it over
+ * at most that age later than it could have, and a stale `released` word marks a takeover that
+ * needs no mark.
  *
  * Thread-safety: all functions are safe on any thread.
  */
@@ -63,36 +64,48 @@ export function ageMs(word: number, nowMs: number): number {
   return ((Math.floor(nowMs) & LOCK_STAMP_MASK) - (word >>> 11)) & LOCK_STAMP_MASK;
 }
 
-/** How old a token or released word must be before a reclaim takes it over. */
-export function reclaimAfterMs(stealAfterMs: number): number {
-  return Math.max(stealAfterMs, Math.min(stealAfterMs * REUSE_AFTER_TIMEOUTS, 2 ** 19));
+/** How old a lock word must be before a decision, or a reclaim, takes it over (`lockAges`). */
+export interface LockAges {
+  /** A held token older than this is taken over by a decision (claimTimeoutMs, or a rules writer's 10x). */
+  readonly stealAfterMs: number;
+  /** A token or released word older than this is taken over by a reclaim; younger, a released word's mark goes on. */
+  readonly reclaimAfterMs: number;
+}
+
+/**
+ * The ages of locks taken over after `stealAfterMs`, in a table whose reuseAfterMs is
+ * `reuseAfterMs`: a reclaim waits that long, capped at 2^19 ms (the stamps hold 2^20), and never
+ * less than a decision does.
+ */
+export function lockAges(stealAfterMs: number, reuseAfterMs: number): LockAges {
+  return { stealAfterMs, reclaimAfterMs: Math.max(stealAfterMs, Math.min(reuseAfterMs, 2 ** 19)) };
 }
 
 /**
  * The token that would replace `cur` at `now`, or FREE when `cur` cannot be taken. A decision
  * (`forReclaim` false) takes FREE and released words, and held tokens older than `stealAfterMs`;
- * a reclaim takes FREE, and tokens and released words older than `reclaimAfterMs(stealAfterMs)`.
+ * a reclaim takes FREE, and tokens and released words older than `reclaimAfterMs`.
  */
-function successor(cur: number, owner: number, now: number, stealAfterMs: number, forReclaim: boolean): number {
+function successor(cur: number, owner: number, now: number, ages: LockAges, forReclaim: boolean): number {
   if (cur === FREE) return lockToken(owner, now);
   if (cur === DEAD) return FREE;
   const age = ageMs(cur, now);
-  const guard = reclaimAfterMs(stealAfterMs);
+  const guard = ages.reclaimAfterMs;
   if (forReclaim) return age > guard ? lockToken(owner, now) : FREE;
   // A released word is free; its mark goes on with the new token while it is young.
   if ((cur & HELD) === 0) return lockToken(owner, now, !(age > guard));
-  return age > stealAfterMs ? lockToken(owner, now, true) : FREE;
+  return age > ages.stealAfterMs ? lockToken(owner, now, true) : FREE;
 }
 
 /**
  * Takes the lock at `index`; returns the token now held, or GONE. Spins briefly, then sleeps in
  * short `Atomics.wait`s (which return at once when the word changes).
  */
-export function lock(w: Int32Array, index: number, owner: number, stealAfterMs: number): number {
+export function lock(w: Int32Array, index: number, owner: number, ages: LockAges): number {
   for (let spins = 0; ; spins++) {
     const cur = Atomics.load(w, index);
     if (cur === DEAD) return GONE;
-    const token = successor(cur, owner, processNow(), stealAfterMs, false);
+    const token = successor(cur, owner, processNow(), ages, false);
     if (token !== FREE) {
       // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
       if (token !== cur && Atomics.compareExchange(w, index, cur, token) === cur) return token;
@@ -104,13 +117,13 @@ export function lock(w: Int32Array, index: number, owner: number, stealAfterMs: 
 
 /**
  * Takes the lock for a reclaim, only if it is free right now, or its word is older than
- * `reclaimAfterMs(stealAfterMs)` (see above); returns the token or FREE (not taken). Never waits.
+ * `ages.reclaimAfterMs` (see above); returns the token or FREE (not taken). Never waits.
  */
-export function tryLock(w: Int32Array, index: number, owner: number, stealAfterMs = Infinity): number {
+export function tryLock(w: Int32Array, index: number, owner: number, ages: LockAges): number {
   const cur = Atomics.load(w, index);
   // The clock after the load, as in `lock`: a reading taken before it could be older than the
   // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.
-  const token = successor(cur, owner, processNow(), stealAfterMs, true);
+  const token = successor(cur, owner, processNow(), ages, true);
   // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
   return token !== FREE && token !== cur && Atomics.compareExchange(w, index, cur, token) === cur ? token : FREE;
 }
@@ -173,10 +186,10 @@ export interface LockedDecision {
  * the lock held, others take it over after `stealAfterMs`; every write is a compareExchange from
  * what was read under the lock.
  */
-export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: number, stealAfterMs: number, d: LockedDecision): number {
+export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: number, ages: LockAges, d: LockedDecision): number {
   const lockAt = base + S_TAT;
   for (;;) {
-    const token = lock(w, lockAt, owner, stealAfterMs);
+    const token = lock(w, lockAt, owner, ages);
     if (token === GONE) return RELOCATE;
     // Atomics.load of ctrl after taking the lock: a reclaim needs this lock, so while we hold it
     // an unchanged ctrl means the slot still holds our key.
@@ -230,15 +243,15 @@ function settle(w: Int32Array, base: number, ctrl: number, token: number): boole
 
 /**
  * The reclaim hook of a locked slot (`SlotState.retire`): try the key's lock (only if free, or
- * its word older than `reclaimAfterMs(stealAfterMs)`: a holder that died, or a takeover long
+ * its word older than `ages.reclaimAfterMs`: a holder that died, or a takeover long
  * past), judge the key idle under it, and turn our own token into DEAD, so no decision can run
  * between the check and the reclaim. RETIRED, ALREADY_DEAD or NOT_IDLE.
  */
-export function retireLocked(w: Int32Array, base: number, owner: number, stealAfterMs: number, idle: (w: Int32Array, base: number) => boolean): number {
+export function retireLocked(w: Int32Array, base: number, owner: number, ages: LockAges, idle: (w: Int32Array, base: number) => boolean): number {
   const lockAt = base + S_TAT;
   // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
   if (Atomics.load(w, lockAt) === DEAD) return ALREADY_DEAD;
-  const token = tryLock(w, lockAt, owner, stealAfterMs);
+  const token = tryLock(w, lockAt, owner, ages);
   // Atomics.load after a failed try: a reclaim that wrote DEAD since the check above (and may
   // have stopped there) is finished by the table now rather than left for a later sweep.
   if (token === FREE) return Atomics.load(w, lockAt) === DEAD ? ALREADY_DEAD : NOT_IDLE;

@@ -1,7 +1,8 @@
 import { keyWords } from './hash.js';
+import { reuseAfterMsFor } from './insert.js';
 import {
   GLOBAL_HEADER_WORDS, CELL_WORDS, COUNTER_CELLS, H_CLAIM_TIMEOUT_MS, H_CLASS, H_COUNTERS, H_GLOBAL_BASE, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
-  H_INLINE_KEY_WORDS, H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STATE_OFFSET, H_STATE_WORDS, H_STRIPES,
+  H_INLINE_KEY_WORDS, H_REUSE_AFTER_MS, H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STATE_OFFSET, H_STATE_WORDS, H_STRIPES,
   H_VERSION, HEADER_WORDS, INLINE_KEY_BYTES, LAYOUT_VERSION, MAGIC, SLOT_HEADER_WORDS, slotsPerStripeFor, TABLE_CLASSES, type TableClass,
 } from './layout.js';
 
@@ -86,6 +87,8 @@ export interface TableSpec {
   /** When set, every key hashes to this value (tests force collisions with it). */
   forcedHash: number | undefined;
   claimTimeoutMs: number;
+  /** How old a claim or a lock word must be before it is taken over for a reuse (default: reuseAfterMsFor(claimTimeoutMs)). */
+  reuseAfterMs?: number;
   /** State words per slot, after its header (0 on the one-limit 32-bit GCRA path). */
   stateWords: number;
   /** Words of the global area at the end of the buffer (0 for none). */
@@ -148,6 +151,7 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   w[H_HASH_VALUE] = spec.forcedHash ?? 0;
   w[H_HASH_SEED] = spec.hashSeed;
   w[H_CLAIM_TIMEOUT_MS] = spec.claimTimeoutMs;
+  w[H_REUSE_AFTER_MS] = spec.reuseAfterMs ?? reuseAfterMsFor(spec.claimTimeoutMs);
   w[H_STATE_WORDS] = spec.stateWords;
   w[H_STATE_OFFSET] = stateOffset;
   w[H_CLASS] = TABLE_CLASSES.indexOf(spec.tableClass) + 1;

@@ -18,6 +18,8 @@ export interface TableOptions {
   clock: Clock;
   cacheSize: number;
   slotsPerKey: number;
+  /** A test's own reuseAfterMs (REUSE_AFTER_MS_OPTION); undefined: the table's default. */
+  reuseAfterMs: number | undefined;
 }
 
 /** The table's part of every class's `attach` options (rate/types.ts adds the decision hook). */
@@ -48,6 +50,13 @@ export const MAX_KEYS = 2 ** 22;
 export const MAX_CLAIM_TIMEOUT_MS = 60_000;
 
 /**
+ * A table's reuseAfterMs (insert.ts, REUSE_AFTER_TIMEOUTS), as an option keyed by this symbol:
+ * for tests that stage a stall past it in real time, which at the default (30 s at least) they
+ * cannot wait for. Not part of the published options; from 1 ms to 30 minutes.
+ */
+export const REUSE_AFTER_MS_OPTION: unique symbol = Symbol.for('sluice.reuseAfterMs');
+
+/**
  * Checks the shared options; throws `TypeError`/`RangeError` naming `options.<name>` and the
  * value.
  */
@@ -75,7 +84,9 @@ export function parseTableOptions(options: {
   if (!(slotsPerKey >= MIN_SLOTS_PER_KEY && slotsPerKey <= MAX_SLOTS_PER_KEY)) {
     throw new RangeError(`options.slotsPerKey must be from ${MIN_SLOTS_PER_KEY} to ${MAX_SLOTS_PER_KEY}, got ${describe(slotsPerKey)}`);
   }
-  return { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock: clock as Clock, cacheSize, slotsPerKey };
+  const ownReuse = (options as { [REUSE_AFTER_MS_OPTION]?: unknown })[REUSE_AFTER_MS_OPTION];
+  const reuseAfterMs = ownReuse === undefined ? undefined : integerInRange('options[sluice.reuseAfterMs]', ownReuse, 1, MAX_CLAIM_TIMEOUT_MS * 30);
+  return { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock: clock as Clock, cacheSize, slotsPerKey, reuseAfterMs };
 }
 
 /**

@@ -1,7 +1,8 @@
 import { clockBuffer, clockKind, resolveClock, type Clock } from '../time/clock.js';
 import { checkCost, describe } from '../config/check.js';
 import { checkNames } from '../config/option-names.js';
-import { H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_ON_FULL, H_OWNER_SEQ, type TableClass } from './layout.js';
+import { H_CLAIM_TIMEOUT_MS, H_CLOCK_KIND, H_ON_FULL, H_OWNER_SEQ, H_REUSE_AFTER_MS, type TableClass } from './layout.js';
+import { lockAges, type LockAges } from './slot-lock.js';
 import { DEFAULT_CACHE_SIZE, SlotIndex, type SlotRef } from './slot-index.js';
 import { SlotTable, type SlotState } from './table.js';
 import { allocateKeyHeap, checkKeyHeap, keyHeapBytes } from './key-heap.js';
@@ -92,7 +93,7 @@ export function checkOptionsObject(options: unknown, names: readonly string[], t
 export function createTable(t: TableOptions, spec: Pick<TableSpec, 'stateWords' | 'globalWords' | 'align8' | 'tableClass'>): SharedArrayBuffer {
   const buffer = allocateTable({
     maxKeys: t.maxKeys, maxKeyBytes: t.maxKeyBytes, hashSeed: t.hashSeed, forcedHash: t.forcedHash,
-    claimTimeoutMs: t.claimTimeoutMs, slotsPerKey: t.slotsPerKey, ...spec,
+    claimTimeoutMs: t.claimTimeoutMs, reuseAfterMs: t.reuseAfterMs, slotsPerKey: t.slotsPerKey, ...spec,
   });
   const w = new Int32Array(buffer);
   w[H_ON_FULL] = t.onFull === 'allow' ? 1 : 0;
@@ -123,6 +124,8 @@ export class TableSite {
   readonly stateOffset: number;
   /** How long a dead holder's key lock (or an unfinished insert) blocks others. */
   readonly claimTimeoutMs: number;
+  /** When decisions and reclaims take a key's lock over (claimTimeoutMs, and the table's reuseAfterMs). */
+  readonly lockAges: LockAges;
   table!: SlotTable;
   index!: SlotIndex;
 
@@ -146,6 +149,7 @@ export class TableSite {
     this.allowWhenFull = w[H_ON_FULL] === 1;
     this.stateOffset = stateOffsetOf(w);
     this.claimTimeoutMs = w[H_CLAIM_TIMEOUT_MS] as number;
+    this.lockAges = lockAges(this.claimTimeoutMs, w[H_REUSE_AFTER_MS] as number);
   }
 
   /** The site of a table this thread just made with `clock` (its buffer travels with the handle). */

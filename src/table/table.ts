@@ -1,12 +1,12 @@
 import { hashWords, KeyEncoder, keyWords } from './hash.js';
 import {
-  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE,
+  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_REUSE_AFTER_MS, H_HASH_SEED, H_HASH_VALUE,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES,
   stripeOfHash, TOMB,
 } from './layout.js';
 import { KeyHeap } from './key-heap.js';
 import { RECLAIMED_ELSEWHERE, StripeSweeper } from './compaction.js';
-import { claimAge, REUSE_AFTER_TIMEOUTS, RETRY, SlotInserter } from './insert.js';
+import { claimAge, RETRY, SlotInserter } from './insert.js';
 import { TableCounters } from './table-counters.js';
 import { checkTableBuffer, hasKeyHeap, inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf, stateOffsetOf } from './table-buffer.js';
 
@@ -61,6 +61,8 @@ export class SlotTable {
   readonly slotWords: number;
   readonly maxKeyBytes: number;
   readonly claimTimeoutMs: number;
+  /** How old a claim or a lock word must be before an insert or a reclaim takes it over (layout.ts, H_REUSE_AFTER_MS). */
+  readonly reuseAfterMs: number;
   /** Offset of a slot's state words from its base (right after the slot's header words). */
   readonly stateOffset: number;
   /** Offset of a slot's key words from its base (after the state words). */
@@ -111,6 +113,7 @@ export class SlotTable {
     this.slotWords = words[H_SLOT_WORDS] as number;
     this.maxKeyBytes = words[H_MAX_KEY_BYTES] as number;
     this.claimTimeoutMs = words[H_CLAIM_TIMEOUT_MS] as number;
+    this.reuseAfterMs = words[H_REUSE_AFTER_MS] as number;
     this.stateOffset = stateOffsetOf(words);
     this.keyOffset = keyOffsetOf(words);
     this.#stripeMask = this.slotsPerStripe - 1;
@@ -121,7 +124,7 @@ export class SlotTable {
     this.encoder = new KeyEncoder(this.maxKeyBytes);
     this.#state = state;
     this.#counters = new TableCounters(words, this.slotsPerStripe);
-    this.#sweeper = new StripeSweeper(this, REUSE_AFTER_TIMEOUTS);
+    this.#sweeper = new StripeSweeper(this);
     this.#inserter = new SlotInserter(this, state, this.#inlineWords, this.#refOffset);
   }
 

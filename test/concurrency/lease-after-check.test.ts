@@ -12,7 +12,7 @@
 // held by a stamp no lease owns, until it expires; never a place more than maxInFlight.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { FROZEN_MS, pastReclaimGuard } from '../helpers/park.js';
+import { FROZEN_MS, pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 import { parkAfterCheck } from '../helpers/park-after-check.js';
 import { lockIndexOf } from '../helpers/slots.js';
 
@@ -21,7 +21,7 @@ type Reply = { allowed: boolean; parked: boolean };
 
 describe('a lease acquire stalled between its lock check and its stamps', () => {
   it('slot reused by another key: the stale stamp holds at most one of its places, until it expires', async () => {
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 1, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock, forceHash: 7 });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 1, leaseMs: 60_000, maxKeys: 8, ...stagedReuse(20), clock, forceHash: 7 });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkAfterCheck('lease', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'));
     expect(w.parked).toBe(true);
@@ -45,7 +45,7 @@ describe('a lease acquire stalled between its lock check and its stamps', () => 
   });
 
   it('slot reused by the same key: once every lease is released, at most the stale stamp is held', async () => {
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, ...stagedReuse(20), clock });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkAfterCheck('lease', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'));
     expect(w.parked).toBe(true);

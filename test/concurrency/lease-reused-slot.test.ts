@@ -11,7 +11,7 @@
 //      frees nothing, and the key stays full until the lease expires (a lost lease).
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { FROZEN_MS, park, pastReclaimGuard } from '../helpers/park.js';
+import { FROZEN_MS, park, pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 
 const clock = { now: () => FROZEN_MS };
 
@@ -23,7 +23,7 @@ const parkedAcquire = (limiter: ConcurrencyLimiter, key: string) => park('lease'
 describe('an acquire parked under its key lock while sweep() reclaims the key and the slot is reused', () => {
   it('slot reused by another key: the parked acquire must not be admitted on that key\'s places', async () => {
     // forceHash: every key has the same home slot, so 'other' takes the reclaimed slot.
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 1, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock, forceHash: 7 });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 1, leaseMs: 60_000, maxKeys: 8, ...stagedReuse(20), clock, forceHash: 7 });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkedAcquire(limiter, 'k');
     pastReclaimGuard(20);
@@ -42,7 +42,7 @@ describe('an acquire parked under its key lock while sweep() reclaims the key an
   });
 
   it('slot reused by the same key: a lease that was counted must free its place on release', async () => {
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, ...stagedReuse(20), clock });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkedAcquire(limiter, 'k');
     pastReclaimGuard(20);

@@ -4,7 +4,7 @@
 // held never exceed maxInFlight, and no lease is counted where it does not stand.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { FROZEN_MS, park, pastTimeout, pastReclaimGuard } from '../helpers/park.js';
+import { FROZEN_MS, park, pastReclaimGuard, pastTimeout, stagedReuse } from '../helpers/park.js';
 
 const clock = { now: () => FROZEN_MS };
 
@@ -15,7 +15,7 @@ const parkedAcquire = (limiter: ConcurrencyLimiter, key: string) => park('lease'
 
 describe('an acquire stalled with its key lock held', () => {
   it('another thread takes the lock over and fills the key: the stalled acquire then finds no place', async () => {
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 3, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 3, leaseMs: 60_000, maxKeys: 8, ...stagedReuse(20), clock });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true); // the key exists before the stall
     const w = await parkedAcquire(limiter, 'k');
     pastTimeout(25);
@@ -33,7 +33,7 @@ describe('an acquire stalled with its key lock held', () => {
   });
 
   it('a sweep takes the lock over, reclaims the idle key, and the stalled acquire decides again in its new slot', async () => {
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, ...stagedReuse(20), clock });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkedAcquire(limiter, 'k');
     // Within the timeout the lock is the worker's: a sweep leaves the key alone.
@@ -57,7 +57,7 @@ describe('an acquire stalled with its key lock held', () => {
   });
 
   it('a key whose lock holder died is reclaimed by sweep() once 30x claimTimeoutMs has passed', async () => {
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, claimTimeoutMs: 20, clock });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 2, leaseMs: 60_000, maxKeys: 8, ...stagedReuse(20), clock });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkedAcquire(limiter, 'k');
     await w.worker.terminate(); // dies holding the key's lock

@@ -12,7 +12,7 @@
 // Expected: W allowed, and after its release no place held.
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter } from '../../src/index.js';
-import { pastReclaimGuard } from '../helpers/park.js';
+import { pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 import { parkAfterCheck } from '../helpers/park-after-check.js';
 import { lockIndexOf, slotOf } from '../helpers/slots.js';
 
@@ -22,7 +22,7 @@ describe('a stamp equal to what a next incarnation\'s free value would be', () =
     const tS = (2 ** 32 - back) / 1000; // ticks mod 2^32 = -back (1 us ticks)
     let t = tS;
     const clock = { now: () => t };
-    const limiter = new ConcurrencyLimiter({ maxInFlight: 1, leaseMs: 1, maxKeys: 8, claimTimeoutMs: 20, clock });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: 1, leaseMs: 1, maxKeys: 8, ...stagedReuse(20), clock });
     const first = limiter.tryAcquire('k');
     expect(first.allowed).toBe(true);
     const before = slotOf(limiter.handle.table, 'k', 1);

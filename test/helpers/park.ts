@@ -3,7 +3,7 @@
 // (fixtures/park-request-worker.mjs); park-after-check.ts stops one right after its lock check.
 // Every parking worker shares the flags protocol: [0] parked, [1] go, [2] release the lease.
 import { Worker } from 'node:worker_threads';
-import { reclaimAfterMs } from '../../src/table/slot-lock.js';
+import { REUSE_AFTER_MS_OPTION } from '../../src/table/table-options.js';
 
 const parkWorker = new URL('../fixtures/park-request-worker.mjs', import.meta.url);
 export const FROZEN_MS = 5_000;
@@ -15,13 +15,22 @@ export function pastTimeout(ms: number): void {
 }
 
 /**
- * Spins past the age at which a reclaim (sweep) takes a key's lock over: 30x `claimTimeoutMs`
- * (table/slot-lock.ts, reclaimAfterMs). A decision takes it over after claimTimeoutMs; a reclaim
- * waits this long, since a holder stalled between its checks and its writes would otherwise
- * write into the slot's next key. Tests that stage that stall wait it out.
+ * A table's options for tests that stage a stall past its reuseAfterMs in real time: claimTimeoutMs,
+ * and a reuseAfterMs of 30x that (REUSE_AFTER_MS_OPTION; by default it is 30 s at least).
+ */
+export function stagedReuse(claimTimeoutMs: number): { claimTimeoutMs: number; [REUSE_AFTER_MS_OPTION]: number } {
+  return { claimTimeoutMs, [REUSE_AFTER_MS_OPTION]: 30 * claimTimeoutMs };
+}
+
+/**
+ * Spins past the age at which a reclaim (sweep) takes a key's lock over in a table made with
+ * `stagedReuse(claimTimeoutMs)`: 30x `claimTimeoutMs` (table/slot-lock.ts, LockAges). A decision
+ * takes it over after claimTimeoutMs; a reclaim waits this long, since a holder stalled between
+ * its checks and its writes would otherwise write into the slot's next key. Tests that stage
+ * that stall wait it out.
  */
 export function pastReclaimGuard(claimTimeoutMs: number): void {
-  pastTimeout(reclaimAfterMs(claimTimeoutMs) + 5);
+  pastTimeout(30 * claimTimeoutMs + 5);
 }
 
 export interface Parked {

@@ -11,7 +11,7 @@
 // The victim admits exactly 2, 'k' at most 2 (its new rule).
 import { describe, expect, it } from 'vitest';
 import { perHour, PolicyLimiter, type PolicyRule } from '../../src/index.js';
-import { FROZEN_MS, pastReclaimGuard } from '../helpers/park.js';
+import { FROZEN_MS, pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 import { parkAfterCheck } from '../helpers/park-after-check.js';
 import { lockIndexOf, slotNumberOf, userSharingSlot } from '../helpers/slots.js';
 
@@ -20,7 +20,7 @@ const clock = { now: () => FROZEN_MS };
 describe('a policy reshape stalled between holds() and its writes, rules changed, pair reclaimed', () => {
   it('the victim pair in the reused slot keeps its count', async () => {
     const base: PolicyRule[] = [{ limit: perHour(1) }];
-    const options = { maxKeys: 8, claimTimeoutMs: 20, clock, hashSeed: 12345 };
+    const options = { maxKeys: 8, ...stagedReuse(20), clock, hashSeed: 12345 };
     const victim = userSharingSlot(() => new PolicyLimiter({ rules: base, ...options }), { user: 'k', api: 'a' }, '1:ka');
     const fw: PolicyRule['limit'] = { permits: 2, periodMs: 3_600_000 };
     const policy = new PolicyLimiter({ rules: [...base, { user: victim, algorithm: 'fixed-window', limit: fw }], ...options });

@@ -18,8 +18,7 @@
 // released mark that a reclaim waits out as long (table/slot-lock.ts).
 import { describe, expect, it } from 'vitest';
 import { perHour, PolicyLimiter, type PolicyRule } from '../../src/index.js';
-import { FROZEN_MS, pastTimeout } from '../helpers/park.js';
-import { reclaimAfterMs } from '../../src/table/slot-lock.js';
+import { FROZEN_MS, pastTimeout, stagedReuse } from '../helpers/park.js';
 import { parkAfterCheck } from '../helpers/park-after-check.js';
 import { lockIndexOf, slotNumberOf, userSharingSlot } from '../helpers/slots.js';
 
@@ -28,7 +27,7 @@ const claimTimeoutMs = 20;
 
 async function stage(takeOverFirst: boolean) {
   const base: PolicyRule[] = [{ limit: perHour(1) }];
-  const options = { maxKeys: 8, claimTimeoutMs, clock, hashSeed: 12345 };
+  const options = { maxKeys: 8, ...stagedReuse(claimTimeoutMs), clock, hashSeed: 12345 };
   const victim = userSharingSlot(() => new PolicyLimiter({ rules: base, ...options }), { user: 'k', api: 'a' }, '1:ka');
   const vKey = `${victim.length}:${victim}a`;
   const policy = new PolicyLimiter({ rules: base, ...options });
@@ -67,7 +66,7 @@ describe('a policy reshape stalled after holds() while its pair is reclaimed and
   });
 
   it('a holder that died is reclaimed once its lock is 30x claimTimeoutMs old, not before', async () => {
-    const policy = new PolicyLimiter({ rules: [{ limit: perHour(1) }], maxKeys: 8, claimTimeoutMs, clock, hashSeed: 12345 });
+    const policy = new PolicyLimiter({ rules: [{ limit: perHour(1) }], maxKeys: 8, ...stagedReuse(claimTimeoutMs), clock, hashSeed: 12345 });
     expect(policy.tryAcquire({ user: 'k', api: 'a' }, 0).allowed).toBe(true);
     policy.setRules([{ limit: perHour(1) }, { user: 'k', algorithm: 'sliding-log', limit: { permits: 2, periodMs: 3_600_000 } }]);
     const w = await parkAfterCheck('policy', policy.handle, { user: 'k', api: 'a' }, 0, lockIndexOf(policy.handle.table, '1:ka'));
@@ -75,7 +74,7 @@ describe('a policy reshape stalled after holds() while its pair is reclaimed and
     await w.worker.terminate(); // dies holding the pair's lock
     pastTimeout(claimTimeoutMs + 10);
     expect(policy.sweep()).toBe(0);
-    pastTimeout(reclaimAfterMs(claimTimeoutMs));
+    pastTimeout(30 * claimTimeoutMs);
     expect(policy.sweep()).toBe(1);
     expect(slotNumberOf(policy.handle.table, '1:ka')).toBe(-1);
   });

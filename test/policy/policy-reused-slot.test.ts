@@ -8,7 +8,7 @@
 // victim's spends were gone, and it was admitted 4 times for a fixed window of 2 per hour.
 import { describe, expect, it } from 'vitest';
 import { perHour, PolicyLimiter, type PolicyRule } from '../../src/index.js';
-import { FROZEN_MS, park, pastReclaimGuard } from '../helpers/park.js';
+import { FROZEN_MS, park, pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 import { slotNumberOf, userSharingSlot } from '../helpers/slots.js';
 
 const clock = { now: () => FROZEN_MS };
@@ -16,7 +16,7 @@ const clock = { now: () => FROZEN_MS };
 describe('a policy decision parked under its pair lock while sweep() reclaims the pair and another pair takes the slot', () => {
   it('must not overwrite the new pair\'s state (no over-admission of the new pair)', async () => {
     const base: PolicyRule[] = [{ limit: perHour(1) }]; // default: GCRA
-    const options = { maxKeys: 8, claimTimeoutMs: 20, clock, hashSeed: 12345 };
+    const options = { maxKeys: 8, ...stagedReuse(20), clock, hashSeed: 12345 };
     // A victim user whose pair has the same home slot as ('k', 'a'): it takes the reclaimed slot.
     const victim = userSharingSlot(() => new PolicyLimiter({ rules: base, ...options }), { user: 'k', api: 'a' }, '1:ka');
     const vKey = `${victim.length}:${victim}a`;

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, PolicyLimiter, type PolicyRule } from '../../src/index.js';
 import { createRulesStore, readRules, storeCapacity, writeRules } from '../../src/policy/rules-store.js';
+import { lockAges } from '../../src/table/slot-lock.js';
 
 /** Two texts of one length, differing in their digits: any mix of them is valid JSON. */
 const B = '[{"limit":{"permits":10,"periodMs":1000}}]';
@@ -24,7 +25,7 @@ describe('the rules store, and a writer whose lock was taken over', () => {
     const words = new Int32Array(buffer);
     // The stalled writer chose half 1 (version 0 + 1) and stopped; the one that took its lock
     // over wrote B there and published version 1.
-    expect(writeRules(words, B, 2, 1_000)).toBe(1);
+    expect(writeRules(words, B, 2, lockAges(1_000, 30_000))).toBe(1);
     expect(readRules(words)).toEqual({ json: B, version: 1 });
     // The stalled writer goes on: C's first 24 bytes (up to its permits) land over B's.
     const bytes = new TextEncoder().encode(C);

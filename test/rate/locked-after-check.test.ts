@@ -12,7 +12,7 @@
 // admission fewer for its period; never one more. Each key admits at most its limit.
 import { describe, expect, it } from 'vitest';
 import { perHour, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
-import { FROZEN_MS, pastReclaimGuard } from '../helpers/park.js';
+import { FROZEN_MS, pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 import { parkAfterCheck } from '../helpers/park-after-check.js';
 import { lockIndexOf } from '../helpers/slots.js';
 
@@ -23,7 +23,7 @@ const configs: [string, Partial<RateLimiterOptions>][] = [
 
 describe('a locked decision stalled between its lock check and its commits', () => {
   it.each(configs)('%s: the slot\'s next key is charged at most once more, never less', async (_name, options) => {
-    const limiter = new RateLimiter({ maxKeys: 8, claimTimeoutMs: 20, clock: { now: () => FROZEN_MS }, forceHash: 11, ...options } as RateLimiterOptions);
+    const limiter = new RateLimiter({ maxKeys: 8, ...stagedReuse(20), clock: { now: () => FROZEN_MS }, forceHash: 11, ...options } as RateLimiterOptions);
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkAfterCheck('rate', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'));
     expect(w.parked).toBe(true);
@@ -45,7 +45,7 @@ describe('a locked decision stalled between its lock check and its commits', () 
   it('a sliding log + global cap, slot left DEAD: lost() gives the cap back exactly once', async () => {
     // Nobody touches the cap's lock while W is parked, so W commits the cap,
     // then its log on the DEAD slot; settle -> lost() -> undo of the cap; 'k' decided again.
-    const limiter = new RateLimiter({ maxKeys: 8, claimTimeoutMs: 20, clock: { now: () => FROZEN_MS }, forceHash: 11, limit: perHour(2), algorithm: 'sliding-log', globalLimit: perHour(3) });
+    const limiter = new RateLimiter({ maxKeys: 8, ...stagedReuse(20), clock: { now: () => FROZEN_MS }, forceHash: 11, limit: perHour(2), algorithm: 'sliding-log', globalLimit: perHour(3) });
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await parkAfterCheck('rate', limiter.handle, 'k', 1, lockIndexOf(limiter.handle.table, 'k'));
     expect(w.parked).toBe(true);

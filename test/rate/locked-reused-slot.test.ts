@@ -6,7 +6,7 @@
 // slot. Frozen clock: each key admits exactly its limit, the cap never more than its own.
 import { describe, expect, it } from 'vitest';
 import { perHour, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
-import { FROZEN_MS, park, pastReclaimGuard } from '../helpers/park.js';
+import { FROZEN_MS, park, pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 
 const configs: [string, Partial<RateLimiterOptions>, number][] = [
   ['a sliding log, parked after its snapshot', { limit: perHour(2), algorithm: 'sliding-log' }, 1],
@@ -17,7 +17,7 @@ const configs: [string, Partial<RateLimiterOptions>, number][] = [
 
 describe('a locked decision parked while sweep() reclaims its key and another key takes the slot', () => {
   it.each(configs)('%s', async (_name, options, parkAt) => {
-    const limiter = new RateLimiter({ maxKeys: 8, claimTimeoutMs: 20, clock: { now: () => FROZEN_MS }, forceHash: 11, ...options } as RateLimiterOptions);
+    const limiter = new RateLimiter({ maxKeys: 8, ...stagedReuse(20), clock: { now: () => FROZEN_MS }, forceHash: 11, ...options } as RateLimiterOptions);
     expect(limiter.tryAcquire('k', 0).allowed).toBe(true);
     const w = await park('rate', limiter.handle, 'k', 1, parkAt);
     expect(w.parked).toBe(true);

@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { perSecond, RateLimiter, type Limit, type RateLimiterOptions } from '../../src/index.js';
 import { gcraParams } from '../../src/math/gcra.js';
+import { REUSE_AFTER_MS_OPTION } from '../../src/table/table-options.js';
 import { byLastReading, replayFixedWindow, replayGcra, replaySlidingLog, type Admission, type ModelReport } from '../helpers/model.js';
 
 // The replay of test/rate/replay.test.ts (four workers on the real clock, every admission replayed
@@ -65,6 +66,8 @@ const MAX_KEYS = 32;
  * in the first run).
  */
 const SLICE_MS = 80;
+/** The table's reuseAfterMs here: well inside a quiet slice. */
+const REUSE_MS = 50;
 /** Workers 0 and 2 look every key up in the table; 1 and 3 keep the per-thread key cache. */
 const UNCACHED = [0, 2];
 
@@ -120,7 +123,11 @@ function reply<T>(w: Worker): Promise<T> {
 /** One run of the four workers and the sweeper against a new limiter for `c`. */
 async function run(c: Case): Promise<{ limiter: RateLimiter; replies: Reply[]; swept: Swept; admissions: Admission[] }> {
   // claimTimeoutMs 1: locks and claims of a thread preempted for a millisecond are taken over.
-  const limiter = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, claimTimeoutMs: 1 });
+  // And a reuseAfterMs of REUSE_MS (REUSE_AFTER_MS_OPTION; by default 30 s at least): a key whose
+  // lock was taken over is reclaimed only once its lock word is that old, which must come within
+  // a quiet slice of SLICE_MS. A thread stalled longer than that inside an insert would break the
+  // table's timing assumption (table/insert.ts, REUSE_AFTER_TIMEOUTS).
+  const limiter = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, claimTimeoutMs: 1, ...{ [REUSE_AFTER_MS_OPTION]: REUSE_MS } });
   const gate = new SharedArrayBuffer(8);
   const inside = new SharedArrayBuffer(4);
   const stop = new SharedArrayBuffer(4);

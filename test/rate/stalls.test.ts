@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, perDay, perHour, perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
 import { HEADER_WORDS, H_SLOT_WORDS, LIVE, S_CTRL, S_TAT } from '../../src/table/layout.js';
 import { raiseStamp } from '../../src/time/stamps.js';
-import { pastTimeout, pastReclaimGuard } from '../helpers/park.js';
+import { pastReclaimGuard, pastTimeout, stagedReuse } from '../helpers/park.js';
 
 const stallWorker = new URL('../fixtures/stall-worker.mjs', import.meta.url);
 const FROZEN_MS = 5_000;
@@ -188,7 +188,7 @@ describe('a stale sliding log whose lock is taken over mid-decision', () => {
 describe('a sliding-log key whose lock holder was terminated', () => {
   it('is reclaimed by sweep() once idle, without waiting for a decision on it', async () => {
     const clock = new ManualClock(1000);
-    const limiter = new RateLimiter({ algorithm: 'sliding-log', limit: { permits: 5, periodMs: 1000 }, maxKeys: 4, clock, claimTimeoutMs: 1 });
+    const limiter = new RateLimiter({ algorithm: 'sliding-log', limit: { permits: 5, periodMs: 1000 }, maxKeys: 4, clock, ...stagedReuse(1) });
     limiter.allow('victim', 0);
     const w = new Int32Array(limiter.handle.table);
     let base = -1;

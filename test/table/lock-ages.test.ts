@@ -5,7 +5,8 @@
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConcurrencyLimiter, perHour, PolicyLimiter, RateLimiter } from '../../src/index.js';
-import { FREE, lock, lockToken, reclaimAfterMs, tryLock, unlock } from '../../src/table/slot-lock.js';
+import { FREE, lock, lockAges, lockToken, tryLock, unlock } from '../../src/table/slot-lock.js';
+import { reuseAfterMsFor } from '../../src/table/insert.js';
 import { MAX_CLAIM_TIMEOUT_MS } from '../../src/table/table-options.js';
 
 const stallWorker = new URL('../fixtures/stall-worker.mjs', import.meta.url);
@@ -46,20 +47,22 @@ describe('lock ages', () => {
       // Near the top of the 2^20 ms stamp range, so the takeover reading wraps it.
       const takenAt = 5 * 2 ** 20 - 7;
       const held = lockToken(3, takenAt);
-      const guard = reclaimAfterMs(stealAfterMs);
-      expect(guard).toBe(Math.max(stealAfterMs, Math.min(30 * stealAfterMs, 2 ** 19)));
+      const ages = lockAges(stealAfterMs, reuseAfterMsFor(stealAfterMs));
+      const guard = ages.reclaimAfterMs;
+      // 30x stealAfterMs, at least 30 s (the table's reuseAfterMs), at most 2^19 ms, never below stealAfterMs.
+      expect(guard).toBe(Math.max(stealAfterMs, Math.min(Math.max(30 * stealAfterMs, 30_000), 2 ** 19)));
       w[0] = held;
       nowAt(takenAt + stealAfterMs + 1);
       // lock() takes it over (and returns rather than waiting on a lock it may take over).
-      const token = lock(w, 0, 5, stealAfterMs);
+      const token = lock(w, 0, 5, ages);
       expect(w[0]).toBe(token);
       expect(token).not.toBe(held);
       w[0] = held;
       nowAt(takenAt + guard);
-      expect(tryLock(w, 0, 4, stealAfterMs)).toBe(FREE);
+      expect(tryLock(w, 0, 4, ages)).toBe(FREE);
       expect(w[0]).toBe(held);
       nowAt(takenAt + guard + 1);
-      const reclaim = tryLock(w, 0, 4, stealAfterMs);
+      const reclaim = tryLock(w, 0, 4, ages);
       expect(reclaim).not.toBe(FREE);
       expect(w[0]).toBe(reclaim);
     },
@@ -70,25 +73,26 @@ describe('lock ages', () => {
     (stealAfterMs) => {
       const w = new Int32Array(new SharedArrayBuffer(8));
       const takenAt = 3 * 2 ** 20 - 5;
-      const guard = reclaimAfterMs(stealAfterMs);
+      const ages = lockAges(stealAfterMs, reuseAfterMsFor(stealAfterMs));
+      const guard = ages.reclaimAfterMs;
       w[0] = lockToken(3, takenAt);
       nowAt(takenAt + stealAfterMs + 1);
-      const took = lock(w, 0, 5, stealAfterMs);
+      const took = lock(w, 0, 5, ages);
       expect(unlock(w, 0, took)).toBe(true);
       const released = w[0] as number;
       expect(released).not.toBe(FREE); // marked: a stalled holder may still write
       expect(released & 1).toBe(0);
       // A decision takes the released word like a free one, and passes the mark on.
-      const next = lock(w, 0, 6, stealAfterMs);
+      const next = lock(w, 0, 6, ages);
       expect(unlock(w, 0, next)).toBe(true);
       expect(w[0]).toBe(released); // same ms: the same mark
       nowAt(takenAt + stealAfterMs + 1 + guard);
-      expect(tryLock(w, 0, 4, stealAfterMs)).toBe(FREE);
+      expect(tryLock(w, 0, 4, ages)).toBe(FREE);
       nowAt(takenAt + stealAfterMs + 2 + guard);
-      expect(tryLock(w, 0, 4, stealAfterMs)).not.toBe(FREE);
+      expect(tryLock(w, 0, 4, ages)).not.toBe(FREE);
       // Once the mark is old, a decision's token carries none: its release frees the word.
       w[0] = released;
-      const plain = lock(w, 0, 6, stealAfterMs);
+      const plain = lock(w, 0, 6, ages);
       expect(unlock(w, 0, plain)).toBe(true);
       expect(w[0]).toBe(FREE);
     },

@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, perHour, RateLimiter, type RateLimiterHandle } from '../../src/index.js';
 import { BUSY, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL } from '../../src/table/layout.js';
+import { stagedReuse } from '../helpers/park.js';
 
 // Regression tests for a key with two live copies: an inserter stalled between its re-scan and
 // its publish for longer than claimTimeoutMs had its claim presumed dead by a second inserter of
@@ -21,7 +22,7 @@ const workerUrl = new URL('../fixtures/claim-worker.mjs', import.meta.url);
 const DEADLINE_MS = 10_000;
 /** Burst 10 (10 per hour): on a frozen clock a key admits exactly 10, a second copy 10 more. */
 const LIMIT = perHour(10);
-/** How many claim timeouts the table lets an expired claim sit before reusing its slot (table.ts). */
+/** How many claim timeouts a table made with stagedReuse lets an expired claim sit before reusing its slot. */
 const REUSE_AFTER_TIMEOUTS = 30;
 
 /** Blocks this thread until real time reaches `t` (performance.now() ms): a precondition only. */
@@ -150,11 +151,11 @@ describe('an inserter stalled between its re-scan and its publish', () => {
     expect({ admitted: admittedHere + admittedInA, liveKeys: limiter.stats().liveKeys }).toEqual({ admitted: 10, liveKeys: 1 });
   });
 
-  it('leaves its cancelled slot unused until 30x claimTimeoutMs, then sweep() reclaims it', async () => {
+  it('leaves its cancelled slot unused until reuseAfterMs (here 30x claimTimeoutMs), then sweep() reclaims it', async () => {
     const claimTimeoutMs = 30;
     const reuseAfterMs = REUSE_AFTER_TIMEOUTS * claimTimeoutMs;
     // Every key hashes alike: one probe chain, so every new key passes the cancelled slot.
-    const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, claimTimeoutMs, clock: new ManualClock(1_000_000), forceHash: 7 });
+    const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, ...stagedReuse(claimTimeoutMs), clock: new ManualClock(1_000_000), forceHash: 7 });
     const a = await parkedInsert(limiter.handle, 'k', 10);
     const before = ctrlWords(limiter);
     expect(before.filter((c) => c !== 0)).toHaveLength(1); // only A's claim in the table
@@ -193,5 +194,41 @@ describe('an inserter stalled between its re-scan and its publish', () => {
     expect(limiter.stats()).toMatchObject({ liveKeys: 3, claimed: 0, tombstones: 0 });
     // Every key kept exactly its own burst.
     for (const key of ['k', 'other', 'after']) expect(limiter.tryAcquire(key, 0).remaining).toBe(0);
+  });
+});
+
+describe('an inserter stalled past 30x claimTimeoutMs', () => {
+  // Found: a PolicyLimiter kill storm (claimTimeoutMs 1, on a loaded 2-core host) admitted a
+  // pair 2 past its bound. A claim was taken over as a dead inserter's once 30x claimTimeoutMs
+  // old (30 ms here), and the stalled inserter, resuming, wrote its fresh state over the key
+  // that had taken its slot: that key admitted a second burst. The table now waits 30 s at
+  // least (REUSE_FLOOR_MS), whatever claimTimeoutMs.
+  it('does not lose its slot to another key, so its fresh state lands on no other key', async () => {
+    const claimTimeoutMs = 1;
+    const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, claimTimeoutMs, clock: new ManualClock(1_000_000), forceHash: 7 });
+    const a = await parkedInsert(limiter.handle, 'k', 10);
+    const [claimSlot] = slotsIn(limiter, BUSY);
+    waitUntil(a.parkedAt + REUSE_AFTER_TIMEOUTS * claimTimeoutMs + 5); // precondition: A stalled past 30x the timeout
+    // 'x' hashes alike and comes while A is parked: it takes another slot, and its burst.
+    expect(admittedOf(limiter, 'x', 20)).toBe(10);
+    expect(slotsIn(limiter, BUSY)).toEqual([claimSlot]);
+    expect(limiter.sweep()).toBe(0); // nor does a sweep take the claim
+    // A resumes: its state goes to its own slot, its publish fails, and it inserts 'k' anew.
+    expect((await a.release()).admitted).toBe(10);
+    expect(admittedOf(limiter, 'x', 20)).toBe(0);
+    expect(admittedOf(limiter, 'k', 20)).toBe(0);
+    expect(limiter.stats()).toMatchObject({ liveKeys: 2 });
+  });
+
+  it('reuses the slot of a claim older than reuseAfterMs (here shortened to 30 ms): a dead inserter costs its slot until then', async () => {
+    const claimTimeoutMs = 1;
+    const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, ...stagedReuse(claimTimeoutMs), clock: new ManualClock(1_000_000), forceHash: 7 });
+    const a = await parkedInsert(limiter.handle, 'k', 10);
+    const [claimSlot] = slotsIn(limiter, BUSY);
+    await workers.splice(0)[0]?.terminate(); // A dies holding its claim
+    waitUntil(a.parkedAt + REUSE_AFTER_TIMEOUTS * claimTimeoutMs + 5);
+    expect(admittedOf(limiter, 'x', 20)).toBe(10);
+    expect(slotsIn(limiter, LIVE)).toEqual([claimSlot]); // 'x' took the dead claim's slot
+    expect(slotsIn(limiter, BUSY)).toEqual([]);
   });
 });
