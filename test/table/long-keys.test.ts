@@ -1,7 +1,7 @@
 // Keys longer than a slot holds (24 bytes): their tail lives in the slot's record in the key heap
 // (src/table/key-heap.ts). Every key is stored in full and compared in full: two keys that differ
 // only past the 24th byte, with one hash (forceHash), never share state.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   ConcurrencyLimiter, ManualClock, monotonicClock, perSecond, PolicyLimiter, RateLimiter, type RateLimiterHandle,
 } from '../../src/index.js';
@@ -12,7 +12,7 @@ import { INLINE_KEY_BYTES } from '../../src/table/layout.js';
 import { SlotIndex } from '../../src/table/slot-index.js';
 import { SlotTable } from '../../src/table/table.js';
 import { duplicateKeys, keyAt, liveCopies } from '../helpers/table-scan.js';
-import { openGate, result, spawn } from '../helpers/workers.js';
+import { raceUntilLost } from '../helpers/workers.js';
 
 const PREFIX = 'tenant-0123456789abcdef/'; // 24 bytes: a key's tail starts right after it
 /** Enough keys for a table with a key heap: 1,250 slots of up to 4,096 bytes of key exceed INLINE_ALL_BYTES. */
@@ -130,34 +130,22 @@ describe('long keys', () => {
 });
 
 describe('long keys on real worker_threads', () => {
-  const live: { terminate(): Promise<number> }[] = [];
-  afterEach(async () => {
-    await Promise.all(live.splice(0).map((w) => w.terminate()));
-  });
-
-  async function hammer(handle: RateLimiterHandle, workers: number, keys: string[], attempts: number) {
-    const gate = new SharedArrayBuffer(8);
-    const pool = Array.from({ length: workers }, (_, id) => spawn({ mode: 'hammer', handle, id, keys, attempts, cost: 1, gate }));
-    live.push(...pool);
-    const results = pool.map((w) => result<{ admitted: number[]; casRetries: number }>(w));
-    await openGate(gate, workers);
-    const all = await Promise.all(results);
-    return { perKey: keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] ?? 0), 0)), casRetries: all.reduce((s, r) => s + r.casRetries, 0) };
-  }
-
   it('4 workers inserting 2,000 long keys at once (the heap growing under them) give each exactly its quota', async () => {
-    // Exact in every round; rounds go on (up to 6) until the workers are seen racing on a slot.
-    let casRetries = 0;
-    for (let round = 0; round < 6 && casRetries === 0; round++) {
+    // Exact in every round; rounds go on until the workers are seen racing on a slot (one is
+    // forced if a busy machine ran them one after the other: raceUntilLost).
+    await raceUntilLost<{ admitted: number[]; casRetries: number }>(() => {
       const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 2_500, clock: new ManualClock(0) });
       const keys = Array.from({ length: 2_000 }, (_, i) => `${PREFIX}${'k'.repeat(i % 90)}:${i}`);
-      const r = await hammer(limiter.handle, 4, keys, keys.length * 4);
-      expect(r.perKey.filter((n) => n !== 5)).toEqual([]);
-      expect(limiter.stats().liveKeys).toBe(keys.length);
-      expect(duplicateKeys(limiter.handle.table, limiter.handle.keys)).toEqual([]);
-      expect(limiter.stats().keyHeapBytes).toBeGreaterThan(65_536); // it grew while they ran
-      casRetries = r.casRetries;
-    }
-    expect(casRetries).toBeGreaterThan(0);
+      return {
+        workers: Array.from({ length: 4 }, (_, id) => ({ mode: 'hammer', handle: limiter.handle, id, keys, attempts: keys.length * 4, cost: 1 })),
+        check(all) {
+          const perKey = keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] ?? 0), 0));
+          expect(perKey.filter((n) => n !== 5)).toEqual([]);
+          expect(limiter.stats().liveKeys).toBe(keys.length);
+          expect(duplicateKeys(limiter.handle.table, limiter.handle.keys)).toEqual([]);
+          expect(limiter.stats().keyHeapBytes).toBeGreaterThan(65_536); // it grew while they ran
+        },
+      };
+    }, 6);
   });
 });

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter, ManualClock, perSecond, PolicyLimiter, RateLimiter } from '../../src/index.js';
 import { LocalTier } from '../../src/redis/local-tier.js';
-import { openGate, result, spawn } from '../helpers/workers.js';
+import { raceUntilLost } from '../helpers/workers.js';
 
 describe('slotsPerKey', () => {
   it.each([1, 2024])('1.25: holds maxKeys keys (hash seed %i) in under 64 bytes each at maxKeyBytes 24', (hashSeed) => {
@@ -40,25 +40,21 @@ describe('slotsPerKey', () => {
   });
 
   it('4 workers inserting the same keys into a table 80% full give each key one copy', async () => {
-    // Rounds on fresh tables until the workers were seen racing (compare-and-swaps lost), at most
-    // 8: a busy machine may run the workers one after the other. Every round is checked.
-    let casRetries = 0;
-    for (let round = 0; round < 8 && casRetries === 0; round++) {
+    // Rounds on fresh tables until the workers were seen racing (a compare-and-swap lost; a busy
+    // machine may run them one after the other, and then one is forced: raceUntilLost). Every
+    // round is checked.
+    await raceUntilLost<{ admitted: number[]; casRetries: number }>(() => {
       const keys = Array.from({ length: 8_000 }, (_, i) => `k${i}`);
       const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: keys.length, slotsPerKey: 1.25, clock: new ManualClock() });
-      const gate = new SharedArrayBuffer(8);
-      const pool = Array.from({ length: 4 }, (_, id) => spawn({ mode: 'hammer', handle: limiter.handle, id, keys, attempts: keys.length, cost: 1, gate }));
-      const replies = pool.map((w) => result<{ admitted: number[]; casRetries: number }>(w));
-      await openGate(gate, 4);
-      const all = await Promise.all(replies);
-      await Promise.all(pool.map((w) => w.terminate()));
-      // A frozen clock and a burst of 1: a key admitted twice had two copies.
-      const admitted = keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] as number), 0));
-      expect(admitted.filter((n) => n !== 1)).toEqual([]);
-      expect(limiter.stats().liveKeys).toBe(keys.length);
-      casRetries += all.reduce((sum, r) => sum + r.casRetries, 0);
-    }
-    // The workers raced on the same keys: compare-and-swaps lost.
-    expect(casRetries).toBeGreaterThan(0);
+      return {
+        workers: Array.from({ length: 4 }, (_, id) => ({ mode: 'hammer', handle: limiter.handle, id, keys, attempts: keys.length, cost: 1 })),
+        check(all) {
+          // A frozen clock and a burst of 1: a key admitted twice had two copies.
+          const admitted = keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] as number), 0));
+          expect(admitted.filter((n) => n !== 1)).toEqual([]);
+          expect(limiter.stats().liveKeys).toBe(keys.length);
+        },
+      };
+    });
   });
 });
