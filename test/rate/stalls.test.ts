@@ -203,6 +203,27 @@ describe('a sliding-log key whose lock holder was terminated', () => {
     expect(limiter.sweep()).toBe(1);
     expect(limiter.stats().liveKeys).toBe(0);
   });
+
+  it('at the default reuse age (30 s at least) is not reclaimed 30x claimTimeoutMs after, at claimTimeoutMs 1', async () => {
+    // Before the floor, 31 ms after: the holder may only be descheduled, and would write its
+    // decision into the slot's next key once it went on.
+    const clock = new ManualClock(1000);
+    const limiter = new RateLimiter({ algorithm: 'sliding-log', limit: { permits: 5, periodMs: 1000 }, maxKeys: 4, clock, claimTimeoutMs: 1 });
+    limiter.allow('victim', 0);
+    const w = new Int32Array(limiter.handle.table);
+    let base = -1;
+    for (let b = HEADER_WORDS; b + (w[H_SLOT_WORDS] as number) <= w.length; b += w[H_SLOT_WORDS] as number) if (((w[b + S_CTRL] as number) & 3) === LIVE) base = b;
+    const gate = new SharedArrayBuffer(4);
+    const worker = new Worker(new URL('../fixtures/worker.mjs', import.meta.url), { workerData: { mode: 'lock-and-die', handle: limiter.handle, id: 0, gate, base } });
+    while (Atomics.load(new Int32Array(gate), 0) === 0) await new Promise((r) => setTimeout(r, 1));
+    await worker.terminate();
+    clock.advance(600_000);
+    pastReclaimGuard(1); // 35 ms: past 30x claimTimeoutMs
+    expect(limiter.sweep()).toBe(0);
+    expect(limiter.stats().liveKeys).toBe(1);
+    // A decision takes the dead holder's lock over after claimTimeoutMs, as before.
+    expect(limiter.tryAcquire('victim').allowed).toBe(true);
+  });
 });
 
 describe('small regressions found by the replay and storm tests', () => {
