@@ -34,37 +34,44 @@ export async function openGate(gate: SharedArrayBuffer, n: number): Promise<void
   Atomics.notify(g, 1);
 }
 
-/** One round of a race: the fixture workers' data (each gets its gate here) and the checks on their replies. */
+/** One round of a race: the workers' data (each gets its gate here), the checks on their replies, and what counts as a race. */
 export interface RaceRound<T> {
   workers: Record<string, unknown>[];
   check(replies: T[]): void;
+  /** The workers' fixture (default: fixtures/worker.mjs); it must call parkAfterFirstCall when given `parkCas`. */
+  fixture?: URL;
+  /** Whether the replies show that the workers raced (default: a compare-and-swap lost, `casRetries` > 0). */
+  raced?(replies: T[]): boolean;
 }
+
+const lostCas = (replies: unknown[]): boolean => replies.some((r) => ((r as { casRetries?: number }).casRetries ?? 0) > 0);
 
 /**
- * Runs rounds of racing workers until one of them lost a race, checking every round. Up to
- * `tries` rounds start together at a gate; a lost race is a failed compare-and-swap that a worker
- * counted (`casRetries`). If none lost one (a busy machine can run them one after another), the
- * next rounds force one: worker 0 starts alone and parks before its first compare-and-swap after
- * its first `allow` (fixtures/start.mjs, parkAfterFirstAllow), the others start once it parked,
- * and it goes on once they finished; that compare-and-swap then fails, which the worker records
- * (a single GCRA limit does not count a miss of its own last write in `casRetries`). A forced
- * round that still shows none (the worker finished without parking) is run again, three times
- * at most. Resolves to whether the lost race had to be forced.
+ * Runs rounds of racing workers until they raced, checking every round. Up to `tries` rounds
+ * start together at a gate; by default a race is a failed compare-and-swap that a worker counted
+ * (`casRetries`). If none raced (a busy machine can run them one after another), the next rounds
+ * force it: worker 0 starts alone and parks before its first compare-and-swap after its first
+ * `allow` (or the method its data names as `parkAfter`: fixtures/start.mjs, parkAfterFirstCall),
+ * the others start once it parked, and it goes on once they finished. Its state then moved under it: that compare-and-swap fails, which the
+ * worker records (a single GCRA limit does not count a miss of its own last write in
+ * `casRetries`), and its first admission came before the others' spends. A forced round that
+ * still shows no race (the worker finished without parking) is run again, three times at most.
+ * Resolves to whether the race had to be forced.
  */
-export async function raceUntilLost<T extends { casRetries: number }>(round: () => RaceRound<T>, tries = 10): Promise<boolean> {
+export async function raceUntilLost<T>(round: () => RaceRound<T>, tries = 10): Promise<boolean> {
   for (let attempt = 0; attempt < tries + 3; attempt++) {
     const forced = attempt >= tries;
-    const { workers: data, check } = round();
-    const { replies, lost } = forced ? await forcedRound<T>(data) : await gatedRound<T>(data);
+    const { workers: data, check, fixture = workerUrl, raced = lostCas } = round();
+    const { replies, lost } = forced ? await forcedRound<T>(fixture, data) : await gatedRound<T>(fixture, data);
     check(replies);
-    if (lost || replies.some((r) => r.casRetries > 0)) return forced;
+    if (lost || raced(replies)) return forced;
   }
-  throw new Error(`no lost race in ${tries} rounds, nor in 3 with one forced`);
+  throw new Error(`no race in ${tries} rounds, nor in 3 with one forced`);
 }
 
-async function gatedRound<T>(data: Record<string, unknown>[]): Promise<{ replies: T[]; lost: boolean }> {
+async function gatedRound<T>(fixture: URL, data: Record<string, unknown>[]): Promise<{ replies: T[]; lost: boolean }> {
   const gate = new SharedArrayBuffer(8);
-  const workers = data.map((d) => spawn({ ...d, gate }));
+  const workers = data.map((d) => new Worker(fixture, { workerData: { ...d, gate } }));
   try {
     await openGate(gate, workers.length);
     return { replies: await Promise.all(workers.map((w) => result<T>(w))), lost: false };
@@ -73,11 +80,11 @@ async function gatedRound<T>(data: Record<string, unknown>[]): Promise<{ replies
   }
 }
 
-async function forcedRound<T>(data: Record<string, unknown>[]): Promise<{ replies: T[]; lost: boolean }> {
+async function forcedRound<T>(fixture: URL, data: Record<string, unknown>[]): Promise<{ replies: T[]; lost: boolean }> {
   const flags = new Int32Array(new SharedArrayBuffer(12)); // [0] worker 0 parked, [1] let it go, [2] its compare-and-swap failed
   const alone = new SharedArrayBuffer(8);
   const rest = new SharedArrayBuffer(8);
-  const workers = data.map((d, i) => spawn(i === 0 ? { ...d, gate: alone, parkCas: flags.buffer } : { ...d, gate: rest }));
+  const workers = data.map((d, i) => new Worker(fixture, { workerData: i === 0 ? { ...d, gate: alone, parkCas: flags.buffer } : { ...d, gate: rest } }));
   try {
     const first = result<T>(workers[0] as Worker);
     let finished = false;

@@ -3,10 +3,9 @@
 // fresh), or is raised to refuse until the block's end (after the pair is shaped under its
 // current rule); unblock gives everything back, as reset does. Exact on a ManualClock; raced on
 // 4 workers.
-import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, PolicyLimiter, TableFullError } from '../../src/index.js';
-import { openGate, result } from '../helpers/workers.js';
+import { raceUntilLost } from '../helpers/workers.js';
 
 const DAY = 86_400_000;
 const pair = { user: 'u', api: 'x' };
@@ -16,24 +15,24 @@ function make(rules = [{ limit: [perSecond(10), perMinute(100)] }]) {
   return { clock, policy: new PolicyLimiter({ rules, maxKeys: 8, clock }) };
 }
 
+const fixture = new URL('../fixtures/policy-reset-worker.mjs', import.meta.url);
+
 /**
- * One race of 4 workers (policy-reset-worker.mjs, each with its own `extra` data) on one pair of
- * a rule of two limits (the first with `burst`), on a frozen ManualClock: the limiter, and each
- * worker's reply once all have run.
+ * Races of 4 workers (policy-reset-worker.mjs, each with its own `extra` data) on one pair of a
+ * rule of two limits (the first with `burst`), on a frozen ManualClock, until `raced` says they
+ * overlapped (raceUntilLost: forced if a busy machine ran them one after another); `check` sees
+ * each round's limiter and replies.
  */
-async function race<R>(burst: number, extra: object[]): Promise<{ policy: PolicyLimiter; r: R[] }> {
-  const policy = new PolicyLimiter({ rules: [{ limit: [{ permits: 10, periodMs: 1_000, burst }, perMinute(6_000)] }], maxKeys: 8, clock: new ManualClock(0) });
-  const gate = new SharedArrayBuffer(8);
-  const workers = extra.map((more) => new Worker(new URL('../fixtures/policy-reset-worker.mjs', import.meta.url), {
-    workerData: { handle: policy.handle, user: 'u', api: 'x', attempts: 400, gate, ...more },
-  }));
-  try {
-    const replies = workers.map((w) => result<R>(w));
-    await openGate(gate, extra.length);
-    return { policy, r: await Promise.all(replies) };
-  } finally {
-    await Promise.all(workers.map((w) => w.terminate()));
-  }
+async function race<R>(burst: number, extra: object[], check: (policy: PolicyLimiter, r: R[]) => void, raced: (r: R[]) => boolean): Promise<void> {
+  await raceUntilLost<R>(() => {
+    const policy = new PolicyLimiter({ rules: [{ limit: [{ permits: 10, periodMs: 1_000, burst }, perMinute(6_000)] }], maxKeys: 8, clock: new ManualClock(0) });
+    return {
+      fixture,
+      workers: extra.map((more) => ({ handle: policy.handle, user: 'u', api: 'x', attempts: 400, ...more })),
+      check: (r) => check(policy, r),
+      raced,
+    };
+  });
 }
 
 describe('PolicyLimiter penalty, reward, block and unblock', () => {
@@ -129,28 +128,25 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
   });
 
   it('4 workers spend and block one pair at once: no admission after a worker\'s own block returned, at most the burst, the longest block left', async () => {
-    let raced = false;
-    for (let round = 0; round < 10 && !raced; round++) {
-      const burst = 40;
-      const { policy, r } = await race<{ admitted: number; after: number }>(burst, [1_500, 4_000, 900, 2_500].map((blockMs) => ({ blockMs })));
+    const burst = 40;
+    await race<{ admitted: number; after: number }>(burst, [1_500, 4_000, 900, 2_500].map((blockMs) => ({ blockMs })), (policy, r) => {
       for (const x of r) expect(x.after, 'admitted after its own block').toBe(0);
       expect(r.reduce((n, x) => n + x.admitted, 0)).toBeLessThanOrEqual(burst);
       const left = policy.tryAcquire(pair);
       expect(left.allowed).toBe(false);
       expect(left.retryAfterMs).toBeGreaterThanOrEqual(4_000);
       expect(left.retryAfterMs).toBeLessThan(4_000.01);
-      // Run one after another, the first worker would take the whole burst before its block and
-      // the others nothing: admissions in two workers mean their spends and blocks overlapped.
-      raced = r.filter((x) => x.admitted > 0).length >= 2;
-    }
-    expect(raced, 'the workers never overlapped').toBe(true);
+    },
+    // Run one after another, the first worker would take the whole burst before its block and the
+    // others nothing: admissions in two workers mean their spends and blocks overlapped.
+    (r) => r.filter((x) => x.admitted > 0).length >= 2);
   }, 60_000);
 
   it('4 workers spend and reward one pair at once: on a frozen clock, what each limit owes is exactly admissions less rewards', async () => {
-    let raced = false;
-    for (let round = 0; round < 10 && !raced; round++) {
-      const burst = 40;
-      const { policy, r } = await race<{ admitted: number; rewards: number }>(burst, [2, 3, 2, 5].map((rewardEvery) => ({ rewardEvery })));
+    const burst = 40;
+    // A forced round parks worker 0 after its first reward (raceUntilLost): its reward and the
+    // others' spends and rewards are then in two workers.
+    await race<{ admitted: number; rewards: number }>(burst, [2, 3, 2, 5].map((rewardEvery) => ({ rewardEvery, parkAfter: 'reward' })), (policy, r) => {
       const admitted = r.reduce((n, x) => n + x.admitted, 0);
       const rewards = r.reduce((n, x) => n + x.rewards, 0);
       // Every reward found debt (it follows an admission no other reward matched), so each
@@ -159,9 +155,8 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
       expect(owed).toBeLessThanOrEqual(burst);
       const left = policy.get(pair);
       expect(left?.limits?.map((l) => l.remaining)).toEqual([burst - owed, 6_000 - owed]);
-      // Admissions in two workers past the burst mean their spends and rewards overlapped.
-      raced = admitted > burst && r.filter((x) => x.rewards > 0).length >= 2;
-    }
-    expect(raced, 'the workers never overlapped').toBe(true);
+    },
+    // Admissions in two workers past the burst mean their spends and rewards overlapped.
+    (r) => r.reduce((n, x) => n + x.admitted, 0) > burst && r.filter((x) => x.rewards > 0).length >= 2);
   }, 60_000);
 });
