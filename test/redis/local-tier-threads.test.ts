@@ -8,10 +8,17 @@ import { LocalTier } from '../../src/redis/local-tier.js';
 import { ANSWER_WINDOW_MS, NONE } from '../../src/redis/local-tier-slot.js';
 import { leaseOf, liveSlots, parkFlags, release, sleep, startWorker, whenParked } from '../helpers/local-tier.js';
 import { openGate } from '../helpers/workers.js';
+import { REUSE_AFTER_MS_OPTION } from '../../src/table/table-options.js';
+
+/** The kill storm's reuseAfterMs (as in rate/kill-storm.test.ts). */
+const STORM_REUSE_MS = 1_000;
 
 interface Report { result?: boolean; spent?: number; casLosses: number; lateSpends: number }
 
-function tierAt(ms: number, leaseMs: number, more: { refillTimeoutMs?: number; maxKeys?: number; forceHash?: number; claimTimeoutMs?: number } = {}) {
+function tierAt(
+  ms: number, leaseMs: number,
+  more: { refillTimeoutMs?: number; maxKeys?: number; forceHash?: number; claimTimeoutMs?: number; [REUSE_AFTER_MS_OPTION]?: number } = {},
+) {
   const clock = new ManualClock(ms);
   return { clock, tier: LocalTier.create({ clock, leaseMs, ...more }) };
 }
@@ -206,7 +213,9 @@ describe('a writer parked while its key is reclaimed and its slot given to anoth
 
 describe('worker.terminate() at random moments', () => {
   it('leaves the tier usable: one copy per key, no more taken than offered, exact counts after', async () => {
-    const { clock, tier } = tierAt(1_000_000, 200, { maxKeys: 48, refillTimeoutMs: 5, claimTimeoutMs: 1 });
+    // The claims of dead inserters are reused once STORM_REUSE_MS old (the table's reuseAfterMs,
+    // REUSE_AFTER_MS_OPTION: by default 30 s at least), which the checks after the storm wait out.
+    const { clock, tier } = tierAt(1_000_000, 200, { maxKeys: 48, refillTimeoutMs: 5, claimTimeoutMs: 1, [REUSE_AFTER_MS_OPTION]: STORM_REUSE_MS });
     const hot = ['h0', 'h1', 'h2'];
     const counters = new SharedArrayBuffer(8);
     let seed = 0x2545f491;
@@ -244,9 +253,9 @@ describe('worker.terminate() at random moments', () => {
       expect(tier.refusedFor(k, now)).toBe(100);
       expect(tier.beginRefill(k)).toBe(true);
     }
-    // Once idle, and the claims dead inserters left are 30 x claimTimeoutMs old, sweep empties it.
+    // Once idle, and the claims dead inserters left are STORM_REUSE_MS old, sweep empties it.
     clock.advance(2 * ANSWER_WINDOW_MS);
-    await sleep(40);
+    await sleep(STORM_REUSE_MS + 10);
     tier.sweep();
     expect(tier.stats()).toMatchObject({ liveKeys: 0, claimed: 0 });
     expect(leaseOf(tier, 'h0')).toBeUndefined();
