@@ -226,7 +226,10 @@ async function mutations(args, log) {
       const result = await exploreOne(explorer, entry, mode, () => {}, args.budgetS ?? m.budgetS);
       const v = result.dfs.violation ?? result.pct?.violation;
       const s = `${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s ${mode.padEnd(4)}`;
-      if (v) log(`found   ${m.name.padEnd(52)} ${s}  ${m.scenario}: ${v.message.slice(0, 100)}`);
+      // A ReferenceError or SyntaxError is the edit's own fault (a name the build no longer has),
+      // not the planted bug found: such a mutation has gone stale and must be written again.
+      if (v && /\b(ReferenceError|SyntaxError)\b/.test(v.message)) { missed++; log(`BROKEN  ${m.name.padEnd(52)} ${s}  ${m.scenario}: ${v.message.slice(0, 100)}`); }
+      else if (v) log(`found   ${m.name.padEnd(52)} ${s}  ${m.scenario}: ${v.message.slice(0, 100)}`);
       else { missed++; log(`MISSED  ${m.name.padEnd(52)} ${s}  ${m.scenario}`); }
     } finally {
       await explorer.close();

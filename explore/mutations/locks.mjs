@@ -63,7 +63,7 @@ export default [
     edits: [{
       file: 'table/slot-lock.js',
       from: '    if (forReclaim)\n        return age > guard ? lockToken(owner, now) : FREE;',
-      to: '    if (forReclaim)\n        return age > stealAfterMs ? lockToken(owner, now) : FREE;',
+      to: '    if (forReclaim)\n        return age > ages.stealAfterMs ? lockToken(owner, now) : FREE;',
     }],
   },
   {
