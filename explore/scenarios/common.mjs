@@ -182,3 +182,29 @@ export function callsOnTickGrid(exec, tickMs) {
   const ticks = onTickGrid(tickMs);
   return { ticks, calls: callsOf(exec).map((c) => ({ ...c, readings: c.readings.map(ticks) })) };
 }
+
+/**
+ * A thread that checks `key` once per cost of `costs` (RateLimiter.tryAcquire, on the process
+ * clock), each call labelled with the key: its result is { allowed, reason, cost }, as
+ * `keyedOutcome` reads it.
+ */
+export function checksOf(key, costs) {
+  return (ctx, { handle }, lib) => {
+    const rl = lib.RateLimiter.attach(handle, { clock: lib.monotonicClock });
+    ctx.ready();
+    for (const cost of costs) {
+      ctx.call(key, () => {
+        const d = rl.tryAcquire(key, cost);
+        return { allowed: d.allowed, reason: d.reason, cost };
+      });
+    }
+  };
+}
+
+/**
+ * A `checksOf` call's outcome for `linearizable`: its key, cost and verdict; null (outside the
+ * model) for a refusal for want of a slot, which a table of fewer slots than keys must answer.
+ */
+export function keyedOutcome(c) {
+  return c.result.reason === 'table-full' ? null : { key: c.label, cost: c.result.cost, admitted: c.result.allowed };
+}

@@ -11,7 +11,7 @@
 // every key's admissions against the exact model, the set-up's included. A refusal for want of a
 // slot (table-full) is outside the model: with three keys and two slots it is the right answer.
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { countersAgree, liveCopies, tableNames, timeMoves } from './common.mjs';
+import { checksOf, countersAgree, keyedOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 1, periodMs: 60_000, burst: 1 };
 const START_MS = 10_000_000.25;
@@ -27,31 +27,14 @@ export default {
     if (!rl.allow('f')) throw new Error('insert-stall: set-up refused f');
     return { buffers: [rl.handle.table], data: { handle: rl.handle } };
   },
-  threads: [
-    (ctx, { handle }, lib) => {
-      const rl = lib.RateLimiter.attach(handle, { clock: lib.monotonicClock });
-      ctx.ready();
-      ctx.call('a', () => decision(rl.tryAcquire('a')));
-    },
-    (ctx, { handle }, lib) => {
-      const rl = lib.RateLimiter.attach(handle, { clock: lib.monotonicClock });
-      ctx.ready();
-      ctx.call('b', () => decision(rl.tryAcquire('b')));
-      ctx.call('b', () => decision(rl.tryAcquire('b')));
-    },
-  ],
+  threads: [checksOf('a', [1]), checksOf('b', [1, 1])],
   names: tableNames,
   check(exec, lib) {
     const copies = liveCopies(exec.buffers[0], lib, ['a', 'b', 'f']) ?? countersAgree(exec.buffers[0], lib);
     if (copies !== null) return copies;
     const admitted = { allowed: true, reason: 'allowed', cost: 1 };
     const calls = [{ label: 'f', thread: -1, index: 0, readings: [START_MS], firstStep: -2, lastStep: -2, result: admitted }, ...callsOf(exec)];
-    const outcome = (c) => (c.result.reason === 'table-full' ? null : { key: c.label, cost: c.result.cost, admitted: c.result.allowed });
-    return linearizable(calls, gcraModel(limit), outcome);
+    return linearizable(calls, gcraModel(limit), keyedOutcome);
   },
 };
 
-/** What a decision tells the check: allowed, why, and its cost. */
-function decision(d, cost = 1) {
-  return { allowed: d.allowed, reason: d.reason, cost };
-}

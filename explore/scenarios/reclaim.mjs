@@ -12,7 +12,7 @@
 // as fresh afterwards shows up as an over-admission). A refusal for want of a slot (table-full)
 // is outside the model: with three keys and two slots it is what the table must answer.
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { countersAgree, liveCopies, tableNames, timeMoves } from './common.mjs';
+import { checksOf, countersAgree, keyedOutcome, liveCopies, tableNames, timeMoves } from './common.mjs';
 
 const limit = { permits: 1, periodMs: 60_000, burst: 1 };
 const START_MS = 10_000_000.25;
@@ -41,18 +41,8 @@ export default {
       ctx.ready();
       ctx.call('sweep', () => rl.sweep());
     },
-    (ctx, { handle }, lib) => {
-      const rl = lib.RateLimiter.attach(handle, { clock: lib.monotonicClock });
-      ctx.ready();
-      ctx.call('a', () => decision(rl.tryAcquire('a', 0), 0));
-      ctx.call('a', () => decision(rl.tryAcquire('a')));
-    },
-    (ctx, { handle }, lib) => {
-      const rl = lib.RateLimiter.attach(handle, { clock: lib.monotonicClock });
-      ctx.ready();
-      ctx.call('b', () => decision(rl.tryAcquire('b')));
-      ctx.call('b', () => decision(rl.tryAcquire('b')));
-    },
+    checksOf('a', [0, 1]),
+    checksOf('b', [1, 1]),
   ],
   names: tableNames,
   check(exec, lib) {
@@ -64,17 +54,10 @@ export default {
       { label: 'f', thread: -1, index: 1, readings: [START_MS], firstStep: -2, lastStep: -2, result: admitted },
     ];
     const calls = [...setupCalls, ...callsOf(exec)];
-    const outcome = (c) => {
-      if (c.label === 'sweep' || c.result.reason === 'table-full') return null;
-      return { key: c.label, cost: c.result.cost, admitted: c.result.allowed };
-    };
+    const outcome = (c) => (c.label === 'sweep' ? null : keyedOutcome(c));
     // No refusal slack: every reading lands on a tick (of 1 us), and with a burst of 1 a slack
     // would excuse any refusal of a fresh key (its one admission ends exactly at tau).
     return linearizable(calls, gcraModel(limit), outcome);
   },
 };
 
-/** What a decision tells the check: allowed, why, and its cost. */
-function decision(d, cost = 1) {
-  return { allowed: d.allowed, reason: d.reason, cost };
-}

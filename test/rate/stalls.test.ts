@@ -185,18 +185,27 @@ describe('a stale sliding log whose lock is taken over mid-decision', () => {
   });
 });
 
+/**
+ * Inserts 'victim' (cost 0) and has a worker take its lock and be terminated holding it
+ * (fixtures/worker.mjs, 'lock-and-die'); the table's words and the victim's slot base.
+ */
+async function lockedByTheDead(limiter: RateLimiter): Promise<{ w: Int32Array; base: number }> {
+  limiter.allow('victim', 0);
+  const w = new Int32Array(limiter.handle.table);
+  let base = -1;
+  for (let b = HEADER_WORDS; b + (w[H_SLOT_WORDS] as number) <= w.length; b += w[H_SLOT_WORDS] as number) if (((w[b + S_CTRL] as number) & 3) === LIVE) base = b;
+  const gate = new SharedArrayBuffer(4);
+  const worker = new Worker(new URL('../fixtures/worker.mjs', import.meta.url), { workerData: { mode: 'lock-and-die', handle: limiter.handle, id: 0, gate, base } });
+  while (Atomics.load(new Int32Array(gate), 0) === 0) await new Promise((r) => setTimeout(r, 1));
+  await worker.terminate();
+  return { w, base };
+}
+
 describe('a sliding-log key whose lock holder was terminated', () => {
   it('is reclaimed by sweep() once idle, without waiting for a decision on it', async () => {
     const clock = new ManualClock(1000);
     const limiter = new RateLimiter({ algorithm: 'sliding-log', limit: { permits: 5, periodMs: 1000 }, maxKeys: 4, clock, ...stagedReuse(1) });
-    limiter.allow('victim', 0);
-    const w = new Int32Array(limiter.handle.table);
-    let base = -1;
-    for (let b = HEADER_WORDS; b + (w[H_SLOT_WORDS] as number) <= w.length; b += w[H_SLOT_WORDS] as number) if (((w[b + S_CTRL] as number) & 3) === LIVE) base = b;
-    const gate = new SharedArrayBuffer(4);
-    const worker = new Worker(new URL('../fixtures/worker.mjs', import.meta.url), { workerData: { mode: 'lock-and-die', handle: limiter.handle, id: 0, gate, base } });
-    while (Atomics.load(new Int32Array(gate), 0) === 0) await new Promise((r) => setTimeout(r, 1));
-    await worker.terminate();
+    const { w, base } = await lockedByTheDead(limiter);
     expect(Atomics.load(w, base + S_TAT)).not.toBe(0); // the dead worker's token holds the lock
     clock.advance(600_000);
     pastReclaimGuard(1);
@@ -209,14 +218,7 @@ describe('a sliding-log key whose lock holder was terminated', () => {
     // decision into the slot's next key once it went on.
     const clock = new ManualClock(1000);
     const limiter = new RateLimiter({ algorithm: 'sliding-log', limit: { permits: 5, periodMs: 1000 }, maxKeys: 4, clock, claimTimeoutMs: 1 });
-    limiter.allow('victim', 0);
-    const w = new Int32Array(limiter.handle.table);
-    let base = -1;
-    for (let b = HEADER_WORDS; b + (w[H_SLOT_WORDS] as number) <= w.length; b += w[H_SLOT_WORDS] as number) if (((w[b + S_CTRL] as number) & 3) === LIVE) base = b;
-    const gate = new SharedArrayBuffer(4);
-    const worker = new Worker(new URL('../fixtures/worker.mjs', import.meta.url), { workerData: { mode: 'lock-and-die', handle: limiter.handle, id: 0, gate, base } });
-    while (Atomics.load(new Int32Array(gate), 0) === 0) await new Promise((r) => setTimeout(r, 1));
-    await worker.terminate();
+    await lockedByTheDead(limiter);
     clock.advance(600_000);
     pastReclaimGuard(1); // 35 ms: past 30x claimTimeoutMs
     expect(limiter.sweep()).toBe(0);
