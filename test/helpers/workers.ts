@@ -52,11 +52,11 @@ const lostCas = (replies: unknown[]): boolean => replies.some((r) => ((r as { ca
  * (`casRetries`). If none raced (a busy machine can run them one after another), the next rounds
  * force it: worker 0 starts alone and parks before its first compare-and-swap after its first
  * `allow` (or the method its data names as `parkAfter`: fixtures/start.mjs, parkAfterFirstCall),
- * the others start once it parked, and it goes on once they finished. Its state then moved under it: that compare-and-swap fails, which the
- * worker records (a single GCRA limit does not count a miss of its own last write in
- * `casRetries`), and its first admission came before the others' spends. A forced round that
- * still shows no race (the worker finished without parking) is run again, three times at most.
- * Resolves to whether the race had to be forced.
+ * the others start once it parked, and it goes on once they finished. Its state then moved under
+ * it: that compare-and-swap fails, which the worker records (a single GCRA limit does not count
+ * a miss of its own last write in `casRetries`), and its first admission came before the
+ * others' spends. A forced round that still shows no race (the worker finished without parking)
+ * is run again, three times at most. Resolves to whether the race had to be forced.
  */
 export async function raceUntilLost<T>(round: () => RaceRound<T>, tries = 10): Promise<boolean> {
   for (let attempt = 0; attempt < tries + 3; attempt++) {
