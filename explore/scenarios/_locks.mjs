@@ -46,7 +46,7 @@ export function twoPerSecondLog() {
  * stall assumption (not judged), else the test of the table's lock words, `(buf, byte)`.
  */
 export function lockWordsOf(exec, lib) {
-  if (pastClaimAssumption(exec, LOCKED_START_MS, STEAL_MS)) return null;
+  if (pastClaimAssumption(exec, lib, LOCKED_START_MS)) return null;
   const isLock = slotLockWord(exec.buffers[0], lib);
   return (buf, byte) => buf === 0 && isLock(byte);
 }
@@ -140,16 +140,16 @@ export function logCommits(exec, lib, key) {
  * holder's token to a new token) must come at a reading more than `stealAfterMs` whole ms after
  * the reading at which that token was taken: otherwise two threads held the lock at once while
  * neither was stale. And a reclaim (a token turned DEAD) must have taken its token from a free
- * word, or from one stamped more than 30x `stealAfterMs` before (the scenarios' reuseAfterMs,
- * STAGED_REUSE; LockAges in slot-lock.ts):
+ * word, or from one stamped more than the table's reuse age before (its header's
+ * H_REUSE_AFTER_MS, as LockAges in slot-lock.ts caps it; STAGED_REUSE sets it here):
  * a holder stalled past the steal age may still write, and must not write into the slot's next
  * key. `isLock(buf, byte)` names the lock words. Readings are each thread's last clock reading
  * before its compareExchange (the lock stamps with exactly that one).
  */
 export function lockTakeovers(exec, lib, stealAfterMs, isLock) {
   const DEAD = lib.layout.DEAD;
-  // A reclaim waits longer than a decision (LockAges in slot-lock.ts; STAGED_REUSE).
-  const reclaimAfterMs = Math.max(stealAfterMs, Math.min(30 * stealAfterMs, 2 ** 19));
+  // A reclaim waits longer than a decision: the table's reuse age (LockAges in slot-lock.ts).
+  const reclaimAfterMs = Math.max(stealAfterMs, Math.min(reuseAgeOf(exec, lib), 2 ** 19));
   const last = new Map(); // thread -> its last reading
   const taken = new Map(); // `${buf}:${byte}:${token}` -> { thread, reading, step, from }
   for (const e of exec.trace) {
@@ -360,30 +360,37 @@ export function tableNames(buffers, lib) {
   return (buf, byte) => (buf === 0 ? table(byte) : `buffer ${buf} byte ${byte}`);
 }
 
+/** The reuse age (ms) of the table in the run's buffer 0: its header's H_REUSE_AFTER_MS. */
+export function reuseAgeOf(exec, lib) {
+  return new Int32Array(exec.buffers[0])[lib.layout.H_REUSE_AFTER_MS];
+}
+
 /**
- * Whether the run left the table's one timing assumption (src/table/table.ts,
- * REUSE_AFTER_TIMEOUTS): no inserter stalls 30x claimTimeoutMs between its claim and its publish.
+ * Whether the run left the table's one timing assumption (src/table/insert.ts,
+ * REUSE_AFTER_TIMEOUTS): no inserter stalls for the table's reuse age between its claim and its
+ * publish.
  * A run whose clock moved that far in all may have stalled an inserter that long (the stalled
  * insert then writes its initial state over the slot's next occupant, as documented): such runs
  * are not judged. The scenarios pick a claim timeout that keeps the CI and deep moves inside.
  */
-export function pastClaimAssumption(exec, startMs, claimTimeoutMs) {
+export function pastClaimAssumption(exec, lib, startMs) {
   const last = Math.max(startMs, ...exec.trace.filter((e) => e.kind === 'clock').map((e) => e.result));
-  return last - startMs >= 30 * claimTimeoutMs;
+  return last - startMs >= reuseAgeOf(exec, lib);
 }
 
 /**
  * Whether an insert stalled past the table's timing assumption in this run: between its claim (a
  * compareExchange of a slot's ctrl word to a claim of its own) and its last step on that claim (the
- * compareExchange that publishes or abandons it), the clock moved 30x claimTimeoutMs past the
+ * compareExchange that publishes or abandons it), the clock moved the table's reuse age past the
  * reading its claim was stamped with, and the inserter took a step after that. Such an insert may
  * write over the slot's next occupant, as documented: the run is not judged. Unlike
  * `pastClaimAssumption`, a run whose clock moved that far while no insert was in flight is judged
  * (a lock holder stalled that long, a dead holder's key reclaimed).
  */
-export function insertStalledPast(exec, lib, claimTimeoutMs) {
+export function insertStalledPast(exec, lib) {
   const L = lib.layout;
   const slotWords = new Int32Array(exec.buffers[0])[L.H_SLOT_WORDS];
+  const reuseMs = reuseAgeOf(exec, lib);
   const isCtrl = (buf, byte) => buf === 0 && (byte & 3) === 0 && (byte >> 2) >= L.HEADER_WORDS &&
     ((byte >> 2) - L.HEADER_WORDS) % slotWords === L.S_CTRL;
   const last = new Map(); // thread -> its last reading
@@ -396,7 +403,7 @@ export function insertStalledPast(exec, lib, claimTimeoutMs) {
       continue;
     }
     const claim = open.get(e.thread);
-    if (claim !== undefined && latest - claim.reading >= 30 * claimTimeoutMs) return true;
+    if (claim !== undefined && latest - claim.reading >= reuseMs) return true;
     if (e.kind !== 'cas' || !isCtrl(e.buf, e.byte)) continue;
     if (claim !== undefined && e.byte === claim.byte && e.a0 === claim.word) open.delete(e.thread);
     const cancels = ((e.a1 >>> 2) & L.CLAIM_CANCELLED) !== 0;

@@ -48,7 +48,7 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    if (pastClaimAssumption(exec, 4999.75, STEAL_MS)) return null; // outside the table's documented range
+    if (pastClaimAssumption(exec, lib, 4999.75)) return null; // outside the table's documented range
     return liveCopies(exec.buffers[0], lib, ['k']) ?? leaseCheck(exec, MAX_IN_FLIGHT);
   },
 };

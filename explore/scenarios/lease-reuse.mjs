@@ -59,7 +59,7 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    if (insertStalledPast(exec, lib, STEAL_MS)) return null; // outside the table's documented range
+    if (insertStalledPast(exec, lib)) return null; // outside the table's documented range
     const isLock = slotLockWord(exec.buffers[0], lib);
     return liveCopies(exec.buffers[0], lib, ['k', 'j']) ??
       lockTakeovers(exec, lib, STEAL_MS, (buf, byte) => buf === 0 && isLock(byte)) ??
