@@ -7,8 +7,7 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter, ManualClock } from '../../src/index.js';
-import { REUSE_AFTER_MS_OPTION } from '../../src/table/table-options.js';
-import { FROZEN_MS } from '../helpers/park.js';
+import { FROZEN_MS, stagedReuse, STORM_REUSE_MS } from '../helpers/park.js';
 import { mulberry32 } from '../helpers/random.js';
 import { compactedSlots, duplicateKeys, liveCopies, liveHashes } from '../helpers/table-scan.js';
 import { soakOr } from '../helpers/soak.js';
@@ -135,8 +134,6 @@ describe('a lease kill storm with idle keys, sweeps from workers and colliding k
   const ROUNDS_PER_EPOCH = 2;
   const LEASE_MS = 1_000;
   const MAX_LIFE_MS = 15;
-  // The table's reuseAfterMs (as in kill-storm.test.ts, STORM_REUSE_MS), which the checks after the storm wait out.
-  const STORM_REUSE_MS = 1_000;
   const CLAIMS_EXPIRE_MS = STORM_REUSE_MS + 10;
   const FORCED_HASH = 5;
   const DOING = ['between calls', 'an acquire', 'a held lease', 'a release', 'a probe', 'a sweep'];
@@ -150,7 +147,7 @@ describe('a lease kill storm with idle keys, sweeps from workers and colliding k
 
   it('never holds more than maxInFlight, stays whole and usable', async () => {
     const clock = new ManualClock(1_000_000);
-    const limiter = new ConcurrencyLimiter({ maxInFlight: MAX, leaseMs: LEASE_MS, maxKeys: 8, claimTimeoutMs: 1, ...{ [REUSE_AFTER_MS_OPTION]: STORM_REUSE_MS }, forceHash: FORCED_HASH, clock });
+    const limiter = new ConcurrencyLimiter({ maxInFlight: MAX, leaseMs: LEASE_MS, maxKeys: 8, ...stagedReuse(1, STORM_REUSE_MS), forceHash: FORCED_HASH, clock });
     const random = mulberry32(0x1ea5e);
     const used = new Set([...Array.from({ length: KEYS }, (_, k) => `key${k}`), ...Array.from({ length: CHURN }, (_, i) => `churn-${i}`)]);
     const errors: unknown[] = [];

@@ -16,11 +16,21 @@ export function pastTimeout(ms: number): void {
 
 /**
  * A table's options for tests that stage a stall past its reuseAfterMs in real time: claimTimeoutMs,
- * and a reuseAfterMs of 30x that (REUSE_AFTER_MS_OPTION; by default it is 30 s at least).
+ * and a reuseAfterMs of `reuseAfterMs`, 30x claimTimeoutMs unless given (REUSE_AFTER_MS_OPTION; by
+ * default a table's is 30 s at least).
  */
-export function stagedReuse(claimTimeoutMs: number): { claimTimeoutMs: number; [REUSE_AFTER_MS_OPTION]: number } {
-  return { claimTimeoutMs, [REUSE_AFTER_MS_OPTION]: 30 * claimTimeoutMs };
+export function stagedReuse(claimTimeoutMs: number, reuseAfterMs = 30 * claimTimeoutMs): { claimTimeoutMs: number; [REUSE_AFTER_MS_OPTION]: number } {
+  return { claimTimeoutMs, [REUSE_AFTER_MS_OPTION]: reuseAfterMs };
 }
+
+/**
+ * The kill storms' reuseAfterMs (with claimTimeoutMs 1: `stagedReuse(1, STORM_REUSE_MS)`): claims
+ * and locks of dead workers are reused, and their keys reclaimed, once this old, which the checks
+ * after a storm wait out. A live worker stalled that long inside an insert or a decision would
+ * break the table's timing assumption (table/insert.ts, REUSE_AFTER_TIMEOUTS): found, at 30 ms
+ * (30x claimTimeoutMs 1), in a PolicyLimiter storm on a loaded 2-core host.
+ */
+export const STORM_REUSE_MS = 1_000;
 
 /**
  * Spins past the age at which a reclaim (sweep) takes a key's lock over in a table made with

@@ -3,10 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, type Limit, type RateLimiterOptions } from '../../src/index.js';
 import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT } from '../../src/table/layout.js';
 import { keyOffsetOf } from '../../src/table/table-buffer.js';
-import { REUSE_AFTER_MS_OPTION } from '../../src/table/table-options.js';
 import { replayFixedWindow, replaySlidingWindow, type Admission, type ModelReport } from '../helpers/model.js';
 import { mulberry32 } from '../helpers/random.js';
 import { fastCases, SOAK } from '../helpers/soak.js';
+import { stagedReuse, STORM_REUSE_MS } from '../helpers/park.js';
 
 // For every configuration of RateLimiter: 20 rounds of four workers that hammer three hot keys,
 // insert keys (probes of a shared pool) and sweep, each worker terminated at a random moment of
@@ -46,14 +46,6 @@ const STEP_MS = 0.005;
 const FAR_MS = 600_000;
 /** Longest a worker runs before its terminate(), in ms of real time. */
 const MAX_LIFE_MS = 15;
-/**
- * The storm table's reuseAfterMs (REUSE_AFTER_MS_OPTION): claims and locks of dead workers are
- * reused, and their keys reclaimed, once this old, which the checks after the storm wait for (by
- * default it is 30 s at least). A live worker stalled that long inside an insert or a decision
- * would break the table's timing assumption (table/insert.ts, REUSE_AFTER_TIMEOUTS): found, at
- * 30 ms (30x claimTimeoutMs 1), in a PolicyLimiter storm on a loaded 2-core host.
- */
-const STORM_REUSE_MS = 1_000;
 /** Claims older than STORM_REUSE_MS are reused; stamps are whole ms. */
 const CLAIMS_EXPIRE_MS = STORM_REUSE_MS + 10;
 
@@ -261,7 +253,7 @@ async function storm(c: Case): Promise<void> {
   // claimTimeoutMs 1, the least allowed, so that locks and claims left by terminated workers are
   // taken over during the storm; every key hashes alike, so that all of them share one probe
   // chain and inserts of different keys meet each other's claims.
-  const limiter = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, claimTimeoutMs: 1, ...{ [REUSE_AFTER_MS_OPTION]: STORM_REUSE_MS }, clock, forceHash: 7 });
+  const limiter = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, ...stagedReuse(1, STORM_REUSE_MS), clock, forceHash: 7 });
   const seedName = c.reserve ? `${c.name} with reservations` : c.name;
   const random = mulberry32([...seedName].reduce((h, ch) => Math.imul(h ^ ch.charCodeAt(0), 0x01000193), 0x811c9dc5));
   const errors: unknown[] = [];

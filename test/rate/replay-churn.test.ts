@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { perSecond, RateLimiter, type Limit, type RateLimiterOptions } from '../../src/index.js';
 import { gcraParams } from '../../src/math/gcra.js';
-import { REUSE_AFTER_MS_OPTION } from '../../src/table/table-options.js';
+import { stagedReuse } from '../helpers/park.js';
 import { byLastReading, replayFixedWindow, replayGcra, replaySlidingLog, type Admission, type ModelReport } from '../helpers/model.js';
 
 // The replay of test/rate/replay.test.ts (four workers on the real clock, every admission replayed
@@ -127,7 +127,7 @@ async function run(c: Case): Promise<{ limiter: RateLimiter; replies: Reply[]; s
   // lock was taken over is reclaimed only once its lock word is that old, which must come within
   // a quiet slice of SLICE_MS. A thread stalled longer than that inside an insert would break the
   // table's timing assumption (table/insert.ts, REUSE_AFTER_TIMEOUTS).
-  const limiter = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, claimTimeoutMs: 1, ...{ [REUSE_AFTER_MS_OPTION]: REUSE_MS } });
+  const limiter = new RateLimiter({ ...c.options, maxKeys: MAX_KEYS, ...stagedReuse(1, REUSE_MS) });
   const gate = new SharedArrayBuffer(8);
   const inside = new SharedArrayBuffer(4);
   const stop = new SharedArrayBuffer(4);

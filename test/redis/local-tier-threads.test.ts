@@ -8,10 +8,9 @@ import { LocalTier } from '../../src/redis/local-tier.js';
 import { ANSWER_WINDOW_MS, NONE } from '../../src/redis/local-tier-slot.js';
 import { leaseOf, liveSlots, parkFlags, release, sleep, startWorker, whenParked } from '../helpers/local-tier.js';
 import { openGate } from '../helpers/workers.js';
-import { REUSE_AFTER_MS_OPTION } from '../../src/table/table-options.js';
+import { stagedReuse, STORM_REUSE_MS } from '../helpers/park.js';
+import type { REUSE_AFTER_MS_OPTION } from '../../src/table/table-options.js';
 
-/** The kill storm's reuseAfterMs (as in rate/kill-storm.test.ts). */
-const STORM_REUSE_MS = 1_000;
 
 interface Report { result?: boolean; spent?: number; casLosses: number; lateSpends: number }
 
@@ -213,9 +212,9 @@ describe('a writer parked while its key is reclaimed and its slot given to anoth
 
 describe('worker.terminate() at random moments', () => {
   it('leaves the tier usable: one copy per key, no more taken than offered, exact counts after', async () => {
-    // The claims of dead inserters are reused once STORM_REUSE_MS old (the table's reuseAfterMs,
-    // REUSE_AFTER_MS_OPTION: by default 30 s at least), which the checks after the storm wait out.
-    const { clock, tier } = tierAt(1_000_000, 200, { maxKeys: 48, refillTimeoutMs: 5, claimTimeoutMs: 1, [REUSE_AFTER_MS_OPTION]: STORM_REUSE_MS });
+    // The claims of dead inserters are reused once STORM_REUSE_MS old (the table's reuseAfterMs:
+    // by default 30 s at least), which the checks after the storm wait out.
+    const { clock, tier } = tierAt(1_000_000, 200, { maxKeys: 48, refillTimeoutMs: 5, ...stagedReuse(1, STORM_REUSE_MS) });
     const hot = ['h0', 'h1', 'h2'];
     const counters = new SharedArrayBuffer(8);
     let seed = 0x2545f491;
