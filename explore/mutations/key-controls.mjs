@@ -78,4 +78,11 @@ export default [
     scenario: 'policy-controls',
     edits: [{ file: 'algorithms/gcra-64.js', from: 'mul(-cost, t, spend);', to: 'mul(-2 * cost, t, spend);' }],
   },
+  {
+    name: '(planted) an undo that does not look at the give-back epoch',
+    what: 'a decision whose second limit refused takes its first commit back even after a reward gave it back: '
+      + 'another decision that wrote the same word loses its spend, and the key admits past its limit',
+    scenario: 'limits-give-back',
+    edits: [{ file: 'rate/lockfree-engine.js', from: 'if (Atomics.load(w, this.#area.state + this.#epochOffset) === this.#area.epoch)', to: 'if (true)' }],
+  },
 ];

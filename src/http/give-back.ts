@@ -29,8 +29,8 @@ export const GIVE_BACK_NAMES = ['skipSuccessfulRequests', 'skipFailedRequests'];
 
 /**
  * The options checked (`TypeError` naming the option): null when neither is set. Either needs a
- * limiter that can give a spend back: a `RateLimiter` of one GCRA limit and no global cap, a
- * `RedisRateLimiter` of GCRA limits, or a `PolicyLimiter` or `RedisPolicyLimiter` (for the
+ * limiter that can give a spend back: a `RateLimiter` of GCRA limits (a global cap keeps its
+ * spend), a `RedisRateLimiter` of GCRA limits, or a `PolicyLimiter` or `RedisPolicyLimiter` (for the
  * requests whose rule is GCRA).
  */
 export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; skipFailedRequests?: unknown }, limiter: unknown): GiveBackWhen | null {
@@ -40,11 +40,11 @@ export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; ski
     if (typeof value !== 'boolean') throw new TypeError(`options.${name} must be a boolean, got ${describe(value)}`);
   }
   if (!successful && !failed) return null;
-  const gives = (limiter instanceof RateLimiter && limiter.width !== null) || (limiter instanceof RedisRateLimiter && limiter.algorithm === 'gcra') ||
+  const gives = (limiter instanceof RateLimiter && limiter.algorithm === 'gcra') || (limiter instanceof RedisRateLimiter && limiter.algorithm === 'gcra') ||
     limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter;
   if (!gives) {
     throw new TypeError(`options.${successful ? 'skipSuccessfulRequests' : 'skipFailedRequests'} gives a spend back with reward(), which is built for ` +
-      'a RateLimiter of one GCRA limit and no global cap, a RedisRateLimiter of GCRA limits, and the policy limiters\' GCRA rules; ' +
+      'a RateLimiter or RedisRateLimiter of GCRA limits, and the policy limiters\' GCRA rules; ' +
       'this limiter cannot give one back');
   }
   return { successful: successful as boolean, failed: failed as boolean };

@@ -107,12 +107,12 @@ export class OneLimitControls {
 }
 
 /**
- * penalty and block on a RateLimiter of several GCRA limits (with or without a global cap): one
- * `LockFreeEngine.force` over every key limit, which only ever adds to them, so it races every
- * decision on the key as another decision would and is never taken back. A cap is neither
- * charged nor checked. The give-backs (reward, reset, unblock) are not built here: a give-back
- * between another decision's commit and its taking back (a later limit refused) would give that
- * spend back twice.
+ * The per-key controls on a RateLimiter of several GCRA limits (or one under a global cap).
+ * penalty and block: one `LockFreeEngine.force` over every key limit, which only ever adds to
+ * them, so it races every decision on the key as another decision would and is never taken back.
+ * reward, reset and unblock: `LockFreeEngine.giveBack`, the same pass giving back, under the key's
+ * give-back guard, which keeps a decision's undo from taking back what a give-back already gave
+ * back (give-back-guard.ts). A cap is neither charged, checked nor given back.
  *
  * Thread-safety: one instance per limiter instance (per thread), as the engine it drives.
  */
@@ -140,6 +140,28 @@ export class LimitsControls {
         `(${this.maxBlockMs} ms; make the limiter with a larger maxBlockMs); nothing was written`);
     }
     return this.#state();
+  }
+
+  /**
+   * Gives back `cost` intervals on every key limit, never below fresh. The key's state after, or
+   * null when the table holds none for it.
+   */
+  reward(key: string, cost: number): KeyState | null {
+    return this.#giveBack(key, cost) ? this.#state() : null;
+  }
+
+  /** Gives back everything `key` owes on every key limit: it reads as fresh. True if it owed anything. */
+  reset(key: string): boolean {
+    return this.#giveBack(key, Infinity) && this.engine.owed;
+  }
+
+  /** A give-back on the key's slot, found again while it moves; false when the table holds no slot for it. */
+  #giveBack(key: string, cost: number): boolean {
+    const site = this.site;
+    for (let entry = site.peek(key); entry !== undefined; entry = site.peekAgain(key)) {
+      if (this.engine.giveBack(entry, entry.base + site.stateOffset, cost) !== RELOCATE) return true;
+    }
+    return false;
   }
 
   /** Forces the penalty or block on the key's slot (inserting it), found again while it moves; false past the horizon. */

@@ -313,15 +313,16 @@ export class LimitSet {
    * Raises lastSec, then commits every limit of `g` in order (the last `check` allowed `cost` > 0).
    * A limit whose state changed since its snapshot (another thread spent) is decided again on a
    * new snapshot of it alone, at the same reading `m` (the spends before it stay made); when it
-   * now refuses, the commits before it are taken back and this returns false. `stillOurs`, for
-   * a key's group, says whether the key still owns its slot (no reclaim can complete while it
-   * answers true and our spends stand): undo runs only then. `holds`, for a group under a lock
+   * now refuses, the commits before it are taken back and this returns false. `takeBack`, for
+   * a key's group on the lock-free engine, takes back the first n commits itself, only while the
+   * key still owns its slot and no give-back may have taken them (LockFreeEngine.#undoKey);
+   * without it, `undo` runs at once (a group under a lock). `holds`, for a group under a lock
    * (the locked engine), says whether that lock is still ours: a limit decided again is written
    * only if it still is once the new snapshot has been read.
    */
   commit(
     g: LimitGroup, area: StateArea, m: Moment, lastSec: number, cost: number,
-    stillOurs: (() => boolean) | null = null, holds: (() => boolean) | null = null,
+    takeBack: ((n: number) => void) | null = null, holds: (() => boolean) | null = null,
   ): boolean {
     const w = this.#w;
     // Raised before any commit (only ever forward): see `load`. A decision that then fails leaves
@@ -333,7 +334,7 @@ export class LimitSet {
       // The common algorithms get call sites of their own (see #combine). The path taken after
       // a lost race lives apart (#decideAgain), which keeps this loop small enough to inline.
       if (a instanceof NarrowGcra ? a.commit(w, at) : a instanceof FixedWindow32 ? a.commit(w, at) : a.commit(w, at, m)) continue;
-      if (!this.#decideAgain(g, area, i, m, cost, stillOurs, holds)) return false;
+      if (!this.#decideAgain(g, area, i, m, cost, takeBack, holds)) return false;
     }
     return true;
   }
@@ -345,7 +346,7 @@ export class LimitSet {
    */
   #decideAgain(
     g: LimitGroup, area: StateArea, i: number, m: Moment, cost: number,
-    stillOurs: (() => boolean) | null, holds: (() => boolean) | null,
+    takeBack: ((n: number) => void) | null, holds: (() => boolean) | null,
   ): boolean {
     const w = this.#w;
     const v = this.#verdict;
@@ -375,10 +376,10 @@ export class LimitSet {
       if (holds !== null && !holds()) return false;
       if (late || !v.allowed) {
         // Take back only while the spends are still on our key (the slot may have been
-        // reclaimed and reused since: its next key's words are not ours to subtract from),
-        // and not after a stall: a state word may by then hold the same bits with another
-        // meaning (a window's word repeats after some thousand windows). Kept: conservative.
-        if (!late && (stillOurs === null || stillOurs())) this.undo(g, area, i);
+        // reclaimed and reused since: its next key's words are not ours to subtract from; see
+        // `takeBack`), and not after a stall: a state word may by then hold the same bits with
+        // another meaning (a window's word repeats after some thousand windows). Kept: conservative.
+        if (!late) this.#takeBack(g, area, i, takeBack);
         return false;
       }
       // Report from the state actually spent from: this limit has more spent than first seen.
@@ -397,12 +398,18 @@ export class LimitSet {
         // It would now act later than another limit still counts it: take back the commits
         // before this one (this one is not made) and decide again.
         if (r.retryAfterMs > r.latestMs) {
-          if (stillOurs === null || stillOurs()) this.undo(g, area, i);
+          this.#takeBack(g, area, i, takeBack);
           return false;
         }
       }
     } while (!a.commit(w, at, m));
     return true;
+  }
+
+  /** Takes back the first `n` commits of `g` through `takeBack` when given (see `commit`), else at once. */
+  #takeBack(g: LimitGroup, area: StateArea, n: number, takeBack: ((n: number) => void) | null): void {
+    if (takeBack === null) this.undo(g, area, n);
+    else takeBack(n);
   }
 
   /**

@@ -10,6 +10,8 @@ import type { SlotRef } from '../table/slot-index.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { DONE } from '../table/slot-lock.js';
 import { freeGuard } from './lockfree-reclaim.js';
+import { BUSY, GONE, givingBack, hold, isHolderToken, release } from './give-back-guard.js';
+import type { LockAges } from '../table/slot-lock.js';
 
 /** #decideBatched could not use the batch: decide on the cap's word (beside DONE and RELOCATE). */
 const FALLBACK_EXACT = 3;
@@ -34,7 +36,10 @@ const FALLBACK_EXACT = 3;
  * The guard word (the slot's `tat` word) holds the incarnation's free value (twice its ctrl
  * generation: even), a reclaimer's token (odd) while it checks that the key is idle, or DEAD once
  * it decided to reclaim. A decision that finds a token after committing cancels it (the reclaim
- * then fails); one that finds DEAD, or another incarnation's value, decides again.
+ * then fails); one that finds DEAD, or another incarnation's value, decides again. A give-back
+ * (`giveBack`, a reservation's `refund`) or an undo holds it while it writes, and a key of GCRA
+ * limits keeps a give-back epoch after its limits' words, so that an undo never takes back a
+ * spend a give-back already gave back (give-back-guard.ts).
  *
  * Thread-safety: one instance per thread (it holds snapshots and the result); any number of threads.
  */
@@ -44,7 +49,8 @@ export class LockFreeEngine {
   readonly #global: LimitGroup | null;
   readonly #globalArea: StateArea | null;
   readonly #set: LimitSet;
-  readonly #area: StateArea = { lock: 0, lastSec: 0, state: 0 };
+  /** The key's words being decided, and (epoch) what its give-back epoch held before the first commit (#readEpoch). */
+  readonly #area: StateArea & { epoch: number } = { lock: 0, lastSec: 0, state: 0, epoch: 0 };
   readonly #moment: Moment = { ms: 0, sec: 0 };
   readonly #clock: () => number;
   readonly result: LockedResult;
@@ -69,13 +75,27 @@ export class LockFreeEngine {
    * its word tells whether the key's state is still this thread's own write (#stampThenRead).
    */
   readonly #first: NarrowGcra | FixedWindow32 | null;
-  // The slot being decided, for #stillOurs (a bound method: no closure per decision).
+  // The slot being decided, for #takeBack (a bound method: no closure per decision).
   #base = 0;
   #ctrl = 0;
-  readonly #stillOurs = (): boolean => this.#settle(this.#base, this.#ctrl) === DONE;
+  readonly #takeBack = (n: number): void => {
+    this.#undoKey(n);
+  };
+  /** Where the key's give-back epoch word is, from its state's start; -1: no give-backs (windows). */
+  readonly #epochOffset: number;
+  /** This instance's owner id, for its holder tokens. */
+  readonly #owner: number;
+  /** How old another holder's token must be before a give-back takes the guard over (the table's reuse age). */
+  readonly #takeOverMs: number;
 
-  constructor(w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, clock: () => number) {
+  constructor(
+    w: Int32Array, key: LimitGroup, global: { group: LimitGroup; area: StateArea } | null, clock: () => number,
+    guard: { owner: number; ages: LockAges; epochOffset: number },
+  ) {
     this.#w = w;
+    this.#owner = guard.owner;
+    this.#takeOverMs = guard.ages.reclaimAfterMs;
+    this.#epochOffset = guard.epochOffset;
     this.#key = key;
     this.#global = global?.group ?? null;
     this.#globalArea = global?.area ?? null;
@@ -122,7 +142,7 @@ export class LockFreeEngine {
     area.lock = base + S_TAT;
     area.lastSec = base + S_LAST_SEC;
     area.state = stateBase;
-    this.#base = base; // for #stillOurs
+    this.#base = base; // for #takeBack
     this.#ctrl = ctrl;
     if (this.#gcra !== null && !set.detail && set.reserving === null) return this.#allowGcra(ref, stateBase, cost);
     let exact = false; // the cap's batch could not serve this decision: decide on its word
@@ -156,16 +176,16 @@ export class LockFreeEngine {
       if (!r.allowed) return DONE;
       if (global !== null && !set.checkCap(key, m, lastSec, global, m, globalLastSec, cost)) return DONE;
       if (cost === 0) return DONE;
-      // 3. The key's limits.
-      if (!set.commit(key, area, m, lastSec, cost, this.#stillOurs)) {
+      // 3. The key's limits, after reading the key's give-back epoch (see #readEpoch).
+      if (this.#epochOffset >= 0) area.epoch = this.#w[stateBase + this.#epochOffset] as number;
+      if (!set.commit(key, area, m, lastSec, cost, this.#takeBack)) {
         this.#retries++;
         continue;
       }
       // 4. The global cap: the hot word, retried on its own at the same reading (in commit).
       if (global !== null && !set.commit(global, g, m, globalLastSec, cost)) {
-        // Take the key's spends back only while they are on our key (see #settle).
-        if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
-        set.undo(key, area, key.algorithms.length);
+        // Take the key's spends back only while they are on our key and no give-back took them.
+        if (!this.#undoKey(key.algorithms.length)) return RELOCATE;
         this.#retries++;
         continue; // the cap now refuses: decide again, to report it from a fresh snapshot
       }
@@ -228,6 +248,35 @@ export class LockFreeEngine {
   }
 
   /**
+   * A reward (`cost` > 0: every key limit gives back `cost` intervals, never below a fresh key's
+   * state) or a reset (`cost` Infinity: everything) on the key at `ref`: `force` with a negative
+   * cost, holding the key's guard, and the key's epoch moved on before the guard goes (see
+   * give-back-guard.ts). Waits while an undo or another give-back holds the guard. A cap is
+   * neither checked nor given back. `owed` is set to whether some limit was not idle before.
+   * Fills `result`; returns DONE or RELOCATE. Only for a key with an epoch word (GCRA limits).
+   */
+  giveBack(ref: SlotRef, stateBase: number, cost: number): number {
+    const { base, ctrl } = ref;
+    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, RELOCATE, () => {
+      this.owed = this.#owes(ref, stateBase);
+      return this.force(ref, stateBase, -cost, -1);
+    });
+  }
+
+  /** Whether some key limit was not idle when `giveBack` last looked (under the guard). */
+  owed = false;
+
+  /** Whether some key limit at `ref` owes anything now (each loads its own snapshot). */
+  #owes(ref: SlotRef, stateBase: number): boolean {
+    const key = this.#key;
+    // Atomics.load of lastSec, then the clock: a stamp never later than the reading.
+    const lastSec = Atomics.load(this.#w, ref.base + S_LAST_SEC);
+    const m = this.#read();
+    raiseToStamp(m, lastSec);
+    return key.algorithms.some((a, i) => !a.idle(this.#w, stateBase + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+  }
+
+  /**
    * `decide` for `allow()` when every key limit is one 32-bit GCRA word and there is no cap: the
    * same steps, with each limit keeping its own snapshot and verdict (NarrowGcra.load, admits)
    * instead of the general pass over a Verdict; the commit is LimitSet.commit, as on every path.
@@ -265,7 +314,9 @@ export class LockFreeEngine {
       r.allowed = true;
       r.refusedBy = null;
       if (cost === 0) return DONE;
-      if (!this.#set.commit(this.#key, this.#area, m, lastSec, cost, this.#stillOurs)) {
+      // The key's give-back epoch (every key of GCRA limits has one), as #readEpoch reads it.
+      this.#area.epoch = w[stateBase + this.#epochOffset] as number;
+      if (!this.#set.commit(this.#key, this.#area, m, lastSec, cost, this.#takeBack)) {
         this.#retries++;
         continue;
       }
@@ -297,7 +348,8 @@ export class LockFreeEngine {
       r.refusedBy = r.allowed ? null : 'key';
       if (!r.allowed || cost === 0) return DONE;
       if (batch.take(m.ms, cost, this.#clock) !== TAKEN) return FALLBACK_EXACT;
-      if (!set.commit(key, area, m, lastSec, cost, this.#stillOurs)) {
+      this.#readEpoch(area.state);
+      if (!set.commit(key, area, m, lastSec, cost, this.#takeBack)) {
         batch.giveBack(cost); // not admitted: the permits stay in this thread's batch
         this.#retries++;
         continue;
@@ -339,6 +391,13 @@ export class LockFreeEngine {
    * limit; false when the key's slot was reused or nothing was ahead.
    */
   refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array): boolean {
+    if (this.#epochOffset < 0) return this.#refund(base, ctrl, stateBase, cost, slots);
+    // A give-back: under the key's guard, the epoch moved on after it (see giveBack).
+    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, false,
+      () => this.#refund(base, ctrl, stateBase, cost, slots));
+  }
+
+  #refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array): boolean {
     const w = this.#w;
     const m = this.#read();
     let any = false;
@@ -363,6 +422,43 @@ export class LockFreeEngine {
   }
 
   /**
+   * Before a decision's first commit on the key: the key's give-back epoch, for #undoKey. A plain
+   * read: it comes before our commit's compareExchange, so a give-back that read our commit (and
+   * only such a one can take our spend) adds to the epoch after this read; a stale value only
+   * makes #undoKey keep the spends.
+   */
+  #readEpoch(stateBase: number): void {
+    if (this.#epochOffset >= 0) this.#area.epoch = this.#w[stateBase + this.#epochOffset] as number;
+  }
+
+  /**
+   * Takes back the first `n` key commits of the decision on the slot at #base (a later limit, or
+   * the cap, refused): false if the key no longer owns the slot (the spends went with it). With an
+   * epoch word, it holds the guard meanwhile and keeps the spends (conservative) when a give-back
+   * holds the guard or ended since #readEpoch (give-back-guard.ts); it never waits.
+   */
+  #undoKey(n: number): boolean {
+    const w = this.#w;
+    const base = this.#base;
+    const ctrl = this.#ctrl;
+    if (n === 0) return true; // nothing committed on the key
+    if (this.#epochOffset < 0) {
+      // No give-backs on this key: spends only add, and an undo from what it wrote is exact.
+      if (this.#settle(base, ctrl) !== DONE) return false;
+      this.#set.undo(this.#key, this.#area, n);
+      return true;
+    }
+    const token = hold(w, base, ctrl, this.#owner, this.#takeOverMs, false);
+    if (token === GONE) return false;
+    if (token === BUSY) return true;
+    // Atomics.load of the epoch after taking the guard: a give-back adds to it before it lets the
+    // guard go, and our compareExchange read that release (or a later word).
+    if (Atomics.load(w, this.#area.state + this.#epochOffset) === this.#area.epoch) this.#set.undo(this.#key, this.#area, n);
+    release(w, base, freeGuard(ctrl), token);
+    return true;
+  }
+
+  /**
    * After the commits: DONE if they stand, RELOCATE if the key was reclaimed (or its slot reused)
    * by a reclaim that may not have seen them.
    */
@@ -379,6 +475,9 @@ export class LockFreeEngine {
       // Another value: ours to act on only if ctrl is still ours (neither a token nor a stray
       // value names an incarnation; the slot's next key must not get our free value).
       if (Atomics.load(w, base + S_CTRL) !== ctrl) return RELOCATE;
+      // A give-back or an undo holds the guard: no reclaim completes while it does (it is not
+      // ours to cancel), and one that starts after it lets go reads our commits.
+      if (isHolderToken(guard)) return DONE;
       // A token (odd): a reclaim is checking the key and may have read it before our commit.
       // An even value not ours: an inserter of an earlier claim on this slot that stalled past
       // its reuse wrote it late (see REUSE_AFTER_TIMEOUTS in table/insert.ts). Either way, put our free

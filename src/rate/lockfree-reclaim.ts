@@ -3,7 +3,8 @@ import { isStale, unitsAhead } from '../time/stamps.js';
 import type { LimitGroup } from './limit-set.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
-import { ageMs, lockToken } from '../table/slot-lock.js';
+import { ageMs, lockToken, type LockAges } from '../table/slot-lock.js';
+import { holderAgeMs, isHolderToken } from './give-back-guard.js';
 import { processNow } from '../time/clock.js';
 
 // The reclaim side of the lock-free engine (lockfree-engine.ts): the guard word a decision
@@ -12,14 +13,20 @@ import { processNow } from '../time/clock.js';
 /**
  * The table hooks for lock-free multi-word slots: a fresh state on insert; a reclaim writes its
  * token into the guard word, checks that every limit is idle, then turns the token into DEAD
- * (the linearisation point). A token older than `stealAfterMs` belongs to a reclaimer that
- * stopped: another reclaimer replaces it.
+ * (the linearisation point). A token older than `ages.stealAfterMs` belongs to a reclaimer that
+ * stopped: another reclaimer replaces it. A give-back's or an undo's holder token
+ * (give-back-guard.ts) is live until `ages.reclaimAfterMs` old. `epochOffset`: where the key's
+ * give-back epoch word is, from the state's start (-1: none).
  */
-export function lockFreeSlotState(key: LimitGroup, stateOffset: number, owner: number, stealAfterMs: number, now: () => Moment): SlotState {
+export function lockFreeSlotState(
+  key: LimitGroup, stateOffset: number, owner: number, ages: LockAges, now: () => Moment, epochOffset: number,
+): SlotState {
+  const stealAfterMs = ages.stealAfterMs;
   return {
     initSlot(w, base, generation) {
       const m = now();
       for (let i = 0; i < key.algorithms.length; i++) (key.algorithms[i] as LimitAlgorithm).init(w, base + stateOffset + (key.offsets[i] as number), m);
+      if (epochOffset >= 0) Atomics.store(w, base + stateOffset + epochOffset, 0);
       // Stores while the slot is BUSY: the publishing compareExchange on ctrl orders them first.
       Atomics.store(w, base + S_LAST_SEC, m.sec);
       Atomics.store(w, base + S_TAT, freeGuard(generation << 2));
@@ -35,7 +42,10 @@ export function lockFreeSlotState(key: LimitGroup, stateOffset: number, owner: n
       // Ours to take: the free value, a stopped reclaimer's token, or a stray even value a late
       // inserter wrote (see #settle).
       const nowMs = processNow();
-      if ((cur & 1) === 1 && ageMs(cur, nowMs) <= stealAfterMs) return NOT_IDLE; // a live reclaimer's token
+      // A give-back or an undo holds the guard (live until the reuse age): it is writing the state.
+      if (isHolderToken(cur)) {
+        if (holderAgeMs(cur, nowMs) <= ages.reclaimAfterMs) return NOT_IDLE;
+      } else if ((cur & 1) === 1 && ageMs(cur, nowMs) <= stealAfterMs) return NOT_IDLE; // a live reclaimer's token
       const token = lockToken(owner, nowMs);
       // compareExchange from the exact word seen (free, or a stopped reclaimer's token): our
       // token goes in before we read any state, so a decision committing after our reads sees it.

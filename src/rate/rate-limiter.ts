@@ -12,7 +12,7 @@ import {
 } from './waiting.js';
 import { RateLimitTimeoutError, TableFullError } from '../errors.js';
 import { type Limit } from '../config/limit.js';
-import { compileConfig, limitsMaxBlockMs, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
+import { compileConfig, epochOffsetOf, limitsMaxBlockMs, parseConfig, readConfig, writeConfig, type LimiterConfig } from './limiter-config.js';
 import { limitStates } from './limit-set.js';
 import { LockedEngine } from './locked-engine.js';
 import { LockFreeEngine } from './lockfree-engine.js';
@@ -90,8 +90,9 @@ export class RateLimiter {
     // plain writes fill its header; attach() reads everything back from there.
     const compiled = compileConfig(config);
     const wide = compiled.fast?.width === 64;
-    // Width 32 keeps its TAT in the slot's tat word; width 64 in two aligned state words.
-    const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words;
+    // Width 32 keeps its TAT in the slot's tat word; width 64 in two aligned state words. Several
+    // GCRA limits (or one under a cap) keep a give-back epoch after theirs (epochOffsetOf).
+    const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words + (epochOffsetOf(config, compiled) >= 0 ? 1 : 0);
     const globalWords = compiled.global?.words ?? 0;
     const align8 = wide || compiled.key.align8 || compiled.global?.align8 === true;
     const buffer = createTable(t, { stateWords, globalWords, align8, tableClass: 'RateLimiter' });
@@ -145,8 +146,9 @@ export class RateLimiter {
       const now = (): Moment => this.#now();
       // Every limit commits in one compareExchange: no lock. A sliding log keeps one.
       const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false && w[H_FORCE_LOCKED] !== 1;
+      const epochOffset = epochOffsetOf(config, compiled);
       site.open(lockFree
-        ? lockFreeSlotState(compiled.key, site.stateOffset, owner, site.claimTimeoutMs, now)
+        ? lockFreeSlotState(compiled.key, site.stateOffset, owner, site.lockAges, now, epochOffset)
         : LockedEngine.slotState(compiled.key, site.stateOffset, owner, site.lockAges, now), cacheSize);
       const globalBase = w[H_GLOBAL_BASE] as number;
       const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
@@ -155,7 +157,7 @@ export class RateLimiter {
       const forward = this.#forward;
       const clock = (): number => forward.now();
       this.#engine = lockFree
-        ? new LockFreeEngine(w, compiled.key, global, clock)
+        ? new LockFreeEngine(w, compiled.key, global, clock, { owner, ages: site.lockAges, epochOffset })
         : new LockedEngine(w, compiled.key, global, owner, site.lockAges, clock);
     }
     this.#index = site.index;
@@ -258,23 +260,25 @@ export class RateLimiter {
   /**
    * Gives back `cost` intervals of what `key` has spent, never below a fresh key's state (a
    * reward), and returns its state after; null when the table holds no state for the key. Any
-   * thread, lock-free. `TypeError` on several limits, a cap, a window or the log (not built there:
-   * docs/rate-limiter.md says why).
+   * thread, lock-free. On several GCRA limits every one gives back; a global cap keeps its spend.
+   * `TypeError` on a window or the log (not built there: docs/rate-limiter.md says why).
    */
   reward(key: string, cost: number): KeyState | null {
     checkRequest(key, cost);
+    if (this.#limitsControls !== null) return this.#limitsControls.reward(key, cost);
     return this.#controlsFor('reward').reward(key, cost);
   }
 
   /**
    * Gives back everything `key` has spent: it reads as a fresh key (a global cap keeps what it
    * spent). True if it owed anything; a key the table does not hold is not inserted. Any thread:
-   * lock-free on one GCRA limit, under the key's lock with a sliding log. `TypeError` on the
-   * other configurations (several lock-free limits, windows: not built yet).
+   * lock-free on GCRA limits, under the key's lock with a sliding log. `TypeError` on the windows
+   * (not built yet).
    */
   reset(key: string): boolean {
     checkRequest(key, 0);
     if (this.#lockedControls !== null) return this.#lockedControls.reset(key);
+    if (this.#limitsControls !== null) return this.#limitsControls.reset(key);
     return this.#controlsFor('reset').reset(key);
   }
 
@@ -295,14 +299,15 @@ export class RateLimiter {
   /** Ends a block of `key` (see `block`) by giving back everything it owes, as `reset` does. True if it owed anything. */
   unblock(key: string): boolean {
     checkRequest(key, 0);
+    if (this.#limitsControls !== null) return this.#limitsControls.reset(key);
     return this.#controlsFor('unblock').reset(key);
   }
 
   #controlsFor(method: string): OneLimitControls {
     if (this.#controls !== null) return this.#controls;
-    const what = this.limits.length > 1 ? `${this.limits.length} limits` : this.globalLimit !== null ? 'a global cap' : `'${this.algorithm}'`;
-    const also = method === 'reset' ? ', and for a sliding log' : method === 'penalty' || method === 'block' ? ', and for several GCRA limits' : '';
-    throw new TypeError(`${method}() is built for a RateLimiter of one GCRA limit and no global cap${also}; this one has ${what}`);
+    const what = this.algorithm !== 'gcra' ? `runs '${this.algorithm}'` : 'takes the key\'s lock on every decision';
+    const also = method === 'reset' ? ', and for a sliding log' : '';
+    throw new TypeError(`${method}() is built for a RateLimiter of GCRA limits on its lock-free paths${also}; this one ${what}`);
   }
 
   /** `get` on the one-limit GCRA path: a probe at the key's slot, or null when it moved. */

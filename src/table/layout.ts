@@ -49,8 +49,10 @@
  *
  * `tat` is the GCRA state itself on the one-limit path (one GCRA limit, no global cap). For every
  * other configuration the state words hold the state and `tat` is the key's guard: the reclaim
- * guard of the lock-free engine (free value, reclaimer's token or DEAD; lockfree-engine.ts) or the
- * key's lock for the sliding log and PolicyLimiter (slot-lock.ts).
+ * guard of the lock-free engine (free value, reclaimer's token, a give-back's holder token or
+ * DEAD; lockfree-engine.ts, rate/give-back-guard.ts) or the key's lock for the sliding log and
+ * PolicyLimiter (slot-lock.ts). Several GCRA limits (or one under a cap) keep one more state word
+ * after their limits' words: the key's give-back epoch (rate/give-back-guard.ts).
  *
  * ctrl = payload << 2 | state
  *   EMPTY (0): free; ends every probe.               payload 0 (never used), or the generation
@@ -72,7 +74,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 10;
+export const LAYOUT_VERSION = 11;
 
 /** Header word indices. */
 export const H_MAGIC = 0;

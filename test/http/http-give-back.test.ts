@@ -63,6 +63,18 @@ describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
   });
 
+  it.each([
+    ['two GCRA limits', { limit: [perMinute(2), perHour(10)] }],
+    ['a GCRA limit under a global cap (the cap keeps its spends)', { limit: perMinute(2), globalLimit: perHour(100) }],
+  ])('skipFailedRequests on %s: every key limit gets the failed spends back', async (_name, options) => {
+    const l = new RateLimiter({ ...options, maxKeys: 16, clock: new ManualClock(0) });
+    const url = await expressApp({ skipFailedRequests: true }, l);
+    expect(await statuses(url, ['/fail', '/fail', '/fail', '/fail'])).toEqual([500, 500, 500, 500]);
+    await until(() => l.get(CLIENT)?.remaining === 2);
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+    if (Array.isArray(options.limit)) expect(l.tryAcquire(CLIENT, 0).limits?.[1]?.remaining).toBe(8);
+  });
+
   it('skipSuccessfulRequests: a login route that counts only failed attempts', async () => {
     const l = new RateLimiter({ limit: perMinute(3), maxKeys: 16, clock: new ManualClock(0) });
     const url = await expressApp({ skipSuccessfulRequests: true }, l);
@@ -113,10 +125,13 @@ describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
     const l = limiter();
     expect(() => rateLimit({ limiter: l, skipFailedRequests: 'yes' as unknown as boolean })).toThrow(/options.skipFailedRequests must be a boolean, got "yes"/);
     expect(() => rateLimit({ limiter: l, skipSuccessfulRequests: 1 as unknown as boolean })).toThrow(TypeError);
+    const windows = new RateLimiter({ limit: [perSecond(5), perMinute(50)], algorithm: 'fixed-window', maxKeys: 8 });
+    expect(() => rateLimit({ limiter: windows, skipFailedRequests: true })).toThrow(/gives a spend back with reward\(\), which is built for a RateLimiter or RedisRateLimiter of GCRA limits/);
+    const redisWindows = new RedisRateLimiter({ redis: { call: async () => null }, algorithm: 'fixed-window', limit: perSecond(5), localTier: false });
+    expect(() => rateLimit({ limiter: redisWindows, skipFailedRequests: true })).toThrow(TypeError);
+    // Several GCRA limits, or one under a cap, give back on every key limit (the cap keeps its spend).
     const two = new RateLimiter({ limit: [perSecond(5), perMinute(50)], maxKeys: 8 });
-    expect(() => rateLimit({ limiter: two, skipFailedRequests: true })).toThrow(/gives a spend back with reward\(\), which is built for a RateLimiter of one GCRA limit/);
-    const windows = new RedisRateLimiter({ redis: { call: async () => null }, algorithm: 'fixed-window', limit: perSecond(5), localTier: false });
-    expect(() => rateLimit({ limiter: windows, skipFailedRequests: true })).toThrow(TypeError);
+    expect(() => rateLimit({ limiter: two, skipFailedRequests: true })).not.toThrow();
     // The policy limiters give back for the requests whose rule is GCRA; a Redis limiter of GCRA limits too.
     const policy = new PolicyLimiter({ rules: [{ limit: perSecond(5) }], maxKeys: 8 });
     expect(() => rateLimit({ limiter: policy, key: () => ({ user: 'u', api: 'a' }), skipSuccessfulRequests: true })).not.toThrow();

@@ -74,16 +74,18 @@ describe('penalty at the edges', () => {
   it.each([
     ['several limits', { limit: [perSecond(10), perMinute(100)] }],
     ['a global cap', { limit: perSecond(10), globalLimit: perSecond(100) }],
-  ])('%s: penalty works (limits-controls.test.ts); reward and reset say what they are built for', (_name, options) => {
-    const l = new RateLimiter({ ...options, maxKeys: 8 });
+  ])('%s: penalty, reward and reset work (limits-controls.test.ts, limits-give-back.test.ts)', (_name, options) => {
+    const l = new RateLimiter({ ...options, maxKeys: 8, clock: new ManualClock(0) });
     expect(l.penalty('k', 1).remaining).toBe(9);
-    expect(() => l.reward('k', 1)).toThrow(/reward\(\) is built for a RateLimiter of one GCRA limit/);
-    expect(() => l.reset('k')).toThrow(TypeError);
+    expect(l.reward('k', 1)?.remaining).toBe(10);
+    expect(l.penalty('k', 3).remaining).toBe(7);
+    expect(l.reset('k')).toBe(true);
+    expect(l.reset('k')).toBe(false);
   });
 
   it('a window: TypeError naming what it is built for', () => {
     const l = new RateLimiter({ limit: perMinute(10), algorithm: 'fixed-window', maxKeys: 8 });
-    expect(() => l.penalty('k', 1)).toThrow(/penalty\(\) is built for a RateLimiter of one GCRA limit/);
+    expect(() => l.penalty('k', 1)).toThrow(/penalty\(\) is built for a RateLimiter of GCRA limits on its lock-free paths; this one runs 'fixed-window'/);
     expect(() => l.reward('k', 1)).toThrow(TypeError);
     expect(() => l.reset('k')).toThrow(TypeError);
   });

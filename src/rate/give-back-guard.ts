@@ -1,0 +1,99 @@
+import { DEAD, S_CTRL, S_TAT } from '../table/layout.js';
+import { ageMs, lockToken } from '../table/slot-lock.js';
+import { processNow } from '../time/clock.js';
+
+// Give-backs (reward, reset, unblock, a reservation's refund) on a key of several lock-free
+// limits, or one under a global cap, and the undo they must not meet.
+//
+// A decision commits its key limits one at a time and takes the first ones back when a later one
+// now refuses (LimitSet.undo: a compareExchange from the word it wrote, or a subtraction). Spends
+// only ever add, so nothing can bring a limit back to the word a decision wrote but that decision.
+// A give-back breaks this: a reward between decision D's commit of a limit and D's undo can give
+// D's spend back (never below fresh: all of it on a fresh key), a decision E can then write the
+// very word D wrote, and D's undo takes E's spend away: E admitted on a state that reads fresh.
+//
+// So a give-back and an undo never run at once, and an undo runs only if no give-back ended since
+// its decision began committing:
+// - Both hold the key's guard word (the slot's `tat` word) while they write: a holder token, a
+//   lock token negated (odd and negative: never a free value, a reclaimer's token or DEAD).
+//   Decisions do not cancel it (LockFreeEngine.#settle); a reclaim treats it as a live token.
+// - Each give-back adds 1 to the key's epoch word (after the key limits' words) before it lets
+//   the guard go.
+// - A decision reads the epoch before its first commit; its undo takes the guard and loads the
+//   epoch again: changed, a give-back may have taken the spends, and the undo keeps them (the key
+//   is charged for a request it did not admit: conservative).
+// - An undo never waits: a guard another holder has means a give-back may be running, and the
+//   undo keeps its spends. A give-back waits for an undo (it holds the guard for a few
+//   compareExchanges), and takes a holder's guard over once it is the table's reuse age old (a
+//   holder that died, or stalled past the table's one timing assumption).
+
+/** `hold` could not take the guard: the slot no longer holds the key (DEAD, or another ctrl). */
+export const GONE = 0;
+/** `hold` (for an undo) found another holder's token: it does not wait. */
+export const BUSY = 1;
+
+/** Whether a guard word is a holder's token (negative and odd: DEAD is even). */
+export function isHolderToken(word: number): boolean {
+  return word < 0 && (word & 1) === 1;
+}
+
+/** How long ago (ms, modulo 2^20) a holder's token was taken, at `nowMs`. */
+export function holderAgeMs(word: number, nowMs: number): number {
+  return ageMs(-word, nowMs);
+}
+
+/**
+ * Takes the guard of the key at `base` (whose LIVE ctrl word is `ctrl`) for a give-back or an undo:
+ * returns the holder token now in it, GONE, or (when `waitMs` is 0) BUSY while another holder has
+ * it. A reclaimer's token, the free value and a stray even value are taken at once (a reclaim
+ * whose token is replaced cannot finish). Another holder's token is waited for (short spins, then
+ * `Atomics.wait`s that return when the word changes) until it is `takeOverMs` old.
+ */
+export function hold(w: Int32Array, base: number, ctrl: number, owner: number, takeOverMs: number, wait: boolean): number {
+  for (let spins = 0; ; spins++) {
+    // Atomics.load of the guard, then of ctrl: a guard written by a later incarnation (its
+    // insert's stores follow its claim of ctrl) makes that claim visible to the ctrl load.
+    const guard = Atomics.load(w, base + S_TAT);
+    if (guard === DEAD || Atomics.load(w, base + S_CTRL) !== ctrl) return GONE;
+    const now = processNow();
+    if (isHolderToken(guard) && holderAgeMs(guard, now) <= takeOverMs) {
+      if (!wait) return BUSY;
+      if (spins > 64) Atomics.wait(w, base + S_TAT, guard, 0.05);
+      continue;
+    }
+    const token = -lockToken(owner, now);
+    // compareExchange from the exact word seen: one holder at a time; a reclaimer's own final
+    // compareExchange from its token then fails.
+    if (token !== guard && Atomics.compareExchange(w, base + S_TAT, guard, token) === guard) return token;
+  }
+}
+
+/**
+ * Lets the guard go: `free`, the free value of the key's incarnation (freeGuard), unless another
+ * holder took it over. Wakes give-backs waiting in `hold`.
+ */
+export function release(w: Int32Array, base: number, free: number, token: number): void {
+  // compareExchange from our token: a holder that was taken over leaves the new one's word alone.
+  if (Atomics.compareExchange(w, base + S_TAT, token, free) === token) Atomics.notify(w, base + S_TAT);
+}
+
+/**
+ * Runs `write` (a give-back on the key at `base`, whose LIVE ctrl word is `ctrl`) holding the
+ * key's guard, waiting for another holder as `hold` does, then adds 1 to the epoch word at
+ * `epochAt` and lets the guard go (`free`: the incarnation's free value). Returns what `write`
+ * returned, or `gone` when the slot no longer holds the key.
+ */
+export function givingBack<T>(
+  w: Int32Array, base: number, ctrl: number, free: number, epochAt: number, owner: number, takeOverMs: number, gone: T, write: () => T,
+): T {
+  const token = hold(w, base, ctrl, owner, takeOverMs, true);
+  if (token === GONE) return gone;
+  try {
+    return write();
+  } finally {
+    // Atomics.add of the epoch while we hold the guard, before letting it go: an undo takes the
+    // guard after us (its compareExchange reads our release, or a later word) and then loads it.
+    Atomics.add(w, epochAt, 1);
+    release(w, base, free, token);
+  }
+}
