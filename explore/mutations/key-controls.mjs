@@ -85,4 +85,18 @@ export default [
     scenario: 'limits-give-back',
     edits: [{ file: 'rate/lockfree-engine.js', from: 'if (Atomics.load(w, this.#area.state + this.#epochOffset) === this.#area.epoch)', to: 'if (true)' }],
   },
+  {
+    name: '(planted) a reset that writes a limit again after another landed',
+    what: 'LockFreeEngine.#writeOnce reads and decides again when any limit lost its race, not only while none landed: '
+      + "the reset clears a decision's spend that came after it (it had seen the first window reset)",
+    scenario: 'window-reset',
+    edits: [{ file: 'rate/lockfree-engine.js', from: 'else if (!landed) {', to: 'else {' }],
+  },
+  {
+    name: '(planted) a window take-back that does not look at the give-back epoch',
+    what: "a decision whose second window refused subtracts its first window's spend even after a reset cleared it: "
+      + 'another decision counted since loses its count, and the window admits past its permits',
+    scenario: 'window-reset',
+    edits: [{ file: 'rate/lockfree-engine.js', from: 'if (Atomics.load(w, this.#area.state + this.#epochOffset) === this.#area.epoch)', to: 'if (true)' }],
+  },
 ];

@@ -13,8 +13,8 @@
 // admitted when prev * (1 - into / periodMs) + curr + cost <= permits, in the reading's window.
 //
 // Outcomes: { key, cost, admitted, op } with op 'allow' (default), 'reserve' (with maxWaitMs and
-// the window the limiter counted it in, or null), or 'cancel' (with the reservation's window and
-// act time; admitted: whether it gave back).
+// the window the limiter counted it in, or null), 'cancel' (with the reservation's window and
+// act time; admitted: whether it gave back), or 'reset' (fixed window: the key fresh).
 
 const fresh = { win: -Infinity, count: 0 };
 
@@ -27,6 +27,8 @@ export function fixedWindowModel({ permits, periodMs }) {
       const st = state.get(o.key) ?? fresh;
       const now = windowOf(reading);
       const op = o.op ?? 'allow';
+      // A reset (RateLimiter.reset): the key is fresh, whatever window it held.
+      if (op === 'reset') return { admit: true, refuses: false, next: new Map(state).set(o.key, fresh) };
       if (op === 'cancel') {
         const gives = reading < o.actAtMs && st.win === o.win && st.count >= o.cost;
         const next = gives ? new Map(state).set(o.key, { win: st.win, count: st.count - o.cost }) : state;

@@ -136,9 +136,9 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
       // after = the debt the key is left with (a penalty adds its cost; a block raises to its
       // debt, or one tick past a debt already as long), as in the narrow force.
       if (blockMs < 0 && cost < 0) {
-        // A reward (a negative cost): the debt less it, never below fresh; -Infinity, a reset.
-        if (cost !== -Infinity) mul(-cost, t, spend);
-        if (cost === -Infinity || compare(d.hi, d.lo, spend.hi, spend.lo) <= 0) { after.hi = 0; after.lo = 0; }
+        // A reward (a negative cost, under the key's lock or give-back guard): the debt less it, never below fresh.
+        mul(-cost, t, spend);
+        if (compare(d.hi, d.lo, spend.hi, spend.lo) <= 0) { after.hi = 0; after.lo = 0; }
         else sub(d.hi, d.lo, spend.hi, spend.lo, after);
       } else if (blockMs < 0) {
         mul(cost, t, spend);

@@ -6,7 +6,8 @@ import type { LimitGroup } from './limit-set.js';
 /**
  * Writes a key's state fresh, under the key's lock, for a `Prepare` step of the locked protocol
  * (locked-engine.ts): PolicyLimiter's reset and its reshape after a change of rules, and
- * RateLimiter's reset on its locked configurations. The caller reads first (`read`, or its own
+ * RateLimiter's reset on its locked configurations; and limit by limit, under the key's give-back
+ * guard, for the lock-free engine's reset (`prepare`, `writeLimit`). The caller reads first (`read`, or its own
  * loads into `before`), checks that the lock is still its own, then writes: every word by
  * compareExchange from the value read, so a holder whose lock was taken over (after
  * `claimTimeoutMs`, from a holder that may be only slow) cannot overwrite a newer holder's state.
@@ -39,26 +40,39 @@ export class FreshState {
    * landed, in this try or an earlier one since the caller cleared it.
    */
   write(w: Int32Array, state: number, g: LimitGroup, m: Moment): boolean {
+    this.prepare(state, g, m);
+    for (let i = 0; i < g.algorithms.length; i++) if (!this.writeLimit(w, state, g, i)) return false;
+    return true;
+  }
+
+  /** Builds the fresh state for `g` at reading `m` in private scratch, at the parity of `state` (its layout's). */
+  prepare(state: number, g: LimitGroup, m: Moment): void {
+    const p = state & 1;
+    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).init(this.#fresh, p + (g.offsets[i] as number), m);
+  }
+
+  /**
+   * Writes limit `i` of `g` fresh (as `prepare` built it), every word by compareExchange from its
+   * value in `before`: false at the first word that changed since it was read (the words before
+   * it in the limit stay written). Sets `wrote` when a word landed.
+   */
+  writeLimit(w: Int32Array, state: number, g: LimitGroup, i: number): boolean {
     const before = this.before;
     const fresh = this.#fresh;
-    // The fresh state into private scratch first, at the parity of `state` (its layout's).
     const p = state & 1;
-    for (let i = 0; i < g.algorithms.length; i++) (g.algorithms[i] as LimitAlgorithm).init(fresh, p + (g.offsets[i] as number), m);
-    for (let i = 0; i < g.algorithms.length; i++) {
-      const a = g.algorithms[i] as LimitAlgorithm;
-      const off = g.offsets[i] as number;
-      let j = 0;
-      if (a.align8 === true) {
-        // Its 64-bit word in one compareExchange: another holder never reads it half written.
-        if (!cas64(w, state + off, before[off + 1] as number, before[off] as number, fresh[p + off + 1] as number, fresh[p + off] as number)) return false;
-        this.wrote = true;
-        j = 2;
-      }
-      for (; j < a.stateWords; j++) {
-        // compareExchange from the value read under the lock: fails if another holder wrote since.
-        if (!swap(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
-        this.wrote = true;
-      }
+    const a = g.algorithms[i] as LimitAlgorithm;
+    const off = g.offsets[i] as number;
+    let j = 0;
+    if (a.align8 === true) {
+      // Its 64-bit word in one compareExchange: another thread never reads it half written.
+      if (!cas64(w, state + off, before[off + 1] as number, before[off] as number, fresh[p + off + 1] as number, fresh[p + off] as number)) return false;
+      this.wrote = true;
+      j = 2;
+    }
+    for (; j < a.stateWords; j++) {
+      // compareExchange from the value read: fails if another thread wrote since.
+      if (!swap(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
+      this.wrote = true;
     }
     return true;
   }

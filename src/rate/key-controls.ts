@@ -10,7 +10,8 @@ import { isStale } from '../time/stamps.js';
 import { FreshState } from './fresh-state.js';
 import type { LimitGroup } from './limit-set.js';
 import type { LockedEngine, Prepare } from './locked-engine.js';
-import type { LockFreeEngine } from './lockfree-engine.js';
+import { OWED, type LockFreeEngine } from './lockfree-engine.js';
+import type { AlgorithmName } from '../algorithms/index.js';
 import { ALLOWED, TOO_LONG, type WideGcra } from './gcra-wide.js';
 import type { Gcra32 } from './gcra-32.js';
 import type { KeyState } from './types.js';
@@ -107,12 +108,14 @@ export class OneLimitControls {
 }
 
 /**
- * The per-key controls on a RateLimiter of several GCRA limits (or one under a global cap).
- * penalty and block: one `LockFreeEngine.force` over every key limit, which only ever adds to
- * them, so it races every decision on the key as another decision would and is never taken back.
- * reward, reset and unblock: `LockFreeEngine.giveBack`, the same pass giving back, under the key's
- * give-back guard, which keeps a decision's undo from taking back what a give-back already gave
- * back (give-back-guard.ts). A cap is neither charged, checked nor given back.
+ * The per-key controls on a RateLimiter of the lock-free engine: several limits, or one under a
+ * global cap, or a window. penalty and block (GCRA): one `LockFreeEngine.force` over every key
+ * limit, which only ever adds to them, so it races every decision on the key as another decision
+ * would and is never taken back. reward (GCRA): `LockFreeEngine.giveBack`, the same pass giving
+ * back; reset and unblock (every algorithm): `LockFreeEngine.reset`, every limit written fresh.
+ * Both give back under the key's give-back guard, which keeps a decision's undo from taking back
+ * what a give-back already gave back (give-back-guard.ts). A cap is neither charged, checked nor
+ * given back.
  *
  * Thread-safety: one instance per limiter instance (per thread), as the engine it drives.
  */
@@ -122,10 +125,13 @@ export class LimitsControls {
     private readonly site: TableSite,
     /** The longest block every key limit holds, in ms (for the error message). */
     readonly maxBlockMs: number,
+    /** The key limits' algorithm: every control on GCRA; reset and unblock alone on the windows. */
+    readonly algorithm: AlgorithmName,
   ) {}
 
   /** As OneLimitControls.penalty, on every key limit. */
   penalty(key: string, cost: number): KeyState {
+    this.#gcraOnly('penalty');
     if (!this.#force(key, cost, -1)) {
       throw new RangeError(`penalty(${JSON.stringify(key)}, ${cost}) would put the key further ahead than its state can hold; nothing was spent`);
     }
@@ -134,6 +140,7 @@ export class LimitsControls {
 
   /** As OneLimitControls.block, on every key limit: each refuses until the block's end. */
   block(key: string, ms: number): KeyState {
+    this.#gcraOnly('block');
     checkBlockMs(ms);
     if (!this.#force(key, 1, ms)) {
       throw new RangeError(`block(${JSON.stringify(key)}, ${ms}) is longer than this limiter's key state holds ` +
@@ -150,18 +157,34 @@ export class LimitsControls {
     return this.#giveBack(key, cost) ? this.#state() : null;
   }
 
-  /** Gives back everything `key` owes on every key limit: it reads as fresh. True if it owed anything. */
+  /**
+   * Gives back everything `key` owes on every key limit, every algorithm: it reads as fresh. True
+   * if it owed anything; a key the table does not hold is not inserted.
+   */
   reset(key: string): boolean {
-    return this.#giveBack(key, Infinity) && this.engine.owed;
+    const site = this.site;
+    for (let entry = site.peek(key); entry !== undefined; entry = site.peekAgain(key)) {
+      const outcome = this.engine.reset(entry, entry.base + site.stateOffset);
+      if (outcome !== RELOCATE) return outcome === OWED;
+    }
+    return false;
   }
 
-  /** A give-back on the key's slot, found again while it moves; false when the table holds no slot for it. */
+  /** A reward on the key's slot, found again while it moves; false when the table holds no slot for it. */
   #giveBack(key: string, cost: number): boolean {
+    this.#gcraOnly('reward');
     const site = this.site;
     for (let entry = site.peek(key); entry !== undefined; entry = site.peekAgain(key)) {
       if (this.engine.giveBack(entry, entry.base + site.stateOffset, cost) !== RELOCATE) return true;
     }
     return false;
+  }
+
+  /** TypeError for `method` on window limits (their states have no force: penalty, block, reward). */
+  #gcraOnly(method: string): void {
+    if (this.algorithm !== 'gcra') {
+      throw new TypeError(`${method}() is built for a RateLimiter of GCRA limits on its lock-free paths; this one runs '${this.algorithm}'`);
+    }
   }
 
   /** Forces the penalty or block on the key's slot (inserting it), found again while it moves; false past the horizon. */

@@ -135,12 +135,12 @@ export function compileConfig(config: LimiterConfig, named: boolean | string = f
 
 /**
  * Where a key's give-back epoch word sits from the start of its state words, for the
- * configurations whose give-backs run on the lock-free engine beside undos (several GCRA limits,
- * or one under a global cap: rate/give-back-guard.ts): after the limits' words. -1 for the
- * others (the one-limit path, windows, the log), which keep none.
+ * configurations of the lock-free engine (every one off the one-limit GCRA path but the sliding
+ * log), whose give-backs run beside undos (rate/give-back-guard.ts): after the limits' words. -1
+ * for the others, which keep none.
  */
-export function epochOffsetOf(config: LimiterConfig, compiled: CompiledConfig): number {
-  return config.algorithm === 'gcra' && compiled.fast === null ? compiled.key.words : -1;
+export function epochOffsetOf(compiled: CompiledConfig): number {
+  return compiled.fast === null && compiled.key.lockFree && compiled.global?.lockFree !== false ? compiled.key.words : -1;
 }
 
 /** Writes a config into a new table's header (not yet shared: plain writes). */

@@ -11,10 +11,15 @@ import { RELOCATE } from '../table/slot-index.js';
 import { DONE } from '../table/slot-lock.js';
 import { freeGuard } from './lockfree-reclaim.js';
 import { BUSY, GONE, givingBack, hold, isHolderToken, release } from './give-back-guard.js';
+import { FreshState } from './fresh-state.js';
 import type { LockAges } from '../table/slot-lock.js';
 
 /** #decideBatched could not use the batch: decide on the cap's word (beside DONE and RELOCATE). */
 const FALLBACK_EXACT = 3;
+/** `reset` found the key owing and wrote it fresh (beside DONE: it owed nothing, and RELOCATE). */
+export const OWED = 4;
+/** #writeOnce: no limit's write landed; read and decide again. */
+const RETRY = 5;
 
 /**
  * Decisions without a lock, for keys whose every limit commits in one compareExchange (GCRA at
@@ -248,33 +253,89 @@ export class LockFreeEngine {
   }
 
   /**
-   * A reward (`cost` > 0: every key limit gives back `cost` intervals, never below a fresh key's
-   * state) or a reset (`cost` Infinity: everything) on the key at `ref`: `force` with a negative
-   * cost, holding the key's guard, and the key's epoch moved on before the guard goes (see
-   * give-back-guard.ts). Waits while an undo or another give-back holds the guard. A cap is
-   * neither checked nor given back. `owed` is set to whether some limit was not idle before.
-   * Fills `result`; returns DONE or RELOCATE. Only for a key with an epoch word (GCRA limits).
+   * A reward on the key at `ref`: every key limit gives back `cost` intervals, never below a
+   * fresh key's state (each limit's `force` with a negative cost), holding the key's guard, and
+   * the key's epoch moved on before the guard goes (give-back-guard.ts). Waits while an undo or
+   * another give-back holds the guard. A cap is neither checked nor given back. Each limit is
+   * written once (#writeOnce). Fills `result`; returns DONE or RELOCATE. GCRA limits only.
    */
   giveBack(ref: SlotRef, stateBase: number, cost: number): number {
     const { base, ctrl } = ref;
+    const set = this.#set;
+    const key = this.#key;
+    const area = this.#area;
+    area.state = stateBase;
     return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, RELOCATE, () => {
-      this.owed = this.#owes(ref, stateBase);
-      return this.force(ref, stateBase, -cost, -1);
+      set.detail = true;
+      set.forcing = -1;
+      try {
+        for (;;) {
+          set.loadStates(key, area);
+          const lastSec = this.#stampThenRead(ref);
+          if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
+          const m = this.#moment;
+          set.check(key, m, lastSec, -cost); // each limit's state after the reward, at one reading
+          const w = this.#w;
+          const outcome = this.#writeOnce((i) => (key.algorithms[i] as LimitAlgorithm).commit(w, stateBase + (key.offsets[i] as number), m));
+          if (outcome !== RETRY) return DONE;
+        }
+      } finally {
+        set.forcing = null;
+      }
     });
   }
 
-  /** Whether some key limit was not idle when `giveBack` last looked (under the guard). */
-  owed = false;
-
-  /** Whether some key limit at `ref` owes anything now (each loads its own snapshot). */
-  #owes(ref: SlotRef, stateBase: number): boolean {
+  /**
+   * A reset of the key at `ref`, a give-back as `giveBack` is: every key limit written fresh (every
+   * algorithm), each word by compareExchange from what was read (FreshState), each limit once
+   * (#writeOnce). A cap keeps its spends. Returns RELOCATE when the slot no longer holds the key,
+   * else whether some limit owed anything (OWED) or not (DONE).
+   */
+  reset(ref: SlotRef, stateBase: number): number {
+    const { base, ctrl } = ref;
+    const fresh = (this.#fresh ??= new FreshState(this.#key.words));
     const key = this.#key;
-    // Atomics.load of lastSec, then the clock: a stamp never later than the reading.
-    const lastSec = Atomics.load(this.#w, ref.base + S_LAST_SEC);
-    const m = this.#read();
-    raiseToStamp(m, lastSec);
-    return key.algorithms.some((a, i) => !a.idle(this.#w, stateBase + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, RELOCATE, () => {
+      const w = this.#w;
+      for (;;) {
+        fresh.read(w, stateBase, key);
+        // Atomics.load of lastSec after the words, then the clock: a stamp never later than the
+        // reading, and a state written by a recent admission is not judged stale.
+        const lastSec = Atomics.load(w, base + S_LAST_SEC);
+        const m = this.#read();
+        raiseToStamp(m, lastSec);
+        const owes = key.algorithms.some((a, i) => !a.idle(w, stateBase + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+        if (!owes) return DONE;
+        fresh.prepare(stateBase, key, m);
+        fresh.wrote = false;
+        if (this.#writeOnce((i) => fresh.writeLimit(w, stateBase, key, i)) !== RETRY) return fresh.wrote ? OWED : DONE;
+      }
+    });
   }
+
+  /**
+   * Writes a give-back's new state into every key limit (`write(i)`: a compareExchange from the
+   * give-back's one snapshot, false when a decision wrote the limit since), each limit once: a
+   * give-back decided from a state that a decision wrote while the give-back was under way would
+   * give that spend back (never below fresh: all of it, on a limit that was fresh), though the
+   * decision, which saw the give-back on an earlier limit, comes after it. So RETRY (read and
+   * decide again) only while nothing landed; after that a limit that lost its race keeps what
+   * the decision wrote, and gives back nothing (conservative). DONE otherwise.
+   */
+  #writeOnce(write: (i: number) => boolean): number {
+    let landed = false;
+    for (let i = 0; i < this.#key.algorithms.length; i++) {
+      if (write(i)) landed = true;
+      else if (!landed) {
+        this.#retries++;
+        return RETRY;
+      }
+    }
+    return DONE;
+  }
+
+  /** The reset's scratch, made at the first reset. */
+  #fresh: FreshState | null = null;
 
   /**
    * `decide` for `allow()` when every key limit is one 32-bit GCRA word and there is no cap: the

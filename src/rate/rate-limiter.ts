@@ -90,9 +90,9 @@ export class RateLimiter {
     // plain writes fill its header; attach() reads everything back from there.
     const compiled = compileConfig(config);
     const wide = compiled.fast?.width === 64;
-    // Width 32 keeps its TAT in the slot's tat word; width 64 in two aligned state words. Several
-    // GCRA limits (or one under a cap) keep a give-back epoch after theirs (epochOffsetOf).
-    const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words + (epochOffsetOf(config, compiled) >= 0 ? 1 : 0);
+    // Width 32 keeps its TAT in the slot's tat word; width 64 in two aligned state words. The
+    // lock-free engine's keys keep a give-back epoch after theirs (epochOffsetOf).
+    const stateWords = compiled.fast ? (wide ? 2 : 0) : compiled.key.words + (epochOffsetOf(compiled) >= 0 ? 1 : 0);
     const globalWords = compiled.global?.words ?? 0;
     const align8 = wide || compiled.key.align8 || compiled.global?.align8 === true;
     const buffer = createTable(t, { stateWords, globalWords, align8, tableClass: 'RateLimiter' });
@@ -146,7 +146,7 @@ export class RateLimiter {
       const now = (): Moment => this.#now();
       // Every limit commits in one compareExchange: no lock. A sliding log keeps one.
       const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false && w[H_FORCE_LOCKED] !== 1;
-      const epochOffset = epochOffsetOf(config, compiled);
+      const epochOffset = epochOffsetOf(compiled);
       site.open(lockFree
         ? lockFreeSlotState(compiled.key, site.stateOffset, owner, site.lockAges, now, epochOffset)
         : LockedEngine.slotState(compiled.key, site.stateOffset, owner, site.lockAges, now), cacheSize);
@@ -163,9 +163,7 @@ export class RateLimiter {
     this.#index = site.index;
     if (this.#one !== null) this.#controls = new OneLimitControls(this.#one, this.#p, site);
     else if (this.#engine instanceof LockedEngine) this.#lockedControls = new LockedControls(this.#engine, compiled.key, site);
-    else if (this.#engine instanceof LockFreeEngine && config.algorithm === 'gcra') {
-      this.#limitsControls = new LimitsControls(this.#engine, site, limitsMaxBlockMs(config));
-    }
+    else if (this.#engine instanceof LockFreeEngine) this.#limitsControls = new LimitsControls(this.#engine, site, limitsMaxBlockMs(config), config.algorithm);
   }
 
   /** One clock reading for a locked decision (reuses one object: no allocation per call). */
@@ -272,8 +270,7 @@ export class RateLimiter {
   /**
    * Gives back everything `key` has spent: it reads as a fresh key (a global cap keeps what it
    * spent). True if it owed anything; a key the table does not hold is not inserted. Any thread:
-   * lock-free on GCRA limits, under the key's lock with a sliding log. `TypeError` on the windows
-   * (not built yet).
+   * lock-free on GCRA limits and windows, under the key's lock with a sliding log.
    */
   reset(key: string): boolean {
     checkRequest(key, 0);
@@ -306,8 +303,7 @@ export class RateLimiter {
   #controlsFor(method: string): OneLimitControls {
     if (this.#controls !== null) return this.#controls;
     const what = this.algorithm !== 'gcra' ? `runs '${this.algorithm}'` : 'takes the key\'s lock on every decision';
-    const also = method === 'reset' ? ', and for a sliding log' : '';
-    throw new TypeError(`${method}() is built for a RateLimiter of GCRA limits on its lock-free paths${also}; this one ${what}`);
+    throw new TypeError(`${method}() is built for a RateLimiter of GCRA limits on its lock-free paths; this one ${what}`);
   }
 
   /** `get` on the one-limit GCRA path: a probe at the key's slot, or null when it moved. */

@@ -136,10 +136,13 @@ describe('blocks of days: maxBlockMs', () => {
     expect(l.allow('k')).toBe(true);
   });
 
-  it('a window: block and unblock say what they are built for', () => {
-    const l = new RateLimiter({ limit: perMinute(10), algorithm: 'fixed-window', maxKeys: 8 });
+  it('a window: block says what it is built for; unblock gives everything back, as reset (window-reset.test.ts)', () => {
+    const l = new RateLimiter({ limit: perMinute(10), algorithm: 'fixed-window', maxKeys: 8, clock: new ManualClock(0) });
     expect(() => l.block('k', 1)).toThrow(/block\(\) is built for a RateLimiter of GCRA limits on its lock-free paths; this one runs 'fixed-window'/);
-    expect(() => l.unblock('k')).toThrow(/unblock\(\) is built for/);
+    expect(l.unblock('k')).toBe(false);
+    l.allow('k', 10);
+    expect(l.unblock('k')).toBe(true);
+    expect(l.allow('k', 10)).toBe(true);
   });
 
   it('a full table: TableFullError for a new key', () => {

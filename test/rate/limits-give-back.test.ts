@@ -159,6 +159,39 @@ describe('found: a decision that took back its first commit after a reward gave 
   });
 });
 
+describe('found: a decision between a reward\'s writes of two limits', () => {
+  // B rewards k by 2 on both limits: its one snapshot has each limit owing one interval (the
+  // set-up's admission), so each is written fresh (clamped). Between its write of the first
+  // limit and of the second, A's check of k is admitted: the first limit has room again, the
+  // second still holds the set-up's spend and has room for one more. B's write of the second
+  // limit loses its race. Decided again on what A wrote, the reward gave A's spend back too
+  // (never below fresh): the second limit read fresh, though A, which saw the reward on the
+  // first limit, came after it; two more requests a second apart were admitted where the exact
+  // order (reward, then A) admits one. Each limit is now written once from the reward's
+  // snapshot: the second keeps what A wrote, and the reward gives nothing back there.
+  it('the second limit keeps its spend', () => {
+    const clock = new ManualClock(1_000_000);
+    const a = new RateLimiter({ limit: [perSecond(1), perMinute(2)], maxKeys: 4, clock });
+    const b = RateLimiter.attach(a.handle, { clock });
+    expect(a.allow('k')).toBe(true);
+    const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
+    const done = before(a, state + 1, () => {
+      expect(a.allow('k')).toBe(true);
+    });
+    try {
+      expect(b.reward('k', 2)).not.toBeNull();
+    } finally {
+      expect(done()).toBe(true);
+    }
+    let admitted = 0;
+    for (let i = 0; i < 2; i++) {
+      clock.advance(1_000); // the first limit (one a second) has room again
+      if (b.allow('k')) admitted++;
+    }
+    expect(admitted).toBeLessThanOrEqual(1);
+  });
+});
+
 describe('give-backs racing decisions, 4 workers', () => {
   it.each([
     ['two limits, the second binding', { limit: [{ permits: 1, periodMs: 1_000, burst: 40 }, { permits: 1, periodMs: 1_000, burst: 30 }] }],
