@@ -92,11 +92,4 @@ export default [
     scenario: 'window-reset',
     edits: [{ file: 'rate/lockfree-engine.js', from: 'else if (!landed) {', to: 'else {' }],
   },
-  {
-    name: '(planted) a window take-back that does not look at the give-back epoch',
-    what: "a decision whose second window refused subtracts its first window's spend even after a reset cleared it: "
-      + 'another decision counted since loses its count, and the window admits past its permits',
-    scenario: 'window-reset',
-    edits: [{ file: 'rate/lockfree-engine.js', from: 'if (Atomics.load(w, this.#area.state + this.#epochOffset) === this.#area.epoch)', to: 'if (true)' }],
-  },
 ];
