@@ -86,10 +86,11 @@ describe('a give-back and a global cap', () => {
 });
 
 /**
- * Runs `act` once, just before `a`'s compareExchange on word `index` of its table: the point
- * between a decision's commit of its first part and its commit of the next.
+ * Runs `run`, and `act` once in it, just before `a`'s compareExchange on word `index` of its table
+ * (the point between a decision's commit of its first part and its commit of the next, or a
+ * give-back's); returns what `run` returned, after checking that `act` ran.
  */
-function before(a: RateLimiter, index: number, act: () => void): () => boolean {
+function interleaved<T>(a: RateLimiter, index: number, act: () => void, run: () => T): T {
   const realCas = Atomics.compareExchange;
   let fired = false;
   Atomics.compareExchange = ((arr: Int32Array, i: number, expected: number, value: number): number => {
@@ -99,10 +100,12 @@ function before(a: RateLimiter, index: number, act: () => void): () => boolean {
     }
     return realCas(arr, i, expected, value);
   }) as typeof Atomics.compareExchange;
-  return () => {
+  try {
+    return run();
+  } finally {
     Atomics.compareExchange = realCas;
-    return fired;
-  };
+    expect(fired).toBe(true);
+  }
 }
 
 describe('found: a decision that took back its first commit after a reward gave it back', () => {
@@ -118,16 +121,10 @@ describe('found: a decision that took back its first commit after a reward gave 
     a.penalty('k', 1); // k is in the table, and fresh again
     a.reset('k');
     const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
-    const done = before(a, state + 1, () => {
+    const admitted = interleaved(a, state + 1, () => {
       expect(b.reward('k', 1)).not.toBeNull();
       expect(b.allow('k')).toBe(true);
-    });
-    let admitted: boolean;
-    try {
-      admitted = a.allow('k');
-    } finally {
-      expect(done()).toBe(true);
-    }
+    }, () => a.allow('k'));
     expect(admitted).toBe(false);
     // B's admission stays on the first limit (A's spend, kept, is the same interval): 9 left.
     expect(b.tryAcquire('k', 0).limits?.[0]?.remaining).toBe(9);
@@ -141,18 +138,12 @@ describe('found: a decision that took back its first commit after a reward gave 
     const cap = (w[H_GLOBAL_BASE] as number) + GLOBAL_HEADER_WORDS;
     a.penalty('k', 1); // k is in the table, and fresh again
     a.reset('k');
-    const done = before(a, cap, () => {
+    const admitted = interleaved(a, cap, () => {
       expect(b.reward('k', 1)).not.toBeNull();
       expect(b.allow('k')).toBe(true);
       expect(b.allow('x')).toBe(true);
       expect(b.allow('y')).toBe(true);
-    });
-    let admitted: boolean;
-    try {
-      admitted = a.allow('k');
-    } finally {
-      expect(done()).toBe(true);
-    }
+    }, () => a.allow('k'));
     expect(admitted).toBe(false);
     clock.advance(1_000); // the cap drains; k's limit (an interval of 30 s) owes B's admission
     expect(b.get('k')?.remaining).toBe(1);
@@ -175,14 +166,7 @@ describe('found: a decision between a reward\'s writes of two limits', () => {
     const b = RateLimiter.attach(a.handle, { clock });
     expect(a.allow('k')).toBe(true);
     const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
-    const done = before(a, state + 1, () => {
-      expect(a.allow('k')).toBe(true);
-    });
-    try {
-      expect(b.reward('k', 2)).not.toBeNull();
-    } finally {
-      expect(done()).toBe(true);
-    }
+    expect(interleaved(a, state + 1, () => expect(a.allow('k')).toBe(true), () => b.reward('k', 2))).not.toBeNull();
     let admitted = 0;
     for (let i = 0; i < 2; i++) {
       clock.advance(1_000); // the first limit (one a second) has room again
