@@ -136,7 +136,8 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
       // after = the debt the key is left with (a penalty adds its cost; a block raises to its
       // debt, or one tick past a debt already as long), as in the narrow force.
       if (blockMs < 0 && cost < 0) {
-        // A reward (a negative cost, under the key's lock or give-back guard): the debt less it, never below fresh.
+        // A reward (a negative cost, under the key's lock or give-back guard): the debt less it,
+        // never below fresh.
         mul(-cost, t, spend);
         if (compare(d.hi, d.lo, spend.hi, spend.lo) <= 0) { after.hi = 0; after.lo = 0; }
         else sub(d.hi, d.lo, spend.hi, spend.lo, after);

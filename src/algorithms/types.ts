@@ -114,8 +114,9 @@ export interface LimitAlgorithm {
    * decision's `undo` from a value it wrote cannot land over the block). `v.allowed` false: the
    * state cannot hold that much (nothing to commit); with `clamp` (a limit decided again after a
    * lost race) it holds as much as it can instead. A negative `cost` with `blockMs` < 0 is a
-   * reward: it gives back, never below a fresh key's state, so its commit takes from the state; only under the key's lock (PolicyLimiter.reward) or its
-   * give-back guard (LockFreeEngine.giveBack), whose undos know of it. GCRA only.
+   * reward: it gives back, never below a fresh key's state, so its commit takes from the state;
+   * only under the key's lock (PolicyLimiter.reward) or its give-back guard
+   * (LockFreeEngine.giveBack), whose undos know of it. GCRA only.
    */
   force?(m: Moment, stale: boolean, cost: number, blockMs: number, clamp: boolean, v: Verdict): void;
   /** Whether the state equals a fresh key's (so the key may be reclaimed). Loads its own snapshot. */

@@ -30,8 +30,8 @@ export const GIVE_BACK_NAMES = ['skipSuccessfulRequests', 'skipFailedRequests'];
 /**
  * The options checked (`TypeError` naming the option): null when neither is set. Either needs a
  * limiter that can give a spend back: a `RateLimiter` of GCRA limits (a global cap keeps its
- * spend), a `RedisRateLimiter` of GCRA limits, or a `PolicyLimiter` or `RedisPolicyLimiter` (for the
- * requests whose rule is GCRA).
+ * spend), a `RedisRateLimiter` of GCRA limits, or a `PolicyLimiter` or `RedisPolicyLimiter`
+ * (for the requests whose rule is GCRA).
  */
 export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; skipFailedRequests?: unknown }, limiter: unknown): GiveBackWhen | null {
   const successful = options.skipSuccessfulRequests ?? false;

@@ -87,8 +87,8 @@ interface CommonOptions<Req> extends ObserverOptions<Req>, BanOptions<Req> {
   /**
    * Give an admitted request's spend back once its response succeeded (status below 400), as
    * express-rate-limit's option: e.g. a login route that counts only failed attempts. It gives
-   * back with the limiter's `reward`: a `RateLimiter` or a `RedisRateLimiter` of GCRA limits, the policy limiters for requests whose rule is GCRA
-   * (give-back.ts). Default false.
+   * back with the limiter's `reward`: a `RateLimiter` or a `RedisRateLimiter` of GCRA limits, the
+   * policy limiters for requests whose rule is GCRA (give-back.ts). Default false.
    */
   skipSuccessfulRequests?: boolean;
   /**

@@ -7,8 +7,8 @@ import type { LimitGroup } from './limit-set.js';
  * Writes a key's state fresh, under the key's lock, for a `Prepare` step of the locked protocol
  * (locked-engine.ts): PolicyLimiter's reset and its reshape after a change of rules, and
  * RateLimiter's reset on its locked configurations; and limit by limit, under the key's give-back
- * guard, for the lock-free engine's reset (`prepare`, `writeLimit`). The caller reads first (`read`, or its own
- * loads into `before`), checks that the lock is still its own, then writes: every word by
+ * guard, for the lock-free engine's reset (`prepare`, `writeLimit`). The caller reads first
+ * (`read`, or its own loads into `before`), checks that the lock is still its own, then writes: every word by
  * compareExchange from the value read, so a holder whose lock was taken over (after
  * `claimTimeoutMs`, from a holder that may be only slow) cannot overwrite a newer holder's state.
  *

@@ -2,8 +2,8 @@ import { DEAD, S_CTRL, S_TAT } from '../table/layout.js';
 import { ageMs, lockToken } from '../table/slot-lock.js';
 import { processNow } from '../time/clock.js';
 
-// Give-backs (reward, reset, unblock, a reservation's refund) on a key of several lock-free
-// limits, or one under a global cap, and the undo they must not meet.
+// Give-backs (reward, reset, unblock, a reservation's refund) on a key of the lock-free engine
+// (several limits, one under a global cap, the windows), and the undo they must not meet.
 //
 // A decision commits its key limits one at a time and takes the first ones back when a later one
 // now refuses (LimitSet.undo: a compareExchange from the word it wrote, or a subtraction). Spends
@@ -43,11 +43,12 @@ export function holderAgeMs(word: number, nowMs: number): number {
 }
 
 /**
- * Takes the guard of the key at `base` (whose LIVE ctrl word is `ctrl`) for a give-back or an undo:
- * returns the holder token now in it, GONE, or (when `waitMs` is 0) BUSY while another holder has
- * it. A reclaimer's token, the free value and a stray even value are taken at once (a reclaim
- * whose token is replaced cannot finish). Another holder's token is waited for (short spins, then
- * `Atomics.wait`s that return when the word changes) until it is `takeOverMs` old.
+ * Takes the guard of the key at `base` (whose LIVE ctrl word is `ctrl`) for a give-back (`wait`)
+ * or an undo: returns the holder token now in it, or GONE, or for an undo BUSY while another
+ * holder has it. A reclaimer's token, the free value and a stray even value are taken at once (a
+ * reclaim whose token is replaced cannot finish). A give-back waits for another holder's token
+ * (short spins, then `Atomics.wait`s that return when the word changes) until it is `takeOverMs`
+ * old, then takes it over; an undo never does.
  */
 export function hold(w: Int32Array, base: number, ctrl: number, owner: number, takeOverMs: number, wait: boolean): number {
   for (let spins = 0; ; spins++) {
@@ -56,10 +57,12 @@ export function hold(w: Int32Array, base: number, ctrl: number, owner: number, t
     const guard = Atomics.load(w, base + S_TAT);
     if (guard === DEAD || Atomics.load(w, base + S_CTRL) !== ctrl) return GONE;
     const now = processNow();
-    if (isHolderToken(guard) && holderAgeMs(guard, now) <= takeOverMs) {
+    if (isHolderToken(guard)) {
       if (!wait) return BUSY;
-      if (spins > 64) Atomics.wait(w, base + S_TAT, guard, 0.05);
-      continue;
+      if (holderAgeMs(guard, now) <= takeOverMs) {
+        if (spins > 64) Atomics.wait(w, base + S_TAT, guard, 0.05);
+        continue;
+      }
     }
     const token = -lockToken(owner, now);
     // compareExchange from the exact word seen: one holder at a time; a reclaimer's own final

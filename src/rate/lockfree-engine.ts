@@ -42,9 +42,9 @@ const RETRY = 5;
  * generation: even), a reclaimer's token (odd) while it checks that the key is idle, or DEAD once
  * it decided to reclaim. A decision that finds a token after committing cancels it (the reclaim
  * then fails); one that finds DEAD, or another incarnation's value, decides again. A give-back
- * (`giveBack`, a reservation's `refund`) or an undo holds it while it writes, and a key of GCRA
- * limits keeps a give-back epoch after its limits' words, so that an undo never takes back a
- * spend a give-back already gave back (give-back-guard.ts).
+ * (`giveBack`, `reset`, a reservation's `refund`) or an undo holds it while it writes, and every
+ * key keeps a give-back epoch after its limits' words, so that an undo never takes back a spend a
+ * give-back already gave back (give-back-guard.ts).
  *
  * Thread-safety: one instance per thread (it holds snapshots and the result); any number of threads.
  */
@@ -86,7 +86,7 @@ export class LockFreeEngine {
   readonly #takeBack = (n: number): void => {
     this.#undoKey(n);
   };
-  /** Where the key's give-back epoch word is, from its state's start; -1: no give-backs (windows). */
+  /** Where the key's give-back epoch word is, from its state's start (after its limits' words). */
   readonly #epochOffset: number;
   /** This instance's owner id, for its holder tokens. */
   readonly #owner: number;
@@ -182,7 +182,7 @@ export class LockFreeEngine {
       if (global !== null && !set.checkCap(key, m, lastSec, global, m, globalLastSec, cost)) return DONE;
       if (cost === 0) return DONE;
       // 3. The key's limits, after reading the key's give-back epoch (see #readEpoch).
-      if (this.#epochOffset >= 0) area.epoch = this.#w[stateBase + this.#epochOffset] as number;
+      area.epoch = this.#w[stateBase + this.#epochOffset] as number;
       if (!set.commit(key, area, m, lastSec, cost, this.#takeBack)) {
         this.#retries++;
         continue;
@@ -375,7 +375,7 @@ export class LockFreeEngine {
       r.allowed = true;
       r.refusedBy = null;
       if (cost === 0) return DONE;
-      // The key's give-back epoch (every key of GCRA limits has one), as #readEpoch reads it.
+      // The key's give-back epoch, as #readEpoch reads it.
       this.#area.epoch = w[stateBase + this.#epochOffset] as number;
       if (!this.#set.commit(this.#key, this.#area, m, lastSec, cost, this.#takeBack)) {
         this.#retries++;
@@ -452,7 +452,6 @@ export class LockFreeEngine {
    * limit; false when the key's slot was reused or nothing was ahead.
    */
   refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array): boolean {
-    if (this.#epochOffset < 0) return this.#refund(base, ctrl, stateBase, cost, slots);
     // A give-back: under the key's guard, the epoch moved on after it (see giveBack).
     return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, false,
       () => this.#refund(base, ctrl, stateBase, cost, slots));
@@ -489,26 +488,20 @@ export class LockFreeEngine {
    * makes #undoKey keep the spends.
    */
   #readEpoch(stateBase: number): void {
-    if (this.#epochOffset >= 0) this.#area.epoch = this.#w[stateBase + this.#epochOffset] as number;
+    this.#area.epoch = this.#w[stateBase + this.#epochOffset] as number;
   }
 
   /**
    * Takes back the first `n` key commits of the decision on the slot at #base (a later limit, or
-   * the cap, refused): false if the key no longer owns the slot (the spends went with it). With an
-   * epoch word, it holds the guard meanwhile and keeps the spends (conservative) when a give-back
-   * holds the guard or ended since #readEpoch (give-back-guard.ts); it never waits.
+   * the cap, refused): false if the key no longer owns the slot (the spends went with it). It holds
+   * the guard meanwhile and keeps the spends (conservative) when another holder has the guard or
+   * a give-back ended since #readEpoch (give-back-guard.ts); it never waits.
    */
   #undoKey(n: number): boolean {
     const w = this.#w;
     const base = this.#base;
     const ctrl = this.#ctrl;
     if (n === 0) return true; // nothing committed on the key
-    if (this.#epochOffset < 0) {
-      // No give-backs on this key: spends only add, and an undo from what it wrote is exact.
-      if (this.#settle(base, ctrl) !== DONE) return false;
-      this.#set.undo(this.#key, this.#area, n);
-      return true;
-    }
     const token = hold(w, base, ctrl, this.#owner, this.#takeOverMs, false);
     if (token === GONE) return false;
     if (token === BUSY) return true;

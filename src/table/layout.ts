@@ -51,8 +51,8 @@
  * other configuration the state words hold the state and `tat` is the key's guard: the reclaim
  * guard of the lock-free engine (free value, reclaimer's token, a give-back's holder token or
  * DEAD; lockfree-engine.ts, rate/give-back-guard.ts) or the key's lock for the sliding log and
- * PolicyLimiter (slot-lock.ts). Several GCRA limits (or one under a cap) keep one more state word
- * after their limits' words: the key's give-back epoch (rate/give-back-guard.ts).
+ * PolicyLimiter (slot-lock.ts). Keys of the lock-free engine keep one more state word after their
+ * limits' words: the key's give-back epoch (rate/give-back-guard.ts).
  *
  * ctrl = payload << 2 | state
  *   EMPTY (0): free; ends every probe.               payload 0 (never used), or the generation
