@@ -3,6 +3,11 @@ import { swap } from '../algorithms/types.js';
 import { cas64 } from '../math/word64.js';
 import type { LimitGroup } from './limit-set.js';
 
+/** `FreshState.writeLimit`: every word of the limit landed; none did; its state did, a later word not. */
+export const ALL = 0;
+export const NONE = 1;
+export const SOME = 2;
+
 /**
  * Writes a key's state fresh, under the key's lock, for a `Prepare` step of the locked protocol
  * (locked-engine.ts): PolicyLimiter's reset and its reshape after a change of rules, and
@@ -41,7 +46,7 @@ export class FreshState {
    */
   write(w: Int32Array, state: number, g: LimitGroup, m: Moment): boolean {
     this.prepare(state, g, m);
-    for (let i = 0; i < g.algorithms.length; i++) if (!this.writeLimit(w, state, g, i)) return false;
+    for (let i = 0; i < g.algorithms.length; i++) if (this.writeLimit(w, state, g, i) !== ALL) return false;
     return true;
   }
 
@@ -53,10 +58,11 @@ export class FreshState {
 
   /**
    * Writes limit `i` of `g` fresh (as `prepare` built it), every word by compareExchange from its
-   * value in `before`: false at the first word that changed since it was read (the words before
-   * it in the limit stay written). Sets `wrote` when a word landed.
+   * value in `before`, stopping at the first word that changed since it was read: ALL, NONE (its
+   * first word, the state itself, changed), or SOME (the state landed, a later word such as a
+   * 64-bit GCRA's staleness unit did not). Sets `wrote` when a word landed.
    */
-  writeLimit(w: Int32Array, state: number, g: LimitGroup, i: number): boolean {
+  writeLimit(w: Int32Array, state: number, g: LimitGroup, i: number): number {
     const before = this.before;
     const fresh = this.#fresh;
     const p = state & 1;
@@ -65,15 +71,15 @@ export class FreshState {
     let j = 0;
     if (a.align8 === true) {
       // Its 64-bit word in one compareExchange: another thread never reads it half written.
-      if (!cas64(w, state + off, before[off + 1] as number, before[off] as number, fresh[p + off + 1] as number, fresh[p + off] as number)) return false;
+      if (!cas64(w, state + off, before[off + 1] as number, before[off] as number, fresh[p + off + 1] as number, fresh[p + off] as number)) return NONE;
       this.wrote = true;
       j = 2;
     }
     for (; j < a.stateWords; j++) {
       // compareExchange from the value read: fails if another thread wrote since.
-      if (!swap(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return false;
+      if (!swap(w, state + off + j, before[off + j] as number, fresh[p + off + j] as number)) return j === 0 ? NONE : SOME;
       this.wrote = true;
     }
-    return true;
+    return ALL;
   }
 }

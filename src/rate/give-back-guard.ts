@@ -46,7 +46,8 @@ export function holderAgeMs(word: number, nowMs: number): number {
  * Takes the guard of the key at `base` (whose LIVE ctrl word is `ctrl`) for a give-back (`wait`)
  * or an undo: returns the holder token now in it, or GONE, or for an undo BUSY while another
  * holder has it. A reclaimer's token, the free value and a stray even value are taken at once (a
- * reclaim whose token is replaced cannot finish). A give-back waits for another holder's token
+ * reclaim whose token is replaced cannot finish); only the free value names the incarnation, so
+ * ctrl is loaded again once the guard is ours. A give-back waits for another holder's token
  * (short spins, then `Atomics.wait`s that return when the word changes) until it is `takeOverMs`
  * old, then takes it over; an undo never does.
  */
@@ -67,7 +68,15 @@ export function hold(w: Int32Array, base: number, ctrl: number, owner: number, t
     const token = -lockToken(owner, now);
     // compareExchange from the exact word seen: one holder at a time; a reclaimer's own final
     // compareExchange from its token then fails.
-    if (token !== guard && Atomics.compareExchange(w, base + S_TAT, guard, token) === guard) return token;
+    if (token === guard || Atomics.compareExchange(w, base + S_TAT, guard, token) !== guard) continue;
+    // Atomics.load of ctrl again, now that the guard holds our token. A reclaimer's token or a
+    // stray even value repeats (a token is an owner and a time modulo 2^20 ms): a thread stopped
+    // between its loads and its compareExchange while the key was reclaimed and its slot reused
+    // took the next key's guard (found by an attack: an undo took the new key's spend away). Give
+    // that word back and look the key up again.
+    if (Atomics.load(w, base + S_CTRL) === ctrl) return token;
+    Atomics.compareExchange(w, base + S_TAT, token, guard);
+    return GONE;
   }
 }
 

@@ -11,7 +11,7 @@ import { RELOCATE } from '../table/slot-index.js';
 import { DONE } from '../table/slot-lock.js';
 import { freeGuard } from './lockfree-reclaim.js';
 import { BUSY, GONE, givingBack, hold, isHolderToken, release } from './give-back-guard.js';
-import { FreshState } from './fresh-state.js';
+import { FreshState, NONE } from './fresh-state.js';
 import type { LockAges } from '../table/slot-lock.js';
 
 /** #decideBatched could not use the batch: decide on the cap's word (beside DONE and RELOCATE). */
@@ -297,6 +297,8 @@ export class LockFreeEngine {
     const key = this.#key;
     return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, RELOCATE, () => {
       const w = this.#w;
+      // Whether it owed anything: whether some write landed, in this try or one before.
+      fresh.wrote = false;
       for (;;) {
         fresh.read(w, stateBase, key);
         // Atomics.load of lastSec after the words, then the clock: a stamp never later than the
@@ -305,10 +307,12 @@ export class LockFreeEngine {
         const m = this.#read();
         raiseToStamp(m, lastSec);
         const owes = key.algorithms.some((a, i) => !a.idle(w, stateBase + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
-        if (!owes) return DONE;
+        if (!owes) return fresh.wrote ? OWED : DONE;
         fresh.prepare(stateBase, key, m);
-        fresh.wrote = false;
-        if (this.#writeOnce((i) => fresh.writeLimit(w, stateBase, key, i)) !== RETRY) return fresh.wrote ? OWED : DONE;
+        // A limit whose state landed counts as written, though a later word of it (a 64-bit
+        // GCRA's staleness unit, which a decision raised) did not: reading again would decide on
+        // what a decision wrote after seeing the reset (found by an attack: 2 admitted of 1).
+        if (this.#writeOnce((i) => fresh.writeLimit(w, stateBase, key, i) !== NONE) !== RETRY) return fresh.wrote ? OWED : DONE;
       }
     });
   }
