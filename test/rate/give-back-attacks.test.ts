@@ -11,23 +11,15 @@ import { ManualClock, perMinute, perSecond, RateLimiter } from '../../src/index.
 import { H_STATE_OFFSET, S_CTRL, S_TAT } from '../../src/table/layout.js';
 import { lockToken } from '../../src/table/slot-lock.js';
 import { slotBaseOf } from '../helpers/slots.js';
+import { withAtomicsHooks } from '../helpers/atomics-spy.js';
 
 const DAY = 86_400_000;
 /** The 64-bit GCRA state's staleness unit (ms). */
 const UNIT = 4_096_000;
 
-/** Runs `run` with `hook(i, expected)` called before each compareExchange on `a`'s table; restores. */
+/** Runs `run` with `hook(i, expected)` called before each compareExchange on `a`'s table. */
 function hooked<T>(a: RateLimiter, hook: (i: number, expected: number) => void, run: () => T): T {
-  const realCas = Atomics.compareExchange;
-  Atomics.compareExchange = ((arr: Int32Array, i: number, e: number, v: number): number => {
-    if (arr instanceof Int32Array && arr.buffer === a.handle.table) hook(i, e);
-    return realCas(arr, i, e, v);
-  }) as typeof Atomics.compareExchange;
-  try {
-    return run();
-  } finally {
-    Atomics.compareExchange = realCas;
-  }
+  return withAtomicsHooks({ cas: (arr, i, e) => { if (arr.buffer === a.handle.table) hook(i, e); } }, run);
 }
 
 describe('found by an attack: a holder took the next key\'s guard through a repeated reclaimer token', () => {

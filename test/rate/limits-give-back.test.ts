@@ -9,6 +9,7 @@ import { ManualClock, perMinute, perSecond, RateLimiter } from '../../src/index.
 import { GLOBAL_HEADER_WORDS, H_GLOBAL_BASE, H_STATE_OFFSET } from '../../src/table/layout.js';
 import { raceUntilLost } from '../helpers/workers.js';
 import { slotBaseOf } from '../helpers/slots.js';
+import { withAtomicsHooks } from '../helpers/atomics-spy.js';
 
 const DAY = 86_400_000;
 const LIMITS = [perSecond(10), perMinute(100)];
@@ -91,21 +92,16 @@ describe('a give-back and a global cap', () => {
  * give-back's); returns what `run` returned, after checking that `act` ran.
  */
 function interleaved<T>(a: RateLimiter, index: number, act: () => void, run: () => T): T {
-  const realCas = Atomics.compareExchange;
   let fired = false;
-  Atomics.compareExchange = ((arr: Int32Array, i: number, expected: number, value: number): number => {
-    if (!fired && arr.buffer === a.handle.table && i === index) {
+  const result = withAtomicsHooks({
+    cas: (arr, i) => {
+      if (fired || arr.buffer !== a.handle.table || i !== index) return;
       fired = true;
       act();
-    }
-    return realCas(arr, i, expected, value);
-  }) as typeof Atomics.compareExchange;
-  try {
-    return run();
-  } finally {
-    Atomics.compareExchange = realCas;
-    expect(fired).toBe(true);
-  }
+    },
+  }, run);
+  expect(fired).toBe(true);
+  return result;
 }
 
 describe('found: a decision that took back its first commit after a reward gave it back', () => {
