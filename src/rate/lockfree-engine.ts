@@ -265,7 +265,7 @@ export class LockFreeEngine {
     const key = this.#key;
     const area = this.#area;
     area.state = stateBase;
-    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, RELOCATE, () => {
+    return this.#givingBack(base, ctrl, stateBase, RELOCATE, () => {
       set.detail = true;
       set.forcing = -1;
       try {
@@ -295,7 +295,7 @@ export class LockFreeEngine {
     const { base, ctrl } = ref;
     const fresh = (this.#fresh ??= new FreshState(this.#key.words));
     const key = this.#key;
-    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, RELOCATE, () => {
+    return this.#givingBack(base, ctrl, stateBase, RELOCATE, () => {
       const w = this.#w;
       // Whether it owed anything: whether some write landed, in this try or one before.
       fresh.wrote = false;
@@ -336,6 +336,15 @@ export class LockFreeEngine {
       }
     }
     return DONE;
+  }
+
+  /**
+   * Runs `write`, a give-back on the key at `base` (ctrl `ctrl`, state at `stateBase`), under the
+   * key's guard, the epoch moved on after it (give-back-guard.ts `givingBack`); `gone` when the
+   * slot no longer holds the key.
+   */
+  #givingBack<T>(base: number, ctrl: number, stateBase: number, gone: T, write: () => T): T {
+    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, gone, write);
   }
 
   /** The reset's scratch, made at the first reset. */
@@ -457,8 +466,7 @@ export class LockFreeEngine {
    */
   refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array): boolean {
     // A give-back: under the key's guard, the epoch moved on after it (see giveBack).
-    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, false,
-      () => this.#refund(base, ctrl, stateBase, cost, slots));
+    return this.#givingBack(base, ctrl, stateBase, false, () => this.#refund(base, ctrl, stateBase, cost, slots));
   }
 
   #refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array): boolean {
