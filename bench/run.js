@@ -6,45 +6,44 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { runAlgorithms } from './algorithms.js';
-import { runChurn } from './churn.js';
-import { runContention } from './contention.js';
-import { runCore } from './core.js';
-import { runHttp } from './http.js';
-import { runHttpRedis } from './http-redis.js';
 import { machine } from './lib/measure.js';
 import { dateOf, withPrevious } from './lib/previous.js';
-import { runObservability } from './observability.js';
-import { runPeers } from './peers.js';
-import { runRace } from './race.js';
-import { runRedis } from './redis.js';
-import { runRedisOutage } from './redis-outage.js';
-import { runRedisTier } from './redis-tier.js';
-import { runRuntimes } from './runtimes.js';
-import { runScaling } from './scaling.js';
-import { runWidth } from './width.js';
 
+// Each suite is imported when it runs, so that a run of some suites needs only their packages.
 const SUITES = {
-  core: runCore,
-  runtimes: runRuntimes,
-  peers: runPeers,
-  contention: runContention,
-  algorithms: runAlgorithms,
-  race: runRace,
-  scaling: runScaling,
-  churn: runChurn,
-  width: runWidth,
-  observability: runObservability,
-  redis: runRedis,
-  'redis-outage': runRedisOutage,
-  'redis-tier': runRedisTier,
-  http: runHttp,
-  'http-redis': runHttpRedis,
+  core: ['./core.js', 'runCore'],
+  runtimes: ['./runtimes.js', 'runRuntimes'],
+  peers: ['./peers.js', 'runPeers'],
+  contention: ['./contention.js', 'runContention'],
+  workers: ['./workers.js', 'runWorkers'],
+  algorithms: ['./algorithms.js', 'runAlgorithms'],
+  race: ['./race.js', 'runRace'],
+  scaling: ['./scaling.js', 'runScaling'],
+  churn: ['./churn.js', 'runChurn'],
+  width: ['./width.js', 'runWidth'],
+  observability: ['./observability.js', 'runObservability'],
+  redis: ['./redis.js', 'runRedis'],
+  'redis-outage': ['./redis-outage.js', 'runRedisOutage'],
+  'redis-tier': ['./redis-tier.js', 'runRedisTier'],
+  http: ['./http.js', 'runHttp'],
+  'http-redis': ['./http-redis.js', 'runHttpRedis'],
 };
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const only = args.filter((a) => !a.startsWith('--'));
+const flag = (name) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+// --workers=1,2,4,8,16: the worker counts of the suites that scale over workers (contention, workers).
+const workersFlag = flag('workers');
+const workers = workersFlag === undefined ? undefined : workersFlag.split(',').map(Number);
+if (workers !== undefined && (workers.length === 0 || !workers.every((n) => Number.isInteger(n) && n >= 1 && n <= 256))) {
+  console.error(`--workers takes worker counts from 1 to 256, comma-separated; got ${JSON.stringify(workersFlag)}`);
+  process.exit(2);
+}
+// --workloads=hot,1k: the contention suite's workloads whose names start so (default: all).
+const workloads = flag('workloads')?.split(',');
+// --svg-dir=DIR: where the charts go when the run does not publish (default: a temporary folder).
+const svgDirFlag = flag('svg-dir');
 for (const name of only) {
   if (!(name in SUITES)) {
     console.error(`unknown suite ${JSON.stringify(name)}; suites: ${Object.keys(SUITES).join(', ')}`);
@@ -52,16 +51,17 @@ for (const name of only) {
   }
 }
 const publish = !quick && only.length === 0;
-const svgDir = publish ? new URL('./', import.meta.url) : pathToFileURL(`${mkdtempSync(join(tmpdir(), 'sluice-bench-'))}/`);
+const svgDir = publish ? new URL('./', import.meta.url) : pathToFileURL(`${svgDirFlag ?? mkdtempSync(join(tmpdir(), 'sluice-bench-'))}/`);
 
 const m = machine();
 const started = performance.now();
 const sections = [];
-for (const [name, run] of Object.entries(SUITES)) {
+for (const [name, [file, exported]] of Object.entries(SUITES)) {
   if (only.length > 0 && !only.includes(name)) continue;
   const t0 = performance.now();
   process.stderr.write(`running ${name}${quick ? ' (quick)' : ''}... `);
-  sections.push((await run({ quick, svgDir })).markdown);
+  const run = (await import(file))[exported];
+  sections.push((await run({ quick, svgDir, ...(workers === undefined ? {} : { workers }), ...(workloads === undefined ? {} : { workloads }) })).markdown);
   process.stderr.write(`${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
 }
 const header = [

@@ -9,6 +9,14 @@ const workerUrl = new URL('./throughput-worker.js', import.meta.url);
  * runs an unshared Map GCRA of that limit instead (the ceiling a shared limiter is held to).
  */
 export async function workerThroughput(handle, workers, keySets, ms, mapLimit = null) {
+  return (await workerRun(handle, workers, keySets, ms, mapLimit)).perSec;
+}
+
+/**
+ * workerThroughput with what else the workers saw: the share of checks admitted and the
+ * compareExchange retries of the timed loops (how often the workers' writes met).
+ */
+export async function workerRun(handle, workers, keySets, ms, mapLimit = null) {
   const gate = new SharedArrayBuffer(12);
   const g = new Int32Array(gate); // [ready count, go flag, stop flag]
   const pool = Array.from({ length: workers }, (_, i) => new Worker(workerUrl, { workerData: { handle, keys: keySets[i], gate, mapLimit } }));
@@ -20,5 +28,10 @@ export async function workerThroughput(handle, workers, keySets, ms, mapLimit = 
   Atomics.store(g, 2, 1);
   const results = await Promise.all(done);
   await Promise.all(pool.map((w) => w.terminate()));
-  return results.reduce((sum, r) => sum + r.ops / (r.ms / 1000), 0);
+  const ops = results.reduce((sum, r) => sum + r.ops, 0);
+  return {
+    perSec: results.reduce((sum, r) => sum + r.ops / (r.ms / 1000), 0),
+    allowedShare: results.reduce((sum, r) => sum + r.allowed, 0) / ops,
+    retriesPerMillion: (results.reduce((sum, r) => sum + r.casRetries, 0) / ops) * 1e6,
+  };
 }

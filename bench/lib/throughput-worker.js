@@ -12,10 +12,13 @@ for (let i = 0; i < 20_000; i++) limiter.allow(keys[i % keys.length]); // warm u
 Atomics.add(g, 0, 1);
 while (Atomics.load(g, 1) === 0) Atomics.wait(g, 1, 0, 5);
 let ops = 0;
+let allowed = 0;
 const n = keys.length;
+const retriesBefore = mapLimit ? 0 : limiter.stats().casRetries;
 const started = performance.now();
 while (Atomics.load(g, 2) === 0) {
-  for (let i = 0; i < 1_000; i++) limiter.allow(keys[(ops + i) % n]);
+  for (let i = 0; i < 1_000; i++) if (limiter.allow(keys[(ops + i) % n])) allowed++;
   ops += 1_000;
 }
-parentPort.postMessage({ ops, ms: performance.now() - started, casRetries: mapLimit ? 0 : limiter.stats().casRetries });
+const ms = performance.now() - started;
+parentPort.postMessage({ ops, allowed, ms, casRetries: mapLimit ? 0 : limiter.stats().casRetries - retriesBefore });
