@@ -5,6 +5,7 @@ import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { ALLOWED, REFUSED, TOO_LONG } from './gcra-wide.js';
 import { gcraSlotState } from './gcra-slot.js';
+import { backoff } from './backoff.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
 import type { SlotRef } from '../table/slot-index.js';
@@ -208,7 +209,7 @@ export class Gcra32 {
     // (it only moves forward: the key is fresh and the stamp needs no raise), a hot key's
     // common case; see docs/design.md, section 2.
     let tat = Atomics.load(w, base + S_TAT);
-    for (;;) {
+    for (let losses = 0; ; ) {
       // Likely still that second: try without the load. Only on this thread's own write: a state
       // another thread wrote may come from a later reading than ours if the clock stepped back,
       // and then only the loaded stamp tells (see Clock, and "A clock that steps back" in
@@ -308,7 +309,10 @@ export class Gcra32 {
       // seq-cst read of the word, as a load is: the next snapshot, followed by lastSec and the
       // clock as above.
       this.retries++;
-      tat = seen;
+      // Wait a little before deciding again (backoff.ts); the word is then loaded anew, since
+      // what the compareExchange read is older by the wait.
+      backoff(++losses);
+      tat = Atomics.load(w, base + S_TAT);
     }
   }
 

@@ -9,6 +9,7 @@ import { RELOCATE, type SlotRef } from '../table/slot-index.js';
 import { Ticks64 } from '../time/ticks64.js';
 import { staleUnitAt } from '../time/stamps.js';
 import { bigView, casHalves, halvesOf } from '../math/word64.js';
+import { backoff } from './backoff.js';
 
 /**
  * GCRA at width 64: the lock-free path for limits whose tolerance does not fit 32 bits (a
@@ -293,7 +294,7 @@ export class WideGcra {
   #spend(base: number, ctrl: number, cost: number, mode: number, maxWaitTicks: number): number {
     const p = this.#p;
     const at = base + this.#tatOffset;
-    for (;;) {
+    for (let losses = 0; ; ) {
       if (!this.#snapshot(base, ctrl, at)) return RELOCATE;
       const { q, r } = this.#qr;
       // The decision, pure, in whole intervals: debt = q * t + r (0 <= r < t).
@@ -339,6 +340,7 @@ export class WideGcra {
         sub(this.#n.hi, this.#n.lo, this.#now.hi, this.#now.lo, this.debt);
         return ALLOWED;
       }
+      backoff(++losses); // lost the race: wait a little before the next snapshot (backoff.ts)
     }
   }
 

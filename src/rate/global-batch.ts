@@ -2,6 +2,7 @@ import { debtOf, type GcraParams } from '../math/gcra.js';
 import { raiseStamp, secondsAt, unitsAhead } from '../time/stamps.js';
 import { ticksAt } from '../time/ticks.js';
 import type { StateArea } from './limit-set.js';
+import { backoff } from './backoff.js';
 
 /** `take` results. */
 export const TAKEN = 0;
@@ -84,7 +85,7 @@ export class GlobalBatch {
     const w = this.#w;
     const p = this.#p;
     const t = p.intervalTicks;
-    for (;;) {
+    for (let losses = 0; ; ) {
       // The cap's TAT, then its lastSec (the order of every decision): newer than the reading
       // `ms` at worst, which reads as more spent, never less.
       const tat = Atomics.load(w, this.#area.state);
@@ -108,6 +109,7 @@ export class GlobalBatch {
         return TAKEN;
       }
       this.retries++;
+      backoff(++losses); // lost the race on the cap's word: wait a little first (backoff.ts)
     }
   }
 
