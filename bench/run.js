@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { machine } from './lib/measure.js';
-import { dateOf, withPrevious } from './lib/previous.js';
+import { dateOf, keptSections, withPrevious } from './lib/previous.js';
 
 // Each suite is imported when it runs, so that a run of some suites needs only their packages.
 const SUITES = {
@@ -76,6 +76,8 @@ const header = [
 // The algorithms, contention and peers tables, row by row against the last published run.
 const resultsUrl = new URL('./RESULTS.md', import.meta.url);
 const previous = existsSync(resultsUrl) ? readFileSync(resultsUrl, 'utf8') : '';
-const text = withPrevious(`${header.join('\n')}${sections.join('\n\n')}\n`, previous, dateOf(previous));
+// Sections recorded on another machine (KEPT_MARK) stay, after this run's own.
+const kept = publish ? keptSections(previous) : '';
+const text = withPrevious(`${header.join('\n')}${[...sections, ...(kept === '' ? [] : [kept])].join('\n\n')}\n`, previous, dateOf(previous));
 if (publish) writeFileSync(resultsUrl, text);
 console.log(text);

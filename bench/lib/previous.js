@@ -74,3 +74,15 @@ export function withPrevious(md, previousMd, previousDate) {
 export function dateOf(md) {
   return /Written by `[^`]*` on (\S+)/.exec(md)?.[1] ?? 'unknown';
 }
+
+/** The line under a section's heading that marks it as recorded elsewhere (another machine), by hand. */
+export const KEPT_MARK = '<!-- recorded on another machine: `npm run bench` keeps this section as it is -->';
+
+/**
+ * The sections of `previousMd` marked KEPT_MARK (each from its `## ` heading to the next), joined:
+ * a full run on this host cannot measure them again, so it carries them over unchanged.
+ */
+export function keptSections(previousMd) {
+  const parts = previousMd.split(/\n(?=## )/);
+  return parts.filter((p) => p.startsWith('## ') && p.split('\n', 2)[1] === KEPT_MARK).map((p) => p.trimEnd()).join('\n\n');
+}
