@@ -14,7 +14,9 @@
 //
 // Outcomes: { key, cost, admitted, op } with op 'allow' (default), 'reserve' (with maxWaitMs and
 // the window the limiter counted it in, or null), 'cancel' (with the reservation's window and
-// act time; admitted: whether it gave back), or 'reset' (fixed window: the key fresh).
+// act time; admitted: whether it gave back), 'reset' (fixed window: the key fresh), 'penalty' or
+// 'reward' (fixed window: the decided window's count raised by cost, at most to permits, or
+// lowered by it, never below 0).
 
 const fresh = { win: -Infinity, count: 0 };
 
@@ -37,6 +39,10 @@ export function fixedWindowModel({ permits, periodMs }) {
       // The window decided: the stored one if it is the reading's or later, else the reading's.
       let win = st.win >= now ? st.win : now;
       let count = st.win >= now ? st.count : 0;
+      if (op === 'penalty' || op === 'reward') {
+        const after = op === 'penalty' ? Math.min(permits, count + o.cost) : Math.max(0, count - o.cost);
+        return { admit: true, refuses: false, next: new Map(state).set(o.key, { win, count: after }) };
+      }
       if (op === 'allow') {
         const admit = win === now && count + o.cost <= permits;
         return { admit, refuses: !admit, next: new Map(state).set(o.key, { win, count: count + o.cost }) };

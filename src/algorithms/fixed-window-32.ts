@@ -97,6 +97,27 @@ export class FixedWindow32 implements LimitAlgorithm {
     v.resetMs = after > 0 ? untilEnd : 0;
   }
 
+  /**
+   * A penalty (`cost` > 0) or a reward (`cost` < 0) on the decided window's count: a penalty
+   * fills at most the window (the word holds no count past `permits`, and a window forgets its
+   * count at its end anyway), a reward gives back never below 0. Blocks are not for windows
+   * (`blockMs` >= 0: nothing to commit). Only under the key's give-back guard, with its epoch
+   * moved on (LockFreeEngine.giveBack): a decision's undo, which subtracts its own spend, could
+   * otherwise take it from a count this clamped.
+   */
+  force(m: Moment, stale: boolean, cost: number, blockMs: number, _clamp: boolean, v: Verdict): void {
+    this.#decode(m.ms, stale);
+    const permits = this.#permits;
+    const after = blockMs >= 0 ? this.#count : Math.min(permits, Math.max(0, this.#count + cost));
+    this.#next = (this.#base + after) | 0;
+    const untilEnd = ceilNs((this.#win + 1) * this.#periodMs - m.ms);
+    v.allowed = blockMs < 0;
+    v.remaining = this.#ahead ? 0 : permits - after;
+    v.waitMs = blockMs < 0 ? 0 : Infinity;
+    v.resetMs = after > 0 ? untilEnd : 0;
+    v.latestMs = Infinity;
+  }
+
   reserve(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict, notBeforeMs = 0): void {
     this.#decode(m.ms, stale);
     const permits = this.#permits;

@@ -83,6 +83,16 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       v.waitMs = v.allowed ? 0 : waitFor(cost, m);
       v.resetMs = nextCount > 0 ? ceilNs((win + 1) * periodMs - m.ms) : 0;
     },
+    force(m, stale, cost, blockMs, _clamp, v: Verdict) {
+      // As FixedWindow32.force: a penalty fills at most the window, a reward never below 0.
+      decode(m.ms, stale);
+      nextCount = blockMs >= 0 ? count : Math.min(permits, Math.max(0, count + cost));
+      v.allowed = blockMs < 0;
+      v.remaining = later ? 0 : permits - nextCount;
+      v.waitMs = blockMs < 0 ? 0 : Infinity;
+      v.resetMs = nextCount > 0 ? ceilNs((win + 1) * periodMs - m.ms) : 0;
+      v.latestMs = Infinity;
+    },
     reserve(m, stale, cost, maxWaitMs, v: Verdict, notBeforeMs = 0) {
       decode(m.ms, stale);
       const reading = floorDiv(m.ms, periodMs);

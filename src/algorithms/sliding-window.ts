@@ -85,6 +85,27 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       v.resetMs = ceilNs(after > 0 ? (win + 2) * periodMs - m.ms : prev > 0 ? (win + 1) * periodMs - m.ms : 0);
       nextCurr = after;
     },
+    force(m, stale, cost, blockMs, _clamp, v: Verdict) {
+      // A penalty adds to this window's count, past `permits` up to what the count's 22 bits hold
+      // (it then weighs on the next window as the previous count); a reward gives back from this
+      // window's count, then from the previous one's, never below 0. Blocks are not for windows
+      // (nothing to commit). Under the key's give-back guard only (see FixedWindow32.force).
+      decode(m.ms, stale);
+      if (blockMs >= 0) nextCurr = curr;
+      else if (cost >= 0) nextCurr = Math.min(COUNT_MASK, curr + cost);
+      else {
+        const fromCurr = Math.min(curr, -cost);
+        nextCurr = curr - fromCurr;
+        prev = Math.max(0, prev - (-cost - fromCurr)); // commit writes the previous count as decoded
+      }
+      const into = Math.max(0, m.ms - win * periodMs);
+      const estimate = prev * (1 - into / periodMs) + nextCurr;
+      v.allowed = blockMs < 0;
+      v.remaining = later ? 0 : Math.max(0, Math.floor(permits - estimate));
+      v.waitMs = blockMs < 0 ? 0 : Infinity;
+      v.resetMs = ceilNs(nextCurr > 0 ? (win + 2) * periodMs - m.ms : prev > 0 ? (win + 1) * periodMs - m.ms : 0);
+      v.latestMs = Infinity;
+    },
     reserve(m, stale, cost, maxWaitMs, v: Verdict, notBeforeMs = 0) {
       decode(m.ms, stale);
       const reading = floorDiv(m.ms, periodMs);

@@ -116,7 +116,9 @@ export interface LimitAlgorithm {
    * lost race) it holds as much as it can instead. A negative `cost` with `blockMs` < 0 is a
    * reward: it gives back, never below a fresh key's state, so its commit takes from the state;
    * only under the key's lock (PolicyLimiter.reward) or its give-back guard
-   * (LockFreeEngine.giveBack), whose undos know of it. GCRA only.
+   * (LockFreeEngine.giveBack), whose undos know of it. The windows have it for penalties and
+   * rewards only (`blockMs` >= 0: `v.allowed` false), on their counts, and a window's penalty
+   * runs under the give-back guard as well (LockFreeEngine.forceGuarded: it is clamped).
    */
   force?(m: Moment, stale: boolean, cost: number, blockMs: number, clamp: boolean, v: Verdict): void;
   /** Whether the state equals a fresh key's (so the key may be reclaimed). Loads its own snapshot. */

@@ -125,13 +125,20 @@ export class LimitsControls {
     private readonly site: TableSite,
     /** The longest block every key limit holds, in ms (for the error message). */
     readonly maxBlockMs: number,
-    /** The key limits' algorithm: every control on GCRA; reset and unblock alone on the windows. */
+    /** The key limits' algorithm: every control on GCRA; all but block on the windows. */
     readonly algorithm: AlgorithmName,
   ) {}
 
-  /** As OneLimitControls.penalty, on every key limit. */
+  /**
+   * As OneLimitControls.penalty, on every key limit. On windows, under the key's give-back guard
+   * (LockFreeEngine.forceGuarded): each window's count rises by `cost`, a fixed window's at most
+   * to its permits.
+   */
   penalty(key: string, cost: number): KeyState {
-    this.#gcraOnly('penalty');
+    if (this.algorithm !== 'gcra') {
+      this.#forceGuarded(key, cost);
+      return this.#state();
+    }
     if (!this.#force(key, cost, -1)) {
       throw new RangeError(`penalty(${JSON.stringify(key)}, ${cost}) would put the key further ahead than its state can hold; nothing was spent`);
     }
@@ -172,7 +179,6 @@ export class LimitsControls {
 
   /** A reward on the key's slot, found again while it moves; false when the table holds no slot for it. */
   #giveBack(key: string, cost: number): boolean {
-    this.#gcraOnly('reward');
     const site = this.site;
     for (let entry = site.peek(key); entry !== undefined; entry = site.peekAgain(key)) {
       if (this.engine.giveBack(entry, entry.base + site.stateOffset, cost) !== RELOCATE) return true;
@@ -180,10 +186,22 @@ export class LimitsControls {
     return false;
   }
 
-  /** TypeError for `method` on window limits (their states have no force: penalty, block, reward). */
+  /** TypeError for `method` on window limits (a window's state holds one window's count, not a time to refuse until: block). */
   #gcraOnly(method: string): void {
     if (this.algorithm !== 'gcra') {
-      throw new TypeError(`${method}() is built for a RateLimiter of GCRA limits on its lock-free paths; this one runs '${this.algorithm}'`);
+      throw new TypeError(`${method}() is built for a RateLimiter of GCRA limits on its lock-free paths (a window holds one window's count, ` +
+        `not a time to refuse until); this one runs '${this.algorithm}'`);
+    }
+  }
+
+  /** A window penalty on the key's slot (inserting it), found again while it moves. */
+  #forceGuarded(key: string, cost: number): void {
+    const site = this.site;
+    let entry = site.find(key);
+    for (;;) {
+      if (entry === undefined) throw new TableFullError(key);
+      if (this.engine.forceGuarded(entry, entry.base + site.stateOffset, cost) !== RELOCATE) return;
+      entry = site.findAgain(key);
     }
   }
 

@@ -253,11 +253,24 @@ export class LockFreeEngine {
   }
 
   /**
+   * A penalty on window limits (`cost` > 0): `force`'s spend, held under the key's guard with the
+   * epoch moved on after it, as a give-back is. A window's penalty is clamped (it fills at most the
+   * window: FixedWindow32.force), and a decision's undo subtracts its own spend from a count: one
+   * that committed before the penalty and takes back after it would take from the clamped count,
+   * and the window would admit again (an undo holding the guard after us finds the epoch moved
+   * and keeps its spend instead). Fills `result`; returns DONE or RELOCATE.
+   */
+  forceGuarded(ref: SlotRef, stateBase: number, cost: number): number {
+    return this.#givingBack(ref.base, ref.ctrl, stateBase, RELOCATE, () => this.force(ref, stateBase, cost, -1));
+  }
+
+  /**
    * A reward on the key at `ref`: every key limit gives back `cost` intervals, never below a
    * fresh key's state (each limit's `force` with a negative cost), holding the key's guard, and
    * the key's epoch moved on before the guard goes (give-back-guard.ts). Waits while an undo or
    * another give-back holds the guard. A cap is neither checked nor given back. Each limit is
-   * written once (#writeOnce). Fills `result`; returns DONE or RELOCATE. GCRA limits only.
+   * written once (#writeOnce). Fills `result`; returns DONE or RELOCATE. GCRA and window limits
+   * (a window gives back from its counts: FixedWindow32.force).
    */
   giveBack(ref: SlotRef, stateBase: number, cost: number): number {
     const { base, ctrl } = ref;

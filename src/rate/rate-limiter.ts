@@ -246,8 +246,9 @@ export class RateLimiter {
    * Spends `cost` on `key` now, even beyond the burst (a penalty: the key waits longer), and
    * returns its state after. `cost` is an integer >= 0. Throws `RangeError` when the key's state
    * cannot hold that much debt (as `reserve` does past its horizon: nothing is spent),
-   * `TableFullError` when a new key finds no slot, and `TypeError` on a window or log algorithm.
-   * On several GCRA limits every one spends it; a global cap is never charged.
+   * `TableFullError` when a new key finds no slot, and `TypeError` on the sliding log. On several
+   * limits every one spends it; a global cap is never charged. On a window it adds to the window's
+   * count (a fixed window's at most to its permits: docs/rate-limiter.md).
    */
   penalty(key: string, cost: number): KeyState {
     checkRequest(key, cost);
@@ -258,8 +259,8 @@ export class RateLimiter {
   /**
    * Gives back `cost` intervals of what `key` has spent, never below a fresh key's state (a
    * reward), and returns its state after; null when the table holds no state for the key. Any
-   * thread, lock-free. On several GCRA limits every one gives back; a global cap keeps its spend.
-   * `TypeError` on a window or the log (not built there: docs/rate-limiter.md says why).
+   * thread, lock-free. On several limits every one gives back; a global cap keeps its spend. On a
+   * window it takes from the window's count, never below 0. `TypeError` on the sliding log.
    */
   reward(key: string, cost: number): KeyState | null {
     checkRequest(key, cost);
@@ -285,7 +286,8 @@ export class RateLimiter {
    * request of cost 1 passes once the block is over. A key already refused longer keeps its
    * state. Any thread, lock-free. Throws `RangeError` for a block longer than the key's state
    * holds (nothing is written: make the limiter with `maxBlockMs`), `TableFullError` when a new
-   * key finds no slot, and `TypeError` as `penalty` does.
+   * key finds no slot, and `TypeError` on a window or the sliding log (a window holds one
+   * window's count, not a time to refuse until).
    */
   block(key: string, ms: number): KeyState {
     checkRequest(key, 0);

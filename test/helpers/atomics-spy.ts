@@ -1,6 +1,7 @@
 // Hooks on Atomics.load and Atomics.compareExchange: which words a code path reads atomically
 // (tests that a path skips a load, or keeps one), and work run by "another thread" at a chosen
 // step of a protocol. Restores both however `f` ends.
+import { expect } from 'vitest';
 
 /** Called before the real operation runs, with its arguments. */
 export interface AtomicsHooks {
@@ -38,4 +39,22 @@ export function loadsDuring(f: () => void, match: (array: Int32Array, index: num
   let n = 0;
   withAtomicsHooks({ load: (array, index) => { if (match(array, index)) n++; } }, f);
   return n;
+}
+
+/**
+ * Runs `run`, and `act` once in it, just before the first compareExchange on word `index` of
+ * `table` (the point between a decision's commit of its first part and its commit of the next,
+ * or a give-back's); returns what `run` returned, after checking that `act` ran.
+ */
+export function interleaved<T>(table: SharedArrayBuffer, index: number, act: () => void, run: () => T): T {
+  let fired = false;
+  const result = withAtomicsHooks({
+    cas: (arr, i) => {
+      if (fired || arr.buffer !== table || i !== index) return;
+      fired = true;
+      act();
+    },
+  }, run);
+  expect(fired).toBe(true);
+  return result;
 }

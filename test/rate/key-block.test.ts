@@ -138,7 +138,7 @@ describe('blocks of days: maxBlockMs', () => {
 
   it('a window: block says what it is built for; unblock gives everything back, as reset (window-reset.test.ts)', () => {
     const l = new RateLimiter({ limit: perMinute(10), algorithm: 'fixed-window', maxKeys: 8, clock: new ManualClock(0) });
-    expect(() => l.block('k', 1)).toThrow(/block\(\) is built for a RateLimiter of GCRA limits on its lock-free paths; this one runs 'fixed-window'/);
+    expect(() => l.block('k', 1)).toThrow(/block\(\) is built for a RateLimiter of GCRA limits on its lock-free paths \(a window holds one window's count, not a time to refuse until\); this one runs 'fixed-window'/);
     expect(l.unblock('k')).toBe(false);
     l.allow('k', 10);
     expect(l.unblock('k')).toBe(true);

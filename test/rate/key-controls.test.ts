@@ -82,13 +82,6 @@ describe('penalty at the edges', () => {
     expect(l.reset('k')).toBe(true);
     expect(l.reset('k')).toBe(false);
   });
-
-  it('a window: TypeError naming what it is built for', () => {
-    const l = new RateLimiter({ limit: perMinute(10), algorithm: 'fixed-window', maxKeys: 8 });
-    expect(() => l.penalty('k', 1)).toThrow(/penalty\(\) is built for a RateLimiter of GCRA limits on its lock-free paths; this one runs 'fixed-window'/);
-    expect(() => l.reward('k', 1)).toThrow(TypeError);
-    expect(l.reset('k')).toBe(false); // reset is built for windows (window-reset.test.ts)
-  });
 });
 
 describe('penalty and reward on 4 racing workers', () => {

@@ -9,7 +9,7 @@ import { ManualClock, perMinute, perSecond, RateLimiter } from '../../src/index.
 import { GLOBAL_HEADER_WORDS, H_GLOBAL_BASE, H_STATE_OFFSET } from '../../src/table/layout.js';
 import { raceUntilLost } from '../helpers/workers.js';
 import { slotBaseOf } from '../helpers/slots.js';
-import { withAtomicsHooks } from '../helpers/atomics-spy.js';
+import { interleaved } from '../helpers/atomics-spy.js';
 
 const DAY = 86_400_000;
 const LIMITS = [perSecond(10), perMinute(100)];
@@ -86,24 +86,6 @@ describe('a give-back and a global cap', () => {
   });
 });
 
-/**
- * Runs `run`, and `act` once in it, just before `a`'s compareExchange on word `index` of its table
- * (the point between a decision's commit of its first part and its commit of the next, or a
- * give-back's); returns what `run` returned, after checking that `act` ran.
- */
-function interleaved<T>(a: RateLimiter, index: number, act: () => void, run: () => T): T {
-  let fired = false;
-  const result = withAtomicsHooks({
-    cas: (arr, i) => {
-      if (fired || arr.buffer !== a.handle.table || i !== index) return;
-      fired = true;
-      act();
-    },
-  }, run);
-  expect(fired).toBe(true);
-  return result;
-}
-
 describe('found: a decision that took back its first commit after a reward gave it back', () => {
   // Thread A admits 'k' on its first part and commits it (k's first limit: fresh, to one interval
   // ahead). Before A commits its next part, B rewards k (giving A's tentative spend back: the key
@@ -117,7 +99,7 @@ describe('found: a decision that took back its first commit after a reward gave 
     a.penalty('k', 1); // k is in the table, and fresh again
     a.reset('k');
     const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
-    const admitted = interleaved(a, state + 1, () => {
+    const admitted = interleaved(a.handle.table, state + 1, () => {
       expect(b.reward('k', 1)).not.toBeNull();
       expect(b.allow('k')).toBe(true);
     }, () => a.allow('k'));
@@ -134,7 +116,7 @@ describe('found: a decision that took back its first commit after a reward gave 
     const cap = (w[H_GLOBAL_BASE] as number) + GLOBAL_HEADER_WORDS;
     a.penalty('k', 1); // k is in the table, and fresh again
     a.reset('k');
-    const admitted = interleaved(a, cap, () => {
+    const admitted = interleaved(a.handle.table, cap, () => {
       expect(b.reward('k', 1)).not.toBeNull();
       expect(b.allow('k')).toBe(true);
       expect(b.allow('x')).toBe(true);
@@ -162,7 +144,7 @@ describe('found: a decision between a reward\'s writes of two limits', () => {
     const b = RateLimiter.attach(a.handle, { clock });
     expect(a.allow('k')).toBe(true);
     const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
-    expect(interleaved(a, state + 1, () => expect(a.allow('k')).toBe(true), () => b.reward('k', 2))).not.toBeNull();
+    expect(interleaved(a.handle.table, state + 1, () => expect(a.allow('k')).toBe(true), () => b.reward('k', 2))).not.toBeNull();
     let admitted = 0;
     for (let i = 0; i < 2; i++) {
       clock.advance(1_000); // the first limit (one a second) has room again
