@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter, type RateLimiterHandle } from '../../src/index.js';
 
-import { duplicateKeys } from '../helpers/table-scan.js';
+import { duplicateKeys, openClaims } from '../helpers/table-scan.js';
 import { openGate, result, spawn } from '../helpers/workers.js';
 
 interface HammerResult {
@@ -126,8 +126,11 @@ describe('real worker_threads sharing one limiter', () => {
       while (count.reduce((a, b) => a + b, 0) < 2_000 * (round + 1)) await new Promise((r) => setTimeout(r, 1));
       await Promise.all(pool.map((w) => w.terminate()));
     }
-    // At most one unfinished insert per terminated worker can be left claimed.
-    expect(limiter.stats().claimed).toBeLessThanOrEqual(12);
+    // At most one unfinished insert per terminated worker can be left open. A claim that another
+    // inserter cancelled because its own inserter stalled past claimTimeoutMs (20 ms: a busy
+    // machine does that) stays BUSY too, until reused, and is not one of them (found on a busy
+    // machine: 20 claimed, of which at most 12 open).
+    expect(openClaims(limiter.handle.table)).toBeLessThanOrEqual(12);
     clock.advance(10_000);
     // New keys in the same (fully colliding) chain still get exactly their own quota.
     for (let i = 0; i < 10; i++) {
