@@ -1,5 +1,6 @@
-// reset under the key's lock (rate/key-controls.ts LockedControls, rate/fresh-state.ts): planted
-// bugs the locked-reset scenario must find.
+// reset, penalty and reward under the key's lock (rate/key-controls.ts LockedControls,
+// rate/fresh-state.ts, rate/forced-state.ts): planted bugs the locked-reset and locked-controls
+// scenarios must find.
 export default [
   {
     name: '(planted) a locked reset writes only the first word of each limit',
@@ -19,5 +20,15 @@ export default [
     scenario: 'locked-reset',
     deep: true,
     edits: [{ file: 'rate/key-controls.js', from: 'if (!owes)\n            return true; // already fresh', to: 'if (!owes) {\n            this.#fresh.wrote = false;\n            return true;\n        } //' }],
+  },
+  {
+    name: '(planted) a log reward that clears its entries and leaves the head',
+    what: "SlidingLog.force's reward clears the newest entries but does not move the head back over them: they sit expired "
+      + 'behind entries that count, and the search, which takes the expired ones to come first, skips those',
+    scenario: 'locked-controls',
+    edits: [
+      { file: 'algorithms/sliding-log.js', from: 'if (!swap(w, at, head, moved))\n                    return false;', to: '' },
+      { file: 'algorithms/sliding-log.js', from: 'k < clear && Atomics.load(w, at) === moved; k++', to: 'k < clear; k++' },
+    ],
   },
 ];

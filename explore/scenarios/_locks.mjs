@@ -76,7 +76,8 @@ export function lockMoves({ startMs, tickMs, stealAfterMs, periodMs }) {
  * from the reading rounded down), so an entry within `slackMs` of the period's edge may count
  * either way: the model admits when the entries surely inside leave room, and counts a refusal
  * as justified when the entries possibly inside fill it. An outcome with `op: 'reset'` is
- * RateLimiter.reset (its `owed`: what it answered).
+ * RateLimiter.reset (its `owed`: what it answered); `op: 'penalty'` and `op: 'reward'` are
+ * RateLimiter.penalty and reward.
  */
 export function slidingLogModel({ permits, periodMs }, { slackMs = 0, keyOf = (o) => o.key } = {}) {
   const count = (log, r, edge) => log.filter((t) => r - t < edge).length;
@@ -90,6 +91,18 @@ export function slidingLogModel({ permits, periodMs }, { slackMs = 0, keyOf = (o
         // inside it (false).
         const admit = o.owed ? count(log, reading, periodMs + slackMs) > 0 : count(log, reading, periodMs - slackMs) === 0;
         return { admit, refuses: !admit, next: new Map(state).set(keyOf(o), []) };
+      }
+      // A penalty (RateLimiter.penalty on a log) spends like an admission, whether or not there is
+      // room, and the log keeps its newest `permits` entries; a reward removes the newest `cost`
+      // entries that may still count (what the limiter clears: those its reading counts).
+      if (o.op === 'penalty') {
+        const next = [...log, ...new Array(o.cost).fill(reading)].slice(-permits);
+        return { admit: true, refuses: false, next: new Map(state).set(keyOf(o), next) };
+      }
+      if (o.op === 'reward') {
+        const inside = log.filter((t) => reading - t < periodMs + slackMs);
+        const next = inside.slice(0, Math.max(0, inside.length - o.cost));
+        return { admit: true, refuses: false, next: new Map(state).set(keyOf(o), next) };
       }
       const admit = count(log, reading, periodMs - slackMs) + o.cost <= permits;
       const refuses = count(log, reading, periodMs + slackMs) + o.cost > permits;

@@ -54,6 +54,14 @@ export class FixedWindow32 implements LimitAlgorithm {
     }
   }
 
+  /**
+   * How long a state with nothing counted stays unlike a fresh key's: until the decided window
+   * starts when it is a later one (it refuses until then), else 0.
+   */
+  #untilAhead(ms: number): number {
+    return this.#ahead ? ceilNs(this.#win * this.#periodMs - ms) : 0;
+  }
+
   /** Moves the decided window to the next one (empty). */
   #nextWindow(): void {
     this.#win += 1;
@@ -94,7 +102,7 @@ export class FixedWindow32 implements LimitAlgorithm {
     const untilEnd = ceilNs((this.#win + 1) * this.#periodMs - m.ms);
     v.remaining = this.#ahead ? 0 : permits - after;
     v.waitMs = v.allowed ? 0 : cost > permits ? Infinity : count + cost <= permits ? ceilNs(this.#win * this.#periodMs - m.ms) : untilEnd;
-    v.resetMs = after > 0 ? untilEnd : 0;
+    v.resetMs = after > 0 ? untilEnd : this.#untilAhead(m.ms);
   }
 
   /**
@@ -114,7 +122,7 @@ export class FixedWindow32 implements LimitAlgorithm {
     v.allowed = blockMs < 0;
     v.remaining = this.#ahead ? 0 : permits - after;
     v.waitMs = blockMs < 0 ? 0 : Infinity;
-    v.resetMs = after > 0 ? untilEnd : 0;
+    v.resetMs = after > 0 ? untilEnd : this.#untilAhead(m.ms);
     v.latestMs = Infinity;
   }
 

@@ -81,7 +81,7 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       }
       v.remaining = later ? 0 : permits - nextCount;
       v.waitMs = v.allowed ? 0 : waitFor(cost, m);
-      v.resetMs = nextCount > 0 ? ceilNs((win + 1) * periodMs - m.ms) : 0;
+      v.resetMs = nextCount > 0 ? ceilNs((win + 1) * periodMs - m.ms) : later ? ceilNs(win * periodMs - m.ms) : 0;
     },
     force(m, stale, cost, blockMs, _clamp, v: Verdict) {
       // As FixedWindow32.force: a penalty fills at most the window, a reward never below 0.
@@ -90,7 +90,7 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       v.allowed = blockMs < 0;
       v.remaining = later ? 0 : permits - nextCount;
       v.waitMs = blockMs < 0 ? 0 : Infinity;
-      v.resetMs = nextCount > 0 ? ceilNs((win + 1) * periodMs - m.ms) : 0;
+      v.resetMs = nextCount > 0 ? ceilNs((win + 1) * periodMs - m.ms) : later ? ceilNs(win * periodMs - m.ms) : 0;
       v.latestMs = Infinity;
     },
     reserve(m, stale, cost, maxWaitMs, v: Verdict, notBeforeMs = 0) {

@@ -38,6 +38,8 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
   let stale = false;
   let spend = 0;
   let stamp = 0;
+  // A reward's: how many of the newest entries its commit clears (0: a spend's commit).
+  let clear = 0;
   const seen = new Int32Array(permits);
 
   /** Word index of the k-th oldest entry of the snapshot (k = 0: the oldest, at head). */
@@ -84,6 +86,7 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
     check(m, isStale, cost, v: Verdict) {
       stale = isStale;
       spend = 0;
+      clear = 0;
       const now32 = ticksAt(m.ms, p);
       const free = expired(now32);
       const newest = free === permits ? -1 : age(Atomics.load(words, entry(permits - 1)), now32);
@@ -110,7 +113,65 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
       v.waitMs = cost > permits ? Infinity : ticksToMs(periodTicks - age(Atomics.load(words, entry(cost - 1)), now32), p);
       v.resetMs = newest < 0 ? 0 : ticksToMs(periodTicks - newest, p);
     },
+    /**
+     * Under the key's lock (LockedControls): a penalty (`cost` > 0) spends min(cost, permits)
+     * entries now whether or not they are free (a log holds at most `permits`, so a penalty
+     * refuses for at most a period from now); a reward (`cost` < 0) clears the newest entries
+     * (never below an empty log). No block (`blockMs` >= 0: `v.allowed` false, nothing to commit).
+     */
+    force(m, isStale, cost, blockMs, _clamp, v: Verdict) {
+      stale = isStale;
+      spend = 0;
+      clear = 0;
+      const now32 = ticksAt(m.ms, p);
+      const free = expired(now32);
+      v.waitMs = 0;
+      v.latestMs = Infinity;
+      v.allowed = blockMs < 0;
+      if (!v.allowed || cost === 0) {
+        v.remaining = free;
+        v.resetMs = free === permits ? 0 : ticksToMs(periodTicks - age(Atomics.load(words, entry(permits - 1)), now32), p);
+        return;
+      }
+      if (cost > 0) {
+        // As an admission of that many (check, above), past the free entries too.
+        spend = Math.min(cost, permits);
+        const n = stale ? permits : spend;
+        for (let k = 0; k < n; k++) seen[k] = Atomics.load(words, entry(k));
+        const last = Atomics.load(words, entry(permits - 1));
+        const now = ticksCeilAt(m.ms, p);
+        stamp = !stale && last !== NO_ENTRY && ((last - now) | 0) > 0 ? last : now;
+        if (stamp === NO_ENTRY) stamp = (stamp + 1) | 0;
+        v.remaining = Math.max(0, free - spend);
+        v.resetMs = ticksToMs(periodTicks, p);
+        return;
+      }
+      // A reward: the newest entries that still count, at most -cost of them, go; the head moves
+      // back over them, so the ring stays in time order (cleared entries first, as expired ones).
+      clear = Math.min(-cost, permits - free);
+      for (let k = 0; k < clear; k++) seen[k] = Atomics.load(words, entry(permits - clear + k));
+      v.remaining = free + clear;
+      const newest = free + clear === permits ? -1 : age(Atomics.load(words, entry(permits - clear - 1)), now32);
+      v.resetMs = newest < 0 ? 0 : ticksToMs(periodTicks - newest, p);
+    },
     commit(w, at) {
+      if (clear > 0) {
+        // A reward (force): the head word first, back over the newest `clear` entries (its commit
+        // count moves on, as on every commit), then those entries cleared, each from the value
+        // read. A writer stopped between the two leaves them at the front with their stamps,
+        // newer than the entries after them, as an undo does: counted or not by the search, never
+        // hiding an entry after them (conservative). Cleared first, they would sit expired behind
+        // entries that count, and the search, which takes the expired ones to come first, could
+        // skip counted entries. The head landed: the reward took place (true), whatever the
+        // clearing finds. Each entry is cleared only while the head is still ours (Atomics.load,
+        // seq-cst: every commit moves the head's commit count): a holder that took our lock over
+        // after a stall and committed has written over these entries, with a stamp that may
+        // equal the one we read (a clock that did not move); they are its admissions then.
+        const moved = (((head >>> 16) + 1) & 0xffff) << 16 | (((head & 0xffff) + permits - clear) % permits);
+        if (!swap(w, at, head, moved)) return false;
+        for (let k = 0; k < clear && Atomics.load(w, at) === moved; k++) swap(w, entry(permits - clear + k), seen[k] as number, NO_ENTRY);
+        return true;
+      }
       // Every entry from the value the check read, then the head word last: the commit point. Its
       // commit count changes on every commit, so a writer whose snapshot is older fails there even
       // when the index came back round. An entry written by a writer that then fails is newer than

@@ -82,7 +82,7 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       v.remaining = later ? 0 : Math.max(0, Math.floor(permits - estimate - (v.allowed ? cost : 0)));
       v.waitMs = v.allowed ? 0 : ceilNs((later ? win * periodMs - m.ms : 0) + wait(curr, prev, into, cost));
       const after = v.allowed ? curr + cost : curr;
-      v.resetMs = ceilNs(after > 0 ? (win + 2) * periodMs - m.ms : prev > 0 ? (win + 1) * periodMs - m.ms : 0);
+      v.resetMs = ceilNs(after > 0 ? (win + 2) * periodMs - m.ms : prev > 0 ? (win + 1) * periodMs - m.ms : later ? win * periodMs - m.ms : 0);
       nextCurr = after;
     },
     force(m, stale, cost, blockMs, _clamp, v: Verdict) {
@@ -103,7 +103,7 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       v.allowed = blockMs < 0;
       v.remaining = later ? 0 : Math.max(0, Math.floor(permits - estimate));
       v.waitMs = blockMs < 0 ? 0 : Infinity;
-      v.resetMs = ceilNs(nextCurr > 0 ? (win + 2) * periodMs - m.ms : prev > 0 ? (win + 1) * periodMs - m.ms : 0);
+      v.resetMs = ceilNs(nextCurr > 0 ? (win + 2) * periodMs - m.ms : prev > 0 ? (win + 1) * periodMs - m.ms : later ? win * periodMs - m.ms : 0);
       v.latestMs = Infinity;
     },
     reserve(m, stale, cost, maxWaitMs, v: Verdict, notBeforeMs = 0) {

@@ -14,7 +14,8 @@ import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
  * less). Once per request, whichever of the response's events come. A reward that fails (Redis
  * did not answer; a policy pair's rule changed to another algorithm meanwhile) leaves the spend
  * counted: the client is limited a little sooner, never later. A policy request whose rule is
- * not GCRA when it is decided keeps its spend (windows and logs cannot give one back).
+ * not GCRA when it is decided keeps its spend: a window's or log's reward gives back in the
+ * window it runs in, which may be a later one than the spend's (more room there than it took).
  *
  * Thread-safety: the listeners run on the response's thread, which is the limiter's.
  */
@@ -45,7 +46,7 @@ export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; ski
   if (!gives) {
     throw new TypeError(`options.${successful ? 'skipSuccessfulRequests' : 'skipFailedRequests'} gives a spend back with reward(), which is built for ` +
       'a RateLimiter or RedisRateLimiter of GCRA limits, and the policy limiters\' GCRA rules; ' +
-      'this limiter cannot give one back');
+      'this limiter\'s reward() gives back in the window or log it runs in, which may be a later one than the spend\'s');
   }
   return { successful: successful as boolean, failed: failed as boolean };
 }

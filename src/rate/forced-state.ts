@@ -19,7 +19,7 @@ export const LOCK_LOST = 2;
  * seconds stamp is raised (as every commit raises it) and each limit committed by compareExchange
  * from what was loaded: a holder whose lock was taken over cannot write over a newer holder's
  * state. Decisions under the same lock never take a commit back, so none can land over this.
- * GCRA limits only (the others have no `force`).
+ * Every algorithm has `force` for penalties and rewards; only GCRA's holds a block.
  */
 export function forceUnderLock(
   w: Int32Array, state: number, lastSecAt: number, g: LimitGroup, m: Moment, holds: () => boolean, cost: number, blockMs: number, v: Verdict,

@@ -1,13 +1,14 @@
-import type { Moment } from '../algorithms/index.js';
+import type { Moment, Verdict } from '../algorithms/index.js';
 import { TableFullError } from '../errors.js';
 import { describe } from '../config/check.js';
 import { maxBlockMsOf, type GcraParams } from '../math/gcra.js';
 import { MAX_CLOCK_MS } from '../time/ticks.js';
-import { RELOCATE } from '../table/slot-index.js';
+import { RELOCATE, type SlotRef } from '../table/slot-index.js';
 import type { TableSite } from '../table/table-site.js';
 import { S_LAST_SEC } from '../table/layout.js';
 import { isStale } from '../time/stamps.js';
 import { FreshState } from './fresh-state.js';
+import { forceUnderLock, LOCK_LOST } from './forced-state.js';
 import type { LimitGroup } from './limit-set.js';
 import type { LockedEngine, Prepare } from './locked-engine.js';
 import { OWED, type LockFreeEngine } from './lockfree-engine.js';
@@ -135,7 +136,9 @@ export class LimitsControls {
    * to its permits.
    */
   penalty(key: string, cost: number): KeyState {
-    if (this.algorithm !== 'gcra') {
+    // A penalty of cost 0 is a probe (force writes nothing): no guard, no epoch moved, so that no
+    // decision's undo keeps a spend for it (found by an attack: a refused request stayed charged).
+    if (this.algorithm !== 'gcra' && cost > 0) {
       this.#forceGuarded(key, cost);
       return this.#state();
     }
@@ -229,8 +232,10 @@ export function checkBlockMs(ms: number): void {
 }
 
 /**
- * `reset` on a RateLimiter whose decisions take the key's lock (a sliding log, with or without
- * other limits and a cap): under the key's lock, every limit of the key is written fresh (the
+ * `reset`, `penalty` and `reward` on a RateLimiter whose decisions take the key's lock (a sliding
+ * log, with or without other limits and a cap). A penalty or reward forces every limit in the
+ * prepare step (forced-state.ts forceUnderLock, SlidingLog.force). A reset: under the key's lock,
+ * every limit of the key is written fresh (the
  * locked protocol's `Prepare` step, FreshState: read, check the lock is still held, write by
  * compareExchange from what was read), then a decision of cost 0 follows and writes nothing. Every
  * decision on the key takes the same lock, so the reset falls between two of them: exact. A
@@ -248,12 +253,57 @@ export class LockedControls {
   #state = 0;
   #lastSec = 0;
   readonly #prepare: Prepare = (w, m, holds) => this.#writeFresh(w, m, holds);
+  // A penalty's or reward's cost (negative: a reward), and its prepare step.
+  #forceCost = 0;
+  readonly #force: Prepare = (w, m, holds) => this.#forceAll(w, m, holds);
+  readonly #verdict: Verdict = { allowed: true, remaining: 0, waitMs: 0, resetMs: 0, latestMs: Infinity, detail: true };
 
   constructor(engine: LockedEngine, key: LimitGroup, site: TableSite) {
     this.#engine = engine;
     this.#key = key;
     this.#site = site;
     this.#fresh = new FreshState(key.words);
+  }
+
+  /**
+   * A penalty on every limit of `key` (inserting it), under the key's lock: a decision of cost 0
+   * whose prepare step forces each limit (forced-state.ts `forceUnderLock`; a sliding log spends
+   * at most its permits: SlidingLog.force). The key's state after.
+   */
+  penalty(key: string, cost: number): KeyState {
+    const site = this.#site;
+    for (let entry = site.find(key); ; entry = site.findAgain(key)) {
+      if (entry === undefined) throw new TableFullError(key);
+      if (this.#forced(entry, cost)) return this.#after();
+    }
+  }
+
+  /** A reward (`cost` given back on every limit, never below fresh) under the key's lock; null when the table holds no state for the key. */
+  reward(key: string, cost: number): KeyState | null {
+    const site = this.#site;
+    for (let entry = site.peek(key); entry !== undefined; entry = site.peekAgain(key)) {
+      if (this.#forced(entry, -cost)) return this.#after();
+    }
+    return null;
+  }
+
+  /** Forces `cost` (a reward when negative) on the key at `entry`; false when its slot moved. */
+  #forced(entry: SlotRef, cost: number): boolean {
+    this.#state = entry.base + this.#site.stateOffset;
+    this.#lastSec = entry.base + S_LAST_SEC;
+    this.#forceCost = cost;
+    this.#engine.detail = true;
+    try {
+      return this.#engine.decide(entry.base, entry.ctrl, this.#state, 0, this.#key, this.#force) !== RELOCATE;
+    } finally {
+      this.#forceCost = 0;
+    }
+  }
+
+  /** The key's state after the last forced decision: its probe of cost 0, after the prepare step forced it. */
+  #after(): KeyState {
+    const r = this.#engine.result;
+    return { remaining: r.remaining, resetAfterMs: r.resetAfterMs };
   }
 
   /** Gives back everything `key` owes: it reads as fresh. True if it owed anything; a key the table does not hold is not inserted. */
@@ -270,6 +320,15 @@ export class LockedControls {
       if (this.#engine.decide(entry.base, entry.ctrl, this.#state, 0, this.#key, this.#prepare) !== RELOCATE) return this.#fresh.wrote;
     }
     return false;
+  }
+
+  /**
+   * The prepare step of a penalty or reward (under the key's lock, at reading `m`): every limit
+   * forced and committed (forceUnderLock). False when the lock was lost (the engine decides
+   * again, and forces again).
+   */
+  #forceAll(w: Int32Array, m: Moment, holds: () => boolean): boolean {
+    return forceUnderLock(w, this.#state, this.#lastSec, this.#key, m, holds, this.#forceCost, -1, this.#verdict) !== LOCK_LOST;
   }
 
   /**

@@ -246,12 +246,14 @@ export class RateLimiter {
    * Spends `cost` on `key` now, even beyond the burst (a penalty: the key waits longer), and
    * returns its state after. `cost` is an integer >= 0. Throws `RangeError` when the key's state
    * cannot hold that much debt (as `reserve` does past its horizon: nothing is spent),
-   * `TableFullError` when a new key finds no slot, and `TypeError` on the sliding log. On several
-   * limits every one spends it; a global cap is never charged. On a window it adds to the window's
-   * count (a fixed window's at most to its permits: docs/rate-limiter.md).
+   * and `TableFullError` when a new key finds no slot. On several limits every one spends it; a
+   * global cap is never charged. On a window it adds to the window's count (a fixed window's at
+   * most to its permits), on a sliding log entries at now, under the key's lock (at most its
+   * permits): docs/rate-limiter.md.
    */
   penalty(key: string, cost: number): KeyState {
     checkRequest(key, cost);
+    if (this.#lockedControls !== null) return this.#lockedControls.penalty(key, cost);
     if (this.#limitsControls !== null) return this.#limitsControls.penalty(key, cost);
     return this.#controlsFor('penalty').penalty(key, cost);
   }
@@ -259,11 +261,13 @@ export class RateLimiter {
   /**
    * Gives back `cost` intervals of what `key` has spent, never below a fresh key's state (a
    * reward), and returns its state after; null when the table holds no state for the key. Any
-   * thread, lock-free. On several limits every one gives back; a global cap keeps its spend. On a
-   * window it takes from the window's count, never below 0. `TypeError` on the sliding log.
+   * thread, lock-free (a sliding log: under the key's lock). On several limits every one gives
+   * back; a global cap keeps its spend. On a window it takes from the window's count, never below
+   * 0; on a sliding log it removes the newest entries that still count.
    */
   reward(key: string, cost: number): KeyState | null {
     checkRequest(key, cost);
+    if (this.#lockedControls !== null) return this.#lockedControls.reward(key, cost);
     if (this.#limitsControls !== null) return this.#limitsControls.reward(key, cost);
     return this.#controlsFor('reward').reward(key, cost);
   }

@@ -58,8 +58,8 @@ interface Case {
   globalBound?: number;
   /** The hot keys also take window reservations, some of them cancelled (see RESERVE_CASES). */
   reserve?: true;
-  /** The workers also penalize, block, reward and reset the hot keys; 'windows': all but block. See CONTROL_CASES. */
-  controls?: true | 'windows';
+  /** The workers also penalize, block, reward and reset the hot keys; 'no-block': all but block (windows, logs). See CONTROL_CASES. */
+  controls?: true | 'no-block';
   /** Epochs to run (EPOCHS unless set). */
   epochs?: number;
 }
@@ -123,8 +123,8 @@ const RESERVE_CASES: Case[] = [
 // call, so the bound holds also for a worker terminated inside one. Several limits: the smallest
 // burst binds; under a cap, the cap's bound holds as well (nothing gives back the cap). A worker
 // terminated while it holds a key's give-back guard (a reward, a reset, an undo) leaves it to be
-// taken over at the table's reuse age (STORM_REUSE_MS). The windows have no block: a penalty
-// takes its turn there.
+// taken over at the table's reuse age (STORM_REUSE_MS). The windows and the log have no block: a
+// penalty takes its turn there.
 const CONTROL_CASES: Case[] = [
   { name: 'gcra, one limit, with per-key controls', options: { limit: perSecond(200) }, keyBound: 200, controls: true, epochs: 4 },
   { name: 'gcra, 64-bit state, with per-key controls', options: { limit: perSecond(3_000, { burst: 300 }) }, keyBound: 300, controls: true, epochs: 4 },
@@ -139,9 +139,13 @@ const CONTROL_CASES: Case[] = [
   },
   {
     name: 'fixed window, two limits, with per-key controls (no block)', options: { algorithm: 'fixed-window', limit: [win(150), win(250, 60_000)] },
-    keyBound: 150, controls: 'windows', epochs: 4,
+    keyBound: 150, controls: 'no-block', epochs: 4,
   },
-  { name: 'sliding window, with per-key controls (no block)', options: { algorithm: 'sliding-window', limit: win(200) }, keyBound: 200, controls: 'windows', epochs: 4 },
+  { name: 'sliding window, with per-key controls (no block)', options: { algorithm: 'sliding-window', limit: win(200) }, keyBound: 200, controls: 'no-block', epochs: 4 },
+  {
+    name: 'sliding log, with per-key controls (no block)', options: { algorithm: 'sliding-log', limit: win(200), maxLogSize: 256 },
+    keyBound: 200, controls: 'no-block', epochs: 4,
+  },
 ];
 
 /** Room in the log for every act of one epoch (admissions and reservations, cancelled or not). */
@@ -231,7 +235,7 @@ function drain(limiter: RateLimiter, key: string): number {
 
 /** Starts the round's workers and waits until all of them run their loop. */
 async function startRound(
-  limiter: RateLimiter, counters: SharedArrayBuffer, seed: number, errors: unknown[], log?: ActLog, controls?: { keyBound: number; windows: boolean },
+  limiter: RateLimiter, counters: SharedArrayBuffer, seed: number, errors: unknown[], log?: ActLog, controls?: { keyBound: number; noBlock: boolean },
 ): Promise<Worker[]> {
   const gate = new SharedArrayBuffer(8);
   const pool = Array.from({ length: WORKERS }, (_, id) => new Worker(workerUrl, {
@@ -292,7 +296,7 @@ async function storm(c: Case): Promise<void> {
     // live their random time.
     const fill = c.reserve && epoch >= epochs ? HOT.length * 2 * (c.keyBound + 50) : 0;
     for (let round = 0; round < ROUNDS_PER_EPOCH; round++) {
-      const controls = c.controls ? { keyBound: c.keyBound, windows: c.controls === 'windows' } : undefined;
+      const controls = c.controls ? { keyBound: c.keyBound, noBlock: c.controls === 'no-block' } : undefined;
       const pool = await startRound(limiter, counters, Math.floor(random() * 2 ** 32), errors, log, controls);
       const attempts = () => Array.from({ length: WORKERS }, (_, id) => Atomics.load(count, HOT.length + id)).reduce((a, b) => a + b, 0);
       const fillBy = performance.now() + 5_000;

@@ -156,3 +156,42 @@ describe('penalties and rewards racing decisions on windows, 4 workers', () => {
     });
   });
 });
+
+describe('found by an attack on the window controls', () => {
+  // A penalty of cost 0 is a probe: it writes nothing, so it must not take the key's guard or
+  // move its epoch either, or a decision caught between its first commit and its take-back
+  // keeps its first window's spend for a request it refused (the exact order leaves 1 place).
+  it('penalty(key, 0) between a decision\'s first commit and its take-back leaves the take-back alone', () => {
+    const clock = new ManualClock(60_000);
+    const a = new RateLimiter({ limit: [perMinute(3), perMinute(2)], algorithm: 'fixed-window', maxKeys: 4, clock });
+    const b = RateLimiter.attach(a.handle, { clock });
+    expect(a.allow('k')).toBe(true); // 1 of 3, 1 of 2
+    const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
+    const admitted = interleaved(a.handle.table, state + 1, () => {
+      expect(b.allow('k')).toBe(true); // 2 of 3, 2 of 2: a's second commit now refuses
+      expect(b.penalty('k', 0).remaining).toBe(0); // a probe: nothing written
+    }, () => a.allow('k'));
+    expect(admitted).toBe(false);
+    expect(b.tryAcquire('k', 0).limits?.[0]?.remaining).toBe(1);
+  });
+
+  // A reservation counted in the next window leaves the key refusing until that window starts;
+  // a reward that empties it must say so (resetAfterMs). The fixed window reported 0; the sliding
+  // window's previous count already kept its report above 0 here (its formula had the same gap,
+  // for a later window with no previous count).
+  it.each([
+    ['a fixed window', 'fixed-window'],
+    ['a sliding window', 'sliding-window'],
+  ] as const)('%s: a reward that empties a reservation\'s later window reports when the key is fresh again', (_name, algorithm) => {
+    // The fixed window's next place is a second away, in the next window; the sliding window's
+    // 90 s away (the 2 weigh on the next window until half of it has passed), in the one after.
+    const clock = new ManualClock(algorithm === 'fixed-window' ? 59_000 : 60_000);
+    const l = new RateLimiter({ limit: perMinute(2), algorithm, maxKeys: 4, clock });
+    expect(l.allow('k', 2)).toBe(true);
+    const wait = l.reserve('k', { cost: 1, maxWaitMs: 120_000 }).delayMs;
+    expect(wait).toBe(algorithm === 'fixed-window' ? 1_000 : 90_000);
+    const s = l.reward('k', 1);
+    expect(l.tryAcquire('k').retryAfterMs).toBeGreaterThan(0); // still refused until the later window starts
+    expect(s?.resetAfterMs).toBeGreaterThan(0);
+  });
+});
