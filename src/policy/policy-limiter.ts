@@ -150,6 +150,8 @@ export class PolicyLimiter {
   #forcing: number | null = null;
   #forceCost = 0;
   #forced = FORCED;
+  /** The pair's limits that a penalty's, reward's or block's earlier tries committed (forceUnderLock). */
+  readonly #forceProgress: { landed: number; rule: CompiledRule | null; at: number } = { landed: 0, rule: null, at: -1 };
   readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0, latestMs: Infinity, detail: true };
   readonly #prepareFn: Prepare = (w, m, holds) => this.#prepare(w, m, holds) && (this.#forcing === null || this.#force(w, m, holds));
 
@@ -351,6 +353,8 @@ export class PolicyLimiter {
     this.#forcing = blockMs;
     this.#forceCost = reward ? -cost : cost;
     this.#forced = FORCED;
+    this.#forceProgress.landed = 0;
+    this.#forceProgress.rule = null;
     let outcome: number;
     try {
       outcome = this.#decide(request, 0, reward);
@@ -380,7 +384,17 @@ export class PolicyLimiter {
       return true;
     }
     const lastSecAt = this.#shapeAt - this.#stateOffset + S_LAST_SEC;
-    const outcome = forceUnderLock(w, this.#shapeAt + 1, lastSecAt, this.#rule.limits, m, holds, this.#forceCost, this.#forcing as number, this.#verdict);
+    // Another rule or another place than the tries before (the rules changed meanwhile): what
+    // they committed was on the old shape, which the new one does not keep limit by limit.
+    const progress = this.#forceProgress;
+    if (progress.rule !== this.#rule || progress.at !== this.#shapeAt) {
+      progress.rule = this.#rule;
+      progress.at = this.#shapeAt;
+      progress.landed = 0;
+    }
+    const outcome = forceUnderLock(
+      w, this.#shapeAt + 1, lastSecAt, this.#rule.limits, m, holds, this.#forceCost, this.#forcing as number, this.#verdict, progress,
+    );
     if (outcome === LOCK_LOST) return false; // the engine decides again (and forces again)
     this.#forced = outcome;
     return true;

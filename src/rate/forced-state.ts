@@ -20,13 +20,23 @@ export const LOCK_LOST = 2;
  * from what was loaded: a holder whose lock was taken over cannot write over a newer holder's
  * state. Decisions under the same lock never take a commit back, so none can land over this.
  * Every algorithm has `force` for penalties and rewards; only GCRA's holds a block.
+ *
+ * `progress.landed` counts the limits whose commit landed, across the tries of one control (the
+ * caller sets it to 0 once, before the first): a try that finds the lock lost is run again by the
+ * locked protocol, also after its writes landed (a decision of cost 0 spends nothing, so the
+ * protocol cannot tell), and forcing those limits again would apply the control twice: a reward
+ * given back twice (found by the explorer, locked-controls: three admitted on a log of two).
+ * Each try forces and commits only the limits after them.
  */
 export function forceUnderLock(
   w: Int32Array, state: number, lastSecAt: number, g: LimitGroup, m: Moment, holds: () => boolean, cost: number, blockMs: number, v: Verdict,
+  progress: { landed: number },
 ): number {
+  const n = g.algorithms.length;
+  if (progress.landed >= n) return FORCED; // every limit took it in an earlier try
   // Atomics.load of the stamp under the lock: only a holder's commit raises it.
   const lastSec = Atomics.load(w, lastSecAt);
-  for (let i = 0; i < g.algorithms.length; i++) {
+  for (let i = progress.landed; i < n; i++) {
     const a = g.algorithms[i] as LimitAlgorithm;
     a.load(w, state + (g.offsets[i] as number));
     (a.force as NonNullable<LimitAlgorithm['force']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, blockMs, false, v);
@@ -34,8 +44,9 @@ export function forceUnderLock(
   }
   if (!holds()) return LOCK_LOST;
   raiseStamp(w, lastSecAt, lastSec, m.sec);
-  for (let i = 0; i < g.algorithms.length; i++) {
+  for (let i = progress.landed; i < n; i++) {
     if (!(g.algorithms[i] as LimitAlgorithm).commit(w, state + (g.offsets[i] as number), m)) return LOCK_LOST;
+    progress.landed = i + 1;
   }
   return FORCED;
 }

@@ -253,8 +253,9 @@ export class LockedControls {
   #state = 0;
   #lastSec = 0;
   readonly #prepare: Prepare = (w, m, holds) => this.#writeFresh(w, m, holds);
-  // A penalty's or reward's cost (negative: a reward), and its prepare step.
+  // A penalty's or reward's cost (negative: a reward), the limits its tries committed, and its prepare step.
   #forceCost = 0;
+  readonly #progress = { landed: 0 };
   readonly #force: Prepare = (w, m, holds) => this.#forceAll(w, m, holds);
   readonly #verdict: Verdict = { allowed: true, remaining: 0, waitMs: 0, resetMs: 0, latestMs: Infinity, detail: true };
 
@@ -292,6 +293,7 @@ export class LockedControls {
     this.#state = entry.base + this.#site.stateOffset;
     this.#lastSec = entry.base + S_LAST_SEC;
     this.#forceCost = cost;
+    this.#progress.landed = 0; // this slot's tries (forceUnderLock): a slot found moved starts over
     this.#engine.detail = true;
     try {
       return this.#engine.decide(entry.base, entry.ctrl, this.#state, 0, this.#key, this.#force) !== RELOCATE;
@@ -328,7 +330,7 @@ export class LockedControls {
    * again, and forces again).
    */
   #forceAll(w: Int32Array, m: Moment, holds: () => boolean): boolean {
-    return forceUnderLock(w, this.#state, this.#lastSec, this.#key, m, holds, this.#forceCost, -1, this.#verdict) !== LOCK_LOST;
+    return forceUnderLock(w, this.#state, this.#lastSec, this.#key, m, holds, this.#forceCost, -1, this.#verdict, this.#progress) !== LOCK_LOST;
   }
 
   /**

@@ -6,7 +6,8 @@
 // back. Exact on a ManualClock; a reward stopped between its two steps staged; raced on 4 workers.
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
-import { H_STATE_OFFSET } from '../../src/table/layout.js';
+import { H_STATE_OFFSET, S_TAT } from '../../src/table/layout.js';
+import { FREE } from '../../src/table/slot-lock.js';
 import { slotBaseOf } from '../helpers/slots.js';
 import { withAtomicsHooks } from '../helpers/atomics-spy.js';
 import { openGate, result, spawn } from '../helpers/workers.js';
@@ -97,6 +98,33 @@ describe('a reward stopped between moving the head back and clearing the entries
     clock.advance(20_000); // at 90 s the 60-s entry still counts: 4 pass at most, whatever the 70-s ones read as
     expect(l.get('k')?.remaining).toBeLessThanOrEqual(4);
     expect(l.allow('k', 5)).toBe(false);
+  });
+});
+
+describe('found by the explorer: a reward whose lock was taken over after its writes landed', () => {
+  // The locked protocol runs a decision again when it finds at the end that its lock was taken
+  // over, also a decision of cost 0 whose prepare step wrote (a control), and the reward was given
+  // back twice (locked-controls: three admitted on a log of two). Staged: once the reward's head
+  // word has landed, the lock word is left free, as a holder that took it over after a stall,
+  // decided and let go would leave it.
+  it('gives back once', () => {
+    const { l } = make();
+    expect(l.allow('k', 5)).toBe(true); // the log is full
+    const table = l.handle.table;
+    const base = slotBaseOf(table, 'k');
+    const state = base + (new Int32Array(table)[H_STATE_OFFSET] as number);
+    let headWritten = false;
+    let takenOver = false;
+    withAtomicsHooks({
+      cas: (arr, i) => { if (arr.buffer === table && i === state) headWritten = true; },
+      load: (arr, i) => {
+        if (!headWritten || takenOver || arr.buffer !== table || i !== base + S_TAT) return;
+        takenOver = true;
+        Atomics.store(new Int32Array(table), base + S_TAT, FREE);
+      },
+    }, () => l.reward('k', 1));
+    expect(takenOver).toBe(true);
+    expect(l.get('k')?.remaining).toBe(1);
   });
 });
 
