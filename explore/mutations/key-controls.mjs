@@ -68,8 +68,8 @@ export default [
     deep: true,
     edits: [{
       file: 'rate/forced-state.js',
-      from: 'for (let i = 0; i < g.algorithms.length; i++) {\n        if (!g.algorithms[i].commit(',
-      to: 'for (let i = 0; i < 1; i++) {\n        if (!g.algorithms[i].commit(',
+      from: 'for (let i = progress.landed; i < n; i++) {\n        if (!g.algorithms[i].commit(',
+      to: 'for (let i = progress.landed; i < 1; i++) {\n        if (!g.algorithms[i].commit(',
     }],
   },
   {
