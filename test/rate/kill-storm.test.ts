@@ -411,8 +411,10 @@ async function storm(c: Case): Promise<void> {
   }
 }
 
-// npm test: three configurations, two epochs each; npm run test:soak: every one, at full length.
+// npm test: three configurations, two epochs each (and three of the controls' and one of the
+// reservations'); npm run test:soak: every one, at full length.
 const FAST = ['gcra, one limit', 'sliding log with a global cap', 'gcra, one limit, slotsPerKey 1.25'];
+const FAST_CONTROLS = ['two gcra limits, with per-key controls', 'fixed window, two limits, with per-key controls (no block)', 'sliding log, with per-key controls (no block)'];
 const FAST_RESERVE = ['fixed window with a global cap'];
 const fast = (c: Case): Case => (SOAK ? c : { ...c, epochs: 2 });
 
@@ -421,7 +423,7 @@ describe('workers terminated at random moments, every configuration', () => {
 });
 
 describe('workers terminated at random moments while they penalize, block, reward and reset keys', () => {
-  it.each(CONTROL_CASES.map(fast))('$name: each key within its bound, whole and usable', storm);
+  it.each(fastCases(CONTROL_CASES, FAST_CONTROLS).map(fast))('$name: each key within its bound, whole and usable', storm);
 });
 
 describe('workers terminated at random moments while they reserve and cancel, window configurations', () => {
