@@ -2,7 +2,7 @@
 // (src/concurrency/): an exact sliding-log model, the clock moves that cross a lock's steal age,
 // a check that no lock was taken over before it was stale, and a count of leases held.
 import { callsOf, linearizable } from '../models.mjs';
-import { tableWordNames } from './common.mjs';
+import { liveCopies, tableWordNames } from './common.mjs';
 
 /** claimTimeoutMs of the locked scenarios, the locks' stealAfterMs: 30x it (3 s) bounds an insert's stall. */
 export const STEAL_MS = 100;
@@ -423,4 +423,20 @@ export function insertStalledPast(exec, lib) {
     if (e.result === e.a0 && (e.a1 & 3) === L.BUSY && !cancels) open.set(e.thread, { byte: e.byte, word: e.a1, reading: last.get(e.thread) });
   }
   return false;
+}
+
+/**
+ * The verdict of a two-per-second log scenario whose calls `outcome` maps (locked-reset,
+ * locked-controls): one live copy of key 'k', no lock taken over before it was stale, and every
+ * call against the exact sliding log; refusals judged only in runs without a takeover, as in
+ * locked-log (a holder that stalled past the steal age leaves the log more conservative).
+ */
+export function lockedLogVerdict(exec, lib, outcome) {
+  const lockOf = lockWordsOf(exec, lib);
+  if (lockOf === null) return null; // outside the table's documented range
+  const tookOver = anyTakeover(exec, lib, lockOf);
+  const v = linearizable(callsOf(exec), slidingLogModel({ permits: 2, periodMs: 1000 }, { slackMs: 2e-5 }), outcome, { since: exec.startMs });
+  return liveCopies(exec.buffers[0], lib, ['k']) ??
+    lockTakeovers(exec, lib, STEAL_MS, lockOf) ??
+    (v !== null && tookOver && v.startsWith('phantom refusal') ? null : v);
 }

@@ -9,13 +9,7 @@
 // against the exact sliding log with the penalty and reward where they took effect; one live copy
 // of the key; no lock taken over before its token was older than the steal age. Refusals are
 // judged only in runs without a takeover, as in locked-log.
-import { callsOf, linearizable } from '../models.mjs';
-import { liveCopies } from './common.mjs';
-import {
-  anyTakeover, lockTakeovers, lockWordsOf, slidingLogModel, STEAL_MS, tableNames, twoPerSecondLog,
-} from './_locks.mjs';
-
-const limit = { permits: 2, periodMs: 1000 };
+import { lockedLogVerdict, tableNames, twoPerSecondLog } from './_locks.mjs';
 
 export default {
   name: 'locked-controls',
@@ -41,9 +35,6 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    const lockOf = lockWordsOf(exec, lib);
-    if (lockOf === null) return null; // outside the table's documented range
-    const tookOver = anyTakeover(exec, lib, lockOf);
     const outcome = (c) => {
       if (c.error !== null) return null;
       if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
@@ -51,10 +42,6 @@ export default {
       if (c.label === 'reward') return { key: 'k', cost: 1, admitted: true, op: 'reward' };
       return null;
     };
-    const model = slidingLogModel(limit, { slackMs: 2e-5 });
-    const v = linearizable(callsOf(exec), model, outcome, { since: exec.startMs });
-    return liveCopies(exec.buffers[0], lib, ['k']) ??
-      lockTakeovers(exec, lib, STEAL_MS, lockOf) ??
-      (v !== null && tookOver && v.startsWith('phantom refusal') ? null : v);
+    return lockedLogVerdict(exec, lib, outcome);
   },
 };
