@@ -166,7 +166,10 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
         // clearing finds. Each entry is cleared only while the head is still ours (Atomics.load,
         // seq-cst: every commit moves the head's commit count): a holder that took our lock over
         // after a stall and committed has written over these entries, with a stamp that may
-        // equal the one we read (a clock that did not move); they are its admissions then.
+        // equal the one we read (a clock that did not move); they are its admissions then. A
+        // stall between that load and the compareExchange, past the table's reuse age (30 s at
+        // least), on such a clock, could still clear one: outside the one timing assumption
+        // (docs/guarantees.md; found by an attack, staged with a frozen clock).
         const moved = (((head >>> 16) + 1) & 0xffff) << 16 | (((head & 0xffff) + permits - clear) % permits);
         if (!swap(w, at, head, moved)) return false;
         for (let k = 0; k < clear && Atomics.load(w, at) === moved; k++) swap(w, entry(permits - clear + k), seen[k] as number, NO_ENTRY);

@@ -151,7 +151,7 @@ export class PolicyLimiter {
   #forceCost = 0;
   #forced = FORCED;
   /** The pair's limits that a penalty's, reward's or block's earlier tries committed (forceUnderLock). */
-  readonly #forceProgress: { landed: number; rule: CompiledRule | null; at: number } = { landed: 0, rule: null, at: -1 };
+  readonly #forceProgress = { landed: 0, at: -1, limits: 0 };
   readonly #verdict: Verdict = { allowed: false, remaining: 0, waitMs: 0, resetMs: 0, latestMs: Infinity, detail: true };
   readonly #prepareFn: Prepare = (w, m, holds) => this.#prepare(w, m, holds) && (this.#forcing === null || this.#force(w, m, holds));
 
@@ -354,7 +354,7 @@ export class PolicyLimiter {
     this.#forceCost = reward ? -cost : cost;
     this.#forced = FORCED;
     this.#forceProgress.landed = 0;
-    this.#forceProgress.rule = null;
+    this.#forceProgress.at = -1;
     let outcome: number;
     try {
       outcome = this.#decide(request, 0, reward);
@@ -384,12 +384,15 @@ export class PolicyLimiter {
       return true;
     }
     const lastSecAt = this.#shapeAt - this.#stateOffset + S_LAST_SEC;
-    // Another rule or another place than the tries before (the rules changed meanwhile): what
-    // they committed was on the old shape, which the new one does not keep limit by limit.
+    // Another place or another number of limits than the tries before (the rules changed
+    // meanwhile): what they committed was on the old shape, which the new one does not keep limit
+    // by limit. Rules published again (new rule objects, the same shape) keep it: forcing again
+    // would apply the control twice (found by an attack: a reward of 2 gave back 4).
     const progress = this.#forceProgress;
-    if (progress.rule !== this.#rule || progress.at !== this.#shapeAt) {
-      progress.rule = this.#rule;
+    const limits = this.#rule.limits.algorithms.length;
+    if (progress.at !== this.#shapeAt || progress.limits !== limits) {
       progress.at = this.#shapeAt;
+      progress.limits = limits;
       progress.landed = 0;
     }
     const outcome = forceUnderLock(

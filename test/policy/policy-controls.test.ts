@@ -5,6 +5,10 @@
 // 4 workers.
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, PolicyLimiter, TableFullError } from '../../src/index.js';
+import { H_STATE_OFFSET, S_TAT } from '../../src/table/layout.js';
+import { FREE } from '../../src/table/slot-lock.js';
+import { withAtomicsHooks } from '../helpers/atomics-spy.js';
+import { slotBaseOf } from '../helpers/slots.js';
 import { raceUntilLost } from '../helpers/workers.js';
 
 const DAY = 86_400_000;
@@ -159,4 +163,39 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
     // Admissions in two workers past the burst mean their spends and rewards overlapped.
     (r) => r.reduce((n, x) => n + x.admitted, 0) > burst && r.filter((x) => x.rewards > 0).length >= 2);
   }, 60_000);
+});
+
+describe('found by an attack: a control whose lock was taken over after its writes landed, the rules published again meanwhile', () => {
+  // A holder whose lock was taken over after a stall finds it lost at the end and runs its try
+  // again; the limits whose commit landed are not forced again (forceUnderLock counts them). The
+  // same rules published again between the tries (new rule objects, the same shape) reset that
+  // count, and the control was applied twice: a penalty of 2 spent 4, a reward of 2 gave back 4.
+  // Staged: once the control's writes landed, the lock word is left free, B publishes the rules
+  // again and probes the pair (recording the newer version on it).
+  it.each(['penalty', 'reward'] as const)('%s is applied once', (method) => {
+    const rules = [{ limit: [perSecond(10), perMinute(100)] }];
+    const clock = new ManualClock(1_000_000);
+    const a = new PolicyLimiter({ rules, maxKeys: 8, clock });
+    const b = PolicyLimiter.attach(a.handle, { clock });
+    const pair = { user: 'u', api: 'x' };
+    expect(a.allow(pair, 6)).toBe(true); // [4, 94] left
+    const table = a.handle.table;
+    const base = slotBaseOf(table, '1:ux');
+    const stateStart = base + (new Int32Array(table)[H_STATE_OFFSET] as number) + 1;
+    let landed = false;
+    let fired = false;
+    withAtomicsHooks({
+      // The pair's GCRA states are written through a BigInt64Array view: its indexes count 8 bytes.
+      cas: (arr, i) => { if (!fired && arr.buffer === table && i * (arr.BYTES_PER_ELEMENT / 4) >= stateStart) landed = true; },
+      load: (arr, i) => {
+        if (fired || !landed || arr.buffer !== table || i !== base + S_TAT) return;
+        fired = true;
+        Atomics.store(new Int32Array(table), base + S_TAT, FREE);
+        b.setRules(rules);
+        b.tryAcquire(pair, 0);
+      },
+    }, () => (method === 'penalty' ? a.penalty(pair, 2) : a.reward(pair, 2)));
+    expect(fired).toBe(true);
+    expect(a.tryAcquire(pair, 0).limits?.map((s) => Math.round(s.remaining))).toEqual(method === 'penalty' ? [2, 92] : [6, 96]);
+  });
 });
