@@ -52,6 +52,14 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
     }
   }
 
+  /**
+   * How long after `ms` the state holding `after` in the decided window equals a fresh key's: the
+   * window's end, or, with nothing counted in a later window, that window's start (it refuses until then).
+   */
+  function resetAfter(after: number, ms: number): number {
+    return after > 0 ? ceilNs((win + 1) * periodMs - ms) : later ? ceilNs(win * periodMs - ms) : 0;
+  }
+
   /** Where a request of `cost` can still be counted: a window's start, or its end if it is full. */
   function waitFor(cost: number, m: Moment): number {
     return cost > permits ? Infinity : ceilNs((count + cost <= permits ? win : win + 1) * periodMs - m.ms);
@@ -81,7 +89,7 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       }
       v.remaining = later ? 0 : permits - nextCount;
       v.waitMs = v.allowed ? 0 : waitFor(cost, m);
-      v.resetMs = nextCount > 0 ? ceilNs((win + 1) * periodMs - m.ms) : later ? ceilNs(win * periodMs - m.ms) : 0;
+      v.resetMs = resetAfter(nextCount, m.ms);
     },
     force(m, stale, cost, blockMs, _clamp, v: Verdict) {
       // As FixedWindow32.force: a penalty fills at most the window, a reward never below 0.
@@ -90,7 +98,7 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       v.allowed = blockMs < 0;
       v.remaining = later ? 0 : permits - nextCount;
       v.waitMs = blockMs < 0 ? 0 : Infinity;
-      v.resetMs = nextCount > 0 ? ceilNs((win + 1) * periodMs - m.ms) : later ? ceilNs(win * periodMs - m.ms) : 0;
+      v.resetMs = resetAfter(nextCount, m.ms);
       v.latestMs = Infinity;
     },
     reserve(m, stale, cost, maxWaitMs, v: Verdict, notBeforeMs = 0) {

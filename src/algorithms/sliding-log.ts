@@ -96,17 +96,7 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
         v.waitMs = 0;
         v.resetMs = cost > 0 ? ticksToMs(periodTicks, p) : newest < 0 ? 0 : ticksToMs(periodTicks - newest, p);
         if (cost === 0) return;
-        spend = cost;
-        // What a commit overwrites, as read now: every entry of a stale log (it is cleared: old
-        // stamps must not alias as recent ones later), else the `cost` oldest.
-        const n = stale ? permits : cost;
-        for (let k = 0; k < n; k++) seen[k] = Atomics.load(words, entry(k));
-        const last = Atomics.load(words, entry(permits - 1));
-        const now = ticksCeilAt(m.ms, p); // a new stamp rounds up: it expires no earlier than it should
-        // Never earlier than the newest entry: keeps the ring in time order (a later stamp only
-        // makes that entry count a little longer).
-        stamp = !stale && last !== NO_ENTRY && ((last - now) | 0) > 0 ? last : now;
-        if (stamp === NO_ENTRY) stamp = (stamp + 1) | 0;
+        prepareSpend(cost, m.ms);
         return;
       }
       // The cost-th oldest entry must expire first.
@@ -135,13 +125,7 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
       }
       if (cost > 0) {
         // As an admission of that many (check, above), past the free entries too.
-        spend = Math.min(cost, permits);
-        const n = stale ? permits : spend;
-        for (let k = 0; k < n; k++) seen[k] = Atomics.load(words, entry(k));
-        const last = Atomics.load(words, entry(permits - 1));
-        const now = ticksCeilAt(m.ms, p);
-        stamp = !stale && last !== NO_ENTRY && ((last - now) | 0) > 0 ? last : now;
-        if (stamp === NO_ENTRY) stamp = (stamp + 1) | 0;
+        prepareSpend(Math.min(cost, permits), m.ms);
         v.remaining = Math.max(0, free - spend);
         v.resetMs = ticksToMs(periodTicks, p);
         return;
@@ -199,6 +183,23 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
       return expired(ticksAt(m.ms, p)) === permits;
     },
   };
+
+  /**
+   * What a commit of `n` entries at reading `ms` writes (`spend`, `stamp`) and overwrites, as read
+   * now (`seen`): every entry of a stale log (it is cleared: old stamps must not alias as recent
+   * ones later), else the `n` oldest.
+   */
+  function prepareSpend(n: number, ms: number): void {
+    spend = n;
+    const read = stale ? permits : n;
+    for (let k = 0; k < read; k++) seen[k] = Atomics.load(words, entry(k));
+    const last = Atomics.load(words, entry(permits - 1));
+    const now = ticksCeilAt(ms, p); // a new stamp rounds up: it expires no earlier than it should
+    // Never earlier than the newest entry: keeps the ring in time order (a later stamp only
+    // makes that entry count a little longer).
+    stamp = !stale && last !== NO_ENTRY && ((last - now) | 0) > 0 ? last : now;
+    if (stamp === NO_ENTRY) stamp = (stamp + 1) | 0;
+  }
 
   /** The head word after committing `spend` entries. */
   function nextHead(): number {

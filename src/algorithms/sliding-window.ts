@@ -82,7 +82,7 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       v.remaining = later ? 0 : Math.max(0, Math.floor(permits - estimate - (v.allowed ? cost : 0)));
       v.waitMs = v.allowed ? 0 : ceilNs((later ? win * periodMs - m.ms : 0) + wait(curr, prev, into, cost));
       const after = v.allowed ? curr + cost : curr;
-      v.resetMs = ceilNs(after > 0 ? (win + 2) * periodMs - m.ms : prev > 0 ? (win + 1) * periodMs - m.ms : later ? win * periodMs - m.ms : 0);
+      v.resetMs = resetAfter(after, m.ms);
       nextCurr = after;
     },
     force(m, stale, cost, blockMs, _clamp, v: Verdict) {
@@ -103,7 +103,7 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       v.allowed = blockMs < 0;
       v.remaining = later ? 0 : Math.max(0, Math.floor(permits - estimate));
       v.waitMs = blockMs < 0 ? 0 : Infinity;
-      v.resetMs = ceilNs(nextCurr > 0 ? (win + 2) * periodMs - m.ms : prev > 0 ? (win + 1) * periodMs - m.ms : later ? win * periodMs - m.ms : 0);
+      v.resetMs = resetAfter(nextCurr, m.ms);
       v.latestMs = Infinity;
     },
     reserve(m, stale, cost, maxWaitMs, v: Verdict, notBeforeMs = 0) {
@@ -179,6 +179,15 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
       if (cas64(w, at, h, l, nextHi, next)) return true;
     }
+  }
+
+  /**
+   * How long after `ms` the state with `curr` in the decided window (and the decoded previous
+   * count) equals a fresh key's: until this window's count no longer weighs, else the previous
+   * one's, else, with nothing counted in a later window, until that window starts.
+   */
+  function resetAfter(curr: number, ms: number): number {
+    return ceilNs(curr > 0 ? (win + 2) * periodMs - ms : prev > 0 ? (win + 1) * periodMs - ms : later ? win * periodMs - ms : 0);
   }
 
   /** The least wait after which prev * weight + curr + cost <= permits. */
