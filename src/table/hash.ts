@@ -17,15 +17,23 @@ export const TOO_LONG = -1;
 /** `KeyEncoder.encode`: the key holds a lone surrogate. */
 export const NOT_WELL_FORMED = -2;
 
-/** Encodes keys into reusable scratch memory, without allocating per key. */
+/**
+ * Encodes keys into reusable scratch memory, without allocating per key, and hashes them on the
+ * way: an ASCII key's words are mixed into the hash as they are packed (one pass over the key,
+ * not a second over its words); `hash` always equals `hashWords(words, keyWords(length), seed)`.
+ */
 export class KeyEncoder {
   /** The encoded key, `words` int32 words long, zero-padded. */
   readonly words: Int32Array;
+  /** The hash of the last key encoded (`hashWords` with the encoder's seed); valid after a successful `encode`. */
+  hash = 0;
   readonly #bytes: Uint8Array;
   readonly #maxKeyBytes: number;
+  readonly #seed: number;
 
-  constructor(maxKeyBytes: number) {
+  constructor(maxKeyBytes: number, seed = 0) {
     this.#maxKeyBytes = maxKeyBytes;
+    this.#seed = seed | 0;
     // One spare byte lets encodeInto report a key that is exactly one byte too long.
     const buffer = new ArrayBuffer(Math.ceil((maxKeyBytes + 4) / 4) * 4);
     this.#bytes = new Uint8Array(buffer);
@@ -36,15 +44,17 @@ export class KeyEncoder {
    * Encodes `key`; returns its byte length, TOO_LONG when it is longer than `maxKeyBytes`, or
    * NOT_WELL_FORMED for a lone surrogate (UTF-8 would store it as U+FFFD, merging it with other
    * keys). After a successful call, the first `keyWords(length)` words of `words` hold the key,
-   * zero-padded.
+   * zero-padded, and `hash` its hash.
    */
   encode(key: string): number {
     const n = key.length;
     if (n > this.#maxKeyBytes) return TOO_LONG; // UTF-8 never has fewer bytes than UTF-16 units
     // ASCII (most keys: IPs, ids, tenant names): one byte per unit, packed four to a word in
-    // memory order, as the byte view would hold them; nothing to check, nothing to clear.
+    // memory order, as the byte view would hold them; nothing to check, nothing to clear. Each
+    // whole word goes into the hash at once (mixWord, as hashWords does).
     const words = this.words;
     const littleEndian = LITTLE_ENDIAN;
+    let h = this.#seed;
     let word = 0;
     let i = 0;
     for (; i < n; i++) {
@@ -54,17 +64,23 @@ export class KeyEncoder {
       word |= c << ((littleEndian ? at : 3 - at) << 3);
       if (at === 3) {
         words[i >> 2] = word;
+        h = mixWord(h, word);
         word = 0;
       }
     }
     if (i === n) {
-      if ((n & 3) !== 0) words[n >> 2] = word;
+      if ((n & 3) !== 0) {
+        words[n >> 2] = word;
+        h = mixWord(h, word);
+      }
+      this.hash = finish(h, keyWords(n));
       return n;
     }
     if (!isWellFormed(key)) return NOT_WELL_FORMED;
     this.words.fill(0);
     const { read, written } = encoder.encodeInto(key, this.#bytes.subarray(0, this.#maxKeyBytes + 1));
     if (read !== key.length || written > this.#maxKeyBytes) return TOO_LONG;
+    this.hash = hashWords(words, keyWords(written), this.#seed);
     return written;
   }
 }
@@ -81,14 +97,22 @@ export function keyWords(bytes: number): number {
  */
 export function hashWords(words: Int32Array, count: number, seed: number): number {
   let h = seed | 0;
-  for (let i = 0; i < count; i++) {
-    let k = Math.imul(words[i] as number, 0xcc9e2d51);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, 0x1b873593);
-    h ^= k;
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
+  for (let i = 0; i < count; i++) h = mixWord(h, words[i] as number);
+  return finish(h, count);
+}
+
+/** MurmurHash3 x86_32's step for one word `k` into the running hash `h`. */
+function mixWord(h: number, k: number): number {
+  k = Math.imul(k, 0xcc9e2d51);
+  k = (k << 15) | (k >>> 17);
+  k = Math.imul(k, 0x1b873593);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
+/** MurmurHash3 x86_32's finalisation of the running hash `h` of `count` words. */
+function finish(h: number, count: number): number {
   h ^= count * 4;
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);

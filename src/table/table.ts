@@ -1,4 +1,4 @@
-import { hashWords, KeyEncoder, keyWords } from './hash.js';
+import { KeyEncoder, keyWords } from './hash.js';
 import {
   BUSY, C_DISPLACED, C_LIVE, C_TOMBS, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_REUSE_AFTER_MS, H_HASH_SEED, H_HASH_VALUE,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES,
@@ -121,7 +121,7 @@ export class SlotTable {
     this.#hashMode = words[H_HASH_MODE] as number;
     this.#hashValue = words[H_HASH_VALUE] as number;
     this.#hashSeed = words[H_HASH_SEED] as number;
-    this.encoder = new KeyEncoder(this.maxKeyBytes);
+    this.encoder = new KeyEncoder(this.maxKeyBytes, this.#hashSeed);
     this.#state = state;
     this.#counters = new TableCounters(words, this.slotsPerStripe);
     this.#sweeper = new StripeSweeper(this);
@@ -151,9 +151,12 @@ export class SlotTable {
     return this.stripes * this.slotsPerStripe;
   }
 
-  /** Hash of the key currently in `encoder`. A forced hash (tests) makes every key collide. */
-  hashEncoded(bytes: number): number {
-    return this.#hashMode === 1 ? this.#hashValue : hashWords(this.encoder.words, keyWords(bytes), this.#hashSeed);
+  /**
+   * Hash of the key currently in `encoder` (`bytes` long; the encoder hashed it as it encoded it).
+   * A forced hash (tests) makes every key collide.
+   */
+  hashEncoded(_bytes: number): number {
+    return this.#hashMode === 1 ? this.#hashValue : this.encoder.hash;
   }
 
   /**

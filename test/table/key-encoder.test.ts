@@ -2,7 +2,7 @@
 // both must store exactly the key's UTF-8 bytes, zero-padded, so that a key always meets itself.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { KeyEncoder, keyWords, NOT_WELL_FORMED, TOO_LONG } from '../../src/table/hash.js';
+import { hashWords, KeyEncoder, keyWords, NOT_WELL_FORMED, TOO_LONG } from '../../src/table/hash.js';
 
 function utf8Words(key: string): Int32Array {
   const bytes = new TextEncoder().encode(key);
@@ -26,6 +26,23 @@ describe('KeyEncoder', () => {
         expect(Array.from(encoder.words.subarray(0, keyWords(bytes)))).toEqual(Array.from(want));
       }
     }));
+  });
+
+  it('hashes each key as it encodes it: the hash of its words, with its seed, whatever came before it', () => {
+    fc.assert(fc.property(fc.integer(), fc.array(fc.oneof(fc.string({ maxLength: 40 }), fc.string({ unit: 'grapheme', maxLength: 10 })), { minLength: 1, maxLength: 4 }), (seed, keys) => {
+      const encoder = new KeyEncoder(40, seed);
+      for (const key of keys) {
+        const bytes = encoder.encode(key);
+        if (bytes < 0) continue;
+        expect(encoder.hash).toBe(hashWords(utf8Words(key), keyWords(bytes), seed));
+      }
+    }));
+    // The seed is part of the hash: one key, two seeds.
+    const a = new KeyEncoder(16, 1);
+    const b = new KeyEncoder(16, 2);
+    a.encode('10.0.0.1');
+    b.encode('10.0.0.1');
+    expect(a.hash).not.toBe(b.hash);
   });
 
   it('tells a key one byte too long, in ASCII and in UTF-8, and a lone surrogate', () => {
