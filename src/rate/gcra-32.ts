@@ -1,10 +1,10 @@
 import type { Clock } from '../time/clock.js';
 import { admit, blockDebtTicks, keyDebtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
-import { raiseStamp, unitsAhead } from '../time/stamps.js';
+import { raiseStamp, secondsAt, unitsAhead } from '../time/stamps.js';
 import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { ALLOWED, REFUSED, TOO_LONG } from './gcra-wide.js';
-import { gcraSlotState } from './gcra-slot.js';
+import { freshTat, gcraSlotState } from './gcra-slot.js';
 import { backoff } from './backoff.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
@@ -71,6 +71,16 @@ export class Gcra32 {
   #rawMs = 0;
   /** The latest clock reading this instance has decided at: no decision uses an earlier one (see Clock). */
   #latestMs = -Infinity;
+  /**
+   * The cost of the admission a lookup that may insert the key is looking for (0: none). Set by
+   * the limiter around its lookup only; a fresh slot's state then counts it (#initSlot).
+   */
+  pendingCost = 0;
+  /** Whether the latest fresh state written (#initSlot) counted `pendingCost`; its TAT, second and debt. */
+  #freshAdmitted = false;
+  #freshTat = 0;
+  #freshSec = 0;
+  #freshDebt = 0;
 
 
   constructor(words: Int32Array, p: GcraParams, clock: Clock) {
@@ -368,8 +378,69 @@ export class Gcra32 {
     return ticksToMs(this.debt, this.#p);
   }
 
-  /** The table hooks for 32-bit GCRA slots. */
+  /**
+   * After a lookup that inserted the key at `ref` (the caller checked: the table published this
+   * thread's insert), whether its fresh state already counted the pending admission; then `ref`
+   * holds it as this thread's own write, and `debt` and `waitTicks` describe it as `decide` would.
+   */
+  tookFresh(ref: SlotRef): boolean {
+    if (!this.#freshAdmitted) return false;
+    this.#freshAdmitted = false;
+    ref.tat = this.#freshTat;
+    ref.sec = this.#freshSec;
+    ref.secKnown = true;
+    this.debt = this.#freshDebt;
+    this.waitTicks = 0;
+    return true;
+  }
+
+  /**
+   * A fresh key's first state, written while its slot is claimed (BUSY) by this thread: TAT and
+   * second of a reading taken after the claim, with `pendingCost` already counted when it fits
+   * the burst. The admission is then the insert's: the publishing compareExchange makes state
+   * and key visible at once, and no thread decides on a key before it is published. A publish
+   * that fails leaves nothing counted: the lookup goes on to the copy that won, or inserts again
+   * (and this runs again).
+   */
+  #initSlot(w: Int32Array, base: number): void {
+    const cost = this.pendingCost;
+    const rawMs = this.#clock.now();
+    const p = this.#p;
+    if (!(cost > 0 && cost <= p.burst && admit(0, cost, p) > 0)) {
+      // Nothing to count (a probe, a cost beyond the burst, another path's insert): a fresh
+      // state at the clock's own reading, spent nothing. Not at this instance's latest reading:
+      // after the clock stepped back, a stamp ahead of the clock would keep an unspent key from
+      // going idle, and make other threads decide on it at that later second.
+      this.#freshAdmitted = false;
+      Atomics.store(w, base + S_TAT, freshTat(rawMs, p));
+      Atomics.store(w, base + S_LAST_SEC, secondsAt(rawMs));
+      return;
+    }
+    // The admission's reading, as `decide` takes it (never before this instance's latest): a
+    // decision right after a fresh state at the raw reading would raise it to that, too.
+    this.#convert(rawMs);
+    const next = admit(0, cost, p);
+    let tat = (this.#readTicks + next) | 0;
+    if (tat === DEAD) tat = (tat + 1) | 0; // never store the reclaim marker: one tick later
+    const sec = this.#readSec;
+    this.#sec = sec;
+    // Stores while the slot is BUSY: no other thread decides on its key until the publishing
+    // compareExchange on ctrl, which orders these writes before it.
+    Atomics.store(w, base + S_TAT, tat);
+    Atomics.store(w, base + S_LAST_SEC, sec);
+    this.#freshAdmitted = true;
+    this.#freshTat = tat;
+    this.#freshSec = sec;
+    this.#freshDebt = next;
+  }
+
+  /** The table hooks for 32-bit GCRA slots: a fresh state that may count the pending admission (#initSlot). */
   slotState(): SlotState {
-    return gcraSlotState(this.#p, this.#clock);
+    const shared = gcraSlotState(this.#p, this.#clock);
+    return {
+      initSlot: (w: Int32Array, base: number): void => this.#initSlot(w, base),
+      isDead: shared.isDead,
+      retire: shared.retire,
+    };
   }
 }

@@ -60,6 +60,8 @@ export class RateLimiter {
   #engine: LockedEngine | LockFreeEngine | null = null;
   /** The one-limit GCRA path (one limit, no cap), at width 32 or 64. */
   #one: Gcra32 | WideGcra | null = null;
+  /** `#one` when it is a Gcra32: its first checks are admitted by their insert (#decideFirst). */
+  #fresh: Gcra32 | null = null;
   /** penalty, reward, reset, block and unblock on the one-limit path (null on the others). */
   #controls: OneLimitControls | null = null;
   /** reset on the locked configurations (a sliding log); null on the others. */
@@ -140,6 +142,7 @@ export class RateLimiter {
       this.#p = compiled.fast;
       const one = compiled.fast.width === 64 ? new WideGcra(w, compiled.fast, this.#clock, site.stateOffset) : new Gcra32(w, compiled.fast, this.#clock);
       this.#one = one;
+      if (one instanceof Gcra32) this.#fresh = one;
       site.open(one.slotState(), cacheSize);
     } else {
       const owner = site.newOwner();
@@ -521,9 +524,33 @@ export class RateLimiter {
   #decide(key: string, cost: number): boolean {
     checkRequest(key, cost);
     const index = this.#index;
-    const entry = index.cached(key) ?? index.locate(key);
+    const cached = index.cached(key);
+    if (cached === undefined && this.#fresh !== null) return this.#decideFirst(key, cost, this.#fresh);
+    const entry = cached ?? index.locate(key);
     if (entry === undefined) return this.#full();
     if (this.#engine) return this.#decideLimits(key, cost, entry);
+    return this.#decideOne(key, cost, entry);
+  }
+
+  /**
+   * A check whose key is not cached, on the 32-bit one-limit path: the lookup that may insert the
+   * key carries the request's cost, so that a key new to the table is admitted by its insert (its
+   * fresh state counts the cost; Gcra32.pendingCost) instead of by a decision after it.
+   */
+  #decideFirst(key: string, cost: number, one: Gcra32): boolean {
+    const index = this.#index;
+    one.pendingCost = cost;
+    let entry: SlotRef | undefined;
+    try {
+      entry = index.locate(key);
+    } finally {
+      one.pendingCost = 0;
+    }
+    if (entry === undefined) return this.#full();
+    if (index.insertedLast && one.tookFresh(entry)) {
+      this.#reason = 'allowed';
+      return true;
+    }
     return this.#decideOne(key, cost, entry);
   }
 

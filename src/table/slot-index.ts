@@ -228,6 +228,11 @@ export class SlotIndex {
     return hit;
   }
 
+  /** Whether this index's latest `locate` inserted the key it returned (this thread's insert was published). */
+  get insertedLast(): boolean {
+    return this.#table.foundNew;
+  }
+
   /** Whether the cache runs now (for stats and tests). */
   get caching(): boolean {
     return this.#on;

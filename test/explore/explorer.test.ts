@@ -74,15 +74,18 @@ describe('explorer', () => {
   });
 
   it('an insert no longer takes over a claim stamped after its own reading (found by the explorer)', async () => {
-    // The schedule the search found: thread 0 reads the clock at 4999.75 ms and stops; thread 1
-    // moves the clock to 5000 ms and claims the key's slot; thread 0 judged that claim, stamped
-    // after its reading, 2^29 - 1 ms old, took it over, and both inserters wrote the slot: the
-    // key's state was reset under an admission, and three requests passed a burst of 2.
-    const { url, scenario } = entry('gcra-32-insert');
-    const fixed = await search(explorer(), url, scenario, new Replay('2:1 3:2 11:1'), { nextRun: () => false });
+    // Found on gcra-32-insert: thread 0 read the clock at 4999.75 ms and stopped; thread 1 moved
+    // the clock to 5000 ms and claimed the key's slot; thread 0 judged that claim, stamped after
+    // its reading, 2^29 - 1 ms old, took it over, and both inserters wrote the slot: the key's
+    // state was reset under an admission decided after the insert. A 32-bit first check is now
+    // admitted by its insert (Gcra32.pendingCost), and that schedule is gone; the width-64 path
+    // still decides after its insert, and this is the schedule the search finds there with the
+    // bug planted again.
+    const { url, scenario } = entry('gcra-64');
+    const fixed = await search(explorer(), url, scenario, new Replay('9:1 11:4'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('claim judged by an older reading');
-    const before = await search(explorer(build), url, scenario, new Replay('2:1 3:2 11:1'), { nextRun: () => false });
+    const before = await search(explorer(build), url, scenario, new Replay('9:1 11:4'), { nextRun: () => false });
     expect(before.violation?.message).toMatch(/over-admission/);
   });
 
