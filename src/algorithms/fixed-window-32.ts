@@ -177,6 +177,10 @@ export class FixedWindow32 implements LimitAlgorithm {
     }
   }
 
+  decidedLater(): boolean {
+    return this.#ahead;
+  }
+
   slotStart(out: Int32Array): void {
     out[0] = this.#base; // the reserved window's first word value
     out[1] = this.#win | 0;

@@ -127,6 +127,9 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
     undo(w, at) {
       return takeBack(w, at, win | 0, nextCount - count);
     },
+    decidedLater() {
+      return later;
+    },
     slotStart(out) {
       out[0] = 0;
       out[1] = win | 0;

@@ -143,6 +143,9 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
     undo(w, at) {
       return takeBack(w, at, win, nextCurr - curr);
     },
+    decidedLater() {
+      return later;
+    },
     slotStart(out) {
       out[0] = 0;
       out[1] = win & 0xfffff;

@@ -100,6 +100,11 @@ export interface LimitAlgorithm {
    */
   slotStart?(out: Int32Array): void;
   /**
+   * Windows: whether the last check or force decided a later window than its reading's (the
+   * stored one, ahead of the reading: a newer decision's, or a reservation's).
+   */
+  decidedLater?(): boolean;
+  /**
    * Gives back a reservation that has not acted (`cost`, counted where `slotStart` said): a GCRA
    * slot's part still ahead of `m`, a window's count while the state still holds that window;
    * false if nothing could be. See docs/design.md, "Reservations".

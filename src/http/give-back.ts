@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { describe } from '../config/check.js';
 import { PolicyLimiter } from '../policy/policy-limiter.js';
-import { RateLimiter } from '../rate/rate-limiter.js';
+import { givesBackInWindows, RateLimiter } from '../rate/rate-limiter.js';
 import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
 import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 
@@ -13,9 +13,11 @@ import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
  * state, so it never credits more than the request took (if the key's debt drained meanwhile,
  * less). Once per request, whichever of the response's events come. A reward that fails (Redis
  * did not answer; a policy pair's rule changed to another algorithm meanwhile) leaves the spend
- * counted: the client is limited a little sooner, never later. A policy request whose rule is
- * not GCRA when it is decided keeps its spend: a window's or log's reward gives back in the
- * window it runs in, which may be a later one than the spend's (more room there than it took).
+ * counted: the client is limited a little sooner, never later. On a RateLimiter of fixed or
+ * sliding windows the spend comes back only into the windows it was counted in: a response that
+ * ends after one of them did gives nothing back (rate-limiter.ts, windowGiveBack). A policy
+ * request whose rule is not GCRA when it is decided keeps its spend, as does a sliding log (their
+ * rewards give back in the window or log they run in, which may be a later one than the spend's).
  *
  * Thread-safety: the listeners run on the response's thread, which is the limiter's.
  */
@@ -41,11 +43,11 @@ export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; ski
     if (typeof value !== 'boolean') throw new TypeError(`options.${name} must be a boolean, got ${describe(value)}`);
   }
   if (!successful && !failed) return null;
-  const gives = (limiter instanceof RateLimiter && limiter.algorithm === 'gcra') || (limiter instanceof RedisRateLimiter && limiter.algorithm === 'gcra') ||
-    limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter;
+  const gives = (limiter instanceof RateLimiter && (limiter.algorithm === 'gcra' || givesBackInWindows(limiter))) ||
+    (limiter instanceof RedisRateLimiter && limiter.algorithm === 'gcra') || limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter;
   if (!gives) {
-    throw new TypeError(`options.${successful ? 'skipSuccessfulRequests' : 'skipFailedRequests'} gives a spend back with reward(), which is built for ` +
-      'a RateLimiter or RedisRateLimiter of GCRA limits, and the policy limiters\' GCRA rules; ' +
+    throw new TypeError(`options.${successful ? 'skipSuccessfulRequests' : 'skipFailedRequests'} gives a spend back, which is built for ` +
+      'a RateLimiter of GCRA limits or of fixed or sliding windows, a RedisRateLimiter of GCRA limits, and the policy limiters\' GCRA rules; ' +
       'this limiter\'s reward() gives back in the window or log it runs in, which may be a later one than the spend\'s');
   }
   return { successful: successful as boolean, failed: failed as boolean };

@@ -5,7 +5,7 @@ import { clientKey } from './client-address.js';
 import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
-import { RateLimiter, type Decision } from '../rate/rate-limiter.js';
+import { RateLimiter, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
 import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
 import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
@@ -88,7 +88,8 @@ interface CommonOptions<Req> extends ObserverOptions<Req>, BanOptions<Req> {
    * Give an admitted request's spend back once its response succeeded (status below 400), as
    * express-rate-limit's option: e.g. a login route that counts only failed attempts. It gives
    * back with the limiter's `reward`: a `RateLimiter` or a `RedisRateLimiter` of GCRA limits, the
-   * policy limiters for requests whose rule is GCRA (give-back.ts). Default false.
+   * policy limiters for requests whose rule is GCRA; a `RateLimiter` of fixed or sliding windows
+   * gives back only into the windows the request was counted in (give-back.ts). Default false.
    */
   skipSuccessfulRequests?: boolean;
   /**
@@ -304,6 +305,13 @@ function checkOf<Req>(
       return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => givingBack(outcome(d, fixed), n, () => limiter.reward(key, n))), name);
     }
     if (!givesBack) return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed), name);
+    // Windows give back only into the admission's own windows (windowGiveBack, made right after it).
+    if (limiter.algorithm !== 'gcra') {
+      return keyed(keyOf, (key, n) => {
+        const o = outcome(limiter.tryAcquire(key, n), fixed);
+        return o.decision.reason === 'allowed' && n > 0 ? givingBack(o, n, windowGiveBack(limiter, key, n)) : o;
+      }, name);
+    }
     return keyed(keyOf, (key, n) => givingBack(outcome(limiter.tryAcquire(key, n), fixed), n, () => limiter.reward(key, n)), name);
   }
   if (limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter) {

@@ -180,11 +180,19 @@ export class LimitsControls {
     return false;
   }
 
+  /**
+   * A reward that gives back only at a reading for which `within` holds (LockFreeEngine.giveBack),
+   * for a spend that must not be given back in a later window than its own.
+   */
+  rewardWithin(key: string, cost: number, within: (ms: number) => boolean): void {
+    this.#giveBack(key, cost, within);
+  }
+
   /** A reward on the key's slot, found again while it moves; false when the table holds no slot for it. */
-  #giveBack(key: string, cost: number): boolean {
+  #giveBack(key: string, cost: number, within: ((ms: number) => boolean) | null = null): boolean {
     const site = this.site;
     for (let entry = site.peek(key); entry !== undefined; entry = site.peekAgain(key)) {
-      if (this.engine.giveBack(entry, entry.base + site.stateOffset, cost) !== RELOCATE) return true;
+      if (this.engine.giveBack(entry, entry.base + site.stateOffset, cost, within) !== RELOCATE) return true;
     }
     return false;
   }

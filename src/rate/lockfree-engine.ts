@@ -270,9 +270,12 @@ export class LockFreeEngine {
    * the key's epoch moved on before the guard goes (give-back-guard.ts). Waits while an undo or
    * another give-back holds the guard. A cap is neither checked nor given back. Each limit is
    * written once (#writeOnce). Fills `result`; returns DONE or RELOCATE. GCRA and window limits
-   * (a window gives back from its counts: FixedWindow32.force).
+   * (a window gives back from its counts: FixedWindow32.force). `within(ms)`, when given, must
+   * hold for the give-back's own reading, the one its commit is made at, and no window limit may
+   * decide a window stored ahead of that reading, or nothing is written (DONE, nothing given): so a
+   * window's give-back can be kept out of a later window than a spend's.
    */
-  giveBack(ref: SlotRef, stateBase: number, cost: number): number {
+  giveBack(ref: SlotRef, stateBase: number, cost: number, within: ((ms: number) => boolean) | null = null): number {
     const { base, ctrl } = ref;
     const set = this.#set;
     const key = this.#key;
@@ -287,7 +290,11 @@ export class LockFreeEngine {
           const lastSec = this.#stampThenRead(ref);
           if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
           const m = this.#moment;
+          if (within !== null && !within(m.ms)) return DONE; // before any write: nothing given
           set.check(key, m, lastSec, -cost); // each limit's state after the reward, at one reading
+          // Bounded: nothing either into a window stored ahead of the reading (another thread's
+          // later window, which a reading behind it, a clock stepped back, still finds).
+          if (within !== null && decidedLater(key)) return DONE;
           const w = this.#w;
           const outcome = this.#writeOnce((i) => (key.algorithms[i] as LimitAlgorithm).commit(w, stateBase + (key.offsets[i] as number), m));
           if (outcome !== RETRY) return DONE;
@@ -622,4 +629,10 @@ export class LockFreeEngine {
     m.sec = secondsAt(m.ms);
     return m;
   }
+}
+
+/** Whether any limit of `g` decided, in its last check or force, a later window than the reading's. */
+function decidedLater(g: LimitGroup): boolean {
+  for (const a of g.algorithms) if ((a as LimitAlgorithm).decidedLater?.() === true) return true;
+  return false;
 }

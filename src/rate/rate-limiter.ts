@@ -1,6 +1,6 @@
 import { ForwardClock, type Clock } from '../time/clock.js';
 import type { AlgorithmName, Moment } from '../algorithms/index.js';
-import { ceilPs, maxWaitTicks, ticksToMs } from '../time/ticks.js';
+import { ceilPs, floorDiv, maxWaitTicks, ticksToMs } from '../time/ticks.js';
 import { secondsAt } from '../time/stamps.js';
 import { type GcraParams } from '../math/gcra.js';
 import { ALLOWED, WideGcra } from './gcra-wide.js';
@@ -43,7 +43,38 @@ const OPTION_NAMES = namesOf<RateLimiterOptions>()([
  * number of threads over the same handle; no call takes a lock or waits for another thread. One
  * *instance* belongs to the thread that made it (it keeps a small per-thread cache).
  */
+/** Set by RateLimiter's static block: `windowGiveBack` and `givesBackInWindows` for a limiter (they read its privates). */
+let windowGiveBackOf: (limiter: RateLimiter, key: string, cost: number) => () => void;
+let windowsOf: (limiter: RateLimiter) => boolean;
+
+/**
+ * Whether `limiter` can give an admission back in its own windows (`windowGiveBack`): fixed or
+ * sliding windows on the lock-free paths.
+ * @internal
+ */
+export function givesBackInWindows(limiter: RateLimiter): boolean {
+  return windowsOf(limiter);
+}
+
+/**
+ * For the HTTP give-backs (skipSuccessfulRequests, skipFailedRequests; http/give-back.ts) on a
+ * RateLimiter of fixed or sliding windows on its lock-free paths. Called on the limiter's thread
+ * right after the admission it is for (the limiter's latest decision): a give-back of `cost` that
+ * lands only in the windows that admission was counted in. It gives nothing at a reading in a
+ * later window of any limit (LockFreeEngine.giveBack's `within`, judged at the reading its commit
+ * is made at), so a spend never comes back as room in a window it was not taken from.
+ * @internal
+ */
+export function windowGiveBack(limiter: RateLimiter, key: string, cost: number): () => void {
+  return windowGiveBackOf(limiter, key, cost);
+}
+
 export class RateLimiter {
+  static {
+    windowGiveBackOf = (limiter, key, cost) => limiter.#windowGiveBack(key, cost);
+    windowsOf = (limiter) => limiter.#limitsControls !== null && (limiter.algorithm === 'fixed-window' || limiter.algorithm === 'sliding-window');
+  }
+
   /** The first (often the only) limit. */
   limit!: Readonly<Required<Limit>>;
   /** Every per-key limit, in order. */
@@ -591,6 +622,27 @@ export class RateLimiter {
     const r = engine.result;
     this.#reason = r.allowed ? 'allowed' : r.refusedBy === 'global' ? 'global-limit' : r.never ? 'exceeds-burst' : 'limited';
     return r.allowed;
+  }
+
+  /** `windowGiveBack` (above): the windows of the latest decision's reading, one per limit. */
+  #windowGiveBack(key: string, cost: number): () => void {
+    const controls = this.#limitsControls;
+    if (controls === null || !windowsOf(this)) {
+      throw new TypeError(`a window give-back is for a RateLimiter of fixed or sliding windows on its lock-free paths; this one runs '${this.algorithm}'`);
+    }
+    const at = (this.#engine as LockFreeEngine).nowMs;
+    const periods = this.limits.map((l) => l.periodMs);
+    const windows = periods.map((p) => floorDiv(at, p));
+    // Every limit's window as the algorithms number them (floorDiv of the reading): a give-back
+    // at a reading in no later window of any limit, whose limits find no window stored ahead of
+    // that reading (LockFreeEngine.giveBack), lands in the admission's windows. A window stored
+    // ahead is another decision's later one, which a reading behind it (a clock stepped back)
+    // still finds: nothing goes there (nor, then, into an admission's own window stored ahead).
+    const within = (ms: number): boolean => {
+      for (let i = 0; i < periods.length; i++) if (floorDiv(ms, periods[i] as number) > (windows[i] as number)) return false;
+      return true;
+    };
+    return () => controls.rewardWithin(key, cost, within);
   }
 
   #full(): boolean {

@@ -125,8 +125,13 @@ describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
     const l = limiter();
     expect(() => rateLimit({ limiter: l, skipFailedRequests: 'yes' as unknown as boolean })).toThrow(/options.skipFailedRequests must be a boolean, got "yes"/);
     expect(() => rateLimit({ limiter: l, skipSuccessfulRequests: 1 as unknown as boolean })).toThrow(TypeError);
+    // Fixed and sliding windows give back into their own windows; a sliding log cannot.
     const windows = new RateLimiter({ limit: [perSecond(5), perMinute(50)], algorithm: 'fixed-window', maxKeys: 8 });
-    expect(() => rateLimit({ limiter: windows, skipFailedRequests: true })).toThrow(/gives a spend back with reward\(\), which is built for a RateLimiter or RedisRateLimiter of GCRA limits/);
+    expect(() => rateLimit({ limiter: windows, skipFailedRequests: true })).not.toThrow();
+    const sliding = new RateLimiter({ limit: perSecond(5), algorithm: 'sliding-window', maxKeys: 8 });
+    expect(() => rateLimit({ limiter: sliding, skipSuccessfulRequests: true })).not.toThrow();
+    const log = new RateLimiter({ limit: perSecond(5), algorithm: 'sliding-log', maxKeys: 8 });
+    expect(() => rateLimit({ limiter: log, skipFailedRequests: true })).toThrow(/gives a spend back, which is built for a RateLimiter of GCRA limits or of fixed or sliding windows/);
     const redisWindows = new RedisRateLimiter({ redis: { call: async () => null }, algorithm: 'fixed-window', limit: perSecond(5), localTier: false });
     expect(() => rateLimit({ limiter: redisWindows, skipFailedRequests: true })).toThrow(TypeError);
     // Several GCRA limits, or one under a cap, give back on every key limit (the cap keeps its spend).
@@ -138,6 +143,55 @@ describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
     const redis = new RedisRateLimiter({ redis: { call: async () => null }, limit: perSecond(5), localTier: false });
     expect(() => rateLimit({ limiter: redis, skipFailedRequests: true })).not.toThrow();
     expect(() => rateLimit({ limiter: l, skipFailedRequests: false, skipSuccessfulRequests: false })).not.toThrow();
+  });
+});
+
+describe('skipFailedRequests on fixed and sliding windows (Express 5): a spend comes back only into its own window', () => {
+  it.each(['fixed-window', 'sliding-window'] as const)('%s: failed responses do not count in their window', async (algorithm) => {
+    const l = new RateLimiter({ limit: perMinute(2), algorithm, maxKeys: 16, clock: new ManualClock(1_000) });
+    const url = await expressApp({ skipFailedRequests: true }, l);
+    expect(await statuses(url, ['/fail', '/fail', '/fail', '/fail', '/fail'])).toEqual([500, 500, 500, 500, 500]);
+    await until(() => l.get(CLIENT)?.remaining === 2);
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+  });
+
+  it('two fixed windows: both get a failed spend back', async () => {
+    const l = new RateLimiter({ limit: [perMinute(2), perHour(10)], algorithm: 'fixed-window', maxKeys: 16, clock: new ManualClock(1_000) });
+    const url = await expressApp({ skipFailedRequests: true }, l);
+    expect(await statuses(url, ['/fail', '/fail', '/fail'])).toEqual([500, 500, 500]);
+    await until(() => l.tryAcquire(CLIENT, 0).limits?.[1]?.remaining === 10);
+    expect(l.get(CLIENT)?.remaining).toBe(2);
+  });
+
+  it.each(['fixed-window', 'sliding-window'] as const)('%s: a response that ends in the next window gives nothing back there', async (algorithm) => {
+    // One request admitted in the minute [0, 60 s), its response failing only after the clock
+    // moved into the next minute, where the key then spends its whole limit. A give-back there
+    // would be room the key never took from that window: a third admission.
+    const clock = new ManualClock(59_000);
+    const l = new RateLimiter({ limit: perMinute(2), algorithm, maxKeys: 16, clock });
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => { entered = r; });
+    const app = express();
+    let finish!: () => void;
+    app.use(rateLimit({ limiter: l, skipFailedRequests: true }));
+    app.get('/slow', (_req, res) => {
+      finish = () => { res.status(500).send('late failure'); };
+      entered();
+    });
+    app.get('/ok', (_req, res) => { res.send('ok'); });
+    const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
+    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+    const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
+    const slow = fetch(`${url}/slow`).then(async (r) => { await r.text(); return r.status; });
+    await inside;
+    clock.set(60_000 + (algorithm === 'sliding-window' ? 60_000 : 0)); // the next window (the sliding window's: with nothing left of the last)
+    expect(await statuses(url, ['/ok', '/ok'])).toEqual([200, 200]);
+    finish();
+    expect(await slow).toBe(500);
+    // The late failure's give-back has run (its 'finish' came before the response's end reached us).
+    await new Promise((r) => setImmediate(r));
+    expect(l.get(CLIENT)?.remaining).toBe(0);
+    expect(await statuses(url, ['/ok'])).toEqual([429]);
   });
 });
 
@@ -189,8 +243,11 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
 });
 
 describe('skipFailedRequests (Fastify 5 plugin)', () => {
-  it('a route answering 500 gives its spend back; 200s count', async () => {
-    const l = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(0) });
+  it.each([
+    ['GCRA', {}],
+    ['a fixed window', { algorithm: 'fixed-window' as const }],
+  ])('a route answering 500 gives its spend back; 200s count (%s)', async (_name, algorithm) => {
+    const l = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(1_000), ...algorithm });
     const app = Fastify();
     await app.register(sluice, { limiter: l, skipFailedRequests: true });
     app.get('/ok', async () => 'ok');

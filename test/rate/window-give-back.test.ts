@@ -1,0 +1,57 @@
+// The middleware's give-back on windows (skipFailedRequests, skipSuccessfulRequests:
+// windowGiveBack) returns a spend only into the windows it was counted in. Found by an attack on
+// the first version, which judged only the give-back's own reading: another instance admitted in
+// the next window, the clock stepped back into the spend's window, and the give-back subtracted
+// from that next window's count (stored ahead of its reading): one admission past the limit.
+import { describe, expect, it } from 'vitest';
+import { RateLimiter, type Limit } from '../../src/index.js';
+import { windowGiveBack } from '../../src/rate/rate-limiter.js';
+
+type Algorithm = 'fixed-window' | 'sliding-window';
+const cases: [string, Algorithm, Limit | Limit[], number][] = [
+  ['a fixed window', 'fixed-window', { permits: 1, periodMs: 100 }, 1],
+  ['a fixed window of a 64-bit word', 'fixed-window', { permits: 1e8, periodMs: 100 }, 1e8],
+  ['a fixed window of a fractional period', 'fixed-window', { permits: 1, periodMs: 1000 / 3 }, 1],
+  ['two fixed windows', 'fixed-window', [{ permits: 1, periodMs: 100 }, { permits: 10, periodMs: 3_600_000 }], 1],
+  ['a sliding window', 'sliding-window', { permits: 1, periodMs: 100 }, 1],
+];
+
+describe('windowGiveBack', () => {
+  it.each(cases)('%s: a spend comes back into its own window', (_name, algorithm, limit, cost) => {
+    let t = 50;
+    const rl = new RateLimiter({ limit, algorithm, maxKeys: 8, clock: { now: () => t } });
+    expect(rl.tryAcquire('k', cost).allowed).toBe(true);
+    const giveBack = windowGiveBack(rl, 'k', cost);
+    expect(rl.tryAcquire('k', cost).allowed).toBe(false);
+    t = 60;
+    giveBack();
+    expect(rl.tryAcquire('k', cost).allowed).toBe(true);
+  });
+
+  it.each(cases)('%s: nothing comes back at a reading in a later window', (_name, algorithm, limit, cost) => {
+    let t = 50;
+    const rl = new RateLimiter({ limit, algorithm, maxKeys: 8, clock: { now: () => t } });
+    expect(rl.tryAcquire('k', cost).allowed).toBe(true);
+    const giveBack = windowGiveBack(rl, 'k', cost);
+    t = 1_050; // a later window of every limit's shortest period (the sliding one: nothing left of the last)
+    expect(rl.tryAcquire('k', cost).allowed).toBe(true);
+    giveBack();
+    expect(rl.tryAcquire('k', cost).allowed).toBe(false);
+  });
+
+  it.each(cases)('%s: nothing comes back into a later window stored ahead of the reading (another thread\'s, the clock stepped back)', (_name, algorithm, limit, cost) => {
+    let t = 50;
+    const clock = { now: () => t };
+    const a = new RateLimiter({ limit, algorithm, maxKeys: 8, clock });
+    const b = RateLimiter.attach(a.handle, { clock });
+    expect(a.tryAcquire('k', cost).allowed).toBe(true);
+    const giveBack = windowGiveBack(a, 'k', cost);
+    t = 350; // b fills a later window, in the same second (a later second's stamp would lift a's reading)
+    expect(b.tryAcquire('k', cost).allowed).toBe(true);
+    expect(b.tryAcquire('k', cost).allowed).toBe(false);
+    t = 60; // the clock steps back into a's window; its response fails now
+    giveBack();
+    t = 350;
+    expect(b.tryAcquire('k', cost).allowed).toBe(false);
+  });
+});
