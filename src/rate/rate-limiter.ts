@@ -35,14 +35,6 @@ const OPTION_NAMES = namesOf<RateLimiterOptions>()([
   'forceHash', 'slotsPerKey', 'onDecision',
 ]);
 
-/**
- * A GCRA rate limiter whose per-key state lives in shared memory. Create it once, pass `handle`
- * to workers, and `RateLimiter.attach(handle)` there: every instance sees and changes one state.
- *
- * Thread-safety: `tryAcquire`, `allow`, `sweep` and `stats` may run at the same time on any
- * number of threads over the same handle; no call takes a lock or waits for another thread. One
- * *instance* belongs to the thread that made it (it keeps a small per-thread cache).
- */
 /** Set by RateLimiter's static block: `windowGiveBack` and `givesBackInWindows` for a limiter (they read its privates). */
 let windowGiveBackOf: (limiter: RateLimiter, key: string, cost: number) => () => void;
 let windowsOf: (limiter: RateLimiter) => boolean;
@@ -61,14 +53,23 @@ export function givesBackInWindows(limiter: RateLimiter): boolean {
  * RateLimiter of fixed or sliding windows on its lock-free paths. Called on the limiter's thread
  * right after the admission it is for (the limiter's latest decision): a give-back of `cost` that
  * lands only in the windows that admission was counted in. It gives nothing at a reading in a
- * later window of any limit (LockFreeEngine.giveBack's `within`, judged at the reading its commit
- * is made at), so a spend never comes back as room in a window it was not taken from.
+ * later window of any limit, nor into a window stored ahead of its reading (LockFreeEngine.giveBack's
+ * `within`, judged at the reading its commit is made at), so a spend never comes back as room in
+ * a window it was not taken from.
  * @internal
  */
 export function windowGiveBack(limiter: RateLimiter, key: string, cost: number): () => void {
   return windowGiveBackOf(limiter, key, cost);
 }
 
+/**
+ * A GCRA rate limiter whose per-key state lives in shared memory. Create it once, pass `handle`
+ * to workers, and `RateLimiter.attach(handle)` there: every instance sees and changes one state.
+ *
+ * Thread-safety: `tryAcquire`, `allow`, `sweep` and `stats` may run at the same time on any
+ * number of threads over the same handle; no call takes a lock or waits for another thread. One
+ * *instance* belongs to the thread that made it (it keeps a small per-thread cache).
+ */
 export class RateLimiter {
   static {
     windowGiveBackOf = (limiter, key, cost) => limiter.#windowGiveBack(key, cost);
