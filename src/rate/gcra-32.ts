@@ -1,10 +1,10 @@
 import type { Clock } from '../time/clock.js';
 import { admit, blockDebtTicks, keyDebtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
-import { raiseStamp, secondsAt, unitsAhead } from '../time/stamps.js';
+import { raiseStamp, unitsAhead } from '../time/stamps.js';
 import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { ALLOWED, REFUSED, TOO_LONG } from './gcra-wide.js';
-import { freshTat, gcraSlotState } from './gcra-slot.js';
+import { gcraSlotState } from './gcra-slot.js';
 import { backoff } from './backoff.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
@@ -81,12 +81,15 @@ export class Gcra32 {
   #freshTat = 0;
   #freshSec = 0;
   #freshDebt = 0;
+  /** The shared 32-bit GCRA slot hooks (gcra-slot.ts): the fresh state that counts nothing, the idle test. */
+  readonly #plainSlot: SlotState;
 
 
   constructor(words: Int32Array, p: GcraParams, clock: Clock) {
     this.#w = words;
     this.#p = p;
     this.#clock = clock;
+    this.#plainSlot = gcraSlotState(p, clock);
   }
 
   /**
@@ -402,24 +405,22 @@ export class Gcra32 {
    * that fails leaves nothing counted: the lookup goes on to the copy that won, or inserts again
    * (and this runs again).
    */
-  #initSlot(w: Int32Array, base: number): void {
+  #initSlot(w: Int32Array, base: number, generation: number): void {
     const cost = this.pendingCost;
-    const rawMs = this.#clock.now();
     const p = this.#p;
-    if (!(cost > 0 && cost <= p.burst && admit(0, cost, p) > 0)) {
-      // Nothing to count (a probe, a cost beyond the burst, another path's insert): a fresh
-      // state at the clock's own reading, spent nothing. Not at this instance's latest reading:
-      // after the clock stepped back, a stamp ahead of the clock would keep an unspent key from
-      // going idle, and make other threads decide on it at that later second.
+    const next = cost > 0 && cost <= p.burst ? admit(0, cost, p) : -1;
+    if (next <= 0) {
+      // Nothing to count (a probe, a cost beyond the burst, another path's insert): the plain
+      // fresh state, at the clock's own reading. Not at this instance's latest reading: after the
+      // clock stepped back, a stamp ahead of the clock would keep an unspent key from going idle,
+      // and make other threads decide on it at that later second.
       this.#freshAdmitted = false;
-      Atomics.store(w, base + S_TAT, freshTat(rawMs, p));
-      Atomics.store(w, base + S_LAST_SEC, secondsAt(rawMs));
+      this.#plainSlot.initSlot(w, base, generation);
       return;
     }
     // The admission's reading, as `decide` takes it (never before this instance's latest): a
     // decision right after a fresh state at the raw reading would raise it to that, too.
-    this.#convert(rawMs);
-    const next = admit(0, cost, p);
+    this.#convert(this.#clock.now());
     let tat = (this.#readTicks + next) | 0;
     if (tat === DEAD) tat = (tat + 1) | 0; // never store the reclaim marker: one tick later
     const sec = this.#readSec;
@@ -436,11 +437,11 @@ export class Gcra32 {
 
   /** The table hooks for 32-bit GCRA slots: a fresh state that may count the pending admission (#initSlot). */
   slotState(): SlotState {
-    const shared = gcraSlotState(this.#p, this.#clock);
+    const plain = this.#plainSlot;
     return {
-      initSlot: (w: Int32Array, base: number): void => this.#initSlot(w, base),
-      isDead: shared.isDead,
-      retire: shared.retire,
+      initSlot: (w: Int32Array, base: number, generation: number): void => this.#initSlot(w, base, generation),
+      isDead: plain.isDead,
+      retire: plain.retire,
     };
   }
 }

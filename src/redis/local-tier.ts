@@ -153,7 +153,7 @@ export class LocalTier {
     // Longer than maxKeyBytes, or a lone surrogate (UTF-8 would store it as U+FFFD, merging such
     // keys): not cached.
     if (bytes < 0) return undefined;
-    const hash = table.hashEncoded(bytes);
+    const hash = table.hashEncoded();
     let slot: number;
     if (insert) {
       const stripe = table.stripeOf(hash);

@@ -247,7 +247,7 @@ export class SlotIndex {
   locate(key: string): SlotRef | undefined {
     const table = this.#table;
     const bytes = this.#encode(key);
-    const slot = table.locate(bytes, table.hashEncoded(bytes));
+    const slot = table.locate(bytes, table.hashEncoded());
     if (slot === TABLE_FULL) return undefined;
     if (this.#on) this.#misses++;
     return this.#remember(key, slot);
@@ -299,7 +299,7 @@ export class SlotIndex {
     if (cached !== undefined) return cached;
     const table = this.#table;
     const bytes = this.#encode(key);
-    const slot = table.find(bytes, table.hashEncoded(bytes));
+    const slot = table.find(bytes, table.hashEncoded());
     return slot < 0 ? undefined : this.#remember(key, slot);
   }
 

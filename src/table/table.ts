@@ -152,10 +152,10 @@ export class SlotTable {
   }
 
   /**
-   * Hash of the key currently in `encoder` (`bytes` long; the encoder hashed it as it encoded it).
-   * A forced hash (tests) makes every key collide.
+   * Hash of the key currently in `encoder` (the encoder hashed it as it encoded it). A forced
+   * hash (tests) makes every key collide.
    */
-  hashEncoded(_bytes: number): number {
+  hashEncoded(): number {
     return this.#hashMode === 1 ? this.#hashValue : this.encoder.hash;
   }
 
