@@ -22,6 +22,9 @@ import type { RedisLimit } from './redis-limits.js';
  * Redis's clock, see script-batcher.ts) writes nothing and answers LATE. A negative cost is a
  * refund of -cost (the global cap on Cluster): for a window or log, spent at the time its deadline
  * field holds; for GCRA, the last -cost of a spend whose slot ends at that time (lua-gcra.ts).
+ * The per-key controls (redis-core.ts, `control`) touch the key limits only, never a cap: on
+ * window and log plans, a reward is a negative cost with want 0, a penalty a cost with want -1,
+ * a block of `cost` µs want -2 (GCRA plans' controls: lua-gcra.ts).
  *
  * ARGV[1]: one string holding, comma-separated, the number of decisions, then per decision
  * cost, deadline (µs on Redis's clock, 0: none) and want (>= cost: a lease asks for up to `want`
@@ -100,7 +103,16 @@ ${luaPushDecision('granted', '  ')}
 end
 for j = 0, nd - 1 do
   local cost, deadline, want = tonumber(arg()), tonumber(arg()), tonumber(arg())
-  if cost < 0 then
+  if cost < 0 and want == 0 then
+    -- A reward: -cost given back now under each key limit, never below a fresh key's state.
+    for i = 1, nl do
+      local L = lim[i]
+      local A = ALGORITHMS[L[1]]
+      local key = keyOf(j, i)
+      A.force(key, L, A.load(key, L), cost)
+    end
+    push(0, 0, 0, 0, 0, 0, 1)
+  elseif cost < 0 then
     for i = 1, nl + ng do
       local L = lim[i]
       local A = ALGORITHMS[L[1]]
@@ -110,6 +122,15 @@ for j = 0, nd - 1 do
     push(0, 0, 0, 0, 0, 0, 1)
   elseif deadline > 0 and now > deadline then
     ${LUA_PUSH_LATE}
+  elseif want < 0 then
+    -- A penalty of cost (want -1), or a block of cost µs (want -2), under each key limit.
+    for i = 1, nl do
+      local L = lim[i]
+      local A = ALGORITHMS[L[1]]
+      local key = keyOf(j, i)
+      if want == -1 then A.force(key, L, A.load(key, L), cost) else A.block(key, L, A.load(key, L), cost) end
+    end
+    push(0, 0, 0, 0, 0, 0, 1)
   else
     local keyRefused, keyNever, keyWait = false, false, 0
     local capRefused, capNever, capWait = false, false, 0

@@ -14,13 +14,21 @@
  *   a fresh key's (no sweeper).
  * - `refund(key, L, s, cost, at)`: takes back `cost` spent at `at` (µs on this server's clock)
  *   while the state still holds it.
+ * - `force(key, L, s, cost)`: the per-key controls' penalty (`cost` > 0: counted now, past what
+ *   the limit admits) and reward (`cost` < 0: given back now, never below a fresh key's state),
+ *   as the shared-memory twins' `force` does them.
+ * - `block(key, L, s, us)` (windows only): every request refused for `us` from now, a longer
+ *   block kept.
  *
  * Every number is an integer below 2^53 except the sliding window's weighted estimate; stored
  * integers are written with %.0f (Lua would print 1.7e+15).
  *
  * States:
- * - fixed window: "window:count"; L = kind, period (µs), permits.
- * - sliding window: "window:current:previous"; L = kind, period (µs), permits.
+ * - fixed window: "window:count[:until]"; L = kind, period (µs), permits.
+ * - sliding window: "window:current:previous[:until]"; L = kind, period (µs), permits.
+ * - A window's `until` is the end of a block (µs), written by `block` and kept by every later
+ *   write while it is ahead; the key's expiry is then no earlier. A state without it (every
+ *   state written before blocks existed) is not blocked.
  * - sliding log: a list of admission stamps (µs), oldest first; L = kind, period, permits.
  */
 
@@ -30,12 +38,29 @@ local function int(x) return string.format('%.0f', x) end
 local function ms(us) return math.max(1, math.ceil(us / 1000)) + pad end
 `;
 
-/** Parses a window's state, "a:b[:c]", into numbers. */
+/**
+ * Parses a window's state, "a:b[:c[:d]]", into numbers; the end of a block in field `at`, 0 when
+ * none is ahead of now; that end as the state's last field, when ahead; the wait `w` of a check,
+ * lengthened to the block's end.
+ */
 const FIELDS = `
 local function fields(v)
   local out = {}
   for x in string.gmatch(v, '[^:]+') do out[#out + 1] = tonumber(x) end
   return out
+end
+local function blockEnd(f, at)
+  local u = f[at]
+  if u and u > now then return u end
+  return 0
+end
+local function untilPart(u)
+  if u > now then return ':' .. int(u) end
+  return ''
+end
+local function blocked(s, ok, w)
+  if s.u > now then return false, math.max(w, s.u - now) end
+  return ok, w
 end
 `;
 
@@ -44,18 +69,18 @@ const FRAGMENTS: Readonly<Record<number, string>> = {
   1: `local FIXED = {}
 function FIXED.load(key, L)
   local w = math.floor(now / L[2])
-  local s = { w = w, n = 0, ahead = false }
+  local s = { w = w, n = 0, ahead = false, u = 0 }
   local v = redis.call('GET', key)
   if v then
     local f = fields(v)
     -- A later stored window (this server's clock went back): counted there, never moved back.
     if f[1] == w then s.n = f[2] elseif f[1] > w then s.w = f[1]; s.n = f[2]; s.ahead = true end
+    s.u = blockEnd(f, 3)
   end
   return s
 end
-function FIXED.check(L, s, c, spent)
+local function fixedCheck(L, s, c, spent)
   local p, P = L[2], L[3]
-  if c > P then return false, -1 end
   local n = s.n + spent
   if n + c <= P then
     if s.ahead then return false, s.w * p - now end
@@ -63,25 +88,44 @@ function FIXED.check(L, s, c, spent)
   end
   return false, (s.w + 1) * p - now
 end
+function FIXED.check(L, s, c, spent)
+  if c > L[3] then return false, -1 end
+  return blocked(s, fixedCheck(L, s, c, spent))
+end
 function FIXED.remaining(L, s, spent)
-  if s.ahead then return 0 end
+  if s.ahead or s.u > 0 then return 0 end
   -- Below 0 only after a rule lowered the permits under this window's count.
   return math.max(0, L[3] - s.n - spent)
 end
 function FIXED.reset(L, s, spent)
-  if s.n + spent > 0 then return (s.w + 1) * L[2] - now end
-  return 0
+  local r = 0
+  if s.n + spent > 0 then r = (s.w + 1) * L[2] - now end
+  return math.max(r, s.u - now)
+end
+local function fixedSet(key, L, s, n)
+  redis.call('SET', key, int(s.w) .. ':' .. int(n) .. untilPart(s.u), 'PX', ms(math.max((s.w + 1) * L[2], s.u) - now))
 end
 function FIXED.write(key, L, s, cost)
-  redis.call('SET', key, int(s.w) .. ':' .. int(s.n + cost), 'PX', ms((s.w + 1) * L[2] - now))
+  fixedSet(key, L, s, s.n + cost)
 end
 function FIXED.refund(key, L, s, cost, at)
   local v = redis.call('GET', key)
   if not v then return end
   local f = fields(v)
   if f[1] == math.floor(at / L[2]) and f[2] >= cost then
-    redis.call('SET', key, int(f[1]) .. ':' .. int(f[2] - cost), 'KEEPTTL')
+    redis.call('SET', key, int(f[1]) .. ':' .. int(f[2] - cost) .. untilPart(blockEnd(f, 3)), 'KEEPTTL')
   end
+end
+function FIXED.force(key, L, s, cost)
+  -- As FixedWindow32.force: a penalty fills the window at most (its count ends with it), a
+  -- reward never goes below 0; a count a lowered rule left above the permits is not raised.
+  local n
+  if cost > 0 then n = math.max(s.n, math.min(L[3], s.n + cost)) else n = math.max(0, s.n + cost) end
+  if n ~= s.n then fixedSet(key, L, s, n) end
+end
+function FIXED.block(key, L, s, us)
+  s.u = math.max(s.u, now + us)
+  fixedSet(key, L, s, s.n)
 end
 ALGORITHMS[1] = FIXED
 `,
@@ -89,13 +133,14 @@ ALGORITHMS[1] = FIXED
 function SLIDING.load(key, L)
   local p = L[2]
   local w = math.floor(now / p)
-  local s = { w = w, curr = 0, prev = 0, later = false }
+  local s = { w = w, curr = 0, prev = 0, later = false, u = 0 }
   local v = redis.call('GET', key)
   if v then
     local f = fields(v)
     local diff = f[1] - w
     if diff > 0 then s.w = f[1]; s.later = true end
     if diff >= 0 then s.curr = f[2]; s.prev = f[3] elseif diff == -1 then s.prev = f[2] end
+    s.u = blockEnd(f, 4)
   end
   s.into = math.max(0, now - s.w * p)
   s.estimate = s.prev * (1 - s.into / p) + s.curr
@@ -112,26 +157,34 @@ local function slidingWait(p, P, curr, prev, into, c)
   if curr > 0 then s = p * (1 - (P - c) / curr) end
   return p - into + math.max(0, s)
 end
-function SLIDING.check(L, s, c, spent)
+local function slidingCheck(L, s, c, spent)
   local p, P = L[2], L[3]
-  if c > P then return false, -1 end
   if s.estimate + spent + c <= P and not s.later then return true, 0 end
   local w = slidingWait(p, P, s.curr + spent, s.prev, s.into, c)
   if s.later then w = w + s.w * p - now end
   return false, math.ceil(w)
 end
+function SLIDING.check(L, s, c, spent)
+  if c > L[3] then return false, -1 end
+  -- The estimate only falls while nothing is written: what passes at the count's wait passes
+  -- at any later moment, the block's end too.
+  return blocked(s, slidingCheck(L, s, c, spent))
+end
 function SLIDING.remaining(L, s, spent)
-  if s.later then return 0 end
+  if s.later or s.u > 0 then return 0 end
   return math.max(0, math.floor(L[3] - s.estimate - spent))
 end
 function SLIDING.reset(L, s, spent)
-  if s.curr + spent > 0 then return (s.w + 2) * L[2] - now end
-  if s.prev > 0 then return (s.w + 1) * L[2] - now end
-  return 0
+  local r = 0
+  if s.curr + spent > 0 then r = (s.w + 2) * L[2] - now elseif s.prev > 0 then r = (s.w + 1) * L[2] - now end
+  return math.max(r, s.u - now)
+end
+local function slidingSet(key, L, s, curr, prev)
+  local v = int(s.w) .. ':' .. int(curr) .. ':' .. int(prev) .. untilPart(s.u)
+  redis.call('SET', key, v, 'PX', ms(math.max((s.w + 2) * L[2], s.u) - now))
 end
 function SLIDING.write(key, L, s, cost)
-  local v = int(s.w) .. ':' .. int(s.curr + cost) .. ':' .. int(s.prev)
-  redis.call('SET', key, v, 'PX', ms((s.w + 2) * L[2] - now))
+  slidingSet(key, L, s, s.curr + cost, s.prev)
 end
 function SLIDING.refund(key, L, s, cost, at)
   local v = redis.call('GET', key)
@@ -141,7 +194,24 @@ function SLIDING.refund(key, L, s, cost, at)
   if f[1] == w and f[2] >= cost then f[2] = f[2] - cost
   elseif f[1] == w + 1 and f[3] >= cost then f[3] = f[3] - cost
   else return end
-  redis.call('SET', key, int(f[1]) .. ':' .. int(f[2]) .. ':' .. int(f[3]), 'KEEPTTL')
+  redis.call('SET', key, int(f[1]) .. ':' .. int(f[2]) .. ':' .. int(f[3]) .. untilPart(blockEnd(f, 4)), 'KEEPTTL')
+end
+function SLIDING.force(key, L, s, cost)
+  -- As SlidingWindow.force: a penalty adds to this window's count, past the permits (it weighs
+  -- on the next window as its previous count; held below 2^52, where sums stay exact); a reward
+  -- takes from this window's count, then from the previous one's, never below 0.
+  local curr, prev = s.curr, s.prev
+  if cost > 0 then curr = math.min(2 ^ 52, curr + cost)
+  else
+    local fromCurr = math.min(curr, -cost)
+    curr = curr - fromCurr
+    prev = math.max(0, prev - (-cost - fromCurr))
+  end
+  if curr ~= s.curr or prev ~= s.prev then slidingSet(key, L, s, curr, prev) end
+end
+function SLIDING.block(key, L, s, us)
+  s.u = math.max(s.u, now + us)
+  slidingSet(key, L, s, s.curr, s.prev)
 end
 ALGORITHMS[2] = SLIDING
 `,
@@ -199,6 +269,19 @@ function LOG.write(key, L, s, cost)
 end
 function LOG.refund(key, L, s, cost, at)
   redis.call('LREM', key, cost, int(at))
+end
+function LOG.force(key, L, s, cost)
+  local P = L[3]
+  if cost > 0 then
+    -- As SlidingLog.force: stamps at now, as an admission of that many, past the free places
+    -- too: the log keeps its newest P stamps.
+    LOG.write(key, L, s, math.min(cost, P))
+    redis.call('LTRIM', key, -P, -1)
+  else
+    -- The newest stamps that still count, at most -cost of them, go (LTRIM drops an emptied list).
+    local k = math.min(-cost, s.len - s.expired)
+    if k > 0 then redis.call('LTRIM', key, 0, -k - 1) end
+  end
 end
 ALGORITHMS[3] = LOG
 `,

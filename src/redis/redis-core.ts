@@ -87,16 +87,36 @@ export function decisionOf(r: Reply): Decision {
 }
 
 /**
- * How far a control may take GCRA key limits `limits`: a debt in each limit's units (1/k us) must
- * stay an exact integer in Lua's doubles, below 2^53. `blockMs`: the longest block (30 days at
- * every limit whose k is at most about 3,400); `penalty`: the largest penalty's cost.
+ * The longest block on window limits: ten years. A block's end is a µs stamp on Redis's clock,
+ * exact far past that (now, about 1.7e15 µs, plus 3.2e14, below 2^53).
+ */
+const MAX_WINDOW_BLOCK_MS = 10 * 365 * 86_400_000;
+/** The largest penalty on window and log limits: a count stays an exact integer in Lua's doubles. */
+const MAX_WINDOW_PENALTY = 2 ** 52;
+
+/**
+ * How far a control may take key limits `limits`. A GCRA debt in each limit's units (1/k us)
+ * must stay an exact integer in Lua's doubles, below 2^53: 30 days of block at every limit whose
+ * k is at most about 3,400. Windows and logs: MAX_WINDOW_BLOCK_MS, MAX_WINDOW_PENALTY.
+ * `blockMs`: the longest block; `penalty`: the largest penalty's cost.
  */
 export function controlBounds(limits: readonly RedisLimit[]): { blockMs: number; penalty: number } {
+  const gcra = limits.filter((l) => l.kind === 0);
   const room = (l: RedisLimit): number => 2 ** 53 - (l.args[2] as number); // 2^53 less tau
   return {
-    blockMs: Math.min(...limits.map((l) => Math.floor(room(l) / (l.args[0] as number)) / 1000)),
-    penalty: Math.min(...limits.map((l) => Math.floor(room(l) / (l.args[1] as number)))),
+    blockMs: Math.min(MAX_WINDOW_BLOCK_MS, ...gcra.map((l) => Math.floor(room(l) / (l.args[0] as number)) / 1000)),
+    penalty: Math.min(MAX_WINDOW_PENALTY, ...gcra.map((l) => Math.floor(room(l) / (l.args[1] as number)))),
   };
+}
+
+/**
+ * `TypeError` for a control a limit of `algorithm` cannot hold: a block on a sliding log (its
+ * list holds admissions' stamps; a block end has no place there). `who` names the limiter or rule.
+ */
+export function checkControl(control: string, algorithm: string, who: string): void {
+  if (control === 'block' && algorithm === 'sliding-log') {
+    throw new TypeError(`block() is built for GCRA and window limits (a sliding log holds admissions' stamps, not a block's end); ${who} runs sliding-log`);
+  }
 }
 
 /** Checks a block's `ms` against `maxMs` (controlBounds); returns it in whole µs. */
@@ -188,11 +208,13 @@ export class RedisCore<R> {
   }
 
   /**
-   * A per-key control on `cacheKey`'s GCRA limits (`plan` holds the key's limits only: a cap is
-   * never charged or given back), in one script call:
-   * - 'reward': `amount` intervals given back under each limit, never below a fresh key's state:
-   *   the script's refund, with a slot end (FAR_AHEAD_US) that only the debt bounds;
-   * - 'penalty': `amount` intervals spent under each limit now, beyond the burst;
+   * A per-key control on `cacheKey`'s limits (on GCRA, `plan` holds the key's limits only; the
+   * window script's controls skip a cap: a cap is never charged or given back), in one script call:
+   * - 'reward': `amount` given back under each limit, never below a fresh key's state. GCRA: the
+   *   script's refund of `amount` intervals, with a slot end (FAR_AHEAD_US) that only the debt
+   *   bounds; windows and logs: want 0 (limits-script.ts);
+   * - 'penalty': `amount` spent under each limit now, beyond the burst (a fixed window: up to its
+   *   permits; lua-algorithms.ts);
    * - 'block': every request refused for `amount` µs from Redis's now, a longer wait kept.
    * Then clears this process's local tier: its refusals, and its leases, whose permits Redis
    * counted before a block and would otherwise be spent during it (another process's may still
@@ -208,7 +230,9 @@ export class RedisCore<R> {
     try {
       // A negative cost is the script's refund; a negative want (with a positive cost) a control.
       answered = kind === 'reward'
-        ? await this.batcher.decide(plan, base, -amount, -amount, FAR_AHEAD_US, deadline, outcome)
+        ? await (plan.gcra
+          ? this.batcher.decide(plan, base, -amount, -amount, FAR_AHEAD_US, deadline, outcome)
+          : this.batcher.decide(plan, base, -amount, 0, 0, deadline, outcome))
         : await this.batcher.decide(plan, base, amount, kind === 'penalty' ? -1 : -2, 0, deadline, outcome);
     } finally {
       this.cache?.clear();

@@ -7,7 +7,9 @@ import { checkPolicyRequest, compileRules, label, match, type CompiledRule, type
 import { monotonicClock } from '../time/clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { checkNames } from '../config/option-names.js';
-import { blockUs, checkPenalty, COMMON_OPTION_NAMES, controlBounds, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import {
+  blockUs, checkControl, checkPenalty, COMMON_OPTION_NAMES, controlBounds, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions,
+} from './redis-core.js';
 import { redisLimit, scriptPlan } from './redis-limits.js';
 import { POLICY_PREFIX } from './redis-keys.js';
 import type { ScriptPlan } from './script-batcher.js';
@@ -137,25 +139,22 @@ export class RedisPolicyLimiter {
     return this.#core.reset(key, this.#plans.get(match(this.#compiled, request.user, request.api)) as ScriptPlan);
   }
 
-  /**
-   * As `RedisRateLimiter.reward`, for (user, api) under the rule it matches now: `TypeError` when
-   * that rule is not GCRA.
-   */
+  /** As `RedisRateLimiter.reward`, for (user, api) under the rule it matches now. */
   reward(request: PolicyRequest, cost: number): Promise<void> {
-    const { key, plan } = this.#gcraPlan(request, cost, 'reward');
+    const { key, plan } = this.#controlPlan(request, cost, 'reward');
     return this.#core.control(key, 'reward', cost, plan);
   }
 
-  /** As `RedisRateLimiter.penalty`, for (user, api) under the rule it matches now (a GCRA rule). */
+  /** As `RedisRateLimiter.penalty`, for (user, api) under the rule it matches now. */
   penalty(request: PolicyRequest, cost: number): Promise<void> {
-    const { key, plan } = this.#gcraPlan(request, cost, 'penalty');
+    const { key, plan } = this.#controlPlan(request, cost, 'penalty');
     checkPenalty(cost, controlBounds(plan.keyLimits).penalty);
     return this.#core.control(key, 'penalty', cost, plan);
   }
 
-  /** As `RedisRateLimiter.block`, for (user, api) under the rule it matches now (a GCRA rule). */
+  /** As `RedisRateLimiter.block`, for (user, api) under the rule it matches now (`TypeError` for a sliding-log rule). */
   block(request: PolicyRequest, ms: number): Promise<void> {
-    const { key, plan } = this.#gcraPlan(request, 0, 'block');
+    const { key, plan } = this.#controlPlan(request, 0, 'block');
     return this.#core.control(key, 'block', blockUs(ms, controlBounds(plan.keyLimits).blockMs), plan);
   }
 
@@ -164,13 +163,12 @@ export class RedisPolicyLimiter {
     return this.reset(request);
   }
 
-  /** The pair's cache key and the plan of the rule it matches now; `TypeError` unless that rule is GCRA. */
-  #gcraPlan(request: PolicyRequest, cost: number, control: string): { key: string; plan: ScriptPlan } {
+  /** The pair's cache key and the plan of the rule it matches now; `TypeError` for a block under a sliding-log rule. */
+  #controlPlan(request: PolicyRequest, cost: number, control: string): { key: string; plan: ScriptPlan } {
     const key = checkPolicyRequest(request, cost);
     const rule = match(this.#compiled, request.user, request.api);
-    const plan = this.#plans.get(rule) as ScriptPlan;
-    if (!plan.gcra) throw new TypeError(`${control}() works on GCRA debt; the rule for ${JSON.stringify(key)} runs ${rule.rule.algorithm ?? 'gcra'}`);
-    return { key, plan };
+    checkControl(control, rule.rule.algorithm ?? 'gcra', `the rule for ${JSON.stringify(key)}`);
+    return { key, plan: this.#plans.get(rule) as ScriptPlan };
   }
 
   /** Like `tryAcquire`, answering only whether the request passes. */

@@ -10,7 +10,9 @@ import { checkRequest } from '../table/table-site.js';
 import { monotonicClock } from '../time/clock.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { checkNames } from '../config/option-names.js';
-import { blockUs, checkPenalty, COMMON_OPTION_NAMES, controlBounds, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions } from './redis-core.js';
+import {
+  blockUs, checkControl, checkPenalty, COMMON_OPTION_NAMES, controlBounds, keyStateOf, RedisCore, registerBatcher, type RedisCommonOptions,
+} from './redis-core.js';
 import { limitPart, redisLimit, scriptPlan } from './redis-limits.js';
 import { defaultPrefix } from './redis-keys.js';
 import { PrefixOwner, type PrefixCheck } from './prefix-owner.js';
@@ -117,7 +119,7 @@ export class RedisRateLimiter {
   /** The cap's own plan on a Cluster (its key lives in another slot); null otherwise. */
   readonly #capPlan: ScriptPlan | null;
   /** The key's limits without the cap, for `reward` (GCRA only); null for the other algorithms. */
-  readonly #keyPlan: ScriptPlan | null;
+  readonly #keyPlan: ScriptPlan;
   /** The longest `block` (ms) and the largest `penalty` (controlBounds). */
   readonly #bounds: { blockMs: number; penalty: number };
   /** Whose limits a given prefix holds (prefix-owner.ts). */
@@ -163,7 +165,7 @@ export class RedisRateLimiter {
     this.#plan = scriptPlan(compiled, split ? [] : caps, capPrefix);
     this.#capPlan = split ? scriptPlan([], caps, capPrefix) : null;
     // Without a cap in the decisions' plan (none, or a Cluster's own), it is the key's own.
-    this.#keyPlan = algorithm !== 'gcra' ? null : caps.length === 0 || split ? this.#plan : scriptPlan(compiled, [], capPrefix);
+    this.#keyPlan = caps.length === 0 || split ? this.#plan : scriptPlan(compiled, [], capPrefix);
     this.#bounds = controlBounds(compiled);
     const prefixCheck = options.prefixCheck ?? 'check';
     if (prefixCheck !== 'check' && prefixCheck !== 'adopt' && prefixCheck !== 'off') {
@@ -230,12 +232,14 @@ export class RedisRateLimiter {
   }
 
   /**
-   * Gives back `cost` intervals of what `key` has spent under each of its limits, never below a
-   * fresh key's state (a reward; a global cap keeps its spend), in one script call on Redis. This
-   * process's local tier forgets its refusals at once; another process's may refuse the key until
-   * the retry time Redis gave it (under-admission only). GCRA limits only: `TypeError` for the
-   * others. Rejects when Redis does not answer within `timeoutMs` (the spend may or may not be
-   * back), and with `RedisConfigError` for a misconfiguration.
+   * Gives back `cost` of what `key` has spent under each of its limits, never below a fresh key's
+   * state (a reward; a global cap keeps its spend), in one script call on Redis: GCRA, `cost`
+   * intervals of debt; a fixed window, from this window's count; a sliding window, from this
+   * window's count, then the previous one's; a sliding log, its newest stamps that still count.
+   * This process's local tier forgets its refusals at once; another process's may refuse the key
+   * until the retry time Redis gave it (under-admission only). Rejects when Redis does not answer
+   * within `timeoutMs` (the spend may or may not be back), and with `RedisConfigError` for a
+   * misconfiguration.
    */
   reward(key: string, cost: number): Promise<void> {
     checkKey(key, cost);
@@ -245,8 +249,10 @@ export class RedisRateLimiter {
 
   /**
    * Spends `cost` on `key` under each of its limits now, even beyond the burst (a penalty: the key
-   * waits longer), in one script call on Redis; a global cap is not charged. GCRA limits only.
-   * Rejects as `reward`, and when Redis ran it too late (nothing was written).
+   * waits longer), in one script call on Redis; a global cap is not charged. A fixed window is
+   * filled at most (its count ends with it); a sliding window counts past its permits and weighs
+   * on the next window; a sliding log keeps its newest `permits` stamps. Rejects as `reward`, and
+   * when Redis ran it too late (nothing was written).
    */
   penalty(key: string, cost: number): Promise<void> {
     checkKey(key, cost);
@@ -256,11 +262,12 @@ export class RedisRateLimiter {
   }
 
   /**
-   * Refuses every request on `key` for `ms` from Redis's now (a ban), under each of its limits:
-   * its debt rises so that a request of cost 1 passes when the block ends and none before, and a
-   * longer wait is kept. One script call; this process's local tier forgets its refusals and
-   * leases at once (see docs/redis.md for another process's leases). GCRA limits only. Rejects as
-   * `penalty`.
+   * Refuses every request on `key` for `ms` from Redis's now (a ban), under each of its limits,
+   * and a longer wait is kept. GCRA: the debt rises so that a request of cost 1 passes when the
+   * block ends and none before. Windows: the state keeps the block's end, and a request passes
+   * from then on as the window's count allows. One script call; this process's local tier forgets
+   * its refusals and leases at once (see docs/redis.md for another process's leases). `TypeError`
+   * on a sliding log. Rejects as `penalty`.
    */
   block(key: string, ms: number): Promise<void> {
     checkKey(key, 0);
@@ -274,9 +281,9 @@ export class RedisRateLimiter {
     return this.reset(key);
   }
 
-  /** The key's limits without the cap, for a control; `TypeError` for limits that are not GCRA. */
+  /** The key's limits without the cap, for a control; `TypeError` for a block on a sliding log. */
   #controlPlan(control: string): ScriptPlan {
-    if (this.#keyPlan === null) throw new TypeError(`${control}() works on GCRA debt; this limiter runs ${this.algorithm}`);
+    checkControl(control, this.algorithm, 'this limiter');
     return this.#keyPlan;
   }
 

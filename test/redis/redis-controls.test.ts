@@ -92,10 +92,9 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
     expect(await r.allow('k')).toBe(false);
   });
 
-  it('the window and log algorithms refuse penalty and block with a TypeError', () => {
-    const windows = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(2), algorithm: 'fixed-window' });
-    expect(() => windows.penalty('k', 1)).toThrow(/penalty\(\) works on GCRA debt; this limiter runs fixed-window/);
-    expect(() => windows.block('k', 1_000)).toThrow(/block\(\) works on GCRA debt; this limiter runs fixed-window/);
+  it('a sliding log refuses block with a TypeError, before any call (windows: redis-window-controls.test.ts)', () => {
+    const log = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(2), algorithm: 'sliding-log' });
+    expect(() => log.block('k', 1_000)).toThrow(/block\(\) is built for GCRA and window limits .*; this limiter runs sliding-log/);
   });
 
   it('two limits each get back what the reward names, up to their own debt; a global cap keeps its spend', async () => {
@@ -130,23 +129,21 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
     expect(d.degraded).toBeUndefined();
   });
 
-  it('RedisPolicyLimiter: reward, penalty, block and unblock of the pair under the rule it matches; a window rule refuses them', async () => {
+  it('RedisPolicyLimiter: reward, penalty, block and unblock of the pair under the rule it matches; a sliding-log rule refuses block', async () => {
     const clock = new ManualClock(1_000_000);
     const p = new RedisPolicyLimiter({
       redis: redisServer.io, prefix: `rw${n++}:`, localTier: false,
-      rules: [{ limit: perMinute(2) }, { user: 'win', algorithm: 'fixed-window', limit: perMinute(2) }],
+      rules: [{ limit: perMinute(2) }, { user: 'log', algorithm: 'sliding-log', limit: perMinute(2) }],
     });
     setScriptTime(p, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const acme = { user: 'acme', api: 'x' };
     expect([await p.allow(acme), await p.allow(acme), await p.allow(acme)]).toEqual([true, true, false]);
     await p.reward(acme, 1);
     expect([await p.allow(acme), await p.allow(acme)]).toEqual([true, false]);
-    expect(() => p.reward({ user: 'win', api: 'x' }, 1)).toThrow(/reward\(\) works on GCRA debt; the rule for .* runs fixed-window/);
+    expect(() => p.block({ user: 'log', api: 'x' }, 1_000)).toThrow(/block\(\) is built for GCRA and window limits .*; the rule for .* runs sliding-log/);
   });
 
-  it('other algorithms refuse reward with a TypeError; an unanswered reward rejects', async () => {
-    const windows = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(2), algorithm: 'sliding-window' });
-    expect(() => windows.reward('k', 1)).toThrow(/reward\(\) works on GCRA debt; this limiter runs sliding-window/);
+  it('an unanswered reward rejects', async () => {
     const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(5), onError: 'allow', timeoutMs: 50 });
     await r.allow('k');
     redisServer.server.process.kill('SIGSTOP');
