@@ -3,7 +3,7 @@ import { describe } from '../config/check.js';
 import { PolicyLimiter } from '../policy/policy-limiter.js';
 import { givesBackInWindows, RateLimiter } from '../rate/rate-limiter.js';
 import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
-import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
+import { givesBackInRedisWindows, RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 
 /**
  * `skipSuccessfulRequests` and `skipFailedRequests`, as express-rate-limit has them: an admitted
@@ -14,8 +14,10 @@ import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
  * less). Once per request, whichever of the response's events come. A reward that fails (Redis
  * did not answer; a policy pair's rule changed to another algorithm meanwhile) leaves the spend
  * counted: the client is limited a little sooner, never later. On a RateLimiter of fixed or
- * sliding windows the spend comes back only into the windows it was counted in: a response that
- * ends after one of them did gives nothing back (rate-limiter.ts, windowGiveBack). A policy
+ * sliding windows, shared or on Redis, the spend comes back only into the windows it was counted
+ * in: a response that ends after one of them did gives nothing back (rate-limiter.ts,
+ * windowGiveBack; redis-rate-limiter.ts, redisWindowGiveBack, by the admission's Redis time; an
+ * admission a lease of the local tier answered keeps its spend). A policy
  * request whose rule is not GCRA when it is decided keeps its spend, as does a sliding log (their
  * rewards give back in the window or log they run in, which may be a later one than the spend's).
  *
@@ -32,9 +34,9 @@ export const GIVE_BACK_NAMES = ['skipSuccessfulRequests', 'skipFailedRequests'];
 
 /**
  * The options checked (`TypeError` naming the option): null when neither is set. Either needs a
- * limiter that can give a spend back: a `RateLimiter` of GCRA limits (a global cap keeps its
- * spend), a `RedisRateLimiter` of GCRA limits, or a `PolicyLimiter` or `RedisPolicyLimiter`
- * (for the requests whose rule is GCRA).
+ * limiter that can give a spend back: a `RateLimiter` or `RedisRateLimiter` of GCRA limits or of
+ * fixed or sliding windows (a global cap keeps its spend), or a `PolicyLimiter` or
+ * `RedisPolicyLimiter` (for the requests whose rule is GCRA).
  */
 export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; skipFailedRequests?: unknown }, limiter: unknown): GiveBackWhen | null {
   const successful = options.skipSuccessfulRequests ?? false;
@@ -44,10 +46,11 @@ export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; ski
   }
   if (!successful && !failed) return null;
   const gives = (limiter instanceof RateLimiter && (limiter.algorithm === 'gcra' || givesBackInWindows(limiter))) ||
-    (limiter instanceof RedisRateLimiter && limiter.algorithm === 'gcra') || limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter;
+    (limiter instanceof RedisRateLimiter && (limiter.algorithm === 'gcra' || givesBackInRedisWindows(limiter))) ||
+    limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter;
   if (!gives) {
     throw new TypeError(`options.${successful ? 'skipSuccessfulRequests' : 'skipFailedRequests'} gives a spend back, which is built for ` +
-      'a RateLimiter of GCRA limits or of fixed or sliding windows, a RedisRateLimiter of GCRA limits, and the policy limiters\' GCRA rules; ' +
+      'a RateLimiter or RedisRateLimiter of GCRA limits or of fixed or sliding windows, and the policy limiters\' GCRA rules; ' +
       'this limiter\'s reward() gives back in the window or log it runs in, which may be a later one than the spend\'s');
   }
   return { successful: successful as boolean, failed: failed as boolean };

@@ -7,7 +7,7 @@ import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { RateLimiter, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
 import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
-import { RedisRateLimiter } from '../redis/redis-rate-limiter.js';
+import { keepRedisSpendTimes, RedisRateLimiter, redisWindowGiveBack } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
 import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js';
@@ -88,8 +88,9 @@ interface CommonOptions<Req> extends ObserverOptions<Req>, BanOptions<Req> {
    * Give an admitted request's spend back once its response succeeded (status below 400), as
    * express-rate-limit's option: e.g. a login route that counts only failed attempts. It gives
    * back with the limiter's `reward`: a `RateLimiter` or a `RedisRateLimiter` of GCRA limits, the
-   * policy limiters for requests whose rule is GCRA; a `RateLimiter` of fixed or sliding windows
-   * gives back only into the windows the request was counted in (give-back.ts). Default false.
+   * policy limiters for requests whose rule is GCRA; a `RateLimiter` or `RedisRateLimiter` of
+   * fixed or sliding windows gives back only into the windows the request was counted in
+   * (give-back.ts). Default false.
    */
   skipSuccessfulRequests?: boolean;
   /**
@@ -302,6 +303,15 @@ function checkOf<Req>(
     const name = (key: string): string => key;
     if (limiter instanceof RedisRateLimiter) {
       if (!givesBack) return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => outcome(d, fixed)), name);
+      if (limiter.algorithm !== 'gcra') {
+        // Windows give back only into the admission's own windows, by its Redis time.
+        keepRedisSpendTimes(limiter);
+        return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => {
+          const o = outcome(d, fixed);
+          const back = d.reason === 'allowed' && n > 0 ? redisWindowGiveBack(limiter, d, key, n) : undefined;
+          return back === undefined ? o : givingBack(o, n, back);
+        }), name);
+      }
       return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => givingBack(outcome(d, fixed), n, () => limiter.reward(key, n))), name);
     }
     if (!givesBack) return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed), name);

@@ -153,6 +153,8 @@ export class RedisCore<R> {
   #unyielded = 0;
   /** performance.now() when an answer without Redis last yielded to the event loop. */
   #yieldedAt = 0;
+  /** Redis's time of each admission's spend, by decision, once keepSpendTimes asked (null before). */
+  #spendTimes: WeakMap<Decision, number> | null = null;
 
   readonly #onDecision: DecisionHook<R> | null;
 
@@ -326,7 +328,46 @@ export class RedisCore<R> {
   #answer(o: Outcome, request: R, cacheKey: string, cost: number, asked: number, leased = false): Decision {
     if (typeof o === 'string') return this.fallback(request, cost);
     this.#remember(o, cacheKey, asked, leased);
-    return decisionOf(o);
+    return this.#spent(decisionOf(o), o);
+  }
+
+  /**
+   * From now on, every admission Redis decides in a call of its own records Redis's time of its
+   * spend (`spentAt`): a window give-back (`giveBackAt`) returns a spend only into the windows it
+   * was counted in, and needs that time. Off until a give-back asks for it: it costs a WeakMap
+   * entry per admission. An admission the local tier answers from a lease has no time here (its
+   * permits were counted at the lease's), and gives nothing back.
+   */
+  keepSpendTimes(): void {
+    this.#spendTimes ??= new WeakMap();
+  }
+
+  /** Redis's time, in µs, of the spend that admitted `d` (see keepSpendTimes), if recorded. */
+  spentAt(d: Decision): number | undefined {
+    return this.#spendTimes?.get(d);
+  }
+
+  /** `d`, its spend time recorded when `r` admitted it and keepSpendTimes asked for it. */
+  #spent(d: Decision, r: Reply): Decision {
+    if (this.#spendTimes !== null && r.status === ALLOWED) this.#spendTimes.set(d, r.nowUs);
+    return d;
+  }
+
+  /**
+   * Gives back `cost` of an admission on `cacheKey` that Redis counted at `atUs` on its clock,
+   * under `plan`'s limits (the key's alone: a cap keeps its spend), in one script call: the
+   * script's refund, which returns it only into the windows of `atUs` (a fixed window's count
+   * while the key still holds that window; a sliding window's, or its previous count once the
+   * key moved one window on), and all of it or nothing. This process's local tier is not cleared:
+   * a refusal it holds stands until its time (under-admission only). Rejects when Redis did not
+   * answer within timeoutMs (the spend may or may not be back).
+   */
+  async giveBackAt(cacheKey: string, cost: number, atUs: number, plan: ScriptPlan): Promise<void> {
+    const base = keyBase(this.prefix, cacheKey);
+    const answered = await this.batcher.decide(plan, base, -cost, -cost, atUs, performance.now() + this.batcher.timeoutMs, outcome);
+    if (answered === 'failed') {
+      throw new Error(`Redis did not answer the give-back within ${this.batcher.timeoutMs} ms (timeoutMs): it may or may not have been written`);
+    }
   }
 
   /** A lease's answer: this request takes its cost; the rest of the grant goes to the tier. */
@@ -394,7 +435,7 @@ export class RedisCore<R> {
       if (k === 'late') return this.fallback(request, cost);
       this.#remember(k, cacheKey, asked, refill);
       if (refill && kept > cost) (this.cache as LocalTier).offer(cacheKey, kept - cost, asked);
-      const d = decisionOf(k);
+      const d = this.#spent(decisionOf(k), k);
       d.remaining = Math.min(d.remaining, c.remaining);
       return d;
     } finally {

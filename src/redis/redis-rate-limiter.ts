@@ -65,18 +65,6 @@ function checkKey(key: string, cost: number): void {
   checkWellFormed('key', key);
 }
 
-/**
- * The same limits as `RateLimiter`, kept in Redis so that every process and host shares them.
- * Each decision is one atomic step of a Lua script on Redis's own clock (src/redis/
- * limits-script.ts); decisions waiting together share a script call (script-batcher.ts).
- *
- * Never hangs, never counts late: every decision has its own deadline (`timeoutMs`), and the
- * script is told the same deadline on Redis's clock, never later than the moment the limiter
- * answers, so a call delayed in a client's offline queue, or by a frozen server, spends nothing
- * when it arrives.
- *
- * Thread-safety: one instance per thread (it holds its queue); the state is Redis's.
- */
 /** `a` holds no more than `b`: for GCRA a rate and a burst no higher; for windows the same period, no more permits. */
 function asStrict(algorithm: AlgorithmName, a: Readonly<Required<Limit>>, b: Readonly<Required<Limit>>): boolean {
   if (algorithm !== 'gcra') return a.periodMs === b.periodMs && a.permits <= b.permits;
@@ -86,6 +74,41 @@ function asStrict(algorithm: AlgorithmName, a: Readonly<Required<Limit>>, b: Rea
 /** A limit as the README writes it, for messages. */
 function limitText(l: Readonly<Required<Limit>>): string {
   return `${l.permits} per ${l.periodMs} ms (burst ${l.burst})`;
+}
+
+/** Set by RedisRateLimiter's static block: `keepRedisSpendTimes` and `redisWindowGiveBack` read its privates. */
+let keepSpendTimesOf: (limiter: RedisRateLimiter) => void;
+let windowGiveBackOf: (limiter: RedisRateLimiter, decision: Decision, key: string, cost: number) => (() => Promise<void>) | undefined;
+
+/**
+ * Whether `limiter` can give an admission back into the windows it was counted in
+ * (`redisWindowGiveBack`): fixed or sliding windows.
+ * @internal
+ */
+export function givesBackInRedisWindows(limiter: RedisRateLimiter): boolean {
+  return limiter.algorithm === 'fixed-window' || limiter.algorithm === 'sliding-window';
+}
+
+/**
+ * For skipFailedRequests / skipSuccessfulRequests on windows (http/give-back.ts): from now on,
+ * `limiter` records the Redis time of each admission it decides, which `redisWindowGiveBack`
+ * needs. Called once, when a middleware that gives back is made.
+ * @internal
+ */
+export function keepRedisSpendTimes(limiter: RedisRateLimiter): void {
+  keepSpendTimesOf(limiter);
+}
+
+/**
+ * The give-back of `decision` (an admission of `cost` on `key` by `limiter`, a limiter of fixed or
+ * sliding windows that keeps spend times): `cost` returned into the windows Redis counted it in,
+ * and only there (a response that ends after its window did gives nothing to a later one); all of
+ * it or nothing, the key's limits only (a cap keeps its spend). Undefined when the admission has
+ * no Redis time (a lease the local tier held, a degraded answer): nothing to give back.
+ * @internal
+ */
+export function redisWindowGiveBack(limiter: RedisRateLimiter, decision: Decision, key: string, cost: number): (() => Promise<void>) | undefined {
+  return windowGiveBackOf(limiter, decision, key, cost);
 }
 
 /**
@@ -110,6 +133,18 @@ function checkLocalAsStrict(
   }
 }
 
+/**
+ * The same limits as `RateLimiter`, kept in Redis so that every process and host shares them.
+ * Each decision is one atomic step of a Lua script on Redis's own clock (src/redis/
+ * limits-script.ts); decisions waiting together share a script call (script-batcher.ts).
+ *
+ * Never hangs, never counts late: every decision has its own deadline (`timeoutMs`), and the
+ * script is told the same deadline on Redis's clock, never later than the moment the limiter
+ * answers, so a call delayed in a client's offline queue, or by a frozen server, spends nothing
+ * when it arrives.
+ *
+ * Thread-safety: one instance per thread (it holds its queue); the state is Redis's.
+ */
 export class RedisRateLimiter {
   readonly limits: readonly Readonly<Required<Limit>>[];
   readonly globalLimit: Readonly<Required<Limit>> | null;
@@ -118,12 +153,17 @@ export class RedisRateLimiter {
   readonly #plan: ScriptPlan;
   /** The cap's own plan on a Cluster (its key lives in another slot); null otherwise. */
   readonly #capPlan: ScriptPlan | null;
-  /** The key's limits without the cap, for `reward` (GCRA only); null for the other algorithms. */
+  /** The key's limits without the cap, for the per-key controls and window give-backs. */
   readonly #keyPlan: ScriptPlan;
   /** The longest `block` (ms) and the largest `penalty` (controlBounds). */
   readonly #bounds: { blockMs: number; penalty: number };
   /** Whose limits a given prefix holds (prefix-owner.ts). */
   readonly #owner: PrefixOwner;
+
+  static {
+    keepSpendTimesOf = (limiter) => limiter.#core.keepSpendTimes();
+    windowGiveBackOf = (limiter, decision, key, cost) => limiter.#windowGiveBack(decision, key, cost);
+  }
 
   constructor(options: RedisRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
@@ -279,6 +319,17 @@ export class RedisRateLimiter {
   /** Ends a block: the key reads as fresh (as `reset`, which it is). */
   unblock(key: string): Promise<boolean> {
     return this.reset(key);
+  }
+
+  /** `redisWindowGiveBack` (above): a refund at the admission's Redis time, on the key's limits. */
+  #windowGiveBack(decision: Decision, key: string, cost: number): (() => Promise<void>) | undefined {
+    if (!givesBackInRedisWindows(this)) {
+      throw new TypeError(`a window give-back is for a RedisRateLimiter of fixed or sliding windows; this one runs '${this.algorithm}'`);
+    }
+    const at = this.#core.spentAt(decision);
+    if (at === undefined) return undefined;
+    const plan = this.#keyPlan;
+    return () => this.#core.giveBackAt(key, cost, at, plan);
   }
 
   /** The key's limits without the cap, for a control; `TypeError` for a block on a sliding log. */

@@ -10,7 +10,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perMinute, perSecond, PolicyLimiter, RateLimiter, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { sluice } from '../../src/http/fastify.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { setScriptTime } from '../../src/redis/redis-core.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 let closers: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -131,9 +132,12 @@ describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
     const sliding = new RateLimiter({ limit: perSecond(5), algorithm: 'sliding-window', maxKeys: 8 });
     expect(() => rateLimit({ limiter: sliding, skipSuccessfulRequests: true })).not.toThrow();
     const log = new RateLimiter({ limit: perSecond(5), algorithm: 'sliding-log', maxKeys: 8 });
-    expect(() => rateLimit({ limiter: log, skipFailedRequests: true })).toThrow(/gives a spend back, which is built for a RateLimiter of GCRA limits or of fixed or sliding windows/);
+    expect(() => rateLimit({ limiter: log, skipFailedRequests: true })).toThrow(/gives a spend back, which is built for a RateLimiter or RedisRateLimiter of GCRA limits or of fixed or sliding windows/);
+    // On Redis too: windows give back by the admission's Redis time; a sliding log cannot.
     const redisWindows = new RedisRateLimiter({ redis: { call: async () => null }, algorithm: 'fixed-window', limit: perSecond(5), localTier: false });
-    expect(() => rateLimit({ limiter: redisWindows, skipFailedRequests: true })).toThrow(TypeError);
+    expect(() => rateLimit({ limiter: redisWindows, skipFailedRequests: true })).not.toThrow();
+    const redisLog = new RedisRateLimiter({ redis: { call: async () => null }, algorithm: 'sliding-log', limit: perSecond(5), localTier: false });
+    expect(() => rateLimit({ limiter: redisLog, skipFailedRequests: true })).toThrow(/built for a RateLimiter or RedisRateLimiter of GCRA limits or of fixed or sliding windows/);
     // Several GCRA limits, or one under a cap, give back on every key limit (the cap keeps its spend).
     const two = new RateLimiter({ limit: [perSecond(5), perMinute(50)], maxKeys: 8 });
     expect(() => rateLimit({ limiter: two, skipFailedRequests: true })).not.toThrow();
@@ -231,6 +235,68 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
   });
 
+  it.each(['fixed-window', 'sliding-window'] as const)('RedisRateLimiter, %s: failed responses give their spend back into their window', async (algorithm) => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: `give-back-w-${algorithm}:`, algorithm, limit: [perMinute(2), perHour(10)] });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const url = await expressApp({ skipFailedRequests: true }, l);
+    for (let i = 0; i < 4; i++) {
+      expect(await statuses(url, ['/fail'])).toEqual([500]);
+      await eventually(async () => (await l.get(CLIENT)).remaining === 2);
+    }
+    // Both windows got each spend back: every count Redis holds (the minute's, the hour's) is 0.
+    const keys = (await redisServer.io.keys(`give-back-w-${algorithm}:*`)).filter((k) => !k.includes('__sluice_config__'));
+    expect(keys).toHaveLength(2);
+    for (const k of keys) expect(((await redisServer.io.get(k)) as string).split(':').slice(1).map(Number)).toEqual(algorithm === 'fixed-window' ? [0] : [0, 0]);
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+  });
+
+  it.each(['fixed-window', 'sliding-window'] as const)('RedisRateLimiter, %s: a response that ends in the next window gives nothing back there', async (algorithm) => {
+    // As on shared memory (above): admitted in the minute [0, 60 s), failing only once the key
+    // spent its whole limit in a later window. The give-back names the admission's Redis time.
+    const clock = new ManualClock(59_000);
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: `give-back-late-${algorithm}:`, algorithm, limit: perMinute(2), localTier: false });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => { entered = r; });
+    let finish!: () => void;
+    const app = express();
+    app.use(rateLimit({ limiter: l, skipFailedRequests: true }));
+    app.get('/slow', (_req, res) => {
+      finish = () => { res.status(500).send('late failure'); };
+      entered();
+    });
+    app.get('/ok', (_req, res) => { res.send('ok'); });
+    const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
+    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+    const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
+    const slow = fetch(`${url}/slow`).then(async (r) => { await r.text(); return r.status; });
+    await inside;
+    clock.set(60_000 + (algorithm === 'sliding-window' ? 60_000 : 0));
+    expect(await statuses(url, ['/ok', '/ok'])).toEqual([200, 200]);
+    // The give-back's own script call: counted by wrapping nothing, so wait until the response
+    // ended and a probe after it answers; a wrong give-back would show as remaining 1.
+    finish();
+    expect(await slow).toBe(500);
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect((await l.get(CLIENT)).remaining).toBe(0);
+    expect(await statuses(url, ['/ok'])).toEqual([429]);
+  });
+
+  it('RedisRateLimiter, fixed window with leases: an admission Redis decided gives back; one a lease of the local tier answered keeps its spend', async () => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-lease:', algorithm: 'fixed-window', limit: perHour(10), lease: 5 });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const url = await expressApp({ skipFailedRequests: true }, l);
+    // The first asks Redis for a lease of 5 (its own 1 and 4 for the tier), and gives its 1 back.
+    expect(await statuses(url, ['/fail'])).toEqual([500]);
+    await eventually(async () => (await l.get(CLIENT)).remaining === 6);
+    // The second is answered from the lease, at no Redis time of its own: it keeps its spend.
+    expect(await statuses(url, ['/fail'])).toEqual([500]);
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect((await l.get(CLIENT)).remaining).toBe(6);
+  });
+
   it('RedisPolicyLimiter: the same for a pair of a GCRA rule', async () => {
     const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'give-back-2:', rules: [{ limit: perHour(2) }] });
     const url = await expressApp({ key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }, l);
@@ -257,6 +323,30 @@ describe('skipFailedRequests (Fastify 5 plugin)', () => {
     const url = `http://${CLIENT}:${(app.server.address() as AddressInfo).port}`;
     expect(await statuses(url, ['/fail', '/fail', '/fail', '/fail'])).toEqual([500, 500, 500, 500]);
     await until(() => l.get(CLIENT)?.remaining === 2);
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+  });
+});
+
+describe.skipIf(!redisAvailable())('skipFailedRequests (Fastify 5 plugin) on a RedisRateLimiter of fixed windows, a real redis-server', () => {
+  const redisServer = privateRedis();
+
+  it('a route answering 500 gives its spend back into its window; 200s count', async () => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-fastify:', algorithm: 'fixed-window', limit: perMinute(2) });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const app = Fastify();
+    await app.register(sluice, { limiter: l, skipFailedRequests: true });
+    app.get('/ok', async () => 'ok');
+    app.get('/fail', async (_req, reply) => reply.code(500).send('failed'));
+    await app.listen({ port: 0, host: CLIENT });
+    closers.push(() => app.close());
+    const url = `http://${CLIENT}:${(app.server.address() as AddressInfo).port}`;
+    for (let i = 0; i < 3; i++) {
+      expect(await statuses(url, ['/fail'])).toEqual([500]);
+      let back = false;
+      for (let j = 0; j < 2_000 && !(back = (await l.get(CLIENT)).remaining === 2); j++) await new Promise((r) => setImmediate(r));
+      expect(back).toBe(true);
+    }
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
   });
 });
