@@ -6,7 +6,7 @@ import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { RateLimiter, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
-import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
+import { keepRedisPolicySpendTimes, RedisPolicyLimiter, redisPolicyWindowGiveBack } from '../redis/redis-policy-limiter.js';
 import { keepRedisSpendTimes, RedisRateLimiter, redisWindowGiveBack } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
@@ -331,12 +331,21 @@ function checkOf<Req>(
     const fields = (request: PolicyRequest): PolicyFields | null => (headers ? lookup(request) : null);
     // A policy request's user names the client; a request that is not an object fails in tryAcquire.
     const user = (request: PolicyRequest): string => (request !== null && typeof request === 'object' ? String(request.user) : '');
-    // A give-back only where the request's rule is GCRA now (windows and logs have no reward).
-    const gcra = (request: PolicyRequest): boolean => (limiter.ruleFor(request).algorithm ?? 'gcra') === 'gcra';
+    // A give-back only where the request's rule is GCRA now (a reward), or on Redis a fixed or
+    // sliding window (into the admission's own windows); a log keeps its spend.
+    const algorithmOf = (request: PolicyRequest): string => limiter.ruleFor(request).algorithm ?? 'gcra';
+    const gcra = (request: PolicyRequest): boolean => algorithmOf(request) === 'gcra';
     if (limiter instanceof RedisPolicyLimiter) {
       if (!givesBack) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
-      return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) =>
-        givingBack(outcome(d, fields(request)), n, () => limiter.reward(request, n), () => gcra(request))), user);
+      keepRedisPolicySpendTimes(limiter);
+      return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => {
+        const o = outcome(d, fields(request));
+        // Rewarded only while the rule is still GCRA when the response ends: a reward under a
+        // window rule would give back in the window of that moment.
+        if (gcra(request)) return givingBack(o, n, () => (gcra(request) ? limiter.reward(request, n) : undefined));
+        const back = d.reason === 'allowed' && n > 0 ? redisPolicyWindowGiveBack(limiter, d, request, n) : undefined;
+        return back === undefined ? o : givingBack(o, n, back);
+      }), user);
     }
     if (!givesBack) return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
     return keyed(keyOf, (request, n) =>

@@ -198,10 +198,11 @@ function SLIDING.refund(key, L, s, cost, at)
 end
 function SLIDING.force(key, L, s, cost)
   -- As SlidingWindow.force: a penalty adds to this window's count, past the permits (it weighs
-  -- on the next window as its previous count; held below 2^52, where sums stay exact); a reward
-  -- takes from this window's count, then from the previous one's, never below 0.
+  -- on the next window as its previous count), up to what the shared-memory count holds
+  -- (4,194,303: the same decisions after it); a reward takes from this window's count, then from
+  -- the previous one's, never below 0.
   local curr, prev = s.curr, s.prev
-  if cost > 0 then curr = math.min(2 ^ 52, curr + cost)
+  if cost > 0 then curr = math.max(curr, math.min(4194303, curr + cost))
   else
     local fromCurr = math.min(curr, -cost)
     curr = curr - fromCurr

@@ -123,7 +123,7 @@ export function checkControl(control: string, algorithm: string, who: string): v
 export function blockUs(ms: unknown, maxMs: number): number {
   if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${describe(ms)}`);
   if (!(ms >= 0 && ms <= maxMs)) {
-    throw new RangeError(`ms must be from 0 to ${maxMs} for these limits (a block's debt in their units must stay exact), got ${describe(ms)}`);
+    throw new RangeError(`ms must be from 0 to ${maxMs} for these limits (a block's end must stay exact in their units), got ${describe(ms)}`);
   }
   return Math.ceil(ms * 1000);
 }

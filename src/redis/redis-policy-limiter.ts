@@ -33,6 +33,38 @@ const OPTION_NAMES = [...COMMON_OPTION_NAMES, 'rules', 'maxLogSize', 'local'];
 /** How soon `acquire` asks again after Redis was unavailable and onError refused. */
 const UNAVAILABLE_RETRY_MS = 50;
 
+/** Whether `rule` counts in fixed or sliding windows (a give-back can name the window of its spend). */
+function windowRule(rule: CompiledRule): boolean {
+  const algorithm = rule.rule.algorithm ?? 'gcra';
+  return algorithm === 'fixed-window' || algorithm === 'sliding-window';
+}
+
+/** Set by RedisPolicyLimiter's static block: the give-back helpers below read its privates. */
+let keepSpendTimesOf: (limiter: RedisPolicyLimiter) => void;
+let windowGiveBackOf: (limiter: RedisPolicyLimiter, decision: Decision, request: PolicyRequest, cost: number) => (() => Promise<void>) | undefined;
+
+/**
+ * As `keepRedisSpendTimes` (redis-rate-limiter.ts), for a RedisPolicyLimiter whose window rules
+ * give back (skipFailedRequests / skipSuccessfulRequests).
+ * @internal
+ */
+export function keepRedisPolicySpendTimes(limiter: RedisPolicyLimiter): void {
+  keepSpendTimesOf(limiter);
+}
+
+/**
+ * The give-back of `decision`, an admission of `cost` for `request` under a fixed- or
+ * sliding-window rule: `cost` returned into the windows Redis counted it in, all or nothing,
+ * under the rule the pair matches when it runs (nothing if that rule is no longer such a window).
+ * Undefined when the admission has no Redis time (a lease of the local tier, a degraded answer).
+ * @internal
+ */
+export function redisPolicyWindowGiveBack(
+  limiter: RedisPolicyLimiter, decision: Decision, request: PolicyRequest, cost: number,
+): (() => Promise<void>) | undefined {
+  return windowGiveBackOf(limiter, decision, request, cost);
+}
+
 /**
  * `PolicyLimiter`'s rules on Redis: each (user, api) pair gets the limits of its most specific
  * rule, decided by the same script as `RedisRateLimiter` and shared by every process and host.
@@ -52,6 +84,11 @@ export class RedisPolicyLimiter {
   #rules!: readonly PolicyRule[];
   #compiled!: CompiledRules;
   #plans!: Map<CompiledRule, ScriptPlan>;
+
+  static {
+    keepSpendTimesOf = (limiter) => limiter.#core.keepSpendTimes();
+    windowGiveBackOf = (limiter, decision, request, cost) => limiter.#windowGiveBack(decision, request, cost);
+  }
 
   constructor(options: RedisPolicyLimiterOptions) {
     if (options === null || typeof options !== 'object') {
@@ -161,6 +198,22 @@ export class RedisPolicyLimiter {
   /** Ends a block: the pair reads as fresh (as `reset`, which it is). */
   unblock(request: PolicyRequest): Promise<boolean> {
     return this.reset(request);
+  }
+
+  /** `redisPolicyWindowGiveBack` (below): a refund at the admission's Redis time under the rule matched then. */
+  #windowGiveBack(decision: Decision, request: PolicyRequest, cost: number): (() => Promise<void>) | undefined {
+    const at = this.#core.spentAt(decision);
+    if (at === undefined || !windowRule(match(this.#compiled, request.user, request.api))) return undefined;
+    const key = checkPolicyRequest(request, cost);
+    return () => {
+      // The rule the pair matches when its response ends: a window rule's keys are named by
+      // period and place, so a spend counted under an older rule of the same windows is found
+      // there (a pair keeps its counts across a change of rules); under another algorithm, the
+      // spend stays.
+      const rule = match(this.#compiled, request.user, request.api);
+      if (!windowRule(rule)) return Promise.resolve();
+      return this.#core.giveBackAt(key, cost, at, this.#plans.get(rule) as ScriptPlan);
+    };
   }
 
   /** The pair's cache key and the plan of the rule it matches now; `TypeError` for a block under a sliding-log rule. */

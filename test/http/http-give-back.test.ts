@@ -297,6 +297,53 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     expect((await l.get(CLIENT)).remaining).toBe(6);
   });
 
+  it('RedisPolicyLimiter: a fixed-window rule\'s failed responses give back into their window; a sliding-log rule\'s keep their spend', async () => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisPolicyLimiter({
+      redis: redisServer.io, prefix: 'give-back-pw:',
+      rules: [{ algorithm: 'fixed-window', limit: perMinute(2) }, { api: 'log', algorithm: 'sliding-log', limit: perMinute(2) }],
+    });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const key = (req: { query?: Record<string, unknown> }) => ({ user: 'c', api: req.query?.api === 'log' ? 'log' : 'x' });
+    const url = await expressApp({ key, skipFailedRequests: true }, l);
+    for (let i = 0; i < 3; i++) {
+      expect(await statuses(url, ['/fail'])).toEqual([500]);
+      await eventually(async () => (await l.get({ user: 'c', api: 'x' })).remaining === 2);
+    }
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+    expect(await statuses(url, ['/fail?api=log', '/fail?api=log', '/fail?api=log'])).toEqual([500, 500, 429]);
+  });
+
+  it('found: a pair admitted under a GCRA rule whose response fails after the rule became a window gives nothing into that window', async () => {
+    // The reward of the GCRA give-back ran under the rule of the moment the response ended: a
+    // fixed window then, where it took the spend of two later admissions' window: a third passed.
+    const clock = new ManualClock(1_000);
+    const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'give-back-rule:', localTier: false, rules: [{ limit: perMinute(2) }] });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => { entered = r; });
+    let finish!: () => void;
+    const app = express();
+    app.use(rateLimit({ limiter: l, key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }));
+    app.get('/slow', (_req, res) => {
+      finish = () => { res.status(500).send('late failure'); };
+      entered();
+    });
+    app.get('/ok', (_req, res) => { res.send('ok'); });
+    const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
+    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+    const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
+    const slow = fetch(`${url}/slow`).then(async (r) => { await r.text(); return r.status; });
+    await inside;
+    l.setRules([{ algorithm: 'fixed-window', limit: perMinute(2) }]);
+    expect(await statuses(url, ['/ok', '/ok'])).toEqual([200, 200]);
+    finish();
+    expect(await slow).toBe(500);
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect((await l.get({ user: 'c', api: 'x' })).remaining).toBe(0);
+    expect(await statuses(url, ['/ok'])).toEqual([429]);
+  });
+
   it('RedisPolicyLimiter: the same for a pair of a GCRA rule', async () => {
     const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'give-back-2:', rules: [{ limit: perHour(2) }] });
     const url = await expressApp({ key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }, l);

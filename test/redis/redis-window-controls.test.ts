@@ -116,6 +116,21 @@ describe.skipIf(!available)('per-key controls on Redis windows and logs', () => 
     expect(await sliding.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
   });
 
+  it('found: a sliding-window penalty past 4,194,303 counts what the shared-memory twin counts', async () => {
+    // The count was held below 2^52 on Redis and at 4,194,303 in memory: 10,000,000 weighed
+    // more on the next window, and a request 3,599,200 ms into it was refused on Redis alone.
+    const clock = new ManualClock(36_000_000); // an hour's start
+    const limit = { permits: 1_000, periodMs: 3_600_000 };
+    const memory = new RateLimiter({ algorithm: 'sliding-window', limit, maxKeys: 16, clock });
+    const r = onRedis('sliding-window', limit, clock);
+    memory.penalty('k', 10_000_000);
+    await r.penalty('k', 10_000_000);
+    clock.advance(3_600_000 + 3_599_200);
+    const m = memory.tryAcquire('k');
+    expect(m.allowed).toBe(true);
+    expect(await r.tryAcquire('k')).toMatchObject({ allowed: true, remaining: m.remaining });
+  });
+
   it('a sliding log: a penalty writes stamps now and keeps the newest `permits`; a reward removes the newest that count', async () => {
     const clock = new ManualClock(6_000_000);
     const r = onRedis('sliding-log', perMinute(3), clock);
