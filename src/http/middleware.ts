@@ -6,7 +6,7 @@ import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { RateLimiter, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
-import { keepRedisPolicySpendTimes, RedisPolicyLimiter, redisPolicyWindowGiveBack } from '../redis/redis-policy-limiter.js';
+import { keepRedisPolicySpendTimes, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
 import { keepRedisSpendTimes, RedisRateLimiter, redisWindowGiveBack } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
@@ -244,13 +244,19 @@ function checkOf<Req>(
     retryAfter: decision.allowed ? undefined : retryAfterSeconds(decision),
   });
   /**
+   * Whether `o` counted its request on the limiter: admitted, `n` > 0, reason 'allowed' (a full
+   * table's admission counted nothing) and not degraded (onError 'local' answers from another
+   * limiter, with reason 'allowed': found, its give-back was a reward on Redis, which had counted
+   * nothing, and the next request past the limit passed).
+   */
+  const admitted = (o: Outcome, n: number): boolean => o.allowed && n > 0 && o.decision.reason === 'allowed' && o.decision.degraded !== true;
+  /**
    * `o` with its give-back (`reward`, whose failure stays its own: give-back.ts) when it counted
-   * the request: admitted, `n` > 0, reason 'allowed' (a full table's or a degraded admission
-   * counted nothing), and `gives()` (a policy request's rule is GCRA). Only where the options ask
-   * for give-backs: the other paths make no closure per request.
+   * the request (`admitted`) and `gives()` (a policy request's rule is GCRA). Only where the
+   * options ask for give-backs: the other paths make no closure per request.
    */
   const givingBack = (o: Outcome, n: number, reward: () => unknown, gives: () => boolean = () => true): Outcome => {
-    if (o.allowed && n > 0 && o.decision.reason === 'allowed' && gives()) o.giveBack = quietly(reward);
+    if (admitted(o, n) && gives()) o.giveBack = quietly(reward);
     return o;
   };
   /** The key and cost of `req` (either may be a promise), then `decide` on them. */
@@ -308,7 +314,7 @@ function checkOf<Req>(
         keepRedisSpendTimes(limiter);
         return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => {
           const o = outcome(d, fixed);
-          const back = d.reason === 'allowed' && n > 0 ? redisWindowGiveBack(limiter, d, key, n) : undefined;
+          const back = admitted(o, n) ? redisWindowGiveBack(limiter, d, key, n) : undefined;
           return back === undefined ? o : givingBack(o, n, back);
         }), name);
       }
@@ -331,19 +337,16 @@ function checkOf<Req>(
     const fields = (request: PolicyRequest): PolicyFields | null => (headers ? lookup(request) : null);
     // A policy request's user names the client; a request that is not an object fails in tryAcquire.
     const user = (request: PolicyRequest): string => (request !== null && typeof request === 'object' ? String(request.user) : '');
-    // A give-back only where the request's rule is GCRA now (a reward), or on Redis a fixed or
-    // sliding window (into the admission's own windows); a log keeps its spend.
-    const algorithmOf = (request: PolicyRequest): string => limiter.ruleFor(request).algorithm ?? 'gcra';
-    const gcra = (request: PolicyRequest): boolean => algorithmOf(request) === 'gcra';
+    // A give-back only where the request's rule is GCRA now (a reward; windows and logs of the
+    // shared-memory PolicyLimiter have none); on Redis, by the rule that decided (below).
+    const gcra = (request: PolicyRequest): boolean => (limiter.ruleFor(request).algorithm ?? 'gcra') === 'gcra';
     if (limiter instanceof RedisPolicyLimiter) {
       if (!givesBack) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
+      // By the rule that decided (recorded with the spend: setRules may run meanwhile).
       keepRedisPolicySpendTimes(limiter);
       return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => {
         const o = outcome(d, fields(request));
-        // Rewarded only while the rule is still GCRA when the response ends: a reward under a
-        // window rule would give back in the window of that moment.
-        if (gcra(request)) return givingBack(o, n, () => (gcra(request) ? limiter.reward(request, n) : undefined));
-        const back = d.reason === 'allowed' && n > 0 ? redisPolicyWindowGiveBack(limiter, d, request, n) : undefined;
+        const back = admitted(o, n) ? redisPolicyGiveBack(limiter, d, request, n) : undefined;
         return back === undefined ? o : givingBack(o, n, back);
       }), user);
     }

@@ -24,11 +24,14 @@
  * integers are written with %.0f (Lua would print 1.7e+15).
  *
  * States:
- * - fixed window: "window:count[:until]"; L = kind, period (µs), permits.
- * - sliding window: "window:current:previous[:until]"; L = kind, period (µs), permits.
- * - A window's `until` is the end of a block (µs), written by `block` and kept by every later
- *   write while it is ahead; the key's expiry is then no earlier. A state without it (every
- *   state written before blocks existed) is not blocked.
+ * - fixed window: "window:count[:until:born]"; L = kind, period (µs), permits.
+ * - sliding window: "window:current:previous[:until:born]"; L = kind, period (µs), permits.
+ * - A window's `until` is the end of a block (µs; 0: none), written by `block` and kept by every
+ *   later write while it is ahead; the key's expiry is then no earlier. `born` is when the key's
+ *   state was made (µs), kept by every later write: a refund of a spend made before it (a reset
+ *   deleted the state that counted the spend, and a later admission made this one) gives
+ *   nothing back. A state without them (written before they existed) is not blocked, and takes
+ *   refunds as before.
  * - sliding log: a list of admission stamps (µs), oldest first; L = kind, period, permits.
  */
 
@@ -54,9 +57,9 @@ local function blockEnd(f, at)
   if u and u > now then return u end
   return 0
 end
-local function untilPart(u)
-  if u > now then return ':' .. int(u) end
-  return ''
+local function tailPart(u, b)
+  if u <= now then u = 0 end
+  return ':' .. int(u) .. ':' .. int(b)
 end
 local function blocked(s, ok, w)
   if s.u > now then return false, math.max(w, s.u - now) end
@@ -69,13 +72,14 @@ const FRAGMENTS: Readonly<Record<number, string>> = {
   1: `local FIXED = {}
 function FIXED.load(key, L)
   local w = math.floor(now / L[2])
-  local s = { w = w, n = 0, ahead = false, u = 0 }
+  local s = { w = w, n = 0, ahead = false, u = 0, b = now }
   local v = redis.call('GET', key)
   if v then
     local f = fields(v)
     -- A later stored window (this server's clock went back): counted there, never moved back.
     if f[1] == w then s.n = f[2] elseif f[1] > w then s.w = f[1]; s.n = f[2]; s.ahead = true end
     s.u = blockEnd(f, 3)
+    s.b = f[4] or 0
   end
   return s
 end
@@ -103,7 +107,7 @@ function FIXED.reset(L, s, spent)
   return math.max(r, s.u - now)
 end
 local function fixedSet(key, L, s, n)
-  redis.call('SET', key, int(s.w) .. ':' .. int(n) .. untilPart(s.u), 'PX', ms(math.max((s.w + 1) * L[2], s.u) - now))
+  redis.call('SET', key, int(s.w) .. ':' .. int(n) .. tailPart(s.u, s.b), 'PX', ms(math.max((s.w + 1) * L[2], s.u) - now))
 end
 function FIXED.write(key, L, s, cost)
   fixedSet(key, L, s, s.n + cost)
@@ -112,8 +116,9 @@ function FIXED.refund(key, L, s, cost, at)
   local v = redis.call('GET', key)
   if not v then return end
   local f = fields(v)
-  if f[1] == math.floor(at / L[2]) and f[2] >= cost then
-    redis.call('SET', key, int(f[1]) .. ':' .. int(f[2] - cost) .. untilPart(blockEnd(f, 3)), 'KEEPTTL')
+  local b = f[4] or 0
+  if f[1] == math.floor(at / L[2]) and f[2] >= cost and b <= at then
+    redis.call('SET', key, int(f[1]) .. ':' .. int(f[2] - cost) .. tailPart(blockEnd(f, 3), b), 'KEEPTTL')
   end
 end
 function FIXED.force(key, L, s, cost)
@@ -133,7 +138,7 @@ ALGORITHMS[1] = FIXED
 function SLIDING.load(key, L)
   local p = L[2]
   local w = math.floor(now / p)
-  local s = { w = w, curr = 0, prev = 0, later = false, u = 0 }
+  local s = { w = w, curr = 0, prev = 0, later = false, u = 0, b = now }
   local v = redis.call('GET', key)
   if v then
     local f = fields(v)
@@ -141,6 +146,7 @@ function SLIDING.load(key, L)
     if diff > 0 then s.w = f[1]; s.later = true end
     if diff >= 0 then s.curr = f[2]; s.prev = f[3] elseif diff == -1 then s.prev = f[2] end
     s.u = blockEnd(f, 4)
+    s.b = f[5] or 0
   end
   s.into = math.max(0, now - s.w * p)
   s.estimate = s.prev * (1 - s.into / p) + s.curr
@@ -180,7 +186,7 @@ function SLIDING.reset(L, s, spent)
   return math.max(r, s.u - now)
 end
 local function slidingSet(key, L, s, curr, prev)
-  local v = int(s.w) .. ':' .. int(curr) .. ':' .. int(prev) .. untilPart(s.u)
+  local v = int(s.w) .. ':' .. int(curr) .. ':' .. int(prev) .. tailPart(s.u, s.b)
   redis.call('SET', key, v, 'PX', ms(math.max((s.w + 2) * L[2], s.u) - now))
 end
 function SLIDING.write(key, L, s, cost)
@@ -191,10 +197,12 @@ function SLIDING.refund(key, L, s, cost, at)
   if not v then return end
   local f = fields(v)
   local w = math.floor(at / L[2])
+  local b = f[5] or 0
+  if b > at then return end
   if f[1] == w and f[2] >= cost then f[2] = f[2] - cost
   elseif f[1] == w + 1 and f[3] >= cost then f[3] = f[3] - cost
   else return end
-  redis.call('SET', key, int(f[1]) .. ':' .. int(f[2]) .. ':' .. int(f[3]) .. untilPart(blockEnd(f, 4)), 'KEEPTTL')
+  redis.call('SET', key, int(f[1]) .. ':' .. int(f[2]) .. ':' .. int(f[3]) .. tailPart(blockEnd(f, 4), b), 'KEEPTTL')
 end
 function SLIDING.force(key, L, s, cost)
   -- As SlidingWindow.force: a penalty adds to this window's count, past the permits (it weighs

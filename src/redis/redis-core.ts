@@ -133,6 +133,12 @@ export function checkPenalty(cost: number, max: number): void {
   if (cost > max) throw new RangeError(`a penalty of ${cost} is more than these limits' state can count exactly (at most ${max}); nothing was spent`);
 }
 
+/** An admission's spend on Redis (RedisCore.keepSpendTimes): Redis's time, in µs, and the plan that counted it. */
+export interface Spend {
+  readonly atUs: number;
+  readonly plan: ScriptPlan;
+}
+
 /**
  * What both Redis limiters share: the options above, the batcher, the refusal cache and the
  * answers when Redis does not decide. `fallback` asks the shared-memory limiter (onError 'local').
@@ -153,8 +159,8 @@ export class RedisCore<R> {
   #unyielded = 0;
   /** performance.now() when an answer without Redis last yielded to the event loop. */
   #yieldedAt = 0;
-  /** Redis's time of each admission's spend, by decision, once keepSpendTimes asked (null before). */
-  #spendTimes: WeakMap<Decision, number> | null = null;
+  /** Each admission's spend (Redis's time and the plan that counted it), by decision, once keepSpendTimes asked (null before). */
+  #spends: WeakMap<Decision, Spend> | null = null;
 
   readonly #onDecision: DecisionHook<R> | null;
 
@@ -297,13 +303,14 @@ export class RedisCore<R> {
     const deadline = now + this.batcher.timeoutMs;
     if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap, asked, refill, deadline);
     if (refill) {
-      return this.batcher.decide(plan, base, cost, this.lease, 0, deadline, (o) => this.#refilled(o, request, cacheKey, cost, asked)).catch((e: unknown) => {
+      const refilled = (o: Outcome): Decision => this.#refilled(o, request, cacheKey, cost, asked, plan);
+      return this.batcher.decide(plan, base, cost, this.lease, 0, deadline, refilled).catch((e: unknown) => {
         // A misconfiguration (RedisConfigError) rejects without an outcome: the refill ends here.
         (this.cache as LocalTier).endRefill(cacheKey);
         throw e;
       });
     }
-    return this.batcher.decide(plan, base, cost, cost, 0, deadline, (o) => this.#answer(o, request, cacheKey, cost, asked));
+    return this.batcher.decide(plan, base, cost, cost, 0, deadline, (o) => this.#answer(o, request, cacheKey, cost, asked, plan));
   }
 
   /**
@@ -325,31 +332,32 @@ export class RedisCore<R> {
     return new Promise((resolve) => setImmediate(resolve, d));
   }
 
-  #answer(o: Outcome, request: R, cacheKey: string, cost: number, asked: number, leased = false): Decision {
+  #answer(o: Outcome, request: R, cacheKey: string, cost: number, asked: number, plan: ScriptPlan, leased = false): Decision {
     if (typeof o === 'string') return this.fallback(request, cost);
     this.#remember(o, cacheKey, asked, leased);
-    return this.#spent(decisionOf(o), o);
+    return this.#spent(decisionOf(o), o, plan);
   }
 
   /**
-   * From now on, every admission Redis decides in a call of its own records Redis's time of its
-   * spend (`spentAt`): a window give-back (`giveBackAt`) returns a spend only into the windows it
-   * was counted in, and needs that time. Off until a give-back asks for it: it costs a WeakMap
-   * entry per admission. An admission the local tier answers from a lease has no time here (its
-   * permits were counted at the lease's), and gives nothing back.
+   * From now on, every admission Redis decides in a call of its own records its spend (`spendOf`):
+   * Redis's time and the plan whose keys counted it. A window give-back (`giveBackAt`) returns a
+   * spend only into the windows and keys that counted it, and needs both. Off until a give-back
+   * asks for it: it costs a WeakMap entry per admission. An admission the local tier answers from
+   * a lease has no spend here (its permits were counted at the lease's), nor has a degraded
+   * answer: they give nothing back.
    */
   keepSpendTimes(): void {
-    this.#spendTimes ??= new WeakMap();
+    this.#spends ??= new WeakMap();
   }
 
-  /** Redis's time, in µs, of the spend that admitted `d` (see keepSpendTimes), if recorded. */
-  spentAt(d: Decision): number | undefined {
-    return this.#spendTimes?.get(d);
+  /** The spend that admitted `d` (see keepSpendTimes), if recorded. */
+  spendOf(d: Decision): Spend | undefined {
+    return this.#spends?.get(d);
   }
 
-  /** `d`, its spend time recorded when `r` admitted it and keepSpendTimes asked for it. */
-  #spent(d: Decision, r: Reply): Decision {
-    if (this.#spendTimes !== null && r.status === ALLOWED) this.#spendTimes.set(d, r.nowUs);
+  /** `d`, its spend recorded when `r` admitted it under `plan` and keepSpendTimes asked for it. */
+  #spent(d: Decision, r: Reply, plan: ScriptPlan): Decision {
+    if (this.#spends !== null && r.status === ALLOWED) this.#spends.set(d, { atUs: r.nowUs, plan });
     return d;
   }
 
@@ -371,11 +379,11 @@ export class RedisCore<R> {
   }
 
   /** A lease's answer: this request takes its cost; the rest of the grant goes to the tier. */
-  #refilled(o: Outcome, request: R, cacheKey: string, cost: number, asked: number): Decision {
+  #refilled(o: Outcome, request: R, cacheKey: string, cost: number, asked: number, plan: ScriptPlan): Decision {
     const cache = this.cache as LocalTier;
     if (typeof o !== 'string' && o.status === ALLOWED && o.granted > cost) cache.offer(cacheKey, o.granted - cost, asked);
     cache.endRefill(cacheKey);
-    return this.#answer(o, request, cacheKey, cost, asked, true);
+    return this.#answer(o, request, cacheKey, cost, asked, plan, true);
   }
 
   /**
@@ -435,7 +443,7 @@ export class RedisCore<R> {
       if (k === 'late') return this.fallback(request, cost);
       this.#remember(k, cacheKey, asked, refill);
       if (refill && kept > cost) (this.cache as LocalTier).offer(cacheKey, kept - cost, asked);
-      const d = this.#spent(decisionOf(k), k);
+      const d = this.#spent(decisionOf(k), k, plan);
       d.remaining = Math.min(d.remaining, c.remaining);
       return d;
     } finally {

@@ -33,15 +33,14 @@ const OPTION_NAMES = [...COMMON_OPTION_NAMES, 'rules', 'maxLogSize', 'local'];
 /** How soon `acquire` asks again after Redis was unavailable and onError refused. */
 const UNAVAILABLE_RETRY_MS = 50;
 
-/** Whether `rule` counts in fixed or sliding windows (a give-back can name the window of its spend). */
-function windowRule(rule: CompiledRule): boolean {
-  const algorithm = rule.rule.algorithm ?? 'gcra';
-  return algorithm === 'fixed-window' || algorithm === 'sliding-window';
+/** Whether `plan` counts in fixed or sliding windows only (a give-back can name the window of its spend). */
+function windowPlan(plan: ScriptPlan): boolean {
+  return plan.keyLimits.every((l) => l.kind === 1 || l.kind === 2);
 }
 
 /** Set by RedisPolicyLimiter's static block: the give-back helpers below read its privates. */
 let keepSpendTimesOf: (limiter: RedisPolicyLimiter) => void;
-let windowGiveBackOf: (limiter: RedisPolicyLimiter, decision: Decision, request: PolicyRequest, cost: number) => (() => Promise<void>) | undefined;
+let giveBackOf: (limiter: RedisPolicyLimiter, decision: Decision, request: PolicyRequest, cost: number) => (() => Promise<void>) | undefined;
 
 /**
  * As `keepRedisSpendTimes` (redis-rate-limiter.ts), for a RedisPolicyLimiter whose window rules
@@ -53,16 +52,20 @@ export function keepRedisPolicySpendTimes(limiter: RedisPolicyLimiter): void {
 }
 
 /**
- * The give-back of `decision`, an admission of `cost` for `request` under a fixed- or
- * sliding-window rule: `cost` returned into the windows Redis counted it in, all or nothing,
- * under the rule the pair matches when it runs (nothing if that rule is no longer such a window).
- * Undefined when the admission has no Redis time (a lease of the local tier, a degraded answer).
+ * The give-back of `decision`, an admission of `cost` for `request`, by the rule that decided it
+ * (the plan recorded with its spend, not the rule of the moment: setRules may run while Redis
+ * decides or while the response runs). Under a GCRA rule: a reward, made only while the pair's
+ * rule is still GCRA (a reward under a window rule would give back in the window of that
+ * moment). Under fixed or sliding windows: `cost` returned into the keys and windows that
+ * counted it, all or nothing (a later rule of other periods or algorithms counts in other keys,
+ * which it never touches). Under a sliding log, and for an admission with no recorded spend (a
+ * lease of the local tier, a degraded answer): undefined, nothing to give back.
  * @internal
  */
-export function redisPolicyWindowGiveBack(
+export function redisPolicyGiveBack(
   limiter: RedisPolicyLimiter, decision: Decision, request: PolicyRequest, cost: number,
 ): (() => Promise<void>) | undefined {
-  return windowGiveBackOf(limiter, decision, request, cost);
+  return giveBackOf(limiter, decision, request, cost);
 }
 
 /**
@@ -87,7 +90,7 @@ export class RedisPolicyLimiter {
 
   static {
     keepSpendTimesOf = (limiter) => limiter.#core.keepSpendTimes();
-    windowGiveBackOf = (limiter, decision, request, cost) => limiter.#windowGiveBack(decision, request, cost);
+    giveBackOf = (limiter, decision, request, cost) => limiter.#giveBack(decision, request, cost);
   }
 
   constructor(options: RedisPolicyLimiterOptions) {
@@ -200,20 +203,19 @@ export class RedisPolicyLimiter {
     return this.reset(request);
   }
 
-  /** `redisPolicyWindowGiveBack` (below): a refund at the admission's Redis time under the rule matched then. */
-  #windowGiveBack(decision: Decision, request: PolicyRequest, cost: number): (() => Promise<void>) | undefined {
-    const at = this.#core.spentAt(decision);
-    if (at === undefined || !windowRule(match(this.#compiled, request.user, request.api))) return undefined;
+  /** `redisPolicyGiveBack` (above). */
+  #giveBack(decision: Decision, request: PolicyRequest, cost: number): (() => Promise<void>) | undefined {
+    const spend = this.#core.spendOf(decision);
+    if (spend === undefined) return undefined;
     const key = checkPolicyRequest(request, cost);
-    return () => {
-      // The rule the pair matches when its response ends: a window rule's keys are named by
-      // period and place, so a spend counted under an older rule of the same windows is found
-      // there (a pair keeps its counts across a change of rules); under another algorithm, the
-      // spend stays.
-      const rule = match(this.#compiled, request.user, request.api);
-      if (!windowRule(rule)) return Promise.resolve();
-      return this.#core.giveBackAt(key, cost, at, this.#plans.get(rule) as ScriptPlan);
-    };
+    const { atUs, plan } = spend;
+    if (plan.gcra) {
+      return () => (match(this.#compiled, request.user, request.api).rule.algorithm ?? 'gcra') === 'gcra'
+        ? this.reward(request, cost)
+        : Promise.resolve();
+    }
+    // The keys that counted the spend (a policy plan holds no cap).
+    return windowPlan(plan) ? () => this.#core.giveBackAt(key, cost, atUs, plan) : undefined;
   }
 
   /** The pair's cache key and the plan of the rule it matches now; `TypeError` for a block under a sliding-log rule. */

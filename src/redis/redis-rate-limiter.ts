@@ -326,10 +326,10 @@ export class RedisRateLimiter {
     if (!givesBackInRedisWindows(this)) {
       throw new TypeError(`a window give-back is for a RedisRateLimiter of fixed or sliding windows; this one runs '${this.algorithm}'`);
     }
-    const at = this.#core.spentAt(decision);
-    if (at === undefined) return undefined;
-    const plan = this.#keyPlan;
-    return () => this.#core.giveBackAt(key, cost, at, plan);
+    const spend = this.#core.spendOf(decision);
+    if (spend === undefined) return undefined;
+    const plan = this.#keyPlan; // the spend's plan less a cap (a cap keeps its spend)
+    return () => this.#core.giveBackAt(key, cost, spend.atUs, plan);
   }
 
   /** The key's limits without the cap, for a control; `TypeError` for a block on a sliding log. */

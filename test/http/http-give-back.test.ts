@@ -247,7 +247,8 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     // Both windows got each spend back: every count Redis holds (the minute's, the hour's) is 0.
     const keys = (await redisServer.io.keys(`give-back-w-${algorithm}:*`)).filter((k) => !k.includes('__sluice_config__'));
     expect(keys).toHaveLength(2);
-    for (const k of keys) expect(((await redisServer.io.get(k)) as string).split(':').slice(1).map(Number)).toEqual(algorithm === 'fixed-window' ? [0] : [0, 0]);
+    const counts = algorithm === 'fixed-window' ? [0] : [0, 0]; // then the block's end and the state's birth
+    for (const k of keys) expect(((await redisServer.io.get(k)) as string).split(':').slice(1, 1 + counts.length).map(Number)).toEqual(counts);
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
   });
 
@@ -341,6 +342,124 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     expect(await slow).toBe(500);
     for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
     expect((await l.get({ user: 'c', api: 'x' })).remaining).toBe(0);
+    expect(await statuses(url, ['/ok'])).toEqual([429]);
+  });
+
+  /** An Express app behind `mw` whose /slow request is admitted and held until `finish()` answers it 500. */
+  async function heldRequest(mw: unknown): Promise<{ url: string; finish: () => Promise<void> }> {
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => { entered = r; });
+    let answer!: () => void;
+    const app = express();
+    app.use(mw as Parameters<typeof app.use>[0]);
+    app.get('/slow', (_req, res) => {
+      answer = () => { res.status(500).send('late failure'); };
+      entered();
+    });
+    app.get('/ok', (_req, res) => { res.send('ok'); });
+    const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
+    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+    const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
+    const slow = fetch(`${url}/slow`).then(async (r) => { await r.text(); return r.status; });
+    await inside;
+    return {
+      url,
+      finish: async () => {
+        answer();
+        expect(await slow).toBe(500);
+        for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r)); // the give-back's script call, if any
+      },
+    };
+  }
+
+  // Found by an attack on the first version, which gave back under the rule the pair matched when
+  // the response ended: a rule of another period (or one more limit) counts in other keys, and
+  // the refund took from admissions made there after the change.
+  it.each([
+    ['a longer period', [{ algorithm: 'fixed-window' as const, limit: perHour(2) }]],
+    ['one more limit', [{ algorithm: 'fixed-window' as const, limit: [perMinute(5), perHour(2)] }]],
+    ['a sliding window of the same period', [{ algorithm: 'sliding-window' as const, limit: perMinute(2) }]],
+  ])('found: RedisPolicyLimiter, setRules to %s while a request runs: its give-back takes nothing from the new rule\'s keys', async (_name, rules) => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `give-back-reshape-${_name.replace(/ /g, '-')}:`, localTier: false, rules: [{ algorithm: 'fixed-window', limit: perMinute(2) }] });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const held = await heldRequest(rateLimit({ limiter: l, key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }));
+    l.setRules(rules);
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+  });
+
+  // Found by the same attack: the middleware chose reward or window give-back by the rule it
+  // matched once Redis had answered; setRules in between (here from onDecision, which runs just
+  // before the middleware sees the decision) sent a GCRA spend to a window's refund and a
+  // window's spend to a GCRA reward. The give-back now follows the rule that decided.
+  it.each([
+    ['GCRA to a fixed window', [{ limit: perMinute(2) }], [{ algorithm: 'fixed-window' as const, limit: perMinute(2) }]],
+    ['a fixed window to GCRA', [{ algorithm: 'fixed-window' as const, limit: perMinute(2) }], [{ limit: perMinute(2) }]],
+  ])('found: RedisPolicyLimiter, setRules from %s while Redis decides: the give-back follows the rule that decided', async (_name, before, after) => {
+    const clock = new ManualClock(1_000);
+    let switchNext = true;
+    const l: RedisPolicyLimiter = new RedisPolicyLimiter({
+      redis: redisServer.io, prefix: `give-back-inflight-${_name.replace(/ /g, '-')}:`, localTier: false, rules: before,
+      onDecision: () => {
+        if (switchNext) l.setRules(after);
+        switchNext = false;
+      },
+    });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const held = await heldRequest(rateLimit({ limiter: l, key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }));
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+  });
+
+  // Found by the same attack: a reset while the request ran deleted the state that counted its
+  // spend, and the give-back then took it from the state the next admissions made. A state now
+  // keeps when it was made, and a spend from before that is not refunded.
+  it.each(['fixed-window', 'sliding-window'] as const)('found: RedisRateLimiter, %s, reset while a request runs: its give-back takes nothing from the new state', async (algorithm) => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: `give-back-reset-${algorithm}:`, algorithm, limit: perHour(2), localTier: false });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
+    clock.advance(1); // Redis's clock moves on between a request and a reset
+    expect(await l.reset(CLIENT)).toBe(true);
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+  });
+
+  // Found by the same attack (older than the window give-back): onError 'local' admits from a
+  // shared-memory limiter with reason 'allowed' and degraded: true; the middleware rewarded it on
+  // Redis, which had counted nothing, and the next request past the limit passed.
+  it('found: a degraded admission (onError local) gives nothing back on Redis', async () => {
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-degraded:', limit: perHour(2), localTier: false, onError: 'local', timeoutMs: 100 });
+    const app = express();
+    app.use(rateLimit({ limiter: l, skipFailedRequests: true }));
+    let answer!: () => void;
+    app.get('/held', (_req, res) => {
+      answer = () => { res.status(500).send('failed'); };
+      redisServer.server.process.kill('SIGCONT');
+    });
+    app.get('/ok', (_req, res) => { res.send('ok'); });
+    const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
+    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+    const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
+    expect(await statuses(url, ['/ok', '/ok'])).toEqual([200, 200]); // Redis: 2 of 2
+    redisServer.server.process.kill('SIGSTOP');
+    let held: Promise<number>;
+    try {
+      held = fetch(`${url}/held`).then(async (r) => { await r.text(); return r.status; });
+      // Admitted by the local limiter once the call to Redis timed out (100 ms).
+      for (let i = 0; i < 500 && answer === undefined; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(answer).toBeDefined();
+    } finally {
+      redisServer.server.process.kill('SIGCONT');
+    }
+    answer();
+    expect(await held).toBe(500);
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect((await l.get(CLIENT)).remaining).toBe(0);
     expect(await statuses(url, ['/ok'])).toEqual([429]);
   });
 
