@@ -18,7 +18,8 @@ import { processNow } from '../time/clock.js';
 //   lock token negated (odd and negative: never a free value, a reclaimer's token or DEAD).
 //   Decisions do not cancel it (LockFreeEngine.#settle); a reclaim treats it as a live token.
 // - Each give-back adds 1 to the key's epoch word (after the key limits' words) before it lets
-//   the guard go.
+//   the guard go; a reset adds RESET_EPOCH_STEP, so that a give-back of a spend made before it
+//   can tell (LockFreeEngine.giveBack with a SpendMark) and give nothing.
 // - A decision reads the epoch before its first commit; its undo takes the guard and loads the
 //   epoch again: changed, a give-back may have taken the spends, and the undo keeps them (the key
 //   is charged for a request it did not admit: conservative).
@@ -26,6 +27,14 @@ import { processNow } from '../time/clock.js';
 //   undo keeps its spends. A give-back waits for an undo (it holds the guard for a few
 //   compareExchanges), and takes a holder's guard over once it is the table's reuse age old (a
 //   holder that died, or stalled past the table's one timing assumption).
+
+/**
+ * What a reset adds to the key's epoch word (a give-back adds 1): a difference of at least this
+ * since a spend's decision read the epoch means a reset may have come between (or 65,536
+ * give-backs: then a spend's give-back gives nothing, conservative). Only a multiple of 65,536
+ * resets between the two would look like none.
+ */
+export const RESET_EPOCH_STEP = 65_536;
 
 /** `hold` could not take the guard: the slot no longer holds the key (DEAD, or another ctrl). */
 export const GONE = 0;
@@ -91,12 +100,14 @@ export function release(w: Int32Array, base: number, free: number, token: number
 
 /**
  * Runs `write` (a give-back on the key at `base`, whose LIVE ctrl word is `ctrl`) holding the
- * key's guard, waiting for another holder as `hold` does, then adds 1 to the epoch word at
- * `epochAt` and lets the guard go (`free`: the incarnation's free value). Returns what `write`
- * returned, or `gone` when the slot no longer holds the key.
+ * key's guard, waiting for another holder as `hold` does, then adds `step` to the epoch word at
+ * `epochAt` (1, or RESET_EPOCH_STEP for a reset) and lets the guard go (`free`: the
+ * incarnation's free value). Returns what `write` returned, or `gone` when the slot no longer
+ * holds the key.
  */
 export function givingBack<T>(
   w: Int32Array, base: number, ctrl: number, free: number, epochAt: number, owner: number, takeOverMs: number, gone: T, write: () => T,
+  step = 1,
 ): T {
   const token = hold(w, base, ctrl, owner, takeOverMs, true);
   if (token === GONE) return gone;
@@ -105,7 +116,7 @@ export function givingBack<T>(
   } finally {
     // Atomics.add of the epoch while we hold the guard, before letting it go: an undo takes the
     // guard after us (its compareExchange reads our release, or a later word) and then loads it.
-    Atomics.add(w, epochAt, 1);
+    Atomics.add(w, epochAt, step);
     release(w, base, free, token);
   }
 }

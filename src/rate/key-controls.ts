@@ -11,7 +11,7 @@ import { FreshState } from './fresh-state.js';
 import { forceUnderLock, LOCK_LOST } from './forced-state.js';
 import type { LimitGroup } from './limit-set.js';
 import type { LockedEngine, Prepare } from './locked-engine.js';
-import { OWED, type LockFreeEngine } from './lockfree-engine.js';
+import { OWED, type LockFreeEngine, type SpendMark } from './lockfree-engine.js';
 import type { AlgorithmName } from '../algorithms/index.js';
 import { ALLOWED, TOO_LONG, type WideGcra } from './gcra-wide.js';
 import type { Gcra32 } from './gcra-32.js';
@@ -182,17 +182,21 @@ export class LimitsControls {
 
   /**
    * A reward that gives back only at a reading for which `within` holds (LockFreeEngine.giveBack),
-   * for a spend that must not be given back in a later window than its own.
+   * for a spend that must not be given back in a later window than its own, and only on the slot
+   * and state that counted it (`mark`: no reset since).
    */
-  rewardWithin(key: string, cost: number, within: (ms: number) => boolean): void {
-    this.#giveBack(key, cost, within);
+  rewardWithin(key: string, cost: number, within: (ms: number) => boolean, mark: SpendMark): void {
+    this.#giveBack(key, cost, within, mark);
   }
 
-  /** A reward on the key's slot, found again while it moves; false when the table holds no slot for it. */
-  #giveBack(key: string, cost: number, within: ((ms: number) => boolean) | null = null): boolean {
+  /**
+   * A reward on the key's slot, found again while it moves; false when the table holds no slot
+   * for it. With `mark` (a spend's give-back), only on the slot and key state that counted it.
+   */
+  #giveBack(key: string, cost: number, within: ((ms: number) => boolean) | null = null, mark: SpendMark | null = null): boolean {
     const site = this.site;
     for (let entry = site.peek(key); entry !== undefined; entry = site.peekAgain(key)) {
-      if (this.engine.giveBack(entry, entry.base + site.stateOffset, cost, within) !== RELOCATE) return true;
+      if (this.engine.giveBack(entry, entry.base + site.stateOffset, cost, within, mark) !== RELOCATE) return true;
     }
     return false;
   }

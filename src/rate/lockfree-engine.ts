@@ -10,7 +10,7 @@ import type { SlotRef } from '../table/slot-index.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { DONE } from '../table/slot-lock.js';
 import { freeGuard } from './lockfree-reclaim.js';
-import { BUSY, GONE, givingBack, hold, isHolderToken, release } from './give-back-guard.js';
+import { BUSY, GONE, givingBack, hold, isHolderToken, release, RESET_EPOCH_STEP } from './give-back-guard.js';
 import { FreshState, NONE } from './fresh-state.js';
 import type { LockAges } from '../table/slot-lock.js';
 
@@ -275,13 +275,20 @@ export class LockFreeEngine {
    * decide a window stored ahead of that reading, or nothing is written (DONE, nothing given): so a
    * window's give-back can be kept out of a later window than a spend's.
    */
-  giveBack(ref: SlotRef, stateBase: number, cost: number, within: ((ms: number) => boolean) | null = null): number {
+  giveBack(ref: SlotRef, stateBase: number, cost: number, within: ((ms: number) => boolean) | null = null, mark: SpendMark | null = null): number {
     const { base, ctrl } = ref;
+    // A spend's give-back (mark): only where it was counted. A key that moved (compaction) or
+    // went and came back keeps its spends (conservative).
+    if (mark !== null && (base !== mark.base || ctrl !== mark.ctrl)) return DONE;
     const set = this.#set;
     const key = this.#key;
     const area = this.#area;
     area.state = stateBase;
     return this.#givingBack(base, ctrl, stateBase, RELOCATE, () => {
+      // Atomics.load of the epoch under the guard: every give-back and reset adds to it under the
+      // guard before letting it go. A reset since the spend's decision read it (RESET_EPOCH_STEP)
+      // wrote the state fresh, and the state now counts later admissions, not the spend.
+      if (mark !== null && ((Atomics.load(this.#w, stateBase + this.#epochOffset) - mark.epoch) >>> 0) >= RESET_EPOCH_STEP) return DONE;
       set.detail = true;
       set.forcing = -1;
       try {
@@ -334,7 +341,7 @@ export class LockFreeEngine {
         // what a decision wrote after seeing the reset (found by an attack: 2 admitted of 1).
         if (this.#writeOnce((i) => fresh.writeLimit(w, stateBase, key, i) !== NONE) !== RETRY) return fresh.wrote ? OWED : DONE;
       }
-    });
+    }, RESET_EPOCH_STEP); // a spend from before the reset is no longer counted: its give-back must not take from later ones
   }
 
   /**
@@ -363,8 +370,16 @@ export class LockFreeEngine {
    * key's guard, the epoch moved on after it (give-back-guard.ts `givingBack`); `gone` when the
    * slot no longer holds the key.
    */
-  #givingBack<T>(base: number, ctrl: number, stateBase: number, gone: T, write: () => T): T {
-    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, gone, write);
+  #givingBack<T>(base: number, ctrl: number, stateBase: number, gone: T, write: () => T, step = 1): T {
+    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, gone, write, step);
+  }
+
+  /**
+   * Where the latest decision counted its spend and the key's give-back epoch it read before its
+   * commits: a window give-back's mark (RateLimiter.windowGiveBack), taken right after it.
+   */
+  spendMark(): SpendMark {
+    return { base: this.#base, ctrl: this.#ctrl, epoch: this.#area.epoch };
   }
 
   /** The reset's scratch, made at the first reset. */
@@ -629,6 +644,13 @@ export class LockFreeEngine {
     m.sec = secondsAt(m.ms);
     return m;
   }
+}
+
+/** Where a decision counted its spend (slot and ctrl) and the give-back epoch it read first (`spendMark`). */
+export interface SpendMark {
+  readonly base: number;
+  readonly ctrl: number;
+  readonly epoch: number;
 }
 
 /** Whether any limit of `g` decided, in its last check or force, a later window than the reading's. */

@@ -631,7 +631,11 @@ export class RateLimiter {
     if (controls === null || !windowsOf(this)) {
       throw new TypeError(`a window give-back is for a RateLimiter of fixed or sliding windows on its lock-free paths; this one runs '${this.algorithm}'`);
     }
-    const at = (this.#engine as LockFreeEngine).nowMs;
+    const engine = this.#engine as LockFreeEngine;
+    const at = engine.nowMs;
+    // Where the admission counted, and the key's give-back epoch before it: a reset since (it
+    // wrote the state fresh, which then counts later admissions) leaves nothing to give back.
+    const mark = engine.spendMark();
     const periods = this.limits.map((l) => l.periodMs);
     const windows = periods.map((p) => floorDiv(at, p));
     // Every limit's window as the algorithms number them (floorDiv of the reading): a give-back
@@ -643,7 +647,7 @@ export class RateLimiter {
       for (let i = 0; i < periods.length; i++) if (floorDiv(ms, periods[i] as number) > (windows[i] as number)) return false;
       return true;
     };
-    return () => controls.rewardWithin(key, cost, within);
+    return () => controls.rewardWithin(key, cost, within, mark);
   }
 
   #full(): boolean {

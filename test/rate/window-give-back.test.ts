@@ -55,3 +55,39 @@ describe('windowGiveBack', () => {
     expect(b.tryAcquire('k', cost).allowed).toBe(false);
   });
 });
+
+describe('windowGiveBack and reset', () => {
+  // Found by an attack (on the Redis twin; the shared-memory limiter did the same): a reset while
+  // a request ran wrote the key fresh, the next admissions counted in that fresh state, and the
+  // request's give-back took its spend from them: one admission past the limit after the reset.
+  it.each(cases)('found: %s: a reset between the spend and its give-back leaves nothing to give back', (_name, algorithm, limit, cost) => {
+    let t = 50;
+    const rl = new RateLimiter({ limit, algorithm, maxKeys: 8, clock: { now: () => t } });
+    expect(rl.tryAcquire('k', cost).allowed).toBe(true);
+    const giveBack = windowGiveBack(rl, 'k', cost);
+    expect(rl.reset('k')).toBe(true);
+    expect(rl.tryAcquire('k', cost).allowed).toBe(true); // the fresh state's whole limit
+    expect(rl.tryAcquire('k', cost).allowed).toBe(false);
+    t = 60;
+    giveBack();
+    expect(rl.tryAcquire('k', cost).allowed).toBe(false);
+  });
+
+  it.each(cases)('%s: give-backs of other spends between a spend and its own give-back do not stop it', (_name, algorithm, limit, cost) => {
+    const rl = new RateLimiter({ limit, algorithm, maxKeys: 8, clock: { now: () => 50 } });
+    const wide = new RateLimiter({ limit: Array.isArray(limit) ? limit.map((l) => ({ ...l, permits: l.permits * 3 })) : { ...limit, permits: limit.permits * 3 }, algorithm, maxKeys: 8, clock: { now: () => 50 } });
+    for (const l of [rl, wide]) {
+      const n = l === rl ? 1 : 3;
+      const backs = [];
+      for (let i = 0; i < n; i++) {
+        expect(l.tryAcquire('k', cost).allowed).toBe(true);
+        backs.push(windowGiveBack(l, 'k', cost));
+      }
+      expect(l.tryAcquire('k', cost).allowed).toBe(false);
+      l.penalty('other', 1); // another key's control: its epoch, not this key's
+      for (const back of backs) back(); // each adds 1 to the key's epoch: none is taken for a reset
+      for (let i = 0; i < n; i++) expect(l.tryAcquire('k', cost).allowed).toBe(true);
+      expect(l.tryAcquire('k', cost).allowed).toBe(false);
+    }
+  });
+});
