@@ -5,7 +5,7 @@ import { clientKey } from './client-address.js';
 import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
-import { RateLimiter, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
+import { RateLimiter, spendGiveBack, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
 import { keepRedisPolicySpendTimes, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
 import { keepRedisSpendTimes, RedisRateLimiter, redisWindowGiveBack } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
@@ -325,10 +325,14 @@ function checkOf<Req>(
     if (limiter.algorithm !== 'gcra') {
       return keyed(keyOf, (key, n) => {
         const o = outcome(limiter.tryAcquire(key, n), fixed);
-        return o.decision.reason === 'allowed' && n > 0 ? givingBack(o, n, windowGiveBack(limiter, key, n)) : o;
+        return admitted(o, n) ? givingBack(o, n, windowGiveBack(limiter, key, n)) : o;
       }, name);
     }
-    return keyed(keyOf, (key, n) => givingBack(outcome(limiter.tryAcquire(key, n), fixed), n, () => limiter.reward(key, n)), name);
+    // GCRA: a reward, marked with the admission where the engine can (spendGiveBack), made right after it.
+    return keyed(keyOf, (key, n) => {
+      const o = outcome(limiter.tryAcquire(key, n), fixed);
+      return admitted(o, n) ? givingBack(o, n, spendGiveBack(limiter, key, n)) : o;
+    }, name);
   }
   if (limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter) {
     const keyOf = options.key as ((req: Req) => PolicyRequest | Promise<PolicyRequest>) | undefined;

@@ -181,11 +181,11 @@ export class LimitsControls {
   }
 
   /**
-   * A reward that gives back only at a reading for which `within` holds (LockFreeEngine.giveBack),
-   * for a spend that must not be given back in a later window than its own, and only on the slot
-   * and state that counted it (`mark`: no reset since).
+   * A reward that gives back only at a reading for which `within` holds, if given
+   * (LockFreeEngine.giveBack: a spend that must not be given back in a later window than its
+   * own), and only on the slot and state that counted it (`mark`: no reset since).
    */
-  rewardWithin(key: string, cost: number, within: (ms: number) => boolean, mark: SpendMark): void {
+  rewardWithin(key: string, cost: number, within: ((ms: number) => boolean) | null, mark: SpendMark): void {
     this.#giveBack(key, cost, within, mark);
   }
 

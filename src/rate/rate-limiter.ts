@@ -35,8 +35,9 @@ const OPTION_NAMES = namesOf<RateLimiterOptions>()([
   'forceHash', 'slotsPerKey', 'onDecision',
 ]);
 
-/** Set by RateLimiter's static block: `windowGiveBack` and `givesBackInWindows` for a limiter (they read its privates). */
+/** Set by RateLimiter's static block: the give-back helpers below, for a limiter (they read its privates). */
 let windowGiveBackOf: (limiter: RateLimiter, key: string, cost: number) => () => void;
+let spendGiveBackOf: (limiter: RateLimiter, key: string, cost: number) => () => void;
 let windowsOf: (limiter: RateLimiter) => boolean;
 
 /**
@@ -63,6 +64,18 @@ export function windowGiveBack(limiter: RateLimiter, key: string, cost: number):
 }
 
 /**
+ * The HTTP give-back of a GCRA RateLimiter's latest admission (`cost` on `key`; called on the
+ * limiter's thread right after it): a reward. On the engine's paths (several limits, a cap) it
+ * carries the admission's SpendMark, so that a reset of the key since gives nothing (its fresh
+ * state counts only later admissions); the one-limit path's word has no room for such a mark
+ * (docs/testing.md, "Found, not yet fixed").
+ * @internal
+ */
+export function spendGiveBack(limiter: RateLimiter, key: string, cost: number): () => void {
+  return spendGiveBackOf(limiter, key, cost);
+}
+
+/**
  * A GCRA rate limiter whose per-key state lives in shared memory. Create it once, pass `handle`
  * to workers, and `RateLimiter.attach(handle)` there: every instance sees and changes one state.
  *
@@ -73,6 +86,7 @@ export function windowGiveBack(limiter: RateLimiter, key: string, cost: number):
 export class RateLimiter {
   static {
     windowGiveBackOf = (limiter, key, cost) => limiter.#windowGiveBack(key, cost);
+    spendGiveBackOf = (limiter, key, cost) => limiter.#spendGiveBack(key, cost);
     windowsOf = (limiter) => limiter.#limitsControls !== null && (limiter.algorithm === 'fixed-window' || limiter.algorithm === 'sliding-window');
   }
 
@@ -623,6 +637,14 @@ export class RateLimiter {
     const r = engine.result;
     this.#reason = r.allowed ? 'allowed' : r.refusedBy === 'global' ? 'global-limit' : r.never ? 'exceeds-burst' : 'limited';
     return r.allowed;
+  }
+
+  /** `spendGiveBack` (above). */
+  #spendGiveBack(key: string, cost: number): () => void {
+    const controls = this.#limitsControls;
+    if (controls === null) return () => this.reward(key, cost);
+    const mark = (this.#engine as LockFreeEngine).spendMark();
+    return () => controls.rewardWithin(key, cost, null, mark);
   }
 
   /** `windowGiveBack` (above): the windows of the latest decision's reading, one per limit. */

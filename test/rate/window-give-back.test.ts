@@ -5,7 +5,7 @@
 // from that next window's count (stored ahead of its reading): one admission past the limit.
 import { describe, expect, it } from 'vitest';
 import { RateLimiter, type Limit } from '../../src/index.js';
-import { windowGiveBack } from '../../src/rate/rate-limiter.js';
+import { spendGiveBack, windowGiveBack } from '../../src/rate/rate-limiter.js';
 
 type Algorithm = 'fixed-window' | 'sliding-window';
 const cases: [string, Algorithm, Limit | Limit[], number][] = [
@@ -89,5 +89,33 @@ describe('windowGiveBack and reset', () => {
       for (let i = 0; i < n; i++) expect(l.tryAcquire('k', cost).allowed).toBe(true);
       expect(l.tryAcquire('k', cost).allowed).toBe(false);
     }
+  });
+});
+
+describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
+  const gcraCases: [string, Limit[], Limit | undefined][] = [
+    ['two GCRA limits', [{ permits: 1, periodMs: 100, burst: 1 }, { permits: 10, periodMs: 3_600_000 }], undefined],
+    ['a GCRA limit under a cap', [{ permits: 1, periodMs: 100, burst: 1 }], { permits: 100, periodMs: 1_000 }],
+  ];
+
+  it.each(gcraCases)('%s: a spend comes back', (_name, limit, globalLimit) => {
+    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, clock: { now: () => 50 } });
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    const giveBack = spendGiveBack(rl, 'k', 1);
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+    giveBack();
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+  });
+
+  // The windows' case (above), on GCRA: a reward after a reset took from the admission after it.
+  it.each(gcraCases)('found: %s: a reset between the spend and its give-back leaves nothing to give back', (_name, limit, globalLimit) => {
+    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, clock: { now: () => 50 } });
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    const giveBack = spendGiveBack(rl, 'k', 1);
+    expect(rl.reset('k')).toBe(true);
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+    giveBack();
+    expect(rl.tryAcquire('k').allowed).toBe(false);
   });
 });
