@@ -42,9 +42,12 @@ local function ms(us) return math.max(1, math.ceil(us / 1000)) + pad end
 `;
 
 /**
- * Parses a window's state, "a:b[:c[:d]]", into numbers; the end of a block in field `at`, 0 when
- * none is ahead of now; that end as the state's last field, when ahead; the wait `w` of a check,
- * lengthened to the block's end.
+ * A window state's parts. `fields`: every field as a number (the refunds). A decision reads the
+ * counts alone and keeps the tail after them (':until:born', or '' in a state written before
+ * those fields) as a string: `tailBlock` is its block end when ahead of now (else 0), `tailOf`
+ * the tail a write stores (the loaded one unchanged, so that a decision formats no more numbers
+ * than its counts; a new one for a state made now, born now, or blocked by this call). `blocked`
+ * lengthens a check's wait `w` to the block's end.
  */
 const FIELDS = `
 local function fields(v)
@@ -61,6 +64,18 @@ local function tailPart(u, b)
   if u <= now then u = 0 end
   return ':' .. int(u) .. ':' .. int(b)
 end
+local function tailBlock(tail)
+  if tail == '' then return 0 end
+  local u = tonumber(string.match(tail, '^:([^:]+)'))
+  if u and u > now then return u end
+  return 0
+end
+local function tailOf(s)
+  if s.tail ~= nil and not s.reblock then return s.tail end
+  local b = now
+  if s.tail ~= nil then b = tonumber(string.match(s.tail, '^:[^:]*:([^:]+)')) or 0 end
+  return tailPart(s.u, b)
+end
 local function blocked(s, ok, w)
   if s.u > now then return false, math.max(w, s.u - now) end
   return ok, w
@@ -72,14 +87,16 @@ const FRAGMENTS: Readonly<Record<number, string>> = {
   1: `local FIXED = {}
 function FIXED.load(key, L)
   local w = math.floor(now / L[2])
-  local s = { w = w, n = 0, ahead = false, u = 0, b = now }
+  local s = { w = w, n = 0, ahead = false, u = 0 }
   local v = redis.call('GET', key)
   if v then
-    local f = fields(v)
+    local fw, fn, tail = string.match(v, '^([^:]+):([^:]+)(.*)$')
+    fw = tonumber(fw)
+    fn = tonumber(fn)
     -- A later stored window (this server's clock went back): counted there, never moved back.
-    if f[1] == w then s.n = f[2] elseif f[1] > w then s.w = f[1]; s.n = f[2]; s.ahead = true end
-    s.u = blockEnd(f, 3)
-    s.b = f[4] or 0
+    if fw == w then s.n = fn elseif fw > w then s.w = fw; s.n = fn; s.ahead = true end
+    s.tail = tail
+    s.u = tailBlock(tail)
   end
   return s
 end
@@ -107,7 +124,7 @@ function FIXED.reset(L, s, spent)
   return math.max(r, s.u - now)
 end
 local function fixedSet(key, L, s, n)
-  redis.call('SET', key, int(s.w) .. ':' .. int(n) .. tailPart(s.u, s.b), 'PX', ms(math.max((s.w + 1) * L[2], s.u) - now))
+  redis.call('SET', key, int(s.w) .. ':' .. int(n) .. tailOf(s), 'PX', ms(math.max((s.w + 1) * L[2], s.u) - now))
 end
 function FIXED.write(key, L, s, cost)
   fixedSet(key, L, s, s.n + cost)
@@ -130,6 +147,7 @@ function FIXED.force(key, L, s, cost)
 end
 function FIXED.block(key, L, s, us)
   s.u = math.max(s.u, now + us)
+  s.reblock = true
   fixedSet(key, L, s, s.n)
 end
 ALGORITHMS[1] = FIXED
@@ -138,15 +156,16 @@ ALGORITHMS[1] = FIXED
 function SLIDING.load(key, L)
   local p = L[2]
   local w = math.floor(now / p)
-  local s = { w = w, curr = 0, prev = 0, later = false, u = 0, b = now }
+  local s = { w = w, curr = 0, prev = 0, later = false, u = 0 }
   local v = redis.call('GET', key)
   if v then
-    local f = fields(v)
-    local diff = f[1] - w
-    if diff > 0 then s.w = f[1]; s.later = true end
-    if diff >= 0 then s.curr = f[2]; s.prev = f[3] elseif diff == -1 then s.prev = f[2] end
-    s.u = blockEnd(f, 4)
-    s.b = f[5] or 0
+    local fw, fc, fp, tail = string.match(v, '^([^:]+):([^:]+):([^:]+)(.*)$')
+    fw = tonumber(fw)
+    local diff = fw - w
+    if diff > 0 then s.w = fw; s.later = true end
+    if diff >= 0 then s.curr = tonumber(fc); s.prev = tonumber(fp) elseif diff == -1 then s.prev = tonumber(fc) end
+    s.tail = tail
+    s.u = tailBlock(tail)
   end
   s.into = math.max(0, now - s.w * p)
   s.estimate = s.prev * (1 - s.into / p) + s.curr
@@ -186,7 +205,7 @@ function SLIDING.reset(L, s, spent)
   return math.max(r, s.u - now)
 end
 local function slidingSet(key, L, s, curr, prev)
-  local v = int(s.w) .. ':' .. int(curr) .. ':' .. int(prev) .. tailPart(s.u, s.b)
+  local v = int(s.w) .. ':' .. int(curr) .. ':' .. int(prev) .. tailOf(s)
   redis.call('SET', key, v, 'PX', ms(math.max((s.w + 2) * L[2], s.u) - now))
 end
 function SLIDING.write(key, L, s, cost)
@@ -220,6 +239,7 @@ function SLIDING.force(key, L, s, cost)
 end
 function SLIDING.block(key, L, s, us)
   s.u = math.max(s.u, now + us)
+  s.reblock = true
   slidingSet(key, L, s, s.curr, s.prev)
 end
 ALGORITHMS[2] = SLIDING
