@@ -8,7 +8,9 @@ export async function libraryOf(url) {
   if (lib === undefined) {
     const index = await import(url);
     const layout = await import(new URL('./table/layout.js', url));
-    lib = { ...index, layout };
+    // The HTTP layer's give-backs (internal to the package): the middleware's own calls.
+    const { windowGiveBack, spendGiveBack } = await import(new URL('./rate/rate-limiter.js', url));
+    lib = { ...index, layout, windowGiveBack, spendGiveBack };
     libraries.set(url, lib);
   }
   return lib;
