@@ -43,6 +43,38 @@ async function expressApp(options: Record<string, unknown>, limiter: unknown, hu
   return `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
 }
 
+/**
+ * An Express 5 app behind `mw` whose /slow request is admitted and held until `finish()` answers
+ * it 500 (a response that fails late); /ok answers 200. `finish` resolves once the response came
+ * back and its give-back, if any, had turns of the event loop to run (a Redis one is a script
+ * call of its own).
+ */
+async function heldRequest(mw: unknown): Promise<{ url: string; finish: () => Promise<void> }> {
+  let entered!: () => void;
+  const inside = new Promise<void>((r) => { entered = r; });
+  let answer!: () => void;
+  const app = express();
+  app.use(mw as Parameters<typeof app.use>[0]);
+  app.get('/slow', (_req, res) => {
+    answer = () => { res.status(500).send('late failure'); };
+    entered();
+  });
+  app.get('/ok', (_req, res) => { res.send('ok'); });
+  const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
+  closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
+  const slow = fetch(`${url}/slow`).then(async (r) => { await r.text(); return r.status; });
+  await inside;
+  return {
+    url,
+    finish: async () => {
+      answer();
+      expect(await slow).toBe(500);
+      for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    },
+  };
+}
+
 async function statuses(url: string, paths: string[]): Promise<number[]> {
   const out = [];
   for (const p of paths) {
@@ -173,29 +205,12 @@ describe('skipFailedRequests on fixed and sliding windows (Express 5): a spend c
     // would be room the key never took from that window: a third admission.
     const clock = new ManualClock(59_000);
     const l = new RateLimiter({ limit: perMinute(2), algorithm, maxKeys: 16, clock });
-    let entered!: () => void;
-    const inside = new Promise<void>((r) => { entered = r; });
-    const app = express();
-    let finish!: () => void;
-    app.use(rateLimit({ limiter: l, skipFailedRequests: true }));
-    app.get('/slow', (_req, res) => {
-      finish = () => { res.status(500).send('late failure'); };
-      entered();
-    });
-    app.get('/ok', (_req, res) => { res.send('ok'); });
-    const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
-    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
-    const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
-    const slow = fetch(`${url}/slow`).then(async (r) => { await r.text(); return r.status; });
-    await inside;
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
     clock.set(60_000 + (algorithm === 'sliding-window' ? 60_000 : 0)); // the next window (the sliding window's: with nothing left of the last)
-    expect(await statuses(url, ['/ok', '/ok'])).toEqual([200, 200]);
-    finish();
-    expect(await slow).toBe(500);
-    // The late failure's give-back has run (its 'finish' came before the response's end reached us).
-    await new Promise((r) => setImmediate(r));
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
     expect(l.get(CLIENT)?.remaining).toBe(0);
-    expect(await statuses(url, ['/ok'])).toEqual([429]);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
   });
 });
 
@@ -258,30 +273,12 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     const clock = new ManualClock(59_000);
     const l = new RedisRateLimiter({ redis: redisServer.io, prefix: `give-back-late-${algorithm}:`, algorithm, limit: perMinute(2), localTier: false });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
-    let entered!: () => void;
-    const inside = new Promise<void>((r) => { entered = r; });
-    let finish!: () => void;
-    const app = express();
-    app.use(rateLimit({ limiter: l, skipFailedRequests: true }));
-    app.get('/slow', (_req, res) => {
-      finish = () => { res.status(500).send('late failure'); };
-      entered();
-    });
-    app.get('/ok', (_req, res) => { res.send('ok'); });
-    const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
-    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
-    const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
-    const slow = fetch(`${url}/slow`).then(async (r) => { await r.text(); return r.status; });
-    await inside;
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
     clock.set(60_000 + (algorithm === 'sliding-window' ? 60_000 : 0));
-    expect(await statuses(url, ['/ok', '/ok'])).toEqual([200, 200]);
-    // The give-back's own script call: counted by wrapping nothing, so wait until the response
-    // ended and a probe after it answers; a wrong give-back would show as remaining 1.
-    finish();
-    expect(await slow).toBe(500);
-    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish(); // a wrong give-back would show as remaining 1
     expect((await l.get(CLIENT)).remaining).toBe(0);
-    expect(await statuses(url, ['/ok'])).toEqual([429]);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
   });
 
   it('RedisRateLimiter, fixed window with leases: an admission Redis decided gives back; one a lease of the local tier answered keeps its spend', async () => {
@@ -321,56 +318,14 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     const clock = new ManualClock(1_000);
     const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'give-back-rule:', localTier: false, rules: [{ limit: perMinute(2) }] });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
-    let entered!: () => void;
-    const inside = new Promise<void>((r) => { entered = r; });
-    let finish!: () => void;
-    const app = express();
-    app.use(rateLimit({ limiter: l, key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }));
-    app.get('/slow', (_req, res) => {
-      finish = () => { res.status(500).send('late failure'); };
-      entered();
-    });
-    app.get('/ok', (_req, res) => { res.send('ok'); });
-    const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
-    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
-    const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
-    const slow = fetch(`${url}/slow`).then(async (r) => { await r.text(); return r.status; });
-    await inside;
+    const held = await heldRequest(rateLimit({ limiter: l, key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }));
     l.setRules([{ algorithm: 'fixed-window', limit: perMinute(2) }]);
-    expect(await statuses(url, ['/ok', '/ok'])).toEqual([200, 200]);
-    finish();
-    expect(await slow).toBe(500);
-    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
     expect((await l.get({ user: 'c', api: 'x' })).remaining).toBe(0);
-    expect(await statuses(url, ['/ok'])).toEqual([429]);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
   });
 
-  /** An Express app behind `mw` whose /slow request is admitted and held until `finish()` answers it 500. */
-  async function heldRequest(mw: unknown): Promise<{ url: string; finish: () => Promise<void> }> {
-    let entered!: () => void;
-    const inside = new Promise<void>((r) => { entered = r; });
-    let answer!: () => void;
-    const app = express();
-    app.use(mw as Parameters<typeof app.use>[0]);
-    app.get('/slow', (_req, res) => {
-      answer = () => { res.status(500).send('late failure'); };
-      entered();
-    });
-    app.get('/ok', (_req, res) => { res.send('ok'); });
-    const server: Server = await new Promise((resolve) => { const s = app.listen(0, CLIENT, () => resolve(s)); });
-    closers.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
-    const url = `http://${CLIENT}:${(server.address() as AddressInfo).port}`;
-    const slow = fetch(`${url}/slow`).then(async (r) => { await r.text(); return r.status; });
-    await inside;
-    return {
-      url,
-      finish: async () => {
-        answer();
-        expect(await slow).toBe(500);
-        for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r)); // the give-back's script call, if any
-      },
-    };
-  }
 
   // Found by an attack on the first version, which gave back under the rule the pair matched when
   // the response ended: a rule of another period (or one more limit) counts in other keys, and
