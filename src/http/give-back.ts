@@ -17,9 +17,11 @@ import { givesBackInRedisWindows, RedisRateLimiter } from '../redis/redis-rate-l
  * sliding windows, shared or on Redis, the spend comes back only into the windows it was counted
  * in: a response that ends after one of them did gives nothing back (rate-limiter.ts,
  * windowGiveBack; redis-rate-limiter.ts, redisWindowGiveBack, by the admission's Redis time; an
- * admission a lease of the local tier answered keeps its spend). A policy
- * request whose rule is not GCRA when it is decided keeps its spend, as does a sliding log (their
- * rewards give back in the window or log they run in, which may be a later one than the spend's).
+ * admission a lease of the local tier answered keeps its spend), and never after a reset of the
+ * key took the spend away. A shared-memory policy request whose rule is not GCRA when it is
+ * decided keeps its spend, as does a sliding log (their rewards give back in the window or log
+ * they run in, which may be a later one than the spend's); a RedisPolicyLimiter gives back by the
+ * rule that decided (redis-policy-limiter.ts, redisPolicyGiveBack).
  *
  * Thread-safety: the listeners run on the response's thread, which is the limiter's.
  */

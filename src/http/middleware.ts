@@ -6,8 +6,8 @@ import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { RateLimiter, spendGiveBack, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
-import { keepRedisPolicySpendTimes, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
-import { keepRedisSpendTimes, RedisRateLimiter, redisWindowGiveBack } from '../redis/redis-rate-limiter.js';
+import { keepRedisPolicySpends, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
+import { keepRedisSpends, RedisRateLimiter, redisWindowGiveBack } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
 import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js';
@@ -311,7 +311,7 @@ function checkOf<Req>(
       if (!givesBack) return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => outcome(d, fixed)), name);
       if (limiter.algorithm !== 'gcra') {
         // Windows give back only into the admission's own windows, by its Redis time.
-        keepRedisSpendTimes(limiter);
+        keepRedisSpends(limiter);
         return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => {
           const o = outcome(d, fixed);
           const back = admitted(o, n) ? redisWindowGiveBack(limiter, d, key, n) : undefined;
@@ -347,7 +347,7 @@ function checkOf<Req>(
     if (limiter instanceof RedisPolicyLimiter) {
       if (!givesBack) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
       // By the rule that decided (recorded with the spend: setRules may run meanwhile).
-      keepRedisPolicySpendTimes(limiter);
+      keepRedisPolicySpends(limiter);
       return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => {
         const o = outcome(d, fields(request));
         const back = admitted(o, n) ? redisPolicyGiveBack(limiter, d, request, n) : undefined;

@@ -133,7 +133,7 @@ export function checkPenalty(cost: number, max: number): void {
   if (cost > max) throw new RangeError(`a penalty of ${cost} is more than these limits' state can count exactly (at most ${max}); nothing was spent`);
 }
 
-/** An admission's spend on Redis (RedisCore.keepSpendTimes): Redis's time, in µs, and the plan that counted it. */
+/** An admission's spend on Redis (RedisCore.keepSpends): Redis's time, in µs, and the plan that counted it. */
 export interface Spend {
   readonly atUs: number;
   readonly plan: ScriptPlan;
@@ -159,7 +159,7 @@ export class RedisCore<R> {
   #unyielded = 0;
   /** performance.now() when an answer without Redis last yielded to the event loop. */
   #yieldedAt = 0;
-  /** Each admission's spend (Redis's time and the plan that counted it), by decision, once keepSpendTimes asked (null before). */
+  /** Each admission's spend (Redis's time and the plan that counted it), by decision, once keepSpends asked (null before). */
   #spends: WeakMap<Decision, Spend> | null = null;
 
   readonly #onDecision: DecisionHook<R> | null;
@@ -346,16 +346,16 @@ export class RedisCore<R> {
    * a lease has no spend here (its permits were counted at the lease's), nor has a degraded
    * answer: they give nothing back.
    */
-  keepSpendTimes(): void {
+  keepSpends(): void {
     this.#spends ??= new WeakMap();
   }
 
-  /** The spend that admitted `d` (see keepSpendTimes), if recorded. */
+  /** The spend that admitted `d` (see keepSpends), if recorded. */
   spendOf(d: Decision): Spend | undefined {
     return this.#spends?.get(d);
   }
 
-  /** `d`, its spend recorded when `r` admitted it under `plan` and keepSpendTimes asked for it. */
+  /** `d`, its spend recorded when `r` admitted it under `plan` and keepSpends asked for it. */
   #spent(d: Decision, r: Reply, plan: ScriptPlan): Decision {
     if (this.#spends !== null && r.status === ALLOWED) this.#spends.set(d, { atUs: r.nowUs, plan });
     return d;
@@ -366,7 +366,8 @@ export class RedisCore<R> {
    * under `plan`'s limits (the key's alone: a cap keeps its spend), in one script call: the
    * script's refund, which returns it only into the windows of `atUs` (a fixed window's count
    * while the key still holds that window; a sliding window's, or its previous count once the
-   * key moved one window on), and all of it or nothing. This process's local tier is not cleared:
+   * key moved one window on, and the state was made before `atUs`: not after a reset), and all
+   * of it or nothing. This process's local tier is not cleared:
    * a refusal it holds stands until its time (under-admission only). Rejects when Redis did not
    * answer within timeoutMs (the spend may or may not be back).
    */

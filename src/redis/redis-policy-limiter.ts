@@ -39,16 +39,16 @@ function windowPlan(plan: ScriptPlan): boolean {
 }
 
 /** Set by RedisPolicyLimiter's static block: the give-back helpers below read its privates. */
-let keepSpendTimesOf: (limiter: RedisPolicyLimiter) => void;
+let keepSpendsOf: (limiter: RedisPolicyLimiter) => void;
 let giveBackOf: (limiter: RedisPolicyLimiter, decision: Decision, request: PolicyRequest, cost: number) => (() => Promise<void>) | undefined;
 
 /**
- * As `keepRedisSpendTimes` (redis-rate-limiter.ts), for a RedisPolicyLimiter whose window rules
+ * As `keepRedisSpends` (redis-rate-limiter.ts), for a RedisPolicyLimiter whose window rules
  * give back (skipFailedRequests / skipSuccessfulRequests).
  * @internal
  */
-export function keepRedisPolicySpendTimes(limiter: RedisPolicyLimiter): void {
-  keepSpendTimesOf(limiter);
+export function keepRedisPolicySpends(limiter: RedisPolicyLimiter): void {
+  keepSpendsOf(limiter);
 }
 
 /**
@@ -89,7 +89,7 @@ export class RedisPolicyLimiter {
   #plans!: Map<CompiledRule, ScriptPlan>;
 
   static {
-    keepSpendTimesOf = (limiter) => limiter.#core.keepSpendTimes();
+    keepSpendsOf = (limiter) => limiter.#core.keepSpends();
     giveBackOf = (limiter, decision, request, cost) => limiter.#giveBack(decision, request, cost);
   }
 

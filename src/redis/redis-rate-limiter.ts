@@ -76,8 +76,8 @@ function limitText(l: Readonly<Required<Limit>>): string {
   return `${l.permits} per ${l.periodMs} ms (burst ${l.burst})`;
 }
 
-/** Set by RedisRateLimiter's static block: `keepRedisSpendTimes` and `redisWindowGiveBack` read its privates. */
-let keepSpendTimesOf: (limiter: RedisRateLimiter) => void;
+/** Set by RedisRateLimiter's static block: `keepRedisSpends` and `redisWindowGiveBack` read its privates. */
+let keepSpendsOf: (limiter: RedisRateLimiter) => void;
 let windowGiveBackOf: (limiter: RedisRateLimiter, decision: Decision, key: string, cost: number) => (() => Promise<void>) | undefined;
 
 /**
@@ -95,13 +95,13 @@ export function givesBackInRedisWindows(limiter: RedisRateLimiter): boolean {
  * needs. Called once, when a middleware that gives back is made.
  * @internal
  */
-export function keepRedisSpendTimes(limiter: RedisRateLimiter): void {
-  keepSpendTimesOf(limiter);
+export function keepRedisSpends(limiter: RedisRateLimiter): void {
+  keepSpendsOf(limiter);
 }
 
 /**
  * The give-back of `decision` (an admission of `cost` on `key` by `limiter`, a limiter of fixed or
- * sliding windows that keeps spend times): `cost` returned into the windows Redis counted it in,
+ * sliding windows that keeps its spends): `cost` returned into the windows Redis counted it in,
  * and only there (a response that ends after its window did gives nothing to a later one); all of
  * it or nothing, the key's limits only (a cap keeps its spend). Undefined when the admission has
  * no Redis time (a lease the local tier held, a degraded answer): nothing to give back.
@@ -161,7 +161,7 @@ export class RedisRateLimiter {
   readonly #owner: PrefixOwner;
 
   static {
-    keepSpendTimesOf = (limiter) => limiter.#core.keepSpendTimes();
+    keepSpendsOf = (limiter) => limiter.#core.keepSpends();
     windowGiveBackOf = (limiter, decision, key, cost) => limiter.#windowGiveBack(decision, key, cost);
   }
 
