@@ -100,10 +100,10 @@ export default [
     edits: [{ file: 'rate/lockfree-engine.js', from: 'return this.#givingBack(ref.base, ref.ctrl, stateBase, RELOCATE, () => this.force(ref, stateBase, cost, -1));', to: 'return this.force(ref, stateBase, cost, -1);' }],
   },
   {
-    name: '(planted) a reset that moves the give-back epoch as a reward does',
-    what: "LockFreeEngine.reset adds 1 to the key's epoch, not RESET_EPOCH_STEP: a window give-back of a spend made before the reset "
+    name: "(planted) a spend's give-back that ignores the key's epoch",
+    what: "LockFreeEngine.giveBack with a spend's mark checks the slot but not the epoch: a window give-back of a spend made before a reset "
       + 'takes it from the admissions the fresh state counted, and the window admits once more',
     scenario: 'window-give-back',
-    edits: [{ file: 'rate/lockfree-engine.js', from: '}, RESET_EPOCH_STEP); // a spend from before', to: '}); // a spend from before' }],
+    edits: [{ file: 'rate/lockfree-engine.js', from: 'Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch', to: 'false' }],
   },
 ];

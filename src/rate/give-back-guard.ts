@@ -17,9 +17,8 @@ import { processNow } from '../time/clock.js';
 // - Both hold the key's guard word (the slot's `tat` word) while they write: a holder token, a
 //   lock token negated (odd and negative: never a free value, a reclaimer's token or DEAD).
 //   Decisions do not cancel it (LockFreeEngine.#settle); a reclaim treats it as a live token.
-// - Each give-back adds 1 to the key's epoch word (after the key limits' words) before it lets
-//   the guard go; a reset adds RESET_EPOCH_STEP, so that a give-back of a spend made before it
-//   can tell (LockFreeEngine.giveBack with a SpendMark) and give nothing.
+// - Each give-back (a reset too) adds 1 to the key's epoch word (after the key limits' words)
+//   before it lets the guard go.
 // - A decision reads the epoch before its first commit; its undo takes the guard and loads the
 //   epoch again: changed, a give-back may have taken the spends, and the undo keeps them (the key
 //   is charged for a request it did not admit: conservative).
@@ -29,12 +28,17 @@ import { processNow } from '../time/clock.js';
 //   holder that died, or stalled past the table's one timing assumption).
 
 /**
- * What a reset adds to the key's epoch word (a give-back adds 1): a difference of at least this
- * since a spend's decision read the epoch means a reset may have come between (or 65,536
- * give-backs: then a spend's give-back gives nothing, conservative). Only a multiple of 65,536
- * resets between the two would look like none.
+ * Whether this thread's latest `hold` took the guard over from another holder (one that died,
+ * or stalled past the table's one timing assumption). Such a holder may have written and not
+ * moved the epoch on: a give-back bound to an epoch (LockFreeEngine.giveBack's mark) cannot tell.
+ * Per thread (module state), read right after the hold.
  */
-export const RESET_EPOCH_STEP = 65_536;
+let tookOver = false;
+
+/** Whether this thread's latest `hold` took the guard over from another holder (see above). */
+export function heldByTakeOver(): boolean {
+  return tookOver;
+}
 
 /** `hold` could not take the guard: the slot no longer holds the key (DEAD, or another ctrl). */
 export const GONE = 0;
@@ -61,6 +65,7 @@ export function holderAgeMs(word: number, nowMs: number): number {
  * old, then takes it over; an undo never does.
  */
 export function hold(w: Int32Array, base: number, ctrl: number, owner: number, takeOverMs: number, wait: boolean): number {
+  tookOver = false;
   for (let spins = 0; ; spins++) {
     // Atomics.load of the guard, then of ctrl: a guard written by a later incarnation (its
     // insert's stores follow its claim of ctrl) makes that claim visible to the ctrl load.
@@ -83,7 +88,10 @@ export function hold(w: Int32Array, base: number, ctrl: number, owner: number, t
     // between its loads and its compareExchange while the key was reclaimed and its slot reused
     // took the next key's guard (found by an attack: an undo took the new key's spend away). Give
     // that word back and look the key up again.
-    if (Atomics.load(w, base + S_CTRL) === ctrl) return token;
+    if (Atomics.load(w, base + S_CTRL) === ctrl) {
+      tookOver = isHolderToken(guard);
+      return token;
+    }
     Atomics.compareExchange(w, base + S_TAT, token, guard);
     return GONE;
   }
@@ -100,14 +108,12 @@ export function release(w: Int32Array, base: number, free: number, token: number
 
 /**
  * Runs `write` (a give-back on the key at `base`, whose LIVE ctrl word is `ctrl`) holding the
- * key's guard, waiting for another holder as `hold` does, then adds `step` to the epoch word at
- * `epochAt` (1, or RESET_EPOCH_STEP for a reset) and lets the guard go (`free`: the
- * incarnation's free value). Returns what `write` returned, or `gone` when the slot no longer
- * holds the key.
+ * key's guard, waiting for another holder as `hold` does, then adds 1 to the epoch word at
+ * `epochAt` and lets the guard go (`free`: the incarnation's free value). Returns what `write`
+ * returned, or `gone` when the slot no longer holds the key.
  */
 export function givingBack<T>(
   w: Int32Array, base: number, ctrl: number, free: number, epochAt: number, owner: number, takeOverMs: number, gone: T, write: () => T,
-  step = 1,
 ): T {
   const token = hold(w, base, ctrl, owner, takeOverMs, true);
   if (token === GONE) return gone;
@@ -116,7 +122,7 @@ export function givingBack<T>(
   } finally {
     // Atomics.add of the epoch while we hold the guard, before letting it go: an undo takes the
     // guard after us (its compareExchange reads our release, or a later word) and then loads it.
-    Atomics.add(w, epochAt, step);
+    Atomics.add(w, epochAt, 1);
     release(w, base, free, token);
   }
 }

@@ -10,7 +10,7 @@ import type { SlotRef } from '../table/slot-index.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { DONE } from '../table/slot-lock.js';
 import { freeGuard } from './lockfree-reclaim.js';
-import { BUSY, GONE, givingBack, hold, isHolderToken, release, RESET_EPOCH_STEP } from './give-back-guard.js';
+import { BUSY, GONE, givingBack, heldByTakeOver, hold, isHolderToken, release } from './give-back-guard.js';
 import { FreshState, NONE } from './fresh-state.js';
 import type { LockAges } from '../table/slot-lock.js';
 
@@ -285,10 +285,14 @@ export class LockFreeEngine {
     const area = this.#area;
     area.state = stateBase;
     return this.#givingBack(base, ctrl, stateBase, RELOCATE, () => {
-      // Atomics.load of the epoch under the guard: every give-back and reset adds to it under the
-      // guard before letting it go. A reset since the spend's decision read it (RESET_EPOCH_STEP)
-      // wrote the state fresh, and the state now counts later admissions, not the spend.
-      if (mark !== null && ((Atomics.load(this.#w, stateBase + this.#epochOffset) - mark.epoch) >>> 0) >= RESET_EPOCH_STEP) return DONE;
+      // A spend's give-back (mark) gives only while no give-back of any kind ran on the key since
+      // the spend's decision read its epoch (Atomics.load under the guard: each adds 1 under it
+      // before letting it go), and no holder died holding the guard (it may have written and not
+      // moved the epoch on). A reset among them wrote the state fresh: it counts later
+      // admissions, not the spend. A reward or another spend's give-back may not have been a
+      // reset, but one epoch cannot tell, and giving nothing is conservative (overlapping
+      // requests of one key each give back only while no other did since its decision).
+      if (mark !== null && (heldByTakeOver() || Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch)) return DONE;
       set.detail = true;
       set.forcing = -1;
       try {
@@ -341,7 +345,7 @@ export class LockFreeEngine {
         // what a decision wrote after seeing the reset (found by an attack: 2 admitted of 1).
         if (this.#writeOnce((i) => fresh.writeLimit(w, stateBase, key, i) !== NONE) !== RETRY) return fresh.wrote ? OWED : DONE;
       }
-    }, RESET_EPOCH_STEP); // a spend from before the reset is no longer counted: its give-back must not take from later ones
+    });
   }
 
   /**
@@ -370,8 +374,8 @@ export class LockFreeEngine {
    * key's guard, the epoch moved on after it (give-back-guard.ts `givingBack`); `gone` when the
    * slot no longer holds the key.
    */
-  #givingBack<T>(base: number, ctrl: number, stateBase: number, gone: T, write: () => T, step = 1): T {
-    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, gone, write, step);
+  #givingBack<T>(base: number, ctrl: number, stateBase: number, gone: T, write: () => T): T {
+    return givingBack(this.#w, base, ctrl, freeGuard(ctrl), stateBase + this.#epochOffset, this.#owner, this.#takeOverMs, gone, write);
   }
 
   /**

@@ -3,9 +3,11 @@
 // the first version, which judged only the give-back's own reading: another instance admitted in
 // the next window, the clock stepped back into the spend's window, and the give-back subtracted
 // from that next window's count (stored ahead of its reading): one admission past the limit.
+import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { RateLimiter, type Limit } from '../../src/index.js';
 import { spendGiveBack, windowGiveBack } from '../../src/rate/rate-limiter.js';
+import { pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 
 type Algorithm = 'fixed-window' | 'sliding-window';
 const cases: [string, Algorithm, Limit | Limit[], number][] = [
@@ -73,22 +75,56 @@ describe('windowGiveBack and reset', () => {
     expect(rl.tryAcquire('k', cost).allowed).toBe(false);
   });
 
-  it.each(cases)('%s: give-backs of other spends between a spend and its own give-back do not stop it', (_name, algorithm, limit, cost) => {
-    const rl = new RateLimiter({ limit, algorithm, maxKeys: 8, clock: { now: () => 50 } });
-    const wide = new RateLimiter({ limit: Array.isArray(limit) ? limit.map((l) => ({ ...l, permits: l.permits * 3 })) : { ...limit, permits: limit.permits * 3 }, algorithm, maxKeys: 8, clock: { now: () => 50 } });
-    for (const l of [rl, wide]) {
-      const n = l === rl ? 1 : 3;
-      const backs = [];
-      for (let i = 0; i < n; i++) {
-        expect(l.tryAcquire('k', cost).allowed).toBe(true);
-        backs.push(windowGiveBack(l, 'k', cost));
-      }
-      expect(l.tryAcquire('k', cost).allowed).toBe(false);
-      l.penalty('other', 1); // another key's control: its epoch, not this key's
-      for (const back of backs) back(); // each adds 1 to the key's epoch: none is taken for a reset
-      for (let i = 0; i < n; i++) expect(l.tryAcquire('k', cost).allowed).toBe(true);
-      expect(l.tryAcquire('k', cost).allowed).toBe(false);
+  it.each(cases)('%s: each spend comes back while no other give-back ran since its decision; an overlapping one gives nothing (conservative)', (_name, algorithm, limit, cost) => {
+    const wider = (l: Limit): Limit => ({ ...l, permits: l.permits * 3 });
+    const rl = new RateLimiter({ limit: Array.isArray(limit) ? limit.map(wider) : wider(limit), algorithm, maxKeys: 8, clock: { now: () => 50 } });
+    // One after another: each gives back.
+    for (let i = 0; i < 3; i++) {
+      expect(rl.tryAcquire('k', cost).allowed).toBe(true);
+      windowGiveBack(rl, 'k', cost)();
     }
+    rl.penalty('other', 1); // another key's control: its epoch, not this key's
+    // Overlapping: three spends, then their give-backs. The first moves the key's epoch on, and
+    // the others cannot tell that from a reset: they keep their spends.
+    const backs = [];
+    for (let i = 0; i < 3; i++) {
+      expect(rl.tryAcquire('k', cost).allowed).toBe(true);
+      backs.push(windowGiveBack(rl, 'k', cost));
+    }
+    expect(rl.tryAcquire('k', cost).allowed).toBe(false);
+    for (const back of backs) back();
+    expect(rl.tryAcquire('k', cost).allowed).toBe(true);
+    expect(rl.tryAcquire('k', cost).allowed).toBe(false);
+  });
+
+  // Found by an attack on a version whose reset moved the key's epoch by 65,536 (a give-back by
+  // 1), to tell a reset from the others: 65,536 resets brought the 32-bit word back, and the
+  // give-back took the wiped spend from the fresh state.
+  it('found: 65,536 resets between a spend and its give-back leave nothing to give back', () => {
+    let t = 50;
+    const rl = new RateLimiter({ limit: { permits: 1, periodMs: 60_000 }, algorithm: 'fixed-window', maxKeys: 8, clock: { now: () => t } });
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    const back = windowGiveBack(rl, 'k', 1);
+    for (let i = 0; i < 65_536; i++) rl.reset('k');
+    expect(rl.tryAcquire('k').allowed).toBe(true); // the fresh state's one permit
+    t = 60;
+    back();
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+  });
+
+  // Found by the same attack: a reset that died after writing the key fresh, before it moved the
+  // epoch on, left the give-back that took its guard over an epoch that named the spend's state.
+  it('found: a reset that died holding the guard leaves nothing to give back', async () => {
+    const rl = new RateLimiter({ limit: { permits: 1, periodMs: 3_600_000 }, algorithm: 'fixed-window', maxKeys: 8, ...stagedReuse(1) });
+    expect(rl.allow('k')).toBe(true);
+    const back = windowGiveBack(rl, 'k', 1);
+    const worker = new Worker(new URL('../fixtures/dead-reset-worker.mjs', import.meta.url), { workerData: { handle: rl.handle } });
+    await new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject); });
+    await worker.terminate(); // it wrote k fresh and died holding the guard
+    expect(rl.allow('k')).toBe(true); // the fresh state's one permit
+    pastReclaimGuard(1);
+    back(); // takes the dead holder's guard over: gives nothing
+    expect(rl.allow('k')).toBe(false);
   });
 });
 
