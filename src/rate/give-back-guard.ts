@@ -18,7 +18,9 @@ import { processNow } from '../time/clock.js';
 //   lock token negated (odd and negative: never a free value, a reclaimer's token or DEAD).
 //   Decisions do not cancel it (LockFreeEngine.#settle); a reclaim treats it as a live token.
 // - Each give-back (a reset too) adds 1 to the key's epoch word (after the key limits' words)
-//   before it lets the guard go.
+//   before it lets the guard go. So does whoever takes the guard over from a holder that died or
+//   stalled (a give-back's `hold`, a reclaim's `retire`), at once: that holder may have written
+//   and not moved the epoch on.
 // - A decision reads the epoch before its first commit; its undo takes the guard and loads the
 //   epoch again: changed, a give-back may have taken the spends, and the undo keeps them (the key
 //   is charged for a request it did not admit: conservative).
@@ -26,19 +28,6 @@ import { processNow } from '../time/clock.js';
 //   undo keeps its spends. A give-back waits for an undo (it holds the guard for a few
 //   compareExchanges), and takes a holder's guard over once it is the table's reuse age old (a
 //   holder that died, or stalled past the table's one timing assumption).
-
-/**
- * Whether this thread's latest `hold` took the guard over from another holder (one that died,
- * or stalled past the table's one timing assumption). Such a holder may have written and not
- * moved the epoch on: a give-back bound to an epoch (LockFreeEngine.giveBack's mark) cannot tell.
- * Per thread (module state), read right after the hold.
- */
-let tookOver = false;
-
-/** Whether this thread's latest `hold` took the guard over from another holder (see above). */
-export function heldByTakeOver(): boolean {
-  return tookOver;
-}
 
 /** `hold` could not take the guard: the slot no longer holds the key (DEAD, or another ctrl). */
 export const GONE = 0;
@@ -62,10 +51,10 @@ export function holderAgeMs(word: number, nowMs: number): number {
  * reclaim whose token is replaced cannot finish); only the free value names the incarnation, so
  * ctrl is loaded again once the guard is ours. A give-back waits for another holder's token
  * (short spins, then `Atomics.wait`s that return when the word changes) until it is `takeOverMs`
- * old, then takes it over; an undo never does.
+ * old, then takes it over and adds 1 to the epoch word at `epochAt` (the holder it replaced may
+ * have written and not moved it on); an undo never does.
  */
-export function hold(w: Int32Array, base: number, ctrl: number, owner: number, takeOverMs: number, wait: boolean): number {
-  tookOver = false;
+export function hold(w: Int32Array, base: number, ctrl: number, owner: number, takeOverMs: number, wait: boolean, epochAt = -1): number {
   for (let spins = 0; ; spins++) {
     // Atomics.load of the guard, then of ctrl: a guard written by a later incarnation (its
     // insert's stores follow its claim of ctrl) makes that claim visible to the ctrl load.
@@ -89,7 +78,9 @@ export function hold(w: Int32Array, base: number, ctrl: number, owner: number, t
     // took the next key's guard (found by an attack: an undo took the new key's spend away). Give
     // that word back and look the key up again.
     if (Atomics.load(w, base + S_CTRL) === ctrl) {
-      tookOver = isHolderToken(guard);
+      // Atomics.add of the epoch while the guard is ours, for a holder taken over: a give-back
+      // bound to the epoch (a spend's mark) and an undo, which read it before, find it moved.
+      if (epochAt >= 0 && isHolderToken(guard)) Atomics.add(w, epochAt, 1);
       return token;
     }
     Atomics.compareExchange(w, base + S_TAT, token, guard);
@@ -115,7 +106,7 @@ export function release(w: Int32Array, base: number, free: number, token: number
 export function givingBack<T>(
   w: Int32Array, base: number, ctrl: number, free: number, epochAt: number, owner: number, takeOverMs: number, gone: T, write: () => T,
 ): T {
-  const token = hold(w, base, ctrl, owner, takeOverMs, true);
+  const token = hold(w, base, ctrl, owner, takeOverMs, true, epochAt);
   if (token === GONE) return gone;
   try {
     return write();

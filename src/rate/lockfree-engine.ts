@@ -10,7 +10,7 @@ import type { SlotRef } from '../table/slot-index.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { DONE } from '../table/slot-lock.js';
 import { freeGuard } from './lockfree-reclaim.js';
-import { BUSY, GONE, givingBack, heldByTakeOver, hold, isHolderToken, release } from './give-back-guard.js';
+import { BUSY, GONE, givingBack, hold, isHolderToken, release } from './give-back-guard.js';
 import { FreshState, NONE } from './fresh-state.js';
 import type { LockAges } from '../table/slot-lock.js';
 
@@ -260,8 +260,8 @@ export class LockFreeEngine {
    * and the window would admit again (an undo holding the guard after us finds the epoch moved
    * and keeps its spend instead). Fills `result`; returns DONE or RELOCATE.
    */
-  forceGuarded(ref: SlotRef, stateBase: number, cost: number): number {
-    return this.#givingBack(ref.base, ref.ctrl, stateBase, RELOCATE, () => this.force(ref, stateBase, cost, -1));
+  forceGuarded(ref: SlotRef, stateBase: number, cost: number, blockMs = -1): number {
+    return this.#givingBack(ref.base, ref.ctrl, stateBase, RELOCATE, () => this.force(ref, stateBase, cost, blockMs));
   }
 
   /**
@@ -285,14 +285,14 @@ export class LockFreeEngine {
     const area = this.#area;
     area.state = stateBase;
     return this.#givingBack(base, ctrl, stateBase, RELOCATE, () => {
-      // A spend's give-back (mark) gives only while no give-back of any kind ran on the key since
-      // the spend's decision read its epoch (Atomics.load under the guard: each adds 1 under it
-      // before letting it go), and no holder died holding the guard (it may have written and not
-      // moved the epoch on). A reset among them wrote the state fresh: it counts later
-      // admissions, not the spend. A reward or another spend's give-back may not have been a
-      // reset, but one epoch cannot tell, and giving nothing is conservative (overlapping
-      // requests of one key each give back only while no other did since its decision).
-      if (mark !== null && (heldByTakeOver() || Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch)) return DONE;
+      // A spend's give-back (mark) gives only while no give-back of any kind, no block and no
+      // takeover of the guard ran on the key since the spend's decision read its epoch
+      // (Atomics.load under the guard: each adds 1 to it under the guard). A reset among them
+      // wrote the state fresh, which counts later admissions, not the spend; a block's end must
+      // not move earlier. A reward or another spend's give-back may not have been a reset, but
+      // one epoch cannot tell, and giving nothing is conservative (overlapping requests of one
+      // key each give back only while no other did since its decision).
+      if (mark !== null && Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch) return DONE;
       set.detail = true;
       set.forcing = -1;
       try {

@@ -50,6 +50,12 @@ export function lockFreeSlotState(
       // compareExchange from the exact word seen (free, or a stopped reclaimer's token): our
       // token goes in before we read any state, so a decision committing after our reads sees it.
       if (token === cur || Atomics.compareExchange(w, base + S_TAT, cur, token) !== cur) return NOT_IDLE;
+      // A holder taken over (a give-back or an undo that died, or stalled past the reuse age) may
+      // have written and not moved the key's epoch on: moved now, at once, while the guard is
+      // ours (Atomics.add), so that a give-back bound to the epoch (a spend's mark) finds it moved
+      // even after we give the guard back as free (found by an attack: a reset that died after
+      // its fresh writes, then a sweep, and the spend's give-back took from the fresh state).
+      if (epochOffset >= 0 && isHolderToken(cur)) Atomics.add(w, base + stateOffset + epochOffset, 1);
       // lastSec, then the clock: a stamp never later than the reading (else the idle time,
       // taken modulo 2^32, would read as stale). States raised since are cancelled by #settle.
       const lastSec = Atomics.load(w, base + S_LAST_SEC);

@@ -58,6 +58,13 @@ describe('windowGiveBack', () => {
   });
 });
 
+/** Resets 'k' in a worker that dies holding the key's guard, after the reset's writes (test/fixtures/dead-reset-worker.mjs). */
+async function deadReset(rl: RateLimiter): Promise<void> {
+  const worker = new Worker(new URL('../fixtures/dead-reset-worker.mjs', import.meta.url), { workerData: { handle: rl.handle } });
+  await new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject); });
+  await worker.terminate();
+}
+
 describe('windowGiveBack and reset', () => {
   // Found by an attack (on the Redis twin; the shared-memory limiter did the same): a reset while
   // a request ran wrote the key fresh, the next admissions counted in that fresh state, and the
@@ -114,16 +121,19 @@ describe('windowGiveBack and reset', () => {
 
   // Found by the same attack: a reset that died after writing the key fresh, before it moved the
   // epoch on, left the give-back that took its guard over an epoch that named the spend's state.
-  it('found: a reset that died holding the guard leaves nothing to give back', async () => {
+  // And found by the next attack, once the give-back looked for a takeover of its own: a sweep
+  // took the dead holder's guard over first (the key was not idle) and gave it back as free, and
+  // the give-back then found neither a holder to take over nor a moved epoch. Whoever takes a
+  // holder's guard over now moves the epoch on at once.
+  it.each([false, true])('found: a reset that died holding the guard leaves nothing to give back (a sweep first: %s)', async (sweep) => {
     const rl = new RateLimiter({ limit: { permits: 1, periodMs: 3_600_000 }, algorithm: 'fixed-window', maxKeys: 8, ...stagedReuse(1) });
     expect(rl.allow('k')).toBe(true);
     const back = windowGiveBack(rl, 'k', 1);
-    const worker = new Worker(new URL('../fixtures/dead-reset-worker.mjs', import.meta.url), { workerData: { handle: rl.handle } });
-    await new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject); });
-    await worker.terminate(); // it wrote k fresh and died holding the guard
+    await deadReset(rl); // it wrote k fresh and died holding the guard
     expect(rl.allow('k')).toBe(true); // the fresh state's one permit
     pastReclaimGuard(1);
-    back(); // takes the dead holder's guard over: gives nothing
+    if (sweep) expect(rl.sweep()).toBe(0); // takes the dead holder's guard over, finds k not idle
+    back(); // gives nothing
     expect(rl.allow('k')).toBe(false);
   });
 });
@@ -140,6 +150,40 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
     const giveBack = spendGiveBack(rl, 'k', 1);
     expect(rl.tryAcquire('k').allowed).toBe(false);
     giveBack();
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+  });
+
+  // Limits that keep the key owing for the hour, so that the sweep finds it not idle.
+  const hourCases: [string, Limit[], Limit | undefined][] = [
+    ['two GCRA limits', [{ permits: 1, periodMs: 3_600_000, burst: 1 }, { permits: 10, periodMs: 3_600_000 }], undefined],
+    ['a GCRA limit under a cap', [{ permits: 1, periodMs: 3_600_000, burst: 1 }], { permits: 100, periodMs: 1_000 }],
+  ];
+
+  it.each(hourCases)('found: %s: a reset that died holding the guard, then a sweep, leaves nothing to give back', async (_name, limit, globalLimit) => {
+    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, ...stagedReuse(1) });
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    const back = spendGiveBack(rl, 'k', 1);
+    await deadReset(rl);
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    pastReclaimGuard(1);
+    rl.sweep();
+    back();
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+  });
+
+  // Found by an attack: a block does not give back, so it left the epoch as it was, and the
+  // spend's give-back after it lowered the block's debt by an interval: a request passed inside
+  // the block. A block now runs under the key's guard and moves the epoch on.
+  it.each(gcraCases)('found: %s: a block between a spend and its give-back ends no earlier than asked', (_name, limit, globalLimit) => {
+    let t = 100_000;
+    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, maxBlockMs: 60_000, clock: { now: () => t } });
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    const back = spendGiveBack(rl, 'k', 1);
+    rl.block('k', 10_000); // every request refused until 110,000
+    back();
+    t = 109_999;
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+    t = 111_000; // past the block (its last interval rounds up to ticks)
     expect(rl.tryAcquire('k').allowed).toBe(true);
   });
 
