@@ -97,7 +97,7 @@ export default [
     what: "a penalty on windows forced as on GCRA, without the key's guard and epoch: a decision that committed the first window "
       + 'before it and takes that back after it subtracts from the count the penalty left full, and the window admits once more',
     scenario: 'window-penalty',
-    edits: [{ file: 'rate/lockfree-engine.js', from: 'return this.#givingBack(ref.base, ref.ctrl, stateBase, RELOCATE, () => this.force(ref, stateBase, cost, blockMs));', to: 'return this.force(ref, stateBase, cost, blockMs);' }],
+    edits: [{ file: 'rate/lockfree-engine.js', from: 'return this.#givingBack(ref.base, ref.ctrl, stateBase, RELOCATE, () => this.force(ref, stateBase, cost, -1));', to: 'return this.force(ref, stateBase, cost, -1);' }],
   },
   {
     name: "(planted) a spend's give-back that ignores the key's epoch",

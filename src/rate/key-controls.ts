@@ -149,16 +149,16 @@ export class LimitsControls {
   }
 
   /**
-   * As OneLimitControls.block, on every key limit: each refuses until the block's end. Under the
-   * key's give-back guard, the epoch moved on after it (LockFreeEngine.forceGuarded): a spend's
-   * give-back made after it (skipFailedRequests) finds the epoch moved and gives nothing, so the
-   * block ends no earlier than asked (found by an attack: the give-back's reward lowered it by an
-   * interval).
+   * As OneLimitControls.block, on every key limit: each refuses until the block's end. Lock-free:
+   * it moves the key's epoch on before its commits (LockFreeEngine.force), so that a spend's
+   * give-back (skipFailedRequests), which looks at the epoch on each try, gives nothing after it
+   * and the block ends no earlier than asked (found by an attack: the give-back's reward lowered
+   * it by an interval).
    */
   block(key: string, ms: number): KeyState {
     this.#gcraOnly('block');
     checkBlockMs(ms);
-    if (!this.#forceGuarded(key, 1, ms)) {
+    if (!this.#force(key, 1, ms)) {
       throw new RangeError(`block(${JSON.stringify(key)}, ${ms}) is longer than this limiter's key state holds ` +
         `(${this.maxBlockMs} ms; make the limiter with a larger maxBlockMs); nothing was written`);
     }
@@ -215,16 +215,13 @@ export class LimitsControls {
     }
   }
 
-  /**
-   * A window penalty, or a block (`blockMs` >= 0), under the key's give-back guard on its slot
-   * (inserting it), found again while it moves; false when the state cannot hold it.
-   */
-  #forceGuarded(key: string, cost: number, blockMs = -1): boolean {
+  /** A window penalty on the key's slot (inserting it), found again while it moves. */
+  #forceGuarded(key: string, cost: number): void {
     const site = this.site;
     let entry = site.find(key);
     for (;;) {
       if (entry === undefined) throw new TableFullError(key);
-      if (this.engine.forceGuarded(entry, entry.base + site.stateOffset, cost, blockMs) !== RELOCATE) return this.engine.result.allowed;
+      if (this.engine.forceGuarded(entry, entry.base + site.stateOffset, cost) !== RELOCATE) return;
       entry = site.findAgain(key);
     }
   }

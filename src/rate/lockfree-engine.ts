@@ -229,6 +229,14 @@ export class LockFreeEngine {
     set.forcing = blockMs;
     // A block forces every limit whatever `cost` says; a penalty of cost 0 is a probe.
     const spend = blockMs >= 0 ? 1 : cost;
+    // A block moves the key's give-back epoch on before any of its commits (Atomics.add,
+    // seq-cst): a spend's give-back (giveBack with a mark), which loads the epoch on each try
+    // before its snapshot, either finds it moved and gives nothing, or read it before this add,
+    // and then its compareExchanges, from a snapshot taken before our commits, fail on the words
+    // we raised and it looks again. A reward that landed first is raised over (a block raises
+    // every limit to its end, never lowers). The undo needs no guard against a GCRA block: it
+    // takes back by compareExchange from the word it wrote, which our raise fails.
+    if (blockMs >= 0 && this.#epochOffset >= 0) Atomics.add(this.#w, stateBase + this.#epochOffset, 1);
     try {
       for (;;) {
         set.loadStates(key, area);
@@ -260,8 +268,8 @@ export class LockFreeEngine {
    * and the window would admit again (an undo holding the guard after us finds the epoch moved
    * and keeps its spend instead). Fills `result`; returns DONE or RELOCATE.
    */
-  forceGuarded(ref: SlotRef, stateBase: number, cost: number, blockMs = -1): number {
-    return this.#givingBack(ref.base, ref.ctrl, stateBase, RELOCATE, () => this.force(ref, stateBase, cost, blockMs));
+  forceGuarded(ref: SlotRef, stateBase: number, cost: number): number {
+    return this.#givingBack(ref.base, ref.ctrl, stateBase, RELOCATE, () => this.force(ref, stateBase, cost, -1));
   }
 
   /**
@@ -285,18 +293,20 @@ export class LockFreeEngine {
     const area = this.#area;
     area.state = stateBase;
     return this.#givingBack(base, ctrl, stateBase, RELOCATE, () => {
-      // A spend's give-back (mark) gives only while no give-back of any kind, no block and no
-      // takeover of the guard ran on the key since the spend's decision read its epoch
-      // (Atomics.load under the guard: each adds 1 to it under the guard). A reset among them
-      // wrote the state fresh, which counts later admissions, not the spend; a block's end must
-      // not move earlier. A reward or another spend's give-back may not have been a reset, but
-      // one epoch cannot tell, and giving nothing is conservative (overlapping requests of one
-      // key each give back only while no other did since its decision).
-      if (mark !== null && Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch) return DONE;
       set.detail = true;
       set.forcing = -1;
       try {
         for (;;) {
+          // A spend's give-back (mark) gives only while no give-back of any kind, no block and no
+          // takeover of the guard ran on the key since the spend's decision read its epoch. Each
+          // adds 1 to it: a give-back or a takeover under the guard, a block before its commits
+          // (force). Atomics.load on each try, before its snapshot (see force for a block that
+          // races it). A reset wrote the state fresh, which counts later admissions, not the
+          // spend; a block's end must not move earlier. A reward or another spend's give-back
+          // may not have been a reset, but one epoch cannot tell, and giving nothing is
+          // conservative (overlapping requests of one key each give back only while no other
+          // did since its decision).
+          if (mark !== null && Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch) return DONE;
           set.loadStates(key, area);
           const lastSec = this.#stampThenRead(ref);
           if (this.#ctrlAt(base) !== ctrl) return RELOCATE;

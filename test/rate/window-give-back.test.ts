@@ -173,7 +173,8 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
 
   // Found by an attack: a block does not give back, so it left the epoch as it was, and the
   // spend's give-back after it lowered the block's debt by an interval: a request passed inside
-  // the block. A block now runs under the key's guard and moves the epoch on.
+  // the block. A block now moves the epoch on before its commits (lock-free: a version that took
+  // the key's guard waited 30 s behind a holder that died, found by the next attack).
   it.each(gcraCases)('found: %s: a block between a spend and its give-back ends no earlier than asked', (_name, limit, globalLimit) => {
     let t = 100_000;
     const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, maxBlockMs: 60_000, clock: { now: () => t } });
@@ -185,6 +186,16 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
     expect(rl.tryAcquire('k').allowed).toBe(false);
     t = 111_000; // past the block (its last interval rounds up to ticks)
     expect(rl.tryAcquire('k').allowed).toBe(true);
+  });
+
+  it.each(hourCases)('%s: a block does not wait for a holder that died (lock-free)', async (_name, limit, globalLimit) => {
+    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, maxBlockMs: 60_000 });
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    await deadReset(rl); // the key's guard held by a worker that died
+    const t0 = performance.now();
+    rl.block('k', 1_000);
+    expect(performance.now() - t0).toBeLessThan(5_000); // the default reuse age, 30 s, is what a wait would take
+    expect(rl.tryAcquire('k').allowed).toBe(false);
   });
 
   // The windows' case (above), on GCRA: a reward after a reset took from the admission after it.
