@@ -75,6 +75,17 @@ async function heldRequest(mw: unknown): Promise<{ url: string; finish: () => Pr
   };
 }
 
+/** A Fastify 5 app with the plugin on `limiter` and skipFailedRequests: /ok answers 200, /fail 500. */
+async function fastifyApp(limiter: unknown): Promise<string> {
+  const app = Fastify();
+  await app.register(sluice, { limiter, skipFailedRequests: true } as Parameters<typeof sluice>[1]);
+  app.get('/ok', async () => 'ok');
+  app.get('/fail', async (_req, reply) => reply.code(500).send('failed'));
+  await app.listen({ port: 0, host: CLIENT });
+  closers.push(() => app.close());
+  return `http://${CLIENT}:${(app.server.address() as AddressInfo).port}`;
+}
+
 async function statuses(url: string, paths: string[]): Promise<number[]> {
   const out = [];
   for (const p of paths) {
@@ -435,13 +446,7 @@ describe('skipFailedRequests (Fastify 5 plugin)', () => {
     ['a fixed window', { algorithm: 'fixed-window' as const }],
   ])('a route answering 500 gives its spend back; 200s count (%s)', async (_name, algorithm) => {
     const l = new RateLimiter({ limit: perMinute(2), maxKeys: 16, clock: new ManualClock(1_000), ...algorithm });
-    const app = Fastify();
-    await app.register(sluice, { limiter: l, skipFailedRequests: true });
-    app.get('/ok', async () => 'ok');
-    app.get('/fail', async (_req, reply) => reply.code(500).send('failed'));
-    await app.listen({ port: 0, host: CLIENT });
-    closers.push(() => app.close());
-    const url = `http://${CLIENT}:${(app.server.address() as AddressInfo).port}`;
+    const url = await fastifyApp(l);
     expect(await statuses(url, ['/fail', '/fail', '/fail', '/fail'])).toEqual([500, 500, 500, 500]);
     await until(() => l.get(CLIENT)?.remaining === 2);
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
@@ -455,13 +460,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests (Fastify 5 plugin) on a R
     const clock = new ManualClock(1_000);
     const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-fastify:', algorithm: 'fixed-window', limit: perMinute(2) });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
-    const app = Fastify();
-    await app.register(sluice, { limiter: l, skipFailedRequests: true });
-    app.get('/ok', async () => 'ok');
-    app.get('/fail', async (_req, reply) => reply.code(500).send('failed'));
-    await app.listen({ port: 0, host: CLIENT });
-    closers.push(() => app.close());
-    const url = `http://${CLIENT}:${(app.server.address() as AddressInfo).port}`;
+    const url = await fastifyApp(l);
     for (let i = 0; i < 3; i++) {
       expect(await statuses(url, ['/fail'])).toEqual([500]);
       let back = false;
