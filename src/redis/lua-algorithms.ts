@@ -44,7 +44,7 @@ local function ms(us) return math.max(1, math.ceil(us / 1000)) + pad end
 /**
  * A window state's parts. `fields`: every field as a number (the refunds). A decision reads the
  * counts alone and keeps the tail after them (':until:born', or '' in a state written before
- * those fields) as a string: `tailBlock` is its block end when ahead of now (else 0), `tailOf`
+ * those fields) as a string: `ahead` is a block end when ahead of now (else 0), `tailBlock` the tail's, `tailOf`
  * the tail a write stores (the loaded one unchanged, so that a decision formats no more numbers
  * than its counts; a new one for a state made now, born now, or blocked by this call). `blocked`
  * lengthens a check's wait `w` to the block's end.
@@ -55,20 +55,19 @@ local function fields(v)
   for x in string.gmatch(v, '[^:]+') do out[#out + 1] = tonumber(x) end
   return out
 end
-local function blockEnd(f, at)
-  local u = f[at]
+local function ahead(u)
   if u and u > now then return u end
   return 0
 end
+local function blockEnd(f, at)
+  return ahead(f[at])
+end
 local function tailPart(u, b)
-  if u <= now then u = 0 end
-  return ':' .. int(u) .. ':' .. int(b)
+  return ':' .. int(ahead(u)) .. ':' .. int(b)
 end
 local function tailBlock(tail)
   if tail == '' then return 0 end
-  local u = tonumber(string.match(tail, '^:([^:]+)'))
-  if u and u > now then return u end
-  return 0
+  return ahead(tonumber(string.match(tail, '^:([^:]+)')))
 end
 local function tailOf(s)
   if s.tail ~= nil and not s.reblock then return s.tail end
