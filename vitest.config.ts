@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Property tests repeat: one fixed fast-check seed unless FC_SEED says otherwise.
+    setupFiles: ['test/setup/fast-check.ts'],
     // Two test files at a time, on 2 cores as on more: the tests that count on contention or
     // timing keep trying until they see it, so a busy core never fails one.
     maxWorkers: 2,
