@@ -1,4 +1,4 @@
-import { lagTicks, MAX_WIDE_AHEAD_TICKS, wideDebt, WIDE_TICKS_PS, wideStaleUnits, type GcraParams } from '../math/gcra.js';
+import { lagTicks, MAX_WIDE_AHEAD_TICKS, wideDebt, wideUnspentTicks, WIDE_TICKS_PS, wideStaleUnits, type GcraParams } from '../math/gcra.js';
 import { isStale, raiseStamp, STALE_UNIT_MS, staleUnitAt, unitsAhead } from '../time/stamps.js';
 import { maxWaitTicks, ticksToMs } from '../time/ticks.js';
 import { ticks64, Ticks64 } from '../time/ticks64.js';
@@ -130,15 +130,19 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
       v.latestMs = Infinity; // a GCRA slot holds for any later act
       spent = cost;
     },
-    force(m, _stale, cost, blockMs, clamp, v: Verdict) {
+    force(m, _stale, cost, blockMs, clamp, v: Verdict, sinceMs = Infinity) {
       decode(m); // a reading behind the state's unit is judged at that unit's start: a later block
       const horizon = MAX_WIDE_AHEAD_TICKS - lagTicks(p);
       // after = the debt the key is left with (a penalty adds its cost; a block raises to its
       // debt, or one tick past a debt already as long), as in the narrow force.
       if (blockMs < 0 && cost < 0) {
         // A reward (a negative cost, under the key's lock or give-back guard): the debt less it,
-        // never below fresh.
+        // never below fresh; a spend's give-back no more than what of that spend is still ahead
+        // (past 2^53 ticks, less a margin of 2^-50 of them for the float arithmetic).
         mul(-cost, t, spend);
+        const all = -cost * t;
+        const bound = wideUnspentTicks(-cost, t, sinceMs, m.ms + behindMs, now, ticks, over); // at the reading decoded
+        if (bound < all) fromNumber(Math.max(0, Math.floor(all > 2 ** 53 ? bound - all * 2 ** -50 : bound)), spend);
         if (compare(d.hi, d.lo, spend.hi, spend.lo) <= 0) { after.hi = 0; after.lo = 0; }
         else sub(d.hi, d.lo, spend.hi, spend.lo, after);
       } else if (blockMs < 0) {

@@ -1,4 +1,4 @@
-import { admit, blockDebtTicks, debtOf, gcraParams, lagTicks, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
+import { admit, blockDebtTicks, debtOf, gcraParams, lagTicks, MAX_AHEAD_TICKS, remainingAt, unspentTicks, waitTicks, type GcraParams } from '../math/gcra.js';
 import { maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
 import type { Limit } from '../config/limit.js';
 import { wideGcra } from './gcra-64.js';
@@ -116,14 +116,16 @@ export class NarrowGcra implements LimitAlgorithm {
     this.#spentCost = cost;
   }
 
-  force(m: Moment, stale: boolean, cost: number, blockMs: number, clamp: boolean, v: Verdict): void {
+  force(m: Moment, stale: boolean, cost: number, blockMs: number, clamp: boolean, v: Verdict, sinceMs = Infinity): void {
     const p = this.#p;
     const d = this.#debt(m, stale);
     const horizon = MAX_AHEAD_TICKS - lagTicks(p);
     const block = blockMs < 0 ? -1 : blockDebtTicks(blockMs, p);
-    // A penalty adds its cost (a reward's negative cost gives back, never below fresh); a block
-    // raises to its debt, or one tick past a debt already as long.
-    let n = block < 0 ? Math.max(0, d + cost * p.intervalTicks) : Math.max(d + 1, block);
+    // A penalty adds its cost (a reward's negative cost gives back, never below fresh, and a
+    // spend's give-back no more than what of that spend is still ahead); a block raises to its
+    // debt, or one tick past a debt already as long.
+    const add = cost < 0 ? -Math.max(0, unspentTicks(-cost, sinceMs, m.ms, p)) : cost * p.intervalTicks;
+    let n = block < 0 ? Math.max(0, d + add) : Math.max(d + 1, block);
     if (n > horizon) {
       // Refused that long already, past the horizon (after a step back, or an old TAT under a
       // stamp a stopped decision raised): one tick less, still as long as the block, so that the

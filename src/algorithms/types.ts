@@ -124,8 +124,11 @@ export interface LimitAlgorithm {
    * (LockFreeEngine.giveBack), whose undos know of it. The windows have it for penalties and
    * rewards only (`blockMs` >= 0: `v.allowed` false), on their counts, and a window's penalty
    * runs under the give-back guard as well (LockFreeEngine.forceGuarded: it is clamped).
+   * `sinceMs`, for a GCRA reward: the reading of the spend it gives back (a spend's give-back:
+   * only what of that spend's slot is still ahead at `m`, math/gcra.ts `unspentTicks`), or
+   * Infinity for none; the windows bound theirs otherwise (LockFreeEngine.giveBack's `within`).
    */
-  force?(m: Moment, stale: boolean, cost: number, blockMs: number, clamp: boolean, v: Verdict): void;
+  force?(m: Moment, stale: boolean, cost: number, blockMs: number, clamp: boolean, v: Verdict, sinceMs?: number): void;
   /** Whether the state equals a fresh key's (so the key may be reclaimed). Loads its own snapshot. */
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean;
 }

@@ -9,19 +9,21 @@ import { givesBackInRedisWindows, RedisRateLimiter } from '../redis/redis-rate-l
  * `skipSuccessfulRequests` and `skipFailedRequests`, as express-rate-limit has them: an admitted
  * request's spend is given back once its response shows it should not have counted. A response
  * of status 400 or above failed, as does a connection closed before the response ended (aborted).
- * The spend comes back by the limiter's `reward`: `cost` intervals, never below a fresh key's
- * state, so it never credits more than the request took (if the key's debt drained meanwhile,
- * less). Once per request, whichever of the response's events come. A reward that fails (Redis
- * did not answer; a policy pair's rule changed to another algorithm meanwhile) leaves the spend
- * counted: the client is limited a little sooner, never later. On a RateLimiter of fixed or
- * sliding windows, shared or on Redis, the spend comes back only into the windows it was counted
- * in: a response that ends after one of them did gives nothing back (rate-limiter.ts,
- * windowGiveBack; redis-rate-limiter.ts, redisWindowGiveBack, by the admission's Redis time; an
- * admission a lease of the local tier answered keeps its spend), and never after a reset of the
- * key took the spend away. A shared-memory policy request whose rule is not GCRA when it is
+ * On GCRA the spend comes back as a reward of no more than what of it is still ahead when the
+ * response ends (its slot ends at least `cost` intervals after its admission's reading: what
+ * drained since stays spent, math/gcra.ts `unspentTicks`; rate-limiter.ts spendGiveBack,
+ * policy-limiter.ts policyGiveBack, redis-rate-limiter.ts redisSpendGiveBack by the admission's
+ * Redis time), never below a fresh key's state. Once per request, whichever of the response's
+ * events come. A give-back that fails (Redis did not answer; a policy pair's rule changed to
+ * another algorithm meanwhile) leaves the spend counted: the client is limited a little sooner,
+ * never later. On a RateLimiter of fixed or sliding windows, shared or on Redis, the spend comes
+ * back only into the windows it was counted in: a response that ends after one of them did gives
+ * nothing back (rate-limiter.ts, windowGiveBack; redis-rate-limiter.ts, redisSpendGiveBack), and
+ * never after a reset of the key took the spend away. On Redis an admission a lease of the local
+ * tier answered keeps its spend. A shared-memory policy request whose rule is not GCRA when it is
  * decided keeps its spend, as does a sliding log (their rewards give back in the window or log
  * they run in, which may be a later one than the spend's); a RedisPolicyLimiter gives back by the
- * rule that decided (redis-policy-limiter.ts, redisPolicyGiveBack).
+ * rule that decided, into its keys (redis-policy-limiter.ts, redisPolicyGiveBack).
  *
  * Thread-safety: the listeners run on the response's thread, which is the limiter's.
  */

@@ -7,7 +7,8 @@ import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { RateLimiter, spendGiveBack, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
 import { keepRedisPolicySpends, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
-import { keepRedisSpends, RedisRateLimiter, redisWindowGiveBack } from '../redis/redis-rate-limiter.js';
+import { policyGiveBack } from '../policy/policy-limiter.js';
+import { keepRedisSpends, RedisRateLimiter, redisSpendGiveBack } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
 import { observers, OBSERVER_NAMES, type ObserverOptions } from './observers.js';
@@ -309,16 +310,14 @@ function checkOf<Req>(
     const name = (key: string): string => key;
     if (limiter instanceof RedisRateLimiter) {
       if (!givesBack) return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => outcome(d, fixed)), name);
-      if (limiter.algorithm !== 'gcra') {
-        // Windows give back only into the admission's own windows, by its Redis time.
-        keepRedisSpends(limiter);
-        return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => {
-          const o = outcome(d, fixed);
-          const back = admitted(o, n) ? redisWindowGiveBack(limiter, d, key, n) : undefined;
-          return back === undefined ? o : givingBack(o, n, back);
-        }), name);
-      }
-      return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => givingBack(outcome(d, fixed), n, () => limiter.reward(key, n))), name);
+      // By the admission's Redis time: windows give back only into its own windows, GCRA only
+      // what of its spend is still ahead.
+      keepRedisSpends(limiter);
+      return keyed(keyOf, (key, n) => limiter.tryAcquire(key, n).then((d) => {
+        const o = outcome(d, fixed);
+        const back = admitted(o, n) ? redisSpendGiveBack(limiter, d, key, n) : undefined;
+        return back === undefined ? o : givingBack(o, n, back);
+      }), name);
     }
     if (!givesBack) return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed), name);
     // Windows give back only into the admission's own windows (windowGiveBack, made right after it).
@@ -355,8 +354,11 @@ function checkOf<Req>(
       }), user);
     }
     if (!givesBack) return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
-    return keyed(keyOf, (request, n) =>
-      givingBack(outcome(limiter.tryAcquire(request, n), fields(request)), n, () => limiter.reward(request, n), () => gcra(request)), user);
+    // GCRA: a reward bounded by the admission's reading (policyGiveBack), made right after it.
+    return keyed(keyOf, (request, n) => {
+      const o = outcome(limiter.tryAcquire(request, n), fields(request));
+      return admitted(o, n) && gcra(request) ? givingBack(o, n, policyGiveBack(limiter, request, n)) : o;
+    }, user);
   }
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);
 }

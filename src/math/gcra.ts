@@ -1,7 +1,8 @@
 import { validateLimit, type Limit } from '../config/limit.js';
-import { ceilTicks } from '../time/ticks.js';
+import { ceilTicks, ticksAt } from '../time/ticks.js';
+import type { Ticks64 } from '../time/ticks64.js';
 import { isStale, STALE_UNIT_MS } from '../time/stamps.js';
-import { sub, type Pair } from './int64.js';
+import { sub, toNumber, type Pair } from './int64.js';
 
 /**
  * The Generic Cell Rate Algorithm on integers, with no storage and no clock.
@@ -275,4 +276,39 @@ export function wideDebt(hi: number, lo: number, now: Pair, wraps: boolean, stal
  */
 export function blockDebtTicks(ms: number, p: GcraParams): number {
   return ceilTicks((ms * 1e9) / p.tickPs) + 1 + p.toleranceTicks - p.intervalTicks;
+}
+
+/**
+ * What a give-back of `cost` may return, in ticks at width 32, when the spend it gives back was
+ * decided at the reading `sinceMs` and the give-back decides at `nowMs` (both as the decisions
+ * read them: `ticksAt`): the part of the spend's own slot still ahead of now, at least. The slot
+ * started no earlier than its decision's reading (where the key's debt then ended, or at that
+ * reading), so it ends at least `cost` intervals after `sinceMs`; what of those has passed since
+ * was spent whatever happened after (a spend long drained that came back whole lowered the debt
+ * that later admissions built, and let one more pass at the same instant: docs/design.md,
+ * section 6, "A spend's give-back"). 0 or less: nothing. A reading earlier than `sinceMs` (or
+ * `sinceMs` Infinity: a plain reward) bounds nothing: the whole cost.
+ */
+export function unspentTicks(cost: number, sinceMs: number, nowMs: number, p: { intervalTicks: number; tickPs: number }): number {
+  const all = cost * p.intervalTicks;
+  if (!(nowMs > sinceMs)) return all;
+  // Every interval drained (the estimate is within a tick of the exact difference): nothing, and
+  // a difference of 2^31 ticks or more would not decode below.
+  if (((nowMs - sinceMs) * 1e9) / p.tickPs >= all + 1) return 0;
+  // The ticks between the two readings exactly as the decisions took them (modulo 2^32; less
+  // than MAX_AHEAD_TICKS + 1 here, so the difference decodes).
+  return all - ((ticksAt(nowMs, p) - ticksAt(sinceMs, p)) | 0);
+}
+
+/**
+ * `unspentTicks` at width 64: `cost` intervals of `t` ticks less the ticks from `sinceMs` to
+ * `now` (the give-back's reading, already in `ticks`' 64-bit ticks), `ticks` and `scratch` used
+ * as scratch. A float: exact below 2^53 ticks; the caller keeps a margin past that.
+ */
+export function wideUnspentTicks(cost: number, t: number, sinceMs: number, nowMs: number, now: Pair, ticks: Ticks64, scratch: Pair): number {
+  const all = cost * t;
+  if (!(nowMs > sinceMs)) return all;
+  ticks.read(sinceMs);
+  sub(now.hi, now.lo, ticks.hi, ticks.lo, scratch);
+  return all - toNumber(scratch.hi, scratch.lo);
 }

@@ -80,6 +80,9 @@ const NOT_GCRA = -1;
 /** How long to wait after a refusal because the pair's rules could not be read (see #prepare). */
 const UNREADABLE_RETRY_MS = 1;
 
+/** Set by PolicyLimiter's static block: `policyGiveBack` reads its privates. */
+let policyGiveBackOf: (limiter: PolicyLimiter, request: PolicyRequest, cost: number) => () => void;
+
 /**
  * Rate limits chosen per request from rules: per user, per API, per (user, api), and a default.
  * The rules live in shared memory: `setRules` from any thread takes effect in every thread on its
@@ -100,6 +103,10 @@ const UNREADABLE_RETRY_MS = 1;
  * Thread-safety: every method may run on any thread at the same time; one instance per thread.
  */
 export class PolicyLimiter {
+  static {
+    policyGiveBackOf = (limiter, request, cost) => limiter.#spendGiveBack(request, cost);
+  }
+
   #site!: TableSite;
   /** This instance's decision hook (options.onDecision), or null. */
   #onDecision: DecisionHook<PolicyRequest> | null = null;
@@ -149,6 +156,8 @@ export class PolicyLimiter {
    */
   #forcing: number | null = null;
   #forceCost = 0;
+  /** A spend's give-back (`policyGiveBack`): the reading of the spend, which bounds the reward; Infinity otherwise. */
+  #forceSince = Infinity;
   #forced = FORCED;
   /** The pair's limits that a penalty's, reward's or block's earlier tries committed (forceUnderLock). */
   readonly #forceProgress = { landed: 0, at: -1, limits: 0 };
@@ -323,6 +332,22 @@ export class PolicyLimiter {
     return this.#control('reward', request, cost, -1);
   }
 
+  /** `policyGiveBack` (below the class). */
+  #spendGiveBack(request: PolicyRequest, cost: number): () => void {
+    const sinceMs = this.#engine.nowMs;
+    return () => {
+      // A reward no more than what of the spend is still ahead; a TypeError, nothing written,
+      // when the pair's rule is no longer GCRA (a reward under a window rule would give back in
+      // whatever window it decides).
+      this.#forceSince = sinceMs;
+      try {
+        this.#control('reward', request, cost, -1);
+      } finally {
+        this.#forceSince = Infinity;
+      }
+    };
+  }
+
   /**
    * Refuses every request of the pair for `ms` from now (a ban) under every limit of its rule,
    * inserting the pair if needed, and returns its state after: refusals meanwhile report the time
@@ -397,6 +422,7 @@ export class PolicyLimiter {
     }
     const outcome = forceUnderLock(
       w, this.#shapeAt + 1, lastSecAt, this.#rule.limits, m, holds, this.#forceCost, this.#forcing as number, this.#verdict, progress,
+      this.#forceSince,
     );
     if (outcome === LOCK_LOST) return false; // the engine decides again (and forces again)
     this.#forced = outcome;
@@ -586,3 +612,16 @@ export class PolicyLimiter {
     };
   }
 }
+
+/**
+ * The HTTP give-back of a PolicyLimiter's latest admission of `request` (`cost`; called on the
+ * limiter's thread right after it, while the pair's rule is GCRA): a reward of no more than what
+ * of that admission's spend is still ahead when it runs (math/gcra.ts `unspentTicks`). It throws,
+ * writing nothing, when the pair's rule is no longer GCRA by then (http/give-back.ts keeps the
+ * spend).
+ * @internal
+ */
+export function policyGiveBack(limiter: PolicyLimiter, request: PolicyRequest, cost: number): () => void {
+  return policyGiveBackOf(limiter, request, cost);
+}
+

@@ -26,11 +26,12 @@ export const LOCK_LOST = 2;
  * locked protocol, also after its writes landed (a decision of cost 0 spends nothing, so the
  * protocol cannot tell), and forcing those limits again would apply the control twice: a reward
  * given back twice (found by the explorer, locked-controls: three admitted on a log of two).
- * Each try forces and commits only the limits after them.
+ * Each try forces and commits only the limits after them. `sinceMs`: a spend's give-back's bound
+ * (LimitAlgorithm.force), Infinity for none.
  */
 export function forceUnderLock(
   w: Int32Array, state: number, lastSecAt: number, g: LimitGroup, m: Moment, holds: () => boolean, cost: number, blockMs: number, v: Verdict,
-  progress: { landed: number },
+  progress: { landed: number }, sinceMs = Infinity,
 ): number {
   const n = g.algorithms.length;
   if (progress.landed >= n) return FORCED; // every limit took it in an earlier try
@@ -39,7 +40,7 @@ export function forceUnderLock(
   for (let i = progress.landed; i < n; i++) {
     const a = g.algorithms[i] as LimitAlgorithm;
     a.load(w, state + (g.offsets[i] as number));
-    (a.force as NonNullable<LimitAlgorithm['force']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, blockMs, false, v);
+    (a.force as NonNullable<LimitAlgorithm['force']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, blockMs, false, v, sinceMs);
     if (!v.allowed) return PAST_HORIZON;
   }
   if (!holds()) return LOCK_LOST;

@@ -1,5 +1,5 @@
 import type { Clock } from '../time/clock.js';
-import { admit, blockDebtTicks, keyDebtOf, MAX_AHEAD_TICKS, remainingAt, waitTicks, type GcraParams } from '../math/gcra.js';
+import { admit, blockDebtTicks, keyDebtOf, MAX_AHEAD_TICKS, remainingAt, unspentTicks, waitTicks, type GcraParams } from '../math/gcra.js';
 import { raiseStamp, unitsAhead } from '../time/stamps.js';
 import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
@@ -167,7 +167,7 @@ export class Gcra32 {
    * if it did (false: nothing of it is still ahead, or the key left the slot).
    */
   refund(ref: SlotRef, cost: number): boolean {
-    return this.#spend(ref, cost, REFUND, 0) === ALLOWED;
+    return this.#spend(ref, cost, REFUND, Infinity) === ALLOWED;
   }
 
   /**
@@ -183,7 +183,21 @@ export class Gcra32 {
    * REFUSED (nothing was ahead: nothing written) or RELOCATE.
    */
   reward(ref: SlotRef, cost: number): number {
-    return this.#spend(ref, cost, REFUND, 0);
+    return this.#spend(ref, cost, REFUND, Infinity);
+  }
+
+  /**
+   * A spend's give-back: `reward`, bounded by what of a spend decided at the reading `sinceMs`
+   * (`readingMs` after its decision) is still ahead (`unspentTicks`). ALLOWED, REFUSED (nothing
+   * to give: nothing written) or RELOCATE.
+   */
+  giveBack(ref: SlotRef, cost: number, sinceMs: number): number {
+    return this.#spend(ref, cost, REFUND, sinceMs);
+  }
+
+  /** The reading the last decision was made at, in ms (a spend's give-back is bounded from it: `giveBack`). */
+  get readingMs(): number {
+    return this.#readMs;
   }
 
   /** Gives back everything still ahead of now (the key reads as fresh): ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
@@ -205,9 +219,10 @@ export class Gcra32 {
   /**
    * The one loop of every mode (`mode`): snapshot, decide on it with the pure math of
    * math/gcra.ts, commit by one compareExchange from the snapshot, check the key still owns the
-   * slot; decide again on a lost race.
+   * slot; decide again on a lost race. `arg`: a reservation's longest wait in ticks, a block's
+   * debt in ticks, a refund's spend reading in ms (Infinity: no bound; see `giveBack`).
    */
-  #spend(ref: SlotRef, cost: number, mode: number, maxWaitTicks: number): number {
+  #spend(ref: SlotRef, cost: number, mode: number, arg: number): number {
     const w = this.#w;
     const p = this.#p;
     const base = ref.base;
@@ -255,21 +270,24 @@ export class Gcra32 {
       let next = 0;
       let outcome = COMMIT;
       if (mode === REFUND || mode === RESET) {
-        // What is still ahead of now, up to the reservation's own cost (all of it for a reset):
+        // What is still ahead of now, up to the reservation's own cost (all of it for a reset),
+        // and for a spend's give-back what of its slot is still ahead (at this reading, taken
+        // after the snapshot: every admission the snapshot holds read the clock before it):
         // never below now.
-        if (debt === 0) outcome = REFUSED;
-        else next = mode === RESET ? 0 : debt - Math.min(debt, cost * p.intervalTicks);
+        const give = mode === RESET ? debt : Math.max(0, unspentTicks(cost, arg, this.#readMs, p));
+        if (debt === 0 || (give === 0 && cost > 0)) outcome = REFUSED;
+        else next = debt - Math.min(debt, give);
       } else if (mode === BLOCK) {
-        // maxWaitTicks carries the block's debt: raised to, never lowered. A key that owes that
+        // arg carries the block's debt: raised to, never lowered. A key that owes that
         // much already still gets a write, one tick more: a decision that raised the stamp and
         // has not yet made its compareExchange (or stopped there) must find tat changed, or it
         // would land over the block (what it read may be an old TAT that only looks like debt).
-        next = Math.max(debt + 1, maxWaitTicks);
+        next = Math.max(debt + 1, arg);
         // Past the horizon: an error, unless the key is refused that long already (a clock that
         // stepped back): then one tick less, still as long as the block, so that the word changes.
         if (next > MAX_AHEAD_TICKS) {
-          if (debt < maxWaitTicks) outcome = TOO_LONG;
-          else if (debt > maxWaitTicks) next = debt - 1;
+          if (debt < arg) outcome = TOO_LONG;
+          else if (debt > arg) next = debt - 1;
           else outcome = ALLOWED; // exactly the block's debt: nothing to write
         }
         this.waitTicks = Math.max(0, next + p.intervalTicks - p.toleranceTicks);
@@ -287,7 +305,7 @@ export class Gcra32 {
       } else {
         next = debt + cost * p.intervalTicks;
         this.waitTicks = Math.max(0, next - p.toleranceTicks);
-        if ((mode === RESERVE && this.waitTicks > maxWaitTicks) || next > MAX_AHEAD_TICKS) outcome = TOO_LONG;
+        if ((mode === RESERVE && this.waitTicks > arg) || next > MAX_AHEAD_TICKS) outcome = TOO_LONG;
       }
       if (outcome === COMMIT && cost === 0) outcome = ALLOWED; // a probe writes nothing
       if (outcome !== COMMIT) return outcome;

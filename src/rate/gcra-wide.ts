@@ -1,7 +1,7 @@
 import type { Clock } from '../time/clock.js';
 import { ceilPs, ceilTicks, ticksToMs } from '../time/ticks.js';
 import { isStale, raiseStamp, STALE_UNIT_MS, unitsAhead } from '../time/stamps.js';
-import { MAX_WIDE_AHEAD_TICKS, wideDebt, type GcraParams } from '../math/gcra.js';
+import { MAX_WIDE_AHEAD_TICKS, wideDebt, wideUnspentTicks, type GcraParams } from '../math/gcra.js';
 import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type Pair, type QuotRem } from '../math/int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
@@ -68,6 +68,8 @@ export class WideGcra {
   readonly #fresh: Pair = pair();
   readonly #d: Pair = pair();
   readonly #n: Pair = pair();
+  /** A refund's ticks to give back when a give-back's bound is less than its cost's (#spend), else Infinity. */
+  #give = Infinity;
   readonly #qr: QuotRem = { q: 0, r: 0 };
   /** A block's debt (`block`): the debt the key is raised to. */
   readonly #blockDebt: Pair = pair();
@@ -193,14 +195,16 @@ export class WideGcra {
    */
   #commit(base: number, ctrl: number, at: number, cost: number, mode: number): number {
     const givesBack = mode === REFUND || mode === RESET;
-    const next = mode === RESET || mode === BLOCK ? this.#n : mul(cost, this.#p.intervalTicks, this.#n);
+    const next = mode === RESET || mode === BLOCK
+      ? this.#n
+      : givesBack && this.#give !== Infinity ? fromNumber(this.#give, this.#n) : mul(cost, this.#p.intervalTicks, this.#n);
     if (mode === BLOCK) {
       // now + the block's debt (more than the key's: #spend checked), fresh or not.
       add(this.#now.hi, this.#now.lo, this.#blockDebt.hi, this.#blockDebt.lo, next);
       if (this.#staleOn) this.#raise(base, this.#last, this.nowMs);
     } else if (givesBack) {
-      // TAT - min(debt, cost * t) (all the debt for a reset): back to now at the furthest (the
-      // snapshot is not fresh).
+      // TAT - min(debt, cost * t, or a give-back's bound) (all the debt for a reset): back to now
+      // at the furthest (the snapshot is not fresh).
       if (mode === RESET || compare(next.hi, next.lo, this.#d.hi, this.#d.lo) > 0) { next.hi = this.#d.hi; next.lo = this.#d.lo; }
       sub(this.#hi, this.#lo, next.hi, next.lo, next);
     } else {
@@ -252,7 +256,7 @@ export class WideGcra {
    * if it did (false: nothing of it is still ahead, or the key left the slot).
    */
   refund(ref: SlotRef, cost: number): boolean {
-    return this.#spend(ref.base, ref.ctrl, cost, REFUND, 0) === ALLOWED;
+    return this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity) === ALLOWED;
   }
 
   /** As Gcra32's: `cost` counted even beyond the burst, with no wait limit; ALLOWED, RELOCATE or TOO_LONG. */
@@ -262,7 +266,17 @@ export class WideGcra {
 
   /** As Gcra32's: `cost` intervals given back, never below now; ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
   reward(ref: SlotRef, cost: number): number {
-    return this.#spend(ref.base, ref.ctrl, cost, REFUND, 0);
+    return this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity);
+  }
+
+  /** The reading the last decision was made at, in ms (`nowMs`; Gcra32's `readingMs`). */
+  get readingMs(): number {
+    return this.nowMs;
+  }
+
+  /** As Gcra32's: a reward bounded by what of a spend decided at `sinceMs` is still ahead; ALLOWED, REFUSED or RELOCATE. */
+  giveBack(ref: SlotRef, cost: number, sinceMs: number): number {
+    return this.#spend(ref.base, ref.ctrl, cost, REFUND, sinceMs);
   }
 
   /** Gives back everything still ahead of now: ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
@@ -289,9 +303,10 @@ export class WideGcra {
 
   /**
    * The one loop of every mode (`mode`): snapshot, decide on it, commit by one compare-and-swap
-   * from the snapshot (`#commit`); decide again on a lost race.
+   * from the snapshot (`#commit`); decide again on a lost race. `arg`: a reservation's longest
+   * wait in ticks, a refund's spend reading in ms (Infinity: no bound; Gcra32.giveBack).
    */
-  #spend(base: number, ctrl: number, cost: number, mode: number, maxWaitTicks: number): number {
+  #spend(base: number, ctrl: number, cost: number, mode: number, arg: number): number {
     const p = this.#p;
     const at = base + this.#tatOffset;
     for (let losses = 0; ; ) {
@@ -301,8 +316,13 @@ export class WideGcra {
       let outcome = ALLOWED;
       let write = true;
       if (mode === REFUND || mode === RESET) {
-        // What is still ahead of now, up to the reservation's own cost: never below now.
-        if (this.#isFresh) outcome = REFUSED;
+        // What is still ahead of now, up to the reservation's own cost, and for a spend's
+        // give-back what of its slot is still ahead at this reading (taken after the snapshot):
+        // never below now. Past 2^53 ticks, less a margin of 2^-50 of them for the float arithmetic.
+        const all = cost * p.intervalTicks;
+        const bound = mode === REFUND ? wideUnspentTicks(cost, p.intervalTicks, arg, this.nowMs, this.#now, this.#ticks, this.#n) : all;
+        this.#give = bound >= all ? Infinity : Math.max(0, Math.floor(all > 2 ** 53 ? bound - all * 2 ** -50 : bound));
+        if (this.#isFresh || (this.#give === 0 && cost > 0)) outcome = REFUSED;
       } else if (mode === BLOCK) {
         // Raised to the block's debt, never lowered: a key refused longer already is left alone.
         const b = this.#blockDebt;
@@ -322,7 +342,7 @@ export class WideGcra {
         const wait = q + cost >= p.burst ? (q + cost - p.burst) * p.intervalTicks + r : 0;
         this.waitTicks = wait;
         // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
-        if ((mode === RESERVE && wait > maxWaitTicks) || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
+        if ((mode === RESERVE && wait > arg) || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
       }
       if (outcome !== ALLOWED || cost === 0 || !write) {
         // A refusal writes nothing, nor does a block the key already exceeds. Re-read the halves

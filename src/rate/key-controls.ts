@@ -70,6 +70,16 @@ export class OneLimitControls {
   }
 
   /**
+   * A spend's give-back: `reward`, no more than what of a spend decided at the reading `sinceMs`
+   * is still ahead (Gcra32.giveBack). Nothing when the table holds no slot for the key.
+   */
+  giveBack(key: string, cost: number, sinceMs: number): void {
+    for (let entry = this.site.peek(key); entry !== undefined; entry = this.site.peekAgain(key)) {
+      if (this.one.giveBack(entry, cost, sinceMs) !== RELOCATE) return;
+    }
+  }
+
+  /**
    * Refuses every request on `key` for `ms` from now (RateLimiter.block), inserting the key if
    * needed. Throws `TypeError`/`RangeError` for a bad `ms`, `RangeError` when the key's state
    * cannot hold the block (nothing written), `TableFullError` when the table has no slot for it.

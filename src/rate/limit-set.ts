@@ -95,6 +95,12 @@ export class LimitSet {
    */
   forcing: number | null = null;
   /**
+   * Set while deciding a spend's give-back (LockFreeEngine.giveBack with a mark): the reading of
+   * the spend it gives back, which bounds a GCRA limit's reward (LimitAlgorithm.force); Infinity
+   * otherwise.
+   */
+  rewardSinceMs = Infinity;
+  /**
    * Each key limit's own remaining and reset (ms) after the last decision with detail, in the
    * group's order: what a RateLimit header reports per limit. The cap's pass is not recorded.
    */
@@ -227,7 +233,7 @@ export class LimitSet {
       const a = g.algorithms[i] as LimitAlgorithm;
       if (this.forcing !== null && !probe) {
         // A penalty or a block: refused only past the horizon, nothing written then.
-        (a.force as NonNullable<LimitAlgorithm['force']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, this.forcing, false, v);
+        (a.force as NonNullable<LimitAlgorithm['force']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, this.forcing, false, v, this.rewardSinceMs);
       } else if (reserving === null || probe) {
         // The common algorithms get call sites of their own: one site shared by every algorithm
         // a process runs would be megamorphic, and every call through it a slow lookup.
@@ -364,7 +370,7 @@ export class LimitSet {
       if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v, this.result.retryAfterMs);
       // A penalty or a block decided again holds as much as the state can (clamp): never refused,
       // so the commits before it are never taken back (a give-back could land over another's spend).
-      else if (!late && this.forcing !== null) (a.force as NonNullable<LimitAlgorithm['force']>)(m, false, cost, this.forcing, true, v);
+      else if (!late && this.forcing !== null) (a.force as NonNullable<LimitAlgorithm['force']>)(m, false, cost, this.forcing, true, v, this.rewardSinceMs);
       else if (!late) a.check(m, false, cost, v);
       // Under a lock that was taken over meanwhile (we lost the race to the new holder), the new
       // snapshot may hold the new holder's writes before its commit point (a sliding log's

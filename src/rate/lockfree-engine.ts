@@ -295,6 +295,9 @@ export class LockFreeEngine {
     return this.#givingBack(base, ctrl, stateBase, RELOCATE, () => {
       set.detail = true;
       set.forcing = -1;
+      // A spend's give-back on GCRA limits: no more than what of the spend is still ahead at
+      // the give-back's reading, read after its snapshot below (LimitAlgorithm.force).
+      set.rewardSinceMs = mark === null ? Infinity : mark.ms;
       try {
         for (;;) {
           // A spend's give-back (mark) gives only while no give-back of any kind, no block and no
@@ -322,6 +325,7 @@ export class LockFreeEngine {
         }
       } finally {
         set.forcing = null;
+        set.rewardSinceMs = Infinity;
       }
     });
   }
@@ -389,11 +393,12 @@ export class LockFreeEngine {
   }
 
   /**
-   * Where the latest decision counted its spend and the key's give-back epoch it read before its
-   * commits: a window give-back's mark (RateLimiter.windowGiveBack), taken right after it.
+   * Where the latest decision counted its spend, the key's give-back epoch it read before its
+   * commits, and its reading: a spend's give-back's mark (RateLimiter's windowGiveBack and
+   * spendGiveBack), taken right after it.
    */
   spendMark(): SpendMark {
-    return { base: this.#base, ctrl: this.#ctrl, epoch: this.#area.epoch };
+    return { base: this.#base, ctrl: this.#ctrl, epoch: this.#area.epoch, ms: this.#moment.ms };
   }
 
   /** The reset's scratch, made at the first reset. */
@@ -660,11 +665,15 @@ export class LockFreeEngine {
   }
 }
 
-/** Where a decision counted its spend (slot and ctrl) and the give-back epoch it read first (`spendMark`). */
+/**
+ * Where a decision counted its spend (slot and ctrl), the give-back epoch it read first, and the
+ * reading it was decided at (`spendMark`).
+ */
 export interface SpendMark {
   readonly base: number;
   readonly ctrl: number;
   readonly epoch: number;
+  readonly ms: number;
 }
 
 /** Whether any limit of `g` decided, in its last check or force, a later window than the reading's. */

@@ -65,10 +65,12 @@ export function windowGiveBack(limiter: RateLimiter, key: string, cost: number):
 
 /**
  * The HTTP give-back of a GCRA RateLimiter's latest admission (`cost` on `key`; called on the
- * limiter's thread right after it): a reward. On the engine's paths (several limits, a cap) it
- * carries the admission's SpendMark, so that a reset of the key since gives nothing (its fresh
- * state counts only later admissions); the one-limit path's word has no room for such a mark
- * (docs/testing.md, "Found, not yet fixed").
+ * limiter's thread right after it): a reward of no more than what of that admission's spend is
+ * still ahead when it runs (math/gcra.ts `unspentTicks`, from the admission's reading): what has
+ * drained stays spent. On the engine's paths (several limits, a cap) it carries the admission's
+ * SpendMark, so that a reset of the key since gives nothing (its fresh state counts only later
+ * admissions); the one-limit path's word has no room for such a mark (docs/testing.md, "Found,
+ * not yet fixed").
  * @internal
  */
 export function spendGiveBack(limiter: RateLimiter, key: string, cost: number): () => void {
@@ -642,7 +644,12 @@ export class RateLimiter {
   /** `spendGiveBack` (above). */
   #spendGiveBack(key: string, cost: number): () => void {
     const controls = this.#limitsControls;
-    if (controls === null) return () => this.reward(key, cost);
+    if (controls === null) {
+      // The one-limit path: a reward bounded by the admission's reading, as every GCRA give-back.
+      const one = this.#controlsFor('reward');
+      const sinceMs = (this.#one as Gcra32 | WideGcra).readingMs;
+      return () => one.giveBack(key, cost, sinceMs);
+    }
     const mark = (this.#engine as LockFreeEngine).spendMark();
     return () => controls.rewardWithin(key, cost, null, mark);
   }

@@ -64,10 +64,13 @@ for j = 0, nd - 1 do
   // ended, not at the spend's own time: a saturated cap did not drain while the spend was out,
   // so all of it that is still ahead comes back (found: refunds from the spend's time, as if
   // the cap had been idle, left a contended cap about 30% short). What has passed stays spent.
+  // With want 1 (a spend's give-back, RedisCore.giveBackAt), `deadline` is the spend's own time,
+  // where its slot began at the earliest: it ends at least -cost intervals later, under each
+  // limit, and what of that is still ahead comes back.
   all.forEach((_, i) => {
     const { k, T } = c(i);
     emit(`    do
-      local back = math.min(-cost * ${T}, (deadline - now) * ${k})
+      local back = math.min(-cost * ${T}, (deadline - now) * ${k} + (want == 1 and -cost * ${T} or 0))
       if back > 0 then
 ${luaDebt('dr', keyOf(i), k, '        ')}
 ${luaStore(keyOf(i), k, 'dr - back', true, '        ')}

@@ -364,16 +364,18 @@ export class RedisCore<R> {
   /**
    * Gives back `cost` of an admission on `cacheKey` that Redis counted at `atUs` on its clock,
    * under `plan`'s limits (the key's alone: a cap keeps its spend), in one script call: the
-   * script's refund, which returns it only into the windows of `atUs` (a fixed window's count
-   * while the key still holds that window; a sliding window's, or its previous count once the
-   * key moved one window on, and the state was made before `atUs`: not after a reset), and all
-   * of it or nothing. This process's local tier is not cleared:
+   * script's refund, which on windows returns it only into the windows of `atUs` (a fixed
+   * window's count while the key still holds that window; a sliding window's, or its previous
+   * count once the key moved one window on, and the state was made before `atUs`: not after a
+   * reset), and all of it or nothing; on GCRA no more than what of the spend's slot is still
+   * ahead (it ends at least `cost` intervals after `atUs`). This process's local tier is not cleared:
    * a refusal it holds stands until its time (under-admission only). Rejects when Redis did not
    * answer within timeoutMs (the spend may or may not be back).
    */
   async giveBackAt(cacheKey: string, cost: number, atUs: number, plan: ScriptPlan): Promise<void> {
     const base = keyBase(this.prefix, cacheKey);
-    const answered = await this.batcher.decide(plan, base, -cost, -cost, atUs, performance.now() + this.batcher.timeoutMs, outcome);
+    // want 1 tells the GCRA script that `atUs` is the spend's time, not its slot's end.
+    const answered = await this.batcher.decide(plan, base, -cost, plan.gcra ? 1 : -cost, atUs, performance.now() + this.batcher.timeoutMs, outcome);
     if (answered === 'failed') {
       throw new Error(`Redis did not answer the give-back within ${this.batcher.timeoutMs} ms (timeoutMs): it may or may not have been written`);
     }

@@ -43,8 +43,8 @@ let keepSpendsOf: (limiter: RedisPolicyLimiter) => void;
 let giveBackOf: (limiter: RedisPolicyLimiter, decision: Decision, request: PolicyRequest, cost: number) => (() => Promise<void>) | undefined;
 
 /**
- * As `keepRedisSpends` (redis-rate-limiter.ts), for a RedisPolicyLimiter whose window rules
- * give back (skipFailedRequests / skipSuccessfulRequests).
+ * As `keepRedisSpends` (redis-rate-limiter.ts), for a RedisPolicyLimiter whose rules give back
+ * (skipFailedRequests / skipSuccessfulRequests).
  * @internal
  */
 export function keepRedisPolicySpends(limiter: RedisPolicyLimiter): void {
@@ -54,12 +54,13 @@ export function keepRedisPolicySpends(limiter: RedisPolicyLimiter): void {
 /**
  * The give-back of `decision`, an admission of `cost` for `request`, by the rule that decided it
  * (the plan recorded with its spend, not the rule of the moment: setRules may run while Redis
- * decides or while the response runs). Under a GCRA rule: a reward, made only while the pair's
- * rule is still GCRA (a reward under a window rule would give back in the window of that
- * moment). Under fixed or sliding windows: `cost` returned into the keys and windows that
- * counted it, all or nothing (a later rule of other periods or algorithms counts in other keys,
- * which it never touches). Under a sliding log, and for an admission with no recorded spend (a
- * lease of the local tier, a degraded answer): undefined, nothing to give back.
+ * decides or while the response runs), into the keys that counted it (a later rule of other
+ * periods or algorithms counts in other keys, which it never touches), at the admission's Redis
+ * time. Under a GCRA rule: a reward of no more than what of the spend is still ahead (its slot
+ * ends at least `cost` intervals after that time). Under fixed or sliding windows: `cost`
+ * returned into the windows that counted it, all or nothing. Under a sliding log, and for an
+ * admission with no recorded spend (a lease of the local tier, a degraded answer): undefined,
+ * nothing to give back.
  * @internal
  */
 export function redisPolicyGiveBack(
@@ -209,13 +210,8 @@ export class RedisPolicyLimiter {
     if (spend === undefined) return undefined;
     const key = checkPolicyRequest(request, cost);
     const { atUs, plan } = spend;
-    if (plan.gcra) {
-      return () => (match(this.#compiled, request.user, request.api).rule.algorithm ?? 'gcra') === 'gcra'
-        ? this.reward(request, cost)
-        : Promise.resolve();
-    }
     // The keys that counted the spend (a policy plan holds no cap).
-    return windowPlan(plan) ? () => this.#core.giveBackAt(key, cost, atUs, plan) : undefined;
+    return plan.gcra || windowPlan(plan) ? () => this.#core.giveBackAt(key, cost, atUs, plan) : undefined;
   }
 
   /** The pair's cache key and the plan of the rule it matches now; `TypeError` for a block under a sliding-log rule. */

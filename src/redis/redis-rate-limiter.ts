@@ -76,13 +76,13 @@ function limitText(l: Readonly<Required<Limit>>): string {
   return `${l.permits} per ${l.periodMs} ms (burst ${l.burst})`;
 }
 
-/** Set by RedisRateLimiter's static block: `keepRedisSpends` and `redisWindowGiveBack` read its privates. */
+/** Set by RedisRateLimiter's static block: `keepRedisSpends` and `redisSpendGiveBack` read its privates. */
 let keepSpendsOf: (limiter: RedisRateLimiter) => void;
-let windowGiveBackOf: (limiter: RedisRateLimiter, decision: Decision, key: string, cost: number) => (() => Promise<void>) | undefined;
+let spendGiveBackOf: (limiter: RedisRateLimiter, decision: Decision, key: string, cost: number) => (() => Promise<void>) | undefined;
 
 /**
  * Whether `limiter` can give an admission back into the windows it was counted in
- * (`redisWindowGiveBack`): fixed or sliding windows.
+ * (`redisSpendGiveBack`): fixed or sliding windows.
  * @internal
  */
 export function givesBackInRedisWindows(limiter: RedisRateLimiter): boolean {
@@ -90,9 +90,9 @@ export function givesBackInRedisWindows(limiter: RedisRateLimiter): boolean {
 }
 
 /**
- * For skipFailedRequests / skipSuccessfulRequests on windows (http/give-back.ts): from now on,
- * `limiter` records the Redis time of each admission it decides, which `redisWindowGiveBack`
- * needs. Called once, when a middleware that gives back is made.
+ * For skipFailedRequests / skipSuccessfulRequests (http/give-back.ts): from now on, `limiter`
+ * records the Redis time of each admission it decides, which `redisSpendGiveBack` needs. Called
+ * once, when a middleware that gives back is made.
  * @internal
  */
 export function keepRedisSpends(limiter: RedisRateLimiter): void {
@@ -100,15 +100,19 @@ export function keepRedisSpends(limiter: RedisRateLimiter): void {
 }
 
 /**
- * The give-back of `decision` (an admission of `cost` on `key` by `limiter`, a limiter of fixed or
- * sliding windows that keeps its spends): `cost` returned into the windows Redis counted it in,
- * and only there (a response that ends after its window did gives nothing to a later one); all of
- * it or nothing, the key's limits only (a cap keeps its spend). Undefined when the admission has
- * no Redis time (a lease the local tier held, a degraded answer): nothing to give back.
+ * The give-back of `decision` (an admission of `cost` on `key` by `limiter`, a limiter that keeps
+ * its spends), on the key's limits only (a cap keeps its spend), by the admission's Redis time:
+ * - fixed or sliding windows: `cost` returned into the windows Redis counted it in, and only
+ *   there (a response that ends after its window did gives nothing to a later one); all of it or
+ *   nothing;
+ * - GCRA: a reward of no more than what of the spend is still ahead on Redis's clock (its slot
+ *   ends at least `cost` intervals after the admission's time): what drained stays spent.
+ * Undefined when the admission has no Redis time (a lease the local tier held, a degraded
+ * answer): nothing to give back. `TypeError` on a sliding log.
  * @internal
  */
-export function redisWindowGiveBack(limiter: RedisRateLimiter, decision: Decision, key: string, cost: number): (() => Promise<void>) | undefined {
-  return windowGiveBackOf(limiter, decision, key, cost);
+export function redisSpendGiveBack(limiter: RedisRateLimiter, decision: Decision, key: string, cost: number): (() => Promise<void>) | undefined {
+  return spendGiveBackOf(limiter, decision, key, cost);
 }
 
 /**
@@ -162,7 +166,7 @@ export class RedisRateLimiter {
 
   static {
     keepSpendsOf = (limiter) => limiter.#core.keepSpends();
-    windowGiveBackOf = (limiter, decision, key, cost) => limiter.#windowGiveBack(decision, key, cost);
+    spendGiveBackOf = (limiter, decision, key, cost) => limiter.#spendGiveBack(decision, key, cost);
   }
 
   constructor(options: RedisRateLimiterOptions) {
@@ -321,10 +325,10 @@ export class RedisRateLimiter {
     return this.reset(key);
   }
 
-  /** `redisWindowGiveBack` (above): a refund at the admission's Redis time, on the key's limits. */
-  #windowGiveBack(decision: Decision, key: string, cost: number): (() => Promise<void>) | undefined {
-    if (!givesBackInRedisWindows(this)) {
-      throw new TypeError(`a window give-back is for a RedisRateLimiter of fixed or sliding windows; this one runs '${this.algorithm}'`);
+  /** `redisSpendGiveBack` (above): a refund at the admission's Redis time, on the key's limits. */
+  #spendGiveBack(decision: Decision, key: string, cost: number): (() => Promise<void>) | undefined {
+    if (this.algorithm !== 'gcra' && !givesBackInRedisWindows(this)) {
+      throw new TypeError(`a spend's give-back is for a RedisRateLimiter of GCRA limits or of fixed or sliding windows; this one runs '${this.algorithm}'`);
     }
     const spend = this.#core.spendOf(decision);
     if (spend === undefined) return undefined;
