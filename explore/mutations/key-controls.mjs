@@ -18,7 +18,8 @@ export default [
     name: '(planted) reward gives back twice its cost',
     what: 'a reward gives back 2 x cost intervals: the key admits more than the model allows',
     scenario: 'key-controls',
-    edits: [{ file: 'rate/gcra-32.js', from: 'debt - Math.min(debt, cost * p.intervalTicks)', to: 'debt - Math.min(debt, 2 * cost * p.intervalTicks)' }],
+    // The reward's amount is math/gcra.ts's unspentTicks since c07fdeb (a spend's give-back bounds it).
+    edits: [{ file: 'rate/gcra-32.js', from: 'unspentTicks(cost, arg, this.#readMs, p)', to: 'unspentTicks(2 * cost, arg, this.#readMs, p)' }],
   },
   {
     name: '(planted) a block without the tolerance',
@@ -42,7 +43,7 @@ export default [
     deep: true,
     edits: [
       { file: 'math/gcra.js', from: 'if (ahead > MAX_AHEAD_TICKS && ahead > MAX_AHEAD_TICKS + Math.ceil(1e12 / p.tickPs) + 1)', to: 'if (false)' },
-      { file: 'rate/gcra-32.js', from: 'if (debt < maxWaitTicks)\n                        outcome = TOO_LONG;', to: 'if (true)\n                        outcome = TOO_LONG;' },
+      { file: 'rate/gcra-32.js', from: 'if (debt < arg)\n                        outcome = TOO_LONG;', to: 'if (true)\n                        outcome = TOO_LONG;' },
     ],
   },
   {
@@ -105,5 +106,20 @@ export default [
       + 'takes it from the admissions the fresh state counted, and the window admits once more',
     scenario: 'window-give-back',
     edits: [{ file: 'rate/lockfree-engine.js', from: 'Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch', to: 'false' }],
+  },
+  {
+    name: '(planted) a GCRA give-back with no time bound',
+    what: "a spend's give-back returns its whole cost whatever drained since its admission (before c07fdeb): after a jump of three "
+      + 'intervals and two admissions at one instant, the give-back lets a third pass at a burst of 2',
+    scenario: 'gcra-give-back',
+    edits: [{ file: 'math/gcra.js', from: '    if (!(nowMs > sinceMs))\n        return all;\n    // Every interval drained', to: '    if (true)\n        return all;\n    // Every interval drained' }],
+  },
+  {
+    name: "(planted) the engine's give-back without the spend's reading",
+    what: "LockFreeEngine.giveBack ignores the mark's reading: each GCRA limit gives back its whole cost, drained or not (before c07fdeb)",
+    scenario: 'limits-spend-give-back',
+    // Found in 5.7 s of DFS (CI's 2 s budget ends before the schedule: a jump, two decisions, the give-back).
+    budgetS: 15,
+    edits: [{ file: 'rate/lockfree-engine.js', from: 'set.rewardSinceMs = mark === null ? Infinity : mark.ms;', to: 'set.rewardSinceMs = Infinity;' }],
   },
 ];
