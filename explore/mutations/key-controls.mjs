@@ -112,7 +112,7 @@ export default [
     what: "a spend's give-back returns its whole cost whatever drained since its admission (before c07fdeb): after a jump of three "
       + 'intervals and two admissions at one instant, the give-back lets a third pass at a burst of 2',
     scenario: 'gcra-give-back',
-    edits: [{ file: 'math/gcra.js', from: '    if (!(nowMs > sinceMs))\n        return all;\n    // Every interval drained', to: '    if (true)\n        return all;\n    // Every interval drained' }],
+    edits: [{ file: 'math/gcra.js', from: '    if (!(nowMs > sinceMs))\n        return all;\n    // Every interval drained (the estimate', to: '    if (true)\n        return all;\n    // Every interval drained (the estimate' }],
   },
   {
     name: "(planted) the engine's give-back without the spend's reading",

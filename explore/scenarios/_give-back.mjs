@@ -42,21 +42,23 @@ export const giveBackTime = {
 };
 
 /**
- * Thread 0 is admitted, takes the give-back of that admission at once (as the middleware does),
- * then reads the key (a probe of cost 0) and gives back; thread 1 spends the key twice; thread 2
- * once.
+ * Thread 0 is admitted in the set-up (a checked call, before the threads start) and takes the
+ * give-back of that admission at once, as the middleware does; it then reads the key (a probe of
+ * cost 0) and gives back. Thread 1 spends the key twice; thread 2 once. The spend in the set-up
+ * makes the schedule of the found bug cost one clock move and no preemption (thread 1 first,
+ * then thread 0, then thread 2): a DFS cut short by a busy machine still reaches it.
  */
 export const giveBackThreads = [
   (ctx, { handle }, lib) => {
     const rl = lib.RateLimiter.attach(handle);
     rl.penalty('k', 0); // set-up: the key is in the table, fresh
     let giveBack = null;
-    ctx.ready();
     ctx.call('spend', () => {
       const admitted = rl.tryAcquire('k').allowed;
       if (admitted) giveBack = lib.spendGiveBack(rl, 'k', 1); // as the middleware: right after the admission
       return admitted;
     });
+    ctx.ready();
     ctx.call('giveBack', () => {
       rl.tryAcquire('k', 0); // a reading before the give-back's own (it may read none)
       giveBack?.();

@@ -141,7 +141,9 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
         // (past 2^53 ticks, less a margin of 2^-50 of them for the float arithmetic).
         mul(-cost, t, spend);
         const all = -cost * t;
-        const bound = wideUnspentTicks(-cost, t, sinceMs, m.ms + behindMs, now, ticks, over); // at the reading decoded
+        // At the reading decoded; a reading raised to the state's unit (a step back) bounds
+        // nothing, and a bounded give-back then gives nothing (as Gcra32's).
+        const bound = behindMs > 0 && sinceMs !== Infinity ? 0 : wideUnspentTicks(-cost, sinceMs, m.ms + behindMs, p, now, ticks, over);
         if (bound < all) fromNumber(Math.max(0, Math.floor(all > 2 ** 53 ? bound - all * 2 ** -50 : bound)), spend);
         if (compare(d.hi, d.lo, spend.hi, spend.lo) <= 0) { after.hi = 0; after.lo = 0; }
         else sub(d.hi, d.lo, spend.hi, spend.lo, after);

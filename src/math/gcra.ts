@@ -301,13 +301,19 @@ export function unspentTicks(cost: number, sinceMs: number, nowMs: number, p: { 
 }
 
 /**
- * `unspentTicks` at width 64: `cost` intervals of `t` ticks less the ticks from `sinceMs` to
- * `now` (the give-back's reading, already in `ticks`' 64-bit ticks), `ticks` and `scratch` used
- * as scratch. A float: exact below 2^53 ticks; the caller keeps a margin past that.
+ * `unspentTicks` at width 64: `cost` intervals less the ticks from `sinceMs` to
+ * `now` (the give-back's reading `nowMs`, already in `ticks`' 64-bit ticks), `ticks` and
+ * `scratch` used as scratch. A float: exact below 2^53 ticks; the caller keeps a margin past that.
+ * The difference is taken only under `all + 1` ticks (the estimate first), so it never wraps.
  */
-export function wideUnspentTicks(cost: number, t: number, sinceMs: number, nowMs: number, now: Pair, ticks: Ticks64, scratch: Pair): number {
-  const all = cost * t;
+export function wideUnspentTicks(
+  cost: number, sinceMs: number, nowMs: number, p: { intervalTicks: number; tickPs: number }, now: Pair, ticks: Ticks64, scratch: Pair,
+): number {
+  const all = cost * p.intervalTicks;
   if (!(nowMs > sinceMs)) return all;
+  // Every interval drained, as `unspentTicks` judges it: nothing (found: past 2^63 ticks, 10.7
+  // days of 0.1 ps ticks, the difference below read as negative and gave back the whole cost).
+  if (((nowMs - sinceMs) * 1e9) / p.tickPs >= all + 1) return 0;
   ticks.read(sinceMs);
   sub(now.hi, now.lo, ticks.hi, ticks.lo, scratch);
   return all - toNumber(scratch.hi, scratch.lo);

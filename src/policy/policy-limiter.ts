@@ -156,8 +156,12 @@ export class PolicyLimiter {
    */
   #forcing: number | null = null;
   #forceCost = 0;
-  /** A spend's give-back (`policyGiveBack`): the reading of the spend, which bounds the reward; Infinity otherwise. */
+  /**
+   * A spend's give-back (`policyGiveBack`): the reading of the spend, which bounds the reward, and
+   * the rules version it was decided under; Infinity otherwise.
+   */
   #forceSince = Infinity;
+  #forceVersion = -1;
   #forced = FORCED;
   /** The pair's limits that a penalty's, reward's or block's earlier tries committed (forceUnderLock). */
   readonly #forceProgress = { landed: 0, at: -1, limits: 0 };
@@ -335,15 +339,18 @@ export class PolicyLimiter {
   /** `policyGiveBack` (below the class). */
   #spendGiveBack(request: PolicyRequest, cost: number): () => void {
     const sinceMs = this.#engine.nowMs;
+    const version = this.#version;
     return () => {
-      // A reward no more than what of the spend is still ahead; a TypeError, nothing written,
-      // when the pair's rule is no longer GCRA (a reward under a window rule would give back in
-      // whatever window it decides).
+      // A reward no more than what of the spend is still ahead, under the rules that decided it
+      // (#force); a TypeError, nothing written, when the pair's rule is no longer GCRA (a reward
+      // under a window rule would give back in whatever window it decides).
       this.#forceSince = sinceMs;
+      this.#forceVersion = version;
       try {
         this.#control('reward', request, cost, -1);
       } finally {
         this.#forceSince = Infinity;
+        this.#forceVersion = -1;
       }
     };
   }
@@ -406,6 +413,14 @@ export class PolicyLimiter {
     if (this.#unreadable) return true; // nothing is decided or written
     if (this.#rule.tickPs === null) {
       this.#forced = NOT_GCRA;
+      return true;
+    }
+    // A spend's give-back gives nothing once the rules changed since its decision (the pair's
+    // state may have been rebuilt, or be read in another rule's intervals: found, a rule that
+    // gained a limit let its give-back free the new limit's spend), nor at a reading raised to
+    // the pair's stamp (a clock that stepped back: see LockFreeEngine.giveBack).
+    if (this.#forceSince !== Infinity && (this.#version !== this.#forceVersion || this.#engine.prepareRaised)) {
+      this.#forced = FORCED;
       return true;
     }
     const lastSecAt = this.#shapeAt - this.#stateOffset + S_LAST_SEC;
@@ -624,4 +639,3 @@ export class PolicyLimiter {
 export function policyGiveBack(limiter: PolicyLimiter, request: PolicyRequest, cost: number): () => void {
   return policyGiveBackOf(limiter, request, cost);
 }
-

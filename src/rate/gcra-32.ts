@@ -274,7 +274,10 @@ export class Gcra32 {
         // and for a spend's give-back what of its slot is still ahead (at this reading, taken
         // after the snapshot: every admission the snapshot holds read the clock before it):
         // never below now.
-        const give = mode === RESET ? debt : Math.max(0, unspentTicks(cost, arg, this.#readMs, p));
+        // A reading raised to the key's stamp (the clock stepped back behind another decision on
+        // the key, whose reading may be later than this one within the stamp's second) cannot
+        // bound a give-back: it gives nothing (design.md, section 6).
+        const give = mode === RESET ? debt : ahead !== 0 && arg !== Infinity ? 0 : Math.max(0, unspentTicks(cost, arg, this.#readMs, p));
         if (debt === 0 || (give === 0 && cost > 0)) outcome = REFUSED;
         else next = debt - Math.min(debt, give);
       } else if (mode === BLOCK) {

@@ -70,6 +70,8 @@ export class WideGcra {
   readonly #n: Pair = pair();
   /** A refund's ticks to give back when a give-back's bound is less than its cost's (#spend), else Infinity. */
   #give = Infinity;
+  /** Whether the last snapshot's reading was raised to the key's staleness unit (a step back). */
+  #raised = false;
   readonly #qr: QuotRem = { q: 0, r: 0 };
   /** A block's debt (`block`): the debt the key is raised to. */
   readonly #blockDebt: Pair = pair();
@@ -178,6 +180,7 @@ export class WideGcra {
     // Without the word (ticks of 1 us or more) the TAT itself is exact (wideDebt).
     const ahead = this.#staleOn ? unitsAhead(this.#unit(nowMs), last) : 0;
     if (ahead !== 0) nowMs = this.#readAt((this.#unit(nowMs) + ahead) * STALE_UNIT_MS);
+    this.#raised = ahead !== 0;
     this.#lo = lo;
     this.#hi = hi;
     this.#last = last;
@@ -320,7 +323,10 @@ export class WideGcra {
         // give-back what of its slot is still ahead at this reading (taken after the snapshot):
         // never below now. Past 2^53 ticks, less a margin of 2^-50 of them for the float arithmetic.
         const all = cost * p.intervalTicks;
-        const bound = mode === REFUND ? wideUnspentTicks(cost, p.intervalTicks, arg, this.nowMs, this.#now, this.#ticks, this.#n) : all;
+        // A reading raised to the key's unit (a step back) bounds nothing: a bounded give-back
+        // then gives nothing (as Gcra32's).
+        const bound = mode !== REFUND ? all
+          : this.#raised && arg !== Infinity ? 0 : wideUnspentTicks(cost, arg, this.nowMs, p, this.#now, this.#ticks, this.#n);
         this.#give = bound >= all ? Infinity : Math.max(0, Math.floor(all > 2 ** 53 ? bound - all * 2 ** -50 : bound));
         if (this.#isFresh || (this.#give === 0 && cost > 0)) outcome = REFUSED;
       } else if (mode === BLOCK) {

@@ -146,9 +146,12 @@ export class LockedEngine implements LockedDecision {
     // only mean a clock that stepped back.
     const lastSec = Atomics.load(this.#w, area.lastSec);
     const m = this.#read(this.#keyMoment);
-    raiseToStamp(m, lastSec);
+    this.prepareRaised = raiseToStamp(m, lastSec);
     return m;
   }
+
+  /** Whether the latest `prepare` reading was raised to the key's stamp (the clock stepped back behind a decision on the key). */
+  prepareRaised = false;
 
   /** With the key locked: decide every key limit, then the global cap, then spend from all. */
   #decideLocked(limits: LimitGroup, key: StateArea, m: Moment, lastSec: number, cost: number, token: number): boolean {

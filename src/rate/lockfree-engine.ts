@@ -75,6 +75,8 @@ export class LockFreeEngine {
   #retries = 0;
   /** The second of this thread's latest reading: a guess only (#stampThenRead: when to skip the lastSec load). */
   #sec = 0;
+  /** Whether #stampThenRead raised the reading to the key's stamp (the clock stepped back behind a decision on the key). */
+  #raised = false;
   /**
    * The key's first limit when it keeps one int32 word (NarrowGcra, FixedWindow32), else null:
    * its word tells whether the key's state is still this thread's own write (#stampThenRead).
@@ -313,6 +315,10 @@ export class LockFreeEngine {
           set.loadStates(key, area);
           const lastSec = this.#stampThenRead(ref);
           if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
+          // A spend's give-back at a reading raised to the key's stamp (the clock stepped back
+          // behind another decision, whose reading may be later than this one within the stamp's
+          // second) has no bound to give by: nothing (design.md, section 6).
+          if (mark !== null && this.#raised) return DONE;
           const m = this.#moment;
           if (within !== null && !within(m.ms)) return DONE; // before any write: nothing given
           set.check(key, m, lastSec, -cost); // each limit's state after the reward, at one reading
@@ -623,7 +629,8 @@ export class LockFreeEngine {
    * verdict comes only from states that old; and a stamp loaded before the reading is not later
    * than it. The load is skipped when this thread saw the word reach the second of its latest
    * reading (it only moves forward), as in Gcra32.#spend: a guess, checked after the read; in a
-   * new second the word is loaded and the clock read again (docs/design.md, section 2).
+   * new second the word is loaded and the clock read again (docs/design.md, section 2). Sets
+   * `#raised`.
    */
   #stampThenRead(ref: SlotRef): number {
     const at = ref.base + S_LAST_SEC;
@@ -641,7 +648,7 @@ export class LockFreeEngine {
     }
     // A stamp ahead of the reading: the clock stepped back behind a decision on this key. Decide
     // at the start of the stamp's second instead (arithmetic on what was loaded; no load).
-    raiseToStamp(m, lastSec);
+    this.#raised = raiseToStamp(m, lastSec);
     this.#sec = m.sec;
     return lastSec;
   }

@@ -62,13 +62,15 @@ export function unitsAhead(now: number, last: number): number {
 /**
  * Raises a decision's reading `m` (ms, and its whole second) to the start of the second `stamp`
  * (a key's seconds stamp, loaded before the reading) when the stamp is ahead of it: what every
- * decision does with a reading behind its key's latest admission (see `Clock`). Pure.
+ * decision does with a reading behind its key's latest admission (see `Clock`). Pure; true when
+ * it raised the reading (the clock stepped back behind a decision on the key).
  */
-export function raiseToStamp(m: { ms: number; sec: number }, stamp: number): void {
+export function raiseToStamp(m: { ms: number; sec: number }, stamp: number): boolean {
   const ahead = unitsAhead(m.sec, stamp);
-  if (ahead === 0) return;
+  if (ahead === 0) return false;
   m.sec += ahead;
   m.ms = m.sec * 1000;
+  return true;
 }
 
 /**
