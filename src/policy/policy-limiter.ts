@@ -340,10 +340,14 @@ export class PolicyLimiter {
   #spendGiveBack(request: PolicyRequest, cost: number): () => void {
     const sinceMs = this.#engine.nowMs;
     const version = this.#version;
+    let done = false;
     return () => {
-      // A reward no more than what of the spend is still ahead, under the rules that decided it
-      // (#force); a TypeError, nothing written, when the pair's rule is no longer GCRA (a reward
-      // under a window rule would give back in whatever window it decides).
+      // Once (the pair keeps no epoch to stop a second call). A reward no more than what of the
+      // spend is still ahead, under the rules that decided it (#force); a TypeError, nothing
+      // written, when the pair's rule is no longer GCRA (a reward under a window rule would give
+      // back in whatever window it decides).
+      if (done) return;
+      done = true;
       this.#forceSince = sinceMs;
       this.#forceVersion = version;
       try {

@@ -315,10 +315,12 @@ export class LockFreeEngine {
           set.loadStates(key, area);
           const lastSec = this.#stampThenRead(ref);
           if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
-          // A spend's give-back at a reading raised to the key's stamp (the clock stepped back
-          // behind another decision, whose reading may be later than this one within the stamp's
-          // second) has no bound to give by: nothing (design.md, section 6).
-          if (mark !== null && this.#raised) return DONE;
+          // A spend's GCRA give-back at a reading raised to the key's stamp (the clock stepped
+          // back behind another decision, whose reading may be later than this one within the
+          // stamp's second) has no bound to give by: nothing (design.md, section 6). A window's
+          // (`within`) is bounded by its window, judged at the raised reading, and goes on
+          // (found: returning here kept a window's spend at once after its own admission).
+          if (mark !== null && within === null && this.#raised) return DONE;
           const m = this.#moment;
           if (within !== null && !within(m.ms)) return DONE; // before any write: nothing given
           set.check(key, m, lastSec, -cost); // each limit's state after the reward, at one reading

@@ -648,7 +648,14 @@ export class RateLimiter {
       // The one-limit path: a reward bounded by the admission's reading, as every GCRA give-back.
       const one = this.#controlsFor('reward');
       const sinceMs = (this.#one as Gcra32 | WideGcra).readingMs;
-      return () => one.giveBack(key, cost, sinceMs);
+      // Once: the one-limit word has no epoch to stop a second call (found: a closure called
+      // twice gave its spend back twice; the middleware calls it once).
+      let done = false;
+      return () => {
+        if (done) return;
+        done = true;
+        one.giveBack(key, cost, sinceMs);
+      };
     }
     const mark = (this.#engine as LockFreeEngine).spendMark();
     return () => controls.rewardWithin(key, cost, null, mark);

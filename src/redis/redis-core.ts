@@ -361,6 +361,16 @@ export class RedisCore<R> {
     return d;
   }
 
+  /** `giveBackAt` as a closure that gives back once: a second call resolves at once, giving nothing. */
+  giveBackOnce(cacheKey: string, cost: number, atUs: number, plan: ScriptPlan): () => Promise<void> {
+    let done = false;
+    return () => {
+      if (done) return Promise.resolve();
+      done = true;
+      return this.giveBackAt(cacheKey, cost, atUs, plan);
+    };
+  }
+
   /**
    * Gives back `cost` of an admission on `cacheKey` that Redis counted at `atUs` on its clock,
    * under `plan`'s limits (the key's alone: a cap keeps its spend), in one script call: the

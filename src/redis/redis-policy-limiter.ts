@@ -211,7 +211,7 @@ export class RedisPolicyLimiter {
     const key = checkPolicyRequest(request, cost);
     const { atUs, plan } = spend;
     // The keys that counted the spend (a policy plan holds no cap).
-    return plan.gcra || windowPlan(plan) ? () => this.#core.giveBackAt(key, cost, atUs, plan) : undefined;
+    return plan.gcra || windowPlan(plan) ? this.#core.giveBackOnce(key, cost, atUs, plan) : undefined;
   }
 
   /** The pair's cache key and the plan of the rule it matches now; `TypeError` for a block under a sliding-log rule. */

@@ -333,7 +333,7 @@ export class RedisRateLimiter {
     const spend = this.#core.spendOf(decision);
     if (spend === undefined) return undefined;
     const plan = this.#keyPlan; // the spend's plan less a cap (a cap keeps its spend)
-    return () => this.#core.giveBackAt(key, cost, spend.atUs, plan);
+    return this.#core.giveBackOnce(key, cost, spend.atUs, plan);
   }
 
   /** The key's limits without the cap, for a control; `TypeError` for a block on a sliding log. */

@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, PolicyLimiter, RateLimiter, type Limit } from '../../src/index.js';
-import { spendGiveBack } from '../../src/rate/rate-limiter.js';
+import { spendGiveBack, windowGiveBack } from '../../src/rate/rate-limiter.js';
 import { policyGiveBack } from '../../src/policy/policy-limiter.js';
 
 const DAY = 86_400_000;
@@ -227,6 +227,53 @@ describe('found: a PolicyLimiter give-back after the rules changed', () => {
     l.setRules([{ limit: { permits: 1, periodMs: 10_000, burst: 2 } }]);
     back();
     expect(l.tryAcquire(r).allowed).toBe(true); // without A the pair owes 1 s: one more passes, not two
+    expect(l.tryAcquire(r).allowed).toBe(false);
+  });
+});
+
+describe('found: b49f81d\'s step-back rule reached a window\'s give-back, and a closure gave back twice', () => {
+  it('a window give-back at a reading raised to the stamp still gives back in its own window', () => {
+    // A's clock runs 1.5 s behind B's: A's admission and its give-back read 100.5 s, raised to
+    // B's stamp, 101 s, all in the window [60, 120) s. The window's give-back is bounded by its
+    // window, not by time: it must still give back (b49f81d kept the spend).
+    let ta = 100_000;
+    let tb = 101_500;
+    const a = new RateLimiter({ limit: { permits: 2, periodMs: 60_000 }, algorithm: 'fixed-window', maxKeys: 8, clock: { now: () => ta } });
+    const b = RateLimiter.attach(a.handle, { clock: { now: () => tb } });
+    expect(b.tryAcquire('k').allowed).toBe(true); // stamp 101
+    ta = 100_500;
+    expect(a.tryAcquire('k').allowed).toBe(true);
+    windowGiveBack(a, 'k', 1)();
+    tb = 102_000;
+    expect(b.tryAcquire('k').allowed).toBe(true); // 2 of 2 without A's spend
+    expect(b.tryAcquire('k').allowed).toBe(false);
+  });
+
+  it.each([
+    ['one limit', (c: ManualClock) => new RateLimiter({ limit: { permits: 1, periodMs: 1_000, burst: 2 }, maxKeys: 8, clock: c })],
+    ['two limits', (c: ManualClock) => new RateLimiter({ limit: [{ permits: 1, periodMs: 1_000, burst: 2 }, perMinute(1_000)], maxKeys: 8, clock: c })],
+  ] as const)('a give-back closure called twice gives back once (%s)', (_name, make) => {
+    const clock = new ManualClock(100_000);
+    const l = make(clock);
+    expect(l.tryAcquire('k').allowed).toBe(true);
+    const back = spendGiveBack(l, 'k', 1);
+    expect(l.tryAcquire('k').allowed).toBe(true);
+    back();
+    back();
+    expect(l.tryAcquire('k').allowed).toBe(true);
+    expect(l.tryAcquire('k').allowed).toBe(false); // without A: 2 of 2
+  });
+
+  it('a PolicyLimiter give-back closure called twice gives back once', () => {
+    const clock = new ManualClock(100_000);
+    const l = new PolicyLimiter({ rules: [{ limit: { permits: 1, periodMs: 1_000, burst: 2 } }], maxKeys: 8, clock });
+    const r = { user: 'u', api: 'a' };
+    expect(l.tryAcquire(r).allowed).toBe(true);
+    const back = policyGiveBack(l, r, 1);
+    expect(l.tryAcquire(r).allowed).toBe(true);
+    back();
+    back();
+    expect(l.tryAcquire(r).allowed).toBe(true);
     expect(l.tryAcquire(r).allowed).toBe(false);
   });
 });
