@@ -383,6 +383,8 @@ export class RedisCore<R> {
    * answer within timeoutMs (the spend may or may not be back).
    */
   async giveBackAt(cacheKey: string, cost: number, atUs: number, plan: ScriptPlan): Promise<void> {
+    // Nothing spent, nothing to give: no call (a cost of -0 would pack as an admission, not a refund).
+    if (cost === 0) return;
     const base = keyBase(this.prefix, cacheKey);
     // want 1 tells the GCRA script that `atUs` is the spend's time, not its slot's end.
     const answered = await this.batcher.decide(plan, base, -cost, plan.gcra ? 1 : -cost, atUs, performance.now() + this.batcher.timeoutMs, outcome);

@@ -62,6 +62,14 @@ describe.skipIf(!available)('a spend\'s give-back on Redis GCRA', () => {
     expect((await r.tryAcquire('b', 2)).allowed).toBe(true);
   });
 
+  it('found: a give-back of cost 0 spent a permit (a cost of -0 packed as an admission); it sends nothing', async () => {
+    const clock = new ManualClock(100_000);
+    const r = onRedis(clock, { permits: 1, periodMs: 1_000, burst: 2 });
+    const d = await r.tryAcquire('k', 0);
+    await (redisSpendGiveBack(r, d, 'k', 0) as () => Promise<void>)();
+    expect((await r.get('k')).remaining).toBe(2);
+  });
+
   it('a cap keeps its spend', async () => {
     const clock = new ManualClock(100_000);
     const r = onRedis(clock, perSecond(10), { globalLimit: { permits: 1, periodMs: 1_000, burst: 1 } });
