@@ -47,6 +47,8 @@ export class LockedEngine implements LockedDecision {
   spent = false;
   /** Decisions started again under the locked protocol (LockedDecision). */
   restarts = 0;
+  /** Whether the latest `prepare` reading was raised to the key's stamp (the clock stepped back behind a decision on the key). */
+  prepareRaised = false;
   // The inputs of the decision in progress, for #run (no closure per call).
   #cost = 0;
   #limits!: LimitGroup;
@@ -149,9 +151,6 @@ export class LockedEngine implements LockedDecision {
     this.prepareRaised = raiseToStamp(m, lastSec);
     return m;
   }
-
-  /** Whether the latest `prepare` reading was raised to the key's stamp (the clock stepped back behind a decision on the key). */
-  prepareRaised = false;
 
   /** With the key locked: decide every key limit, then the global cap, then spend from all. */
   #decideLocked(limits: LimitGroup, key: StateArea, m: Moment, lastSec: number, cost: number, token: number): boolean {
