@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { describe } from '../config/check.js';
 import { PolicyLimiter } from '../policy/policy-limiter.js';
 import { givesBackInWindows, RateLimiter } from '../rate/rate-limiter.js';
+import { once } from '../rate/once.js';
 import { RedisPolicyLimiter } from '../redis/redis-policy-limiter.js';
 import { givesBackInRedisWindows, RedisRateLimiter } from '../redis/redis-rate-limiter.js';
 
@@ -65,18 +66,13 @@ export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; ski
  * on 'finish' by its status, or on a 'close' before the response ended (failed).
  */
 export function giveBackAfter(res: ServerResponse, giveBack: () => void, when: GiveBackWhen): void {
-  let given = false;
-  const once = (): void => {
-    if (given) return;
-    given = true;
-    giveBack();
-  };
+  const give = once(giveBack, undefined);
   res.once('finish', () => {
-    if (res.statusCode >= 400 ? when.failed : when.successful) once();
+    if (res.statusCode >= 400 ? when.failed : when.successful) give();
   });
   // 'close' comes after 'finish' too: only a response that never ended is an aborted one.
   if (when.failed) res.once('close', () => {
-    if (!res.writableFinished) once();
+    if (!res.writableFinished) give();
   });
 }
 

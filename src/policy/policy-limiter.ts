@@ -7,6 +7,7 @@ import { LockedEngine, type Prepare } from '../rate/locked-engine.js';
 import { FreshState } from '../rate/fresh-state.js';
 import { FORCED, forceUnderLock, LOCK_LOST, PAST_HORIZON } from '../rate/forced-state.js';
 import { checkBlockMs } from '../rate/key-controls.js';
+import { once } from '../rate/once.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
@@ -340,14 +341,11 @@ export class PolicyLimiter {
   #spendGiveBack(request: PolicyRequest, cost: number): () => void {
     const sinceMs = this.#engine.nowMs;
     const version = this.#version;
-    let done = false;
-    return () => {
+    return once(() => {
       // Once (the pair keeps no epoch to stop a second call). A reward no more than what of the
       // spend is still ahead, under the rules that decided it (#force); a TypeError, nothing
       // written, when the pair's rule is no longer GCRA (a reward under a window rule would give
       // back in whatever window it decides).
-      if (done) return;
-      done = true;
       this.#forceSince = sinceMs;
       this.#forceVersion = version;
       try {
@@ -356,7 +354,7 @@ export class PolicyLimiter {
         this.#forceSince = Infinity;
         this.#forceVersion = -1;
       }
-    };
+    }, undefined);
   }
 
   /**

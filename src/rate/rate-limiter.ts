@@ -6,6 +6,7 @@ import { type GcraParams } from '../math/gcra.js';
 import { ALLOWED, WideGcra } from './gcra-wide.js';
 import { Gcra32 } from './gcra-32.js';
 import { LimitsControls, LockedControls, OneLimitControls } from './key-controls.js';
+import { once } from './once.js';
 import {
   assertWorkerThread, checkWaitOptions, HeldReservation, retryAt, sleepUntil, sleepUntilSync, unheldReservation, type AcquireOptions,
   type AcquireSyncOptions, type Reservation, type ReserveOptions,
@@ -650,12 +651,9 @@ export class RateLimiter {
       const sinceMs = (this.#one as Gcra32 | WideGcra).readingMs;
       // Once: the one-limit word has no epoch to stop a second call (found: a closure called
       // twice gave its spend back twice; the middleware calls it once).
-      let done = false;
-      return () => {
-        if (done) return;
-        done = true;
+      return once(() => {
         one.giveBack(key, cost, sinceMs);
-      };
+      }, undefined);
     }
     const mark = (this.#engine as LockFreeEngine).spendMark();
     return () => controls.rewardWithin(key, cost, null, mark);

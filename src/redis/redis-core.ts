@@ -8,6 +8,7 @@ import { keyBase } from './redis-keys.js';
 import type { RedisLimit } from './redis-limits.js';
 import { outcome, ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
 import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decision-hook.js';
+import { once } from '../rate/once.js';
 
 /** The options every Redis limiter has. */
 export interface RedisCommonOptions<Key = string> {
@@ -363,12 +364,7 @@ export class RedisCore<R> {
 
   /** `giveBackAt` as a closure that gives back once: a second call resolves at once, giving nothing. */
   giveBackOnce(cacheKey: string, cost: number, atUs: number, plan: ScriptPlan): () => Promise<void> {
-    let done = false;
-    return () => {
-      if (done) return Promise.resolve();
-      done = true;
-      return this.giveBackAt(cacheKey, cost, atUs, plan);
-    };
+    return once(() => this.giveBackAt(cacheKey, cost, atUs, plan), Promise.resolve());
   }
 
   /**
