@@ -137,14 +137,13 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
       // debt, or one tick past a debt already as long), as in the narrow force.
       if (blockMs < 0 && cost < 0) {
         // A reward (a negative cost, under the key's lock or give-back guard): the debt less it,
-        // never below fresh; a spend's give-back no more than what of that spend is still ahead
-        // (past 2^53 ticks, less a margin of 2^-50 of them for the float arithmetic).
+        // never below fresh; a spend's give-back no more than what of that spend is still ahead.
         mul(-cost, t, spend);
         const all = -cost * t;
         // At the reading decoded; a reading raised to the state's unit (a step back) bounds
         // nothing, and a bounded give-back then gives nothing (as Gcra32's).
         const bound = behindMs > 0 && sinceMs !== Infinity ? 0 : wideUnspentTicks(-cost, sinceMs, m.ms + behindMs, p, now, ticks, over);
-        if (bound < all) fromNumber(Math.max(0, Math.floor(all > 2 ** 53 ? bound - all * 2 ** -50 : bound)), spend);
+        if (bound < all) fromNumber(bound, spend);
         if (compare(d.hi, d.lo, spend.hi, spend.lo) <= 0) { after.hi = 0; after.lo = 0; }
         else sub(d.hi, d.lo, spend.hi, spend.lo, after);
       } else if (blockMs < 0) {

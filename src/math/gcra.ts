@@ -303,8 +303,9 @@ export function unspentTicks(cost: number, sinceMs: number, nowMs: number, p: { 
 /**
  * `unspentTicks` at width 64: `cost` intervals less the ticks from `sinceMs` to
  * `now` (the give-back's reading `nowMs`, already in `ticks`' 64-bit ticks), `ticks` and
- * `scratch` used as scratch. A float: exact below 2^53 ticks; the caller keeps a margin past that.
- * The difference is taken only under `all + 1` ticks (the estimate first), so it never wraps.
+ * `scratch` used as scratch: the whole cost's ticks (`cost` intervals, a float), or fewer whole
+ * ticks, exact below 2^53 ticks and a margin less past that. The difference is taken only under
+ * `all + 1` ticks (the estimate first), so it never wraps.
  */
 export function wideUnspentTicks(
   cost: number, sinceMs: number, nowMs: number, p: { intervalTicks: number; tickPs: number }, now: Pair, ticks: Ticks64, scratch: Pair,
@@ -316,5 +317,8 @@ export function wideUnspentTicks(
   if (((nowMs - sinceMs) * 1e9) / p.tickPs >= all + 1) return 0;
   ticks.read(sinceMs);
   sub(now.hi, now.lo, ticks.hi, ticks.lo, scratch);
-  return all - toNumber(scratch.hi, scratch.lo);
+  const bound = all - toNumber(scratch.hi, scratch.lo);
+  // Below the whole cost: whole ticks, at least 0, and past 2^53 ticks less a margin of 2^-50 of
+  // them for the float arithmetic.
+  return bound >= all ? all : Math.max(0, Math.floor(all > 2 ** 53 ? bound - all * 2 ** -50 : bound));
 }

@@ -321,13 +321,13 @@ export class WideGcra {
       if (mode === REFUND || mode === RESET) {
         // What is still ahead of now, up to the reservation's own cost, and for a spend's
         // give-back what of its slot is still ahead at this reading (taken after the snapshot):
-        // never below now. Past 2^53 ticks, less a margin of 2^-50 of them for the float arithmetic.
+        // never below now.
         const all = cost * p.intervalTicks;
         // A reading raised to the key's unit (a step back) bounds nothing: a bounded give-back
         // then gives nothing (as Gcra32's).
         const bound = mode !== REFUND ? all
           : this.#raised && arg !== Infinity ? 0 : wideUnspentTicks(cost, arg, this.nowMs, p, this.#now, this.#ticks, this.#n);
-        this.#give = bound >= all ? Infinity : Math.max(0, Math.floor(all > 2 ** 53 ? bound - all * 2 ** -50 : bound));
+        this.#give = bound >= all ? Infinity : bound;
         if (this.#isFresh || (this.#give === 0 && cost > 0)) outcome = REFUSED;
       } else if (mode === BLOCK) {
         // Raised to the block's debt, never lowered: a key refused longer already is left alone.
