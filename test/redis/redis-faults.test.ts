@@ -178,9 +178,15 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     // The local tier's exact limits: 5 a minute, tried 11 times per key while Redis is away.
     const probeLocal = onError === 'local' ? new RateLimiter({ limit: perMinute(5), maxKeys: 64 }) : undefined;
     const probe = new RedisRateLimiter({ prefixCheck: 'off', redis, limit: perMinute(5), prefix: `${prefix}p:`, timeoutMs: TIMEOUT_MS, onError, ...(probeLocal ? { local: probeLocal } : {}) });
-    // Probes (cost 0, nothing written): each limiter has read Redis's clock before the load.
-    expect((await limiter.tryAcquire('warm', 0)).degraded).toBeUndefined();
-    expect((await probe.tryAcquire('warm', 0)).degraded).toBeUndefined();
+    // Probes (cost 0, nothing written): each limiter has read Redis's clock before the load. A
+    // busy machine may let a first call (its script loaded on the way) miss the 150 ms deadline
+    // (found: 1 run of 50 beside two spinning loops): probe again, for 10 s at most.
+    for (const l of [limiter, probe]) {
+      for (const end = performance.now() + 10_000; (await l.tryAcquire('warm', 0)).degraded !== undefined;) {
+        if (performance.now() > end) throw new Error('no probe reached Redis within 10 s');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
     const offsets = [await clockOffset(inspector)];
 
     // The load: LANES lanes, each calling again once answered, every call on a key of its own.
