@@ -165,14 +165,8 @@ export class SlotInserter {
     // length and key are written while the slot is BUSY (ours, or cancelled and so still held):
     // nobody reads a BUSY slot's key, and only re-scans read its hash.
     Atomics.store(w, base + S_HASH, hash);
-    w[base + S_KEY_BYTES] = bytes;
-    const key = t.encoder.words;
-    const n = keyWords(bytes);
-    const inline = Math.min(n, this.#inlineWords);
-    const at = base + t.keyOffset;
-    for (let i = 0; i < inline; i++) w[at + i] = key[i] as number;
     // A long key's tail: a heap without room leaves the key out, as a full stripe does.
-    if (n > inline && !this.#writeTail(base, n)) {
+    if (!writeKey(t, base, bytes, this.#inlineWords, this.#refOffset)) {
       this.#abandon(slot, claim, gen);
       return TABLE_FULL;
     }
@@ -224,11 +218,11 @@ export class SlotInserter {
       if (i < pos) {
         // An earlier claim for what may be the same key wins; wait for it and start over.
         this.#abandon(slot, claim, gen);
-        this.#awaitClaim(otherBase, c);
+        awaitClaim(t, otherBase, c);
         return RETRY;
       }
       // A later claim yields to ours; wait until it has (or it expires), then look at that slot again.
-      this.#awaitClaim(otherBase, c);
+      awaitClaim(t, otherBase, c);
       i--;
     }
     // 4. Fresh state, then publish. The state hook reads the clock only now, after the claim.
@@ -262,18 +256,6 @@ export class SlotInserter {
   }
 
   /**
-   * Spins until a claim is published, abandoned, cancelled, taken over, or expired; the caller
-   * then looks at the slot again. Claims last a few hundred ns.
-   */
-  #awaitClaim(base: number, claim: number): void {
-    for (let spins = 0; ; spins++) {
-      // Atomics.load: any change of the exact claim word ends the wait; the caller re-reads it.
-      if (Atomics.load(this.#t.words, base + S_CTRL) !== claim) return;
-      if ((spins & 1023) === 1023 && claimAge(claim, Math.floor(processNow())) > this.#t.claimTimeoutMs) return;
-    }
-  }
-
-  /**
    * Whether the claim in BUSY word `c` (at `base`) can never be published: it was cancelled, or
    * it is older than claimTimeoutMs and this call cancelled it (a compareExchange from the exact
    * word judged, as an insert does in its re-scan: its inserter's publish now fails, and it
@@ -288,30 +270,47 @@ export class SlotInserter {
     // cancelled meanwhile (then the caller gives up, and the next sweep looks again).
     return Atomics.compareExchange(this.#t.words, base + S_CTRL, c, cancelled) === c;
   }
+}
 
-  /**
-   * Writes the encoded key's words past the slot's own into the slot's heap record, first giving
-   * the slot a larger record if its own is too short. Called with the slot claimed by this thread
-   * (its record is written only under a claim, as its key words are). False when the heap has no
-   * room for the record.
-   */
-  #writeTail(base: number, n: number): boolean {
-    const t = this.#t;
-    const heap = t.heap as KeyHeap;
-    const tail = n - this.#inlineWords;
-    const w = t.words;
-    let ref = w[base + this.#refOffset] as number;
-    let h = heap.view(ref + 1);
-    if (ref === 0 || (h[ref] as number) < tail) {
-      // At least twice the old one: a slot leaves at most about twice its longest key behind.
-      ref = heap.allocate(ref === 0 ? tail : Math.max(tail, 2 * (h[ref] as number)));
-      if (ref === 0) return false;
-      // A plain write: the slot is ours, and its publish (a compareExchange) comes after it.
-      w[base + this.#refOffset] = ref;
-    }
-    h = heap.view(ref + 1 + tail);
-    const key = t.encoder.words;
-    for (let i = 0; i < tail; i++) h[ref + 1 + i] = key[this.#inlineWords + i] as number;
-    return true;
+/**
+ * Spins until the claim `claim` at `base` is published, abandoned, cancelled, taken over, or
+ * expired; the caller then looks at the slot again. Claims last a few hundred ns.
+ */
+export function awaitClaim(t: Pick<InsertHost, 'words' | 'claimTimeoutMs'>, base: number, claim: number): void {
+  for (let spins = 0; ; spins++) {
+    // Atomics.load: any change of the exact claim word ends the wait; the caller re-reads it.
+    if (Atomics.load(t.words, base + S_CTRL) !== claim) return;
+    if ((spins & 1023) === 1023 && claimAge(claim, Math.floor(processNow())) > t.claimTimeoutMs) return;
   }
+}
+
+/**
+ * Writes the encoded key (`bytes` long) into the slot at `base`: its length, its first words, and
+ * a long key's tail in the slot's heap record, first giving the slot a larger record if its own
+ * is too short. Called with the slot claimed by this thread (a slot's key and record are written
+ * only under a claim, and nobody reads a BUSY slot's key). False when the heap has no room.
+ */
+export function writeKey(t: InsertHost, base: number, bytes: number, inlineWords: number, refOffset: number): boolean {
+  const w = t.words;
+  w[base + S_KEY_BYTES] = bytes;
+  const key = t.encoder.words;
+  const n = keyWords(bytes);
+  const inline = Math.min(n, inlineWords);
+  const at = base + t.keyOffset;
+  for (let i = 0; i < inline; i++) w[at + i] = key[i] as number;
+  if (n === inline) return true;
+  const heap = t.heap as KeyHeap;
+  const tail = n - inlineWords;
+  let ref = w[base + refOffset] as number;
+  let h = heap.view(ref + 1);
+  if (ref === 0 || (h[ref] as number) < tail) {
+    // At least twice the old one: a slot leaves at most about twice its longest key behind.
+    ref = heap.allocate(ref === 0 ? tail : Math.max(tail, 2 * (h[ref] as number)));
+    if (ref === 0) return false;
+    // A plain write: the slot is ours, and its publish (a compareExchange) comes after it.
+    w[base + refOffset] = ref;
+  }
+  h = heap.view(ref + 1 + tail);
+  for (let i = 0; i < tail; i++) h[ref + 1 + i] = key[inlineWords + i] as number;
+  return true;
 }

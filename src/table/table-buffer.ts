@@ -4,7 +4,9 @@ import {
   GLOBAL_HEADER_WORDS, CELL_WORDS, COUNTER_CELLS, H_CLAIM_TIMEOUT_MS, H_CLASS, H_COUNTERS, H_GLOBAL_BASE, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
   H_INLINE_KEY_WORDS, H_REUSE_AFTER_MS, H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STATE_OFFSET, H_STATE_WORDS, H_STRIPES,
   H_VERSION, HEADER_WORDS, INLINE_KEY_BYTES, LAYOUT_VERSION, MAGIC, SLOT_HEADER_WORDS, slotsPerStripeFor, TABLE_CLASSES, type TableClass,
+  DENSE, H_DENSE_SLOTS, H_INDEX, H_INDEX_SEQS, H_LAYOUT, HASHED,
 } from './layout.js';
+import { denseSlotsFor, INDEX_PER_SLOT, indexStripeFor } from './dense-layout.js';
 
 /**
  * A table's buffer as a whole: its allocation and header (`allocateTable`), the check that a
@@ -65,6 +67,7 @@ export function tailWordsOf(words: Int32Array): number {
 
 /** Number of slots in the table in `words`. */
 export function slotCountOf(words: Int32Array): number {
+  if (words[H_LAYOUT] === DENSE) return words[H_DENSE_SLOTS] as number;
   return (words[H_STRIPES] as number) * (words[H_SLOTS_PER_STRIPE] as number);
 }
 
@@ -97,8 +100,10 @@ export interface TableSpec {
   align8?: boolean;
   /** The class the table is for: only that class attaches to it. */
   tableClass: TableClass;
-  /** Slots allocated per key of maxKeys (option slotsPerKey). */
+  /** Slots allocated per key of maxKeys (option slotsPerKey; a HASHED table's). */
   slotsPerKey: number;
+  /** How keys find their slots (layout.ts, H_LAYOUT); HASHED unless given. */
+  layout?: typeof HASHED | typeof DENSE;
 }
 
 /**
@@ -106,9 +111,21 @@ export interface TableSpec {
  * and the like) before sharing the buffer. Not shared with any thread yet: plain writes suffice.
  */
 export function allocateTable(spec: TableSpec): SharedArrayBuffer {
+  const dense = spec.layout === DENSE;
+  let slots: number;
+  let slotsPerStripe: number;
+  let stripes: number;
   const slotsWanted = Math.max(Math.ceil(spec.maxKeys * spec.slotsPerKey), 2);
-  const slotsPerStripe = slotsPerStripeFor(spec.slotsPerKey, slotsWanted);
-  const stripes = Math.ceil(slotsWanted / slotsPerStripe);
+  slotsPerStripe = slotsPerStripeFor(spec.slotsPerKey, slotsWanted);
+  stripes = Math.ceil(slotsWanted / slotsPerStripe);
+  slots = stripes * slotsPerStripe;
+  if (dense) {
+    // The slots are handed out in arrival order; the stripes are the index's (dense-layout.ts).
+    slots = denseSlotsFor(spec.maxKeys, slots);
+    const entries = slots * INDEX_PER_SLOT;
+    slotsPerStripe = indexStripeFor(entries);
+    stripes = Math.ceil(entries / slotsPerStripe);
+  }
   // With align8, the state starts on an even word of a slot with an even number of words: slots
   // start at even words (the header is 128 words), so the state is 8-byte aligned in every slot.
   // The state right after the slot's header, the key after it: a decision reads and writes the
@@ -120,21 +137,24 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   // A slot holds at most INLINE_KEY_BYTES of key; a longer maxKeyBytes adds the reference word
   // and a key heap. A small table holds its keys whole instead (see INLINE_ALL_BYTES).
   const wholeWords = keyWords(spec.maxKeyBytes);
-  const inlineWords = stripes * slotsPerStripe * wholeWords * 4 <= INLINE_ALL_BYTES ? wholeWords : keyWords(Math.min(spec.maxKeyBytes, INLINE_KEY_BYTES));
+  const inlineWords = slots * wholeWords * 4 <= INLINE_ALL_BYTES ? wholeWords : keyWords(Math.min(spec.maxKeyBytes, INLINE_KEY_BYTES));
   const refWords = keyWords(spec.maxKeyBytes) > inlineWords ? 1 : 0;
   let slotWords = stateOffset + spec.stateWords + inlineWords + refWords;
   if (spec.align8 === true) slotWords += slotWords & 1;
-  const slotArea = stripes * slotsPerStripe * slotWords;
+  const slotArea = slots * slotWords;
+  // A DENSE table's index and its stripes' tombstone sequences follow the slots.
+  // Rounded to whole cache lines: what follows (the global area's 64-bit words) stays aligned.
+  const indexWords = dense ? Math.ceil((stripes * slotsPerStripe + stripes) / CELL_WORDS) * CELL_WORDS : 0;
   const globalWords = spec.globalWords > 0 ? GLOBAL_HEADER_WORDS + spec.globalWords : 0;
   // The counters start on a cache line (the buffer's start is page-aligned).
-  const counters = Math.ceil((HEADER_WORDS + slotArea + globalWords) / CELL_WORDS) * CELL_WORDS;
+  const counters = Math.ceil((HEADER_WORDS + slotArea + indexWords + globalWords) / CELL_WORDS) * CELL_WORDS;
   const bytes = (counters + COUNTER_CELLS * CELL_WORDS) * 4;
   let buffer: SharedArrayBuffer;
   try {
     buffer = new SharedArrayBuffer(bytes);
   } catch (e) {
     throw new RangeError(
-      `options.maxKeys ${spec.maxKeys} needs a table of ${bytes} bytes (${slotWords * 4} per slot, ${spec.slotsPerKey} slots per key), ` +
+      `options.maxKeys ${spec.maxKeys} needs a table of ${bytes} bytes (${slotWords * 4} per slot, ${slots} slots), ` +
         `which could not be allocated: lower maxKeys, slotsPerKey or the per-key state (${e instanceof Error ? e.message : String(e)})`,
       { cause: e },
     );
@@ -155,7 +175,13 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   w[H_STATE_WORDS] = spec.stateWords;
   w[H_STATE_OFFSET] = stateOffset;
   w[H_CLASS] = TABLE_CLASSES.indexOf(spec.tableClass) + 1;
-  w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea : 0;
+  w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea + indexWords : 0;
+  w[H_LAYOUT] = dense ? DENSE : HASHED;
+  if (dense) {
+    w[H_DENSE_SLOTS] = slots;
+    w[H_INDEX] = HEADER_WORDS + slotArea;
+    w[H_INDEX_SEQS] = HEADER_WORDS + slotArea + stripes * slotsPerStripe;
+  }
   w[H_INLINE_KEY_WORDS] = inlineWords;
   w[H_COUNTERS] = counters;
   return buffer;

@@ -93,7 +93,7 @@ export function checkOptionsObject(options: unknown, names: readonly string[], t
 export function createTable(t: TableOptions, spec: Pick<TableSpec, 'stateWords' | 'globalWords' | 'align8' | 'tableClass'>): SharedArrayBuffer {
   const buffer = allocateTable({
     maxKeys: t.maxKeys, maxKeyBytes: t.maxKeyBytes, hashSeed: t.hashSeed, forcedHash: t.forcedHash,
-    claimTimeoutMs: t.claimTimeoutMs, reuseAfterMs: t.reuseAfterMs, slotsPerKey: t.slotsPerKey, ...spec,
+    claimTimeoutMs: t.claimTimeoutMs, reuseAfterMs: t.reuseAfterMs, slotsPerKey: t.slotsPerKey, layout: t.layout, ...spec,
   });
   const w = new Int32Array(buffer);
   w[H_ON_FULL] = t.onFull === 'allow' ? 1 : 0;

@@ -2,12 +2,14 @@ import { KeyEncoder, keyWords } from './hash.js';
 import {
   BUSY, C_DISPLACED, C_LIVE, C_TOMBS, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_REUSE_AFTER_MS, H_HASH_SEED, H_HASH_VALUE,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES,
-  stripeOfHash, TOMB,
+  stripeOfHash, TOMB, DENSE, H_LAYOUT,
 } from './layout.js';
 import { KeyHeap } from './key-heap.js';
 import { RECLAIMED_ELSEWHERE, StripeSweeper } from './compaction.js';
-import { claimAge, RETRY, SlotInserter } from './insert.js';
+import { claimAge, RETRY, SlotInserter, TABLE_FULL } from './insert.js';
 import { TableCounters } from './table-counters.js';
+import { DenseIndex, RETRY_AFTER_FULL } from './dense-index.js';
+import { DenseSweeper } from './dense-sweep.js';
 import { checkTableBuffer, hasKeyHeap, inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf, stateOffsetOf } from './table-buffer.js';
 
 /**
@@ -78,6 +80,11 @@ export class SlotTable {
   foundCtrl = 0;
   /** Whether the slot `locate` last returned was inserted by that call (the key was new to the table). */
   foundNew = false;
+  /**
+   * Inserts on this view that lost a race and looked the key up again (a claim or an entry taken
+   * first, a copy of the key inserted meanwhile): counted in `report`'s casRetries. Per thread, plain.
+   */
+  retries = 0;
   readonly #stripeMask: number;
   /** The home slot is the top bits of the re-mixed hash: 6 of them, or log2 of a longer stripe. */
   readonly #homeShift: number;
@@ -94,6 +101,9 @@ export class SlotTable {
   readonly #inserter: SlotInserter;
   /** The gauges' counters (table-counters.ts). */
   readonly #counters: TableCounters;
+  /** A DENSE table's index and its sweeps (dense-index.ts, dense-sweep.ts); null in a HASHED table. */
+  readonly #dense: DenseIndex | null;
+  readonly #denseSweeper: DenseSweeper | null;
 
   /**
    * Opens the table in `buffer`, with `heap` its key heap when it has one (`hasKeyHeap`; the
@@ -126,6 +136,13 @@ export class SlotTable {
     this.#counters = new TableCounters(words, this.slotsPerStripe);
     this.#sweeper = new StripeSweeper(this);
     this.#inserter = new SlotInserter(this, state, this.#inlineWords, this.#refOffset);
+    this.#dense = words[H_LAYOUT] === DENSE ? new DenseIndex(this, state, this.#inlineWords, this.#refOffset) : null;
+    this.#denseSweeper = this.#dense === null ? null : new DenseSweeper(this, this.#dense);
+  }
+
+  /** Whether the table is DENSE (layout.ts, H_LAYOUT). */
+  get dense(): boolean {
+    return this.#dense !== null;
   }
 
   /** Counts a transition of `slot` (TableCounters.count), right after the compareExchange that made it: once each. */
@@ -148,7 +165,7 @@ export class SlotTable {
 
   /** Number of slots in the table. */
   get capacity(): number {
-    return this.stripes * this.slotsPerStripe;
+    return this.#dense === null ? this.stripes * this.slotsPerStripe : this.#dense.slots;
   }
 
   /**
@@ -164,6 +181,7 @@ export class SlotTable {
    * is absent. Returns the slot index (and sets `foundCtrl`), or `TABLE_FULL`.
    */
   locate(bytes: number, hash: number): number {
+    if (this.#dense !== null) return this.#locateDense(this.#dense, bytes, hash);
     for (;;) {
       const found = this.#find(bytes, hash);
       if (found >= 0) {
@@ -180,6 +198,30 @@ export class SlotTable {
         }
         return inserted;
       }
+      this.retries++;
+    }
+  }
+
+  /** `locate` in a DENSE table. */
+  #locateDense(dense: DenseIndex, bytes: number, hash: number): number {
+    for (;;) {
+      const found = dense.find(bytes, hash);
+      if (found >= 0) {
+        this.foundCtrl = dense.foundCtrl;
+        this.foundNew = false;
+        return found;
+      }
+      const inserted = dense.insert(bytes, hash);
+      if (inserted >= 0) {
+        this.foundCtrl = dense.ctrl;
+        this.foundNew = true;
+        return inserted;
+      }
+      if (inserted === TABLE_FULL) return TABLE_FULL;
+      // The key's index stripe had no free entry: free what can be freed there, else full.
+      if (inserted === RETRY_AFTER_FULL) {
+        if (!(this.#denseSweeper as DenseSweeper).reclaimStripe(this.stripeOf(hash))) return TABLE_FULL;
+      } else this.retries++;
     }
   }
 
@@ -189,6 +231,11 @@ export class SlotTable {
    */
   find(bytes: number, hash: number): number {
     this.foundNew = false;
+    if (this.#dense !== null) {
+      const found = this.#dense.find(bytes, hash);
+      if (found >= 0) this.foundCtrl = this.#dense.foundCtrl;
+      return found;
+    }
     return this.#find(bytes, hash);
   }
 
@@ -300,12 +347,20 @@ export class SlotTable {
 
   /** Completes a reclaim whose `tat` is already DEAD: LIVE(gen) -> TOMB(gen). True if this call did. */
   finishReclaim(base: number, ctrl: number): boolean {
-    // The displacement before the compareExchange: once TOMB, the slot may be claimed and its hash rewritten.
-    const displaced = this.#displacement(base);
+    // The displacement before the compareExchange: once TOMB, the slot may be claimed and its
+    // hash rewritten. (A DENSE table counts its index: the entry stays until it is cleared.)
+    // (A plain read of a LIVE slot's hash, as in #displacement.)
+    const hash = this.words[base + S_HASH] as number;
+    const displaced = this.#dense === null ? this.#displacement(base) : this.#dense.displacementOf(this.#slotAt(base), hash);
     // compareExchange from the exact LIVE word: succeeds once, for this incarnation only.
     if (Atomics.compareExchange(this.words, base + S_CTRL, ctrl, ctrlWord(TOMB, ctrl >>> 2)) !== ctrl) return false;
     const slot = this.#slotAt(base);
     this.count(slot, C_LIVE, -1);
+    if (this.#dense !== null) {
+      // A DENSE table's tombstones are index entries, made when the entry is cleared.
+      if (displaced !== 0) this.count(this.#dense.home(hash), C_DISPLACED, -displaced);
+      return true;
+    }
     this.count(slot, C_TOMBS, 1);
     if (displaced !== 0) this.count(slot, C_DISPLACED, -displaced);
     return true;
@@ -347,16 +402,17 @@ export class SlotTable {
    * stripe. Returns the count of slots freed (reclaimed keys and claims). See compaction.ts.
    */
   sweep(): number {
-    return this.#sweeper.sweep();
+    return this.#denseSweeper === null ? this.#sweeper.sweep() : this.#denseSweeper.sweep();
   }
 
   /** Turns the tombstones of `stripe` that no key's probe chain crosses back into EMPTY slots; returns how many (compaction.ts). */
   compactStripe(stripe: number): number {
-    return this.#sweeper.compactStripe(stripe);
+    return this.#denseSweeper === null ? this.#sweeper.compactStripe(stripe) : this.#denseSweeper.compactStripe(stripe);
   }
 
   /**
-   * What every limiter's `stats()` reports about its table (it adds its own `casRetries`).
+   * What every limiter's `stats()` reports about its table (it adds its own `casRetries` to the
+   * table's lost insert races).
    * O(capacity); a snapshot that may race with writers.
    */
   report(casRetries: number): {
@@ -366,7 +422,7 @@ export class SlotTable {
     const c = this.scan();
     return {
       liveKeys: c.live, maxKeys: this.words[H_MAX_KEYS] as number, capacity: this.capacity, tombstones: c.tombstones,
-      claimed: c.claimed, tableBytes: this.words.byteLength, keyHeapBytes: this.heap?.byteLength ?? 0, casRetries,
+      claimed: c.claimed, tableBytes: this.words.byteLength, keyHeapBytes: this.heap?.byteLength ?? 0, casRetries: casRetries + this.retries,
     };
   }
 
@@ -393,6 +449,7 @@ export class SlotTable {
    * O(capacity); a snapshot.
    */
   probeLengths(): { mean: number; max: number; missMean: number; missMax: number } {
+    if (this.#denseSweeper !== null) return this.#denseSweeper.probeLengths();
     const w = this.words;
     let n = 0;
     let sum = 0;
@@ -429,14 +486,16 @@ export class SlotTable {
 
   /** Counts slots by state. O(capacity); a snapshot that may race with writers. */
   scan(): TableCounts {
-    const counts: TableCounts = { live: 0, tombstones: 0, claimed: 0 };
+    const dense = this.#dense !== null;
+    // A DENSE table's tombstones are its index's: entries probes go past (a free slot is no tombstone).
+    const counts: TableCounts = { live: 0, tombstones: dense ? (this.#denseSweeper as DenseSweeper).deadEntries() : 0, claimed: 0 };
     for (let slot = 0; slot < this.capacity; slot++) {
       const base = this.base(slot);
       const state = Atomics.load(this.words, base + S_CTRL) & 3;
       if (state === LIVE) {
         if (!this.#state.isDead(this.words, base)) counts.live++;
-        else counts.tombstones++;
-      } else if (state === TOMB) counts.tombstones++;
+        else counts.tombstones++; // a reclaim past its linearisation point, not finished
+      } else if (state === TOMB && !dense) counts.tombstones++;
       else if (state === BUSY) counts.claimed++;
     }
     return counts;

@@ -1,7 +1,7 @@
 // Where a key lives in a table, read from the outside (a snapshot, for tests that stage a reclaim
 // or a reuse of its slot).
 import { H_SLOT_WORDS, H_STATE_OFFSET, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT } from '../../src/table/layout.js';
-import { keyOffsetOf } from '../../src/table/table-buffer.js';
+import { keyOffsetOf, slotCountOf } from '../../src/table/table-buffer.js';
 import type { PolicyLimiter, PolicyRequest } from '../../src/index.js';
 
 /** The first word of the live slot holding the table key `key` (as the table encodes it), or -1. */
@@ -9,7 +9,8 @@ export function slotBaseOf(table: SharedArrayBuffer, key: string): number {
   const w = new Int32Array(table);
   const slotWords = w[H_SLOT_WORDS] as number;
   const want = new TextEncoder().encode(key);
-  for (let base = HEADER_WORDS; base + slotWords <= w.length; base += slotWords) {
+  const end = HEADER_WORDS + slotCountOf(w) * slotWords;
+  for (let base = HEADER_WORDS; base < end; base += slotWords) {
     if (((w[base + S_CTRL] as number) & 3) !== LIVE || w[base + S_KEY_BYTES] !== want.length) continue;
     const bytes = new Uint8Array(w.buffer, (base + keyOffsetOf(w)) * 4, want.length);
     if (bytes.every((b, i) => b === want[i])) return base;

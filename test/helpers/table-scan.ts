@@ -2,14 +2,14 @@
 // live (and how many copies of each), and what compaction left behind. Every limiter class keeps
 // the reclaim marker (DEAD) in a slot's `tat` word, so one reader serves them all. Snapshots:
 // call them while no other thread writes, or read the result as such.
-import { BUSY, CLAIM_CANCELLED, DEAD, EMPTY, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES, S_TAT } from '../../src/table/layout.js';
-import { inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf } from '../../src/table/table-buffer.js';
+import { BUSY, CLAIM_CANCELLED, DEAD, EMPTY, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES, S_TAT } from '../../src/table/layout.js';
+import { inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf, slotCountOf } from '../../src/table/table-buffer.js';
 
 /** Slots of `table`, and the first word of each. */
 function* slotBases(table: SharedArrayBuffer): Generator<number> {
   const w = new Int32Array(table);
   const slotWords = w[H_SLOT_WORDS] as number;
-  const capacity = (w[H_STRIPES] as number) * (w[H_SLOTS_PER_STRIPE] as number);
+  const capacity = slotCountOf(w);
   for (let slot = 0; slot < capacity; slot++) yield HEADER_WORDS + slot * slotWords;
 }
 
@@ -60,6 +60,7 @@ export function liveHashes(table: SharedArrayBuffer): Set<number> {
 /**
  * EMPTY slots that once held a key: a fresh slot is EMPTY with generation 0, and only a
  * compaction (SlotTable.compactStripe) turns a tombstone back into EMPTY, keeping its generation.
+ * (In a DENSE table, a freed slot whose index entry was cleared: dense-layout.ts.)
  */
 export function compactedSlots(table: SharedArrayBuffer): number {
   const w = new Int32Array(table);

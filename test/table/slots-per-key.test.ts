@@ -4,11 +4,12 @@ import { describe, expect, it } from 'vitest';
 import { ConcurrencyLimiter, ManualClock, perSecond, PolicyLimiter, RateLimiter } from '../../src/index.js';
 import { LocalTier } from '../../src/redis/local-tier.js';
 import { raceUntilLost } from '../helpers/workers.js';
+import { HASHED_LAYOUT } from '../helpers/layout.js';
 
 describe('slotsPerKey', () => {
   it.each([1, 2024])('1.25: holds maxKeys keys (hash seed %i) in under 64 bytes each at maxKeyBytes 24', (hashSeed) => {
     const maxKeys = 100_000;
-    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, maxKeyBytes: 24, slotsPerKey: 1.25, hashSeed, clock: new ManualClock() });
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, maxKeyBytes: 24, slotsPerKey: 1.25, hashSeed, clock: new ManualClock(), ...HASHED_LAYOUT });
     let full = 0;
     for (let i = 0; i < maxKeys; i++) if (limiter.tryAcquire(`tenant-${String(i).padStart(7, '0')}:api`).reason === 'table-full') full++;
     expect(full).toBe(0);
@@ -22,9 +23,9 @@ describe('slotsPerKey', () => {
   });
 
   it('1.25 by default: 1.25 times maxKeys slots, in whole stripes of 1,024', () => {
-    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096 }).stats().capacity).toBe(5120);
-    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096, slotsPerKey: 2 }).stats().capacity).toBe(8192);
-    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096, slotsPerKey: 4 }).stats().capacity).toBe(16384);
+    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096, ...HASHED_LAYOUT }).stats().capacity).toBe(5120);
+    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096, slotsPerKey: 2, ...HASHED_LAYOUT }).stats().capacity).toBe(8192);
+    expect(new RateLimiter({ limit: perSecond(1), maxKeys: 4096, slotsPerKey: 4, ...HASHED_LAYOUT }).stats().capacity).toBe(16384);
   });
 
   it('is taken by every class, and a bad value is refused by name', () => {

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, perHour, RateLimiter, type RateLimiterHandle } from '../../src/index.js';
 import { BUSY, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL } from '../../src/table/layout.js';
 import { stagedReuse } from '../helpers/park.js';
+import { HASHED_LAYOUT } from '../helpers/layout.js';
 
 // Regression tests for a key with two live copies: an inserter stalled between its re-scan and
 // its publish for longer than claimTimeoutMs had its claim presumed dead by a second inserter of
@@ -222,7 +223,9 @@ describe('an inserter stalled past 30x claimTimeoutMs', () => {
 
   it('reuses the slot of a claim older than reuseAfterMs (here shortened to 30 ms): a dead inserter costs its slot until then', async () => {
     const claimTimeoutMs = 1;
-    const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, ...stagedReuse(claimTimeoutMs), clock: new ManualClock(1_000_000), forceHash: 7 });
+    // HASHED: there the next key of the chain takes the expired claim's slot (a DENSE table's next
+    // key takes its thread's next free slot).
+    const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, ...stagedReuse(claimTimeoutMs), clock: new ManualClock(1_000_000), forceHash: 7, ...HASHED_LAYOUT });
     const a = await parkedInsert(limiter.handle, 'k', 10);
     const [claimSlot] = slotsIn(limiter, BUSY);
     await workers.splice(0)[0]?.terminate(); // A dies holding its claim

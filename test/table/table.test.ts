@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter } from '../../src/index.js';
+import { HASHED_LAYOUT } from '../helpers/layout.js';
 
 describe('the shared table', () => {
   it('keeps keys whose hashes collide completely apart', () => {
@@ -71,7 +72,7 @@ describe('the shared table', () => {
   });
 
   it('reports memory per key', () => {
-    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 1000 });
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 1000, ...HASHED_LAYOUT });
     const s = limiter.stats();
     expect(s.capacity).toBe(2048);
     // A slot: 5 header words, 24 bytes of key (6 words), the word referring to its heap record;
@@ -79,7 +80,7 @@ describe('the shared table', () => {
     expect(s.tableBytes).toBe(512 + 2048 * (5 + 6 + 1) * 4 + 16 * 64);
     expect(s.keyHeapBytes).toBe(65_536);
     // Keys of at most 24 bytes: no heap, and no reference word.
-    const short = new RateLimiter({ limit: perSecond(1), maxKeys: 1000, maxKeyBytes: 24 }).stats();
+    const short = new RateLimiter({ limit: perSecond(1), maxKeys: 1000, maxKeyBytes: 24, ...HASHED_LAYOUT }).stats();
     expect(short.tableBytes).toBe(512 + 2048 * (5 + 6) * 4 + 16 * 64);
     expect(short.keyHeapBytes).toBe(0);
   });

@@ -1,0 +1,145 @@
+// The DENSE table layout (src/table/dense-layout.ts): slots handed out in arrival order, found
+// through an index. What differs from the HASHED layout is tested here; the whole suite also runs
+// with DENSE as every table's default (npm run test:dense, docs/testing.md).
+import { describe, expect, it } from 'vitest';
+import { ManualClock, perSecond, RateLimiter } from '../../src/index.js';
+import { gcraParams } from '../../src/math/gcra.js';
+import { gcraSlotState } from '../../src/rate/gcra-slot.js';
+import { H_SLOT_WORDS, HEADER_WORDS } from '../../src/table/layout.js';
+import { SlotTable } from '../../src/table/table.js';
+import { DENSE_LAYOUT } from '../helpers/layout.js';
+import { slotBaseOf } from '../helpers/slots.js';
+import { duplicateKeys, liveCopies } from '../helpers/table-scan.js';
+import { raceUntilLost } from '../helpers/workers.js';
+
+/** The slot number of `key` in `limiter`'s table (-1: none). */
+function slotOf(limiter: RateLimiter, key: string): number {
+  const base = slotBaseOf(limiter.handle.table, key);
+  const slotWords = new Int32Array(limiter.handle.table)[H_SLOT_WORDS] as number;
+  return base < 0 ? -1 : (base - HEADER_WORDS) / slotWords;
+}
+
+/** This thread's view of `limiter`'s table, for its probe lengths. */
+function tableOf(limiter: RateLimiter, clock: ManualClock): SlotTable {
+  return new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), clock), limiter.handle.keys);
+}
+
+describe('the DENSE layout', () => {
+  it('gives keys that arrive together slots side by side, whatever their hashes', () => {
+    const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 5_000, clock: new ManualClock(), ...DENSE_LAYOUT });
+    const keys = Array.from({ length: 1_000 }, (_, i) => `user:${i * 7919}`);
+    for (const k of keys) expect(limiter.allow(k)).toBe(true);
+    const slots = keys.map((k) => slotOf(limiter, k));
+    // The first view's cursor starts at slot 0 and moves one slot per new key.
+    expect(slots).toEqual(keys.map((_, i) => i));
+    // An attached view (another thread's) finds them all, and starts its own run elsewhere.
+    const other = RateLimiter.attach(limiter.handle);
+    for (const k of keys) expect(other.tryAcquire(k, 0).remaining).toBe(4);
+    expect(other.allow('newcomer')).toBe(true);
+    expect(slotOf(limiter, 'newcomer')).toBeGreaterThanOrEqual(keys.length);
+  });
+
+  it('refuses no key below maxKeys, refuses one past its slots, and takes the slots of idle keys back', () => {
+    const clock = new ManualClock();
+    const maxKeys = 2_000; // past SMALL_TABLE: maxKeys and a sixteenth more slots
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, clock, ...DENSE_LAYOUT });
+    const { capacity } = limiter.stats();
+    expect(capacity).toBe(maxKeys + maxKeys / 16);
+    for (let i = 0; i < capacity; i++) expect(limiter.tryAcquire(`k${i}`).reason, `key ${i}`).toBe('allowed');
+    expect(limiter.tryAcquire('one-more')).toMatchObject({ allowed: false, reason: 'table-full' });
+    expect(limiter.tryAcquire('k7', 0).remaining).toBe(0); // existing keys unaffected
+    clock.advance(1_001); // every key idle
+    // The insert that finds no free slot reclaims every idle key it passes, and takes one.
+    expect(limiter.tryAcquire('one-more').reason).toBe('allowed');
+    expect(limiter.stats().liveKeys).toBe(1);
+    for (let i = 0; i < 500; i++) expect(limiter.allow(`again${i}`)).toBe(true);
+    expect(duplicateKeys(limiter.handle.table, limiter.handle.keys)).toEqual([]);
+  });
+
+  it('keeps keys whose hashes collide completely apart, and finds each once', () => {
+    const clock = new ManualClock();
+    const limiter = new RateLimiter({ limit: perSecond(3), maxKeys: 60, clock, forceHash: 12345, ...DENSE_LAYOUT });
+    const keys = Array.from({ length: 60 }, (_, i) => `user:${i}`);
+    for (const key of keys) for (let i = 0; i < 3; i++) expect(limiter.allow(key)).toBe(true);
+    for (const key of keys) expect(limiter.allow(key)).toBe(false);
+    expect(new Set(liveCopies(limiter.handle.table).keys())).toEqual(new Set(keys));
+    expect(duplicateKeys(limiter.handle.table)).toEqual([]);
+  });
+
+  it('under churn (50x maxKeys never-repeating keys, swept), keeps hit and miss probes within 1.2x of a fresh table', () => {
+    const clock = new ManualClock();
+    const maxKeys = 4_000;
+    const options = { limit: perSecond(10), maxKeys, maxKeyBytes: 24, clock, hashSeed: 77, ...DENSE_LAYOUT };
+    const limiter = new RateLimiter(options);
+    const working = Array.from({ length: maxKeys / 4 }, (_, i) => `ws:${i}`);
+    let next = 0;
+    for (let phase = 0; phase < 200; phase++) {
+      for (let i = 0; i < maxKeys / 4; i++) {
+        limiter.allow(`new:${next++}`);
+        if (i % 4 === 0) limiter.allow(working[(i / 4 + phase) % working.length] as string);
+      }
+      clock.advance(150); // the new keys go idle (one admission drains in 100 ms)
+      for (const k of working) limiter.allow(k); // the working set spends again: not idle at the sweep
+      limiter.sweep();
+    }
+    expect(next).toBe(50 * maxKeys);
+    const churned = tableOf(limiter, clock).probeLengths();
+    // A fresh table of the same shape and seed holding the same live keys.
+    const fresh = new RateLimiter(options);
+    const live = [...liveCopies(limiter.handle.table).keys()];
+    for (const k of live) fresh.allow(k);
+    const base = tableOf(fresh, clock).probeLengths();
+    expect(live.length).toBe(limiter.stats().liveKeys);
+    expect(live.length).toBe(working.length);
+    expect(churned.mean).toBeLessThanOrEqual(1.2 * base.mean);
+    expect(churned.missMean).toBeLessThanOrEqual(1.2 * base.missMean);
+    // The gauges from the counters agree with the table's own count.
+    expect(limiter.gauges().probeMean).toBeCloseTo(churned.mean, 9);
+    expect(duplicateKeys(limiter.handle.table)).toEqual([]);
+  });
+
+  it('holds 100,000 keys of up to 24 bytes in at most 64 bytes each, every option at its default', () => {
+    const maxKeys = 100_000;
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, clock: new ManualClock(), ...DENSE_LAYOUT });
+    let refused = 0;
+    for (let i = 0; i < maxKeys; i++) if (limiter.tryAcquire(`tenant-${String(i).padStart(7, '0')}:api`).reason === 'table-full') refused++;
+    expect(refused).toBe(0);
+    const s = limiter.stats();
+    expect(s.liveKeys).toBe(maxKeys);
+    expect(s.tableBytes / maxKeys).toBeLessThanOrEqual(64);
+  });
+
+  it('4 workers inserting the same keys give each key one copy', async () => {
+    await raceUntilLost<{ admitted: number[]; casRetries: number }>(() => {
+      const keys = Array.from({ length: 8_000 }, (_, i) => `k${i}`);
+      const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: keys.length, clock: new ManualClock(), ...DENSE_LAYOUT });
+      return {
+        workers: Array.from({ length: 4 }, (_, id) => ({ mode: 'hammer', handle: limiter.handle, id, keys, attempts: keys.length, cost: 1 })),
+        check(all) {
+          // A frozen clock and a burst of 1: a key admitted twice had two copies.
+          const admitted = keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] as number), 0));
+          expect(admitted.filter((n) => n !== 1)).toEqual([]);
+          expect(limiter.stats().liveKeys).toBe(keys.length);
+          expect(duplicateKeys(limiter.handle.table)).toEqual([]);
+        },
+      };
+    });
+  });
+
+  it('4 workers inserting colliding keys (one chain) give each key one copy', async () => {
+    await raceUntilLost<{ admitted: number[]; casRetries: number }>(() => {
+      const keys = Array.from({ length: 200 }, (_, i) => `c${i}`);
+      const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: 300, forceHash: 99, clock: new ManualClock(), ...DENSE_LAYOUT });
+      // Every worker takes the keys in one order (id 0 for all): they insert the same key at once.
+      // A lost insert race counts in casRetries (SlotTable.retries).
+      return {
+        workers: Array.from({ length: 4 }, () => ({ mode: 'hammer', handle: limiter.handle, id: 0, keys, attempts: keys.length, cost: 1 })),
+        check(all) {
+          const admitted = keys.map((_, k) => all.reduce((sum, r) => sum + (r.admitted[k] as number), 0));
+          expect(admitted.filter((n) => n !== 1)).toEqual([]);
+          expect(duplicateKeys(limiter.handle.table)).toEqual([]);
+        },
+      };
+    });
+  });
+});
