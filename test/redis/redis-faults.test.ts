@@ -14,6 +14,7 @@
 // call, how long the breaker was seen open, calls Redis ran on time whose answer came too late).
 import { fork, type ChildProcess } from 'node:child_process';
 import { createConnection, type Socket } from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
@@ -30,6 +31,8 @@ const TIMEOUT_MS = 150;
  * What a call may take past its deadline: the limiter's timer fires late by the event loop's
  * lag, on a 2-core machine shared with other test runs and 256 lanes of load. A call that waited
  * for the server instead would take the rest of the outage (FAULT_MS, well over this bound).
+ * The test measures the lag too, and allows what it saw when that was more (found: 449 ms for a
+ * call on a machine running two spinning loops beside the suite, 1 run of 50).
  */
 const LATENESS_MS = 250;
 /** How long the server stays frozen, or dead before it is started again. */
@@ -204,10 +207,14 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
       openUntil = now;
     };
     const poller = setInterval(watchBreaker, 2);
+    // How late the event loop runs timers under this load (the lateness a call's deadline timer has).
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    lag.enable();
     onTestFinished(() => {
       // Also when a check failed midway: the load must not run on into the next test.
       running = false;
       clearInterval(poller);
+      lag.disable();
     });
     const asked = new Float64Array(LANES).fill(NaN); // when each lane's unanswered call was made
     const lane = async (i: number): Promise<void> => {
@@ -312,7 +319,9 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     // 1. No call hangs: each is answered within its deadline plus the event loop's lateness.
     const all = [...calls, ...probeCalls];
     const slowest = all.reduce((m, c) => Math.max(m, c.t1 - c.t0), 0);
-    expect(slowest, `slowest of ${all.length} calls, ms`).toBeLessThan(TIMEOUT_MS + LATENESS_MS);
+    lag.disable();
+    const lateness = Math.max(LATENESS_MS, lag.max / 1e6 + 50);
+    expect(slowest, `slowest of ${all.length} calls (event loop lag up to ${(lag.max / 1e6).toFixed(0)} ms), ms`).toBeLessThan(TIMEOUT_MS + lateness);
 
     // 2. Answers: Redis's are fresh keys' admissions; the others follow onError (the local
     // limiter finds each load key fresh too, and counts it once).
