@@ -12,12 +12,18 @@ const START_MS = 10_000_000.25;
 
 export const compactionTime = timeMoves({ startMs: START_MS, tickMs: 1e-3, intervalMs: 60_000 });
 
-/** The set-up of scenario `name`: the four-slot table with 'a' idle at the home slot. */
-export function compactionSetup(name) {
+/** The DENSE layout's option (dense-layout.ts), for compactionSetup. */
+export const DENSE = { [Symbol.for('sluice.layout')]: 'dense' };
+
+/**
+ * The set-up of scenario `name`: the four-slot table with 'a' idle at the home slot (its first
+ * slot and the first entry of its chain in a DENSE table, `layout`).
+ */
+export function compactionSetup(name, layout = {}) {
   return (lib) => {
     let now = START_MS - 100_000;
     const clock = { now: () => now };
-    const rl = new lib.RateLimiter({ limit, maxKeys: 2, forceHash: 7, clock, slotsPerKey: 2 });
+    const rl = new lib.RateLimiter({ limit, maxKeys: 2, forceHash: 7, clock, slotsPerKey: 2, ...layout });
     const stats = rl.stats();
     if (stats.capacity !== 4 || stats.width !== 32) throw new Error(`${name}: the table is not the four-slot width-32 table it needs`);
     if (!rl.allow('a')) throw new Error(`${name}: set-up refused a`);

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter } from '../../src/index.js';
 import { gcraParams } from '../../src/math/gcra.js';
 import { gcraSlotState } from '../../src/rate/gcra-slot.js';
-import { H_SLOT_WORDS, HEADER_WORDS } from '../../src/table/layout.js';
+import { DEAD, H_INDEX, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, S_TAT } from '../../src/table/layout.js';
 import { SlotTable } from '../../src/table/table.js';
 import { DENSE_LAYOUT } from '../helpers/layout.js';
 import { slotBaseOf } from '../helpers/slots.js';
@@ -107,6 +107,39 @@ describe('the DENSE layout', () => {
     const s = limiter.stats();
     expect(s.liveKeys).toBe(maxKeys);
     expect(s.tableBytes / maxKeys).toBeLessThanOrEqual(64);
+  });
+
+  it('keeps a stale entry reachable: a compaction does not clear the tombstone before the entry of a slot a lookup freed', () => {
+    const clock = new ManualClock(900_000);
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 2, forceHash: 7, clock, ...DENSE_LAYOUT });
+    const w = new Int32Array(limiter.handle.table);
+    // Entry i of the chain every key (hash 7) shares: from its home, wrapping in the one stripe.
+    const stripe = w[H_SLOTS_PER_STRIPE] as number;
+    const home = (Math.imul(7, 0x9e3779b1) >>> (32 - Math.log2(stripe))) & (stripe - 1);
+    const entry = (i: number): number => w[(w[H_INDEX] as number) + ((home + i) & (stripe - 1))] as number;
+    expect(limiter.allow('x')).toBe(true); // slot 0, the chain's entry 0
+    clock.set(1_000_000);
+    expect(limiter.allow('c')).toBe(true); // slot 1, entry 1
+    expect(limiter.sweep()).toBe(1); // 'x': its entry becomes a tombstone, kept (c's chain crosses it)
+    expect(entry(0) & 3).toBe(3);
+    // c's reclaimer stopped right after its linearisation point; a lookup finishes the reclaim
+    // (slot 1 TOMB) and leaves c's entry for the slot's next claimer to clear.
+    Atomics.store(w, HEADER_WORDS + (w[H_SLOT_WORDS] as number) + S_TAT, DEAD);
+    const other = RateLimiter.attach(limiter.handle);
+    expect(other.get('c')).toBeNull();
+    expect(entry(1) & 3).toBe(1); // stale
+    // A compaction alone (no sweep to clear the stale entry first) must keep entry 0: the slot's
+    // next claimer looks for entry 1 from the chain's home.
+    tableOf(limiter, clock).compactStripe(0);
+    expect(entry(0) & 3).toBe(3);
+    // c comes back: one copy, one entry.
+    expect(other.allow('c')).toBe(true);
+    expect(other.allow('c')).toBe(false);
+    expect(duplicateKeys(limiter.handle.table)).toEqual([]);
+    expect(w[H_STRIPES]).toBe(1);
+    const refs = Array.from({ length: stripe }, (_, i) => entry(i)).filter((e) => (e & 3) === 1);
+    expect(new Set(refs).size).toBe(refs.length);
+    expect(tableOf(limiter, clock).probeLengths().mean).toBeGreaterThan(0);
   });
 
   it('4 workers inserting the same keys give each key one copy', async () => {
