@@ -79,24 +79,24 @@ export default [
     edits: [{ file: 'rate/rate-limiter.js', from: 'if (index.insertedLast && one.tookFresh(entry)) {', to: 'if (one.tookFresh(entry)) {' }],
   },
   {
-    name: 'dense: duplicate insert',
-    what: 'a DENSE inserter publishes without re-scanning its chain for another entry of the same key',
-    scenario: 'dense-insert',
-    edits: [{ file: 'table/dense-index.js', from: '        for (let i = 0; i < S; i++) {\n            if (i === pos)', to: '        for (let i = 0; i < 0; i++) {\n            if (i === pos)' }],
+    name: 'slab: duplicate insert',
+    what: 'a SLAB inserter publishes without re-scanning its chain for another entry of the same key',
+    scenario: 'slab-insert',
+    edits: [{ file: 'table/slab-directory.js', from: '        for (let i = 0; i < S; i++) {\n            if (i === pos)', to: '        for (let i = 0; i < 0; i++) {\n            if (i === pos)' }],
   },
   {
     // Missed at CI bounds: the schedule needs a lookup to win a reclaim's last step from the
     // sweep, the compaction to run before its insert, and that insert to take the freed slot, with
-    // four slots. test/table/dense.test.ts ('keeps a stale entry reachable') stages it directly.
-    name: 'dense: compaction cuts a stale entry off',
-    what: 'a DENSE compaction keeps only the chains of LIVE slots\' entries, so a freed slot\'s stale entry can be cut off from its home and never cleared',
-    scenario: 'dense-stale',
-    edits: [{ file: 'table/dense-sweep.js', from: '            for (let j = ix.home(hash) & (S - 1); j !== i; j = (j + 1) & (S - 1))', to: '            if ((c & 3) === LIVE) for (let j = ix.home(hash) & (S - 1); j !== i; j = (j + 1) & (S - 1))' }],
+    // four slots. test/table/slab.test.ts ('keeps a stale entry reachable') stages it directly.
+    name: 'slab: compaction cuts a stale entry off',
+    what: 'a SLAB compaction keeps only the chains of LIVE slots\' entries, so a freed slot\'s stale entry can be cut off from its home and never cleared',
+    scenario: 'slab-stale',
+    edits: [{ file: 'table/slab-sweep.js', from: '            for (let j = ix.home(hash) & (S - 1); j !== i; j = (j + 1) & (S - 1))', to: '            if ((c & 3) === LIVE) for (let j = ix.home(hash) & (S - 1); j !== i; j = (j + 1) & (S - 1))' }],
   },
   {
-    name: 'dense: a reused slot keeps its old entry',
-    what: 'a DENSE insert that takes a freed slot does not clear the entry its last key left',
-    scenario: 'dense-reuse',
-    edits: [{ file: 'table/dense-index.js', from: 'if ((from & 3) !== EMPTY)', to: 'if (false)' }],
+    name: 'slab: a reused slot keeps its old entry',
+    what: 'a SLAB insert that takes a freed slot does not clear the entry its last key left',
+    scenario: 'slab-reuse',
+    edits: [{ file: 'table/slab-directory.js', from: 'if ((from & 3) !== EMPTY)', to: 'if (false)' }],
   },
 ];

@@ -12,12 +12,12 @@ const START_MS = 10_000_000.25;
 
 export const compactionTime = timeMoves({ startMs: START_MS, tickMs: 1e-3, intervalMs: 60_000 });
 
-/** The DENSE layout's option (dense-layout.ts), for compactionSetup. */
-export const DENSE = { [Symbol.for('sluice.layout')]: 'dense' };
+/** The SLAB layout's option (slab-layout.ts), for compactionSetup. */
+export const SLAB = { [Symbol.for('sluice.layout')]: 'slab' };
 
 /**
  * The set-up of scenario `name`: the four-slot table with 'a' idle at the home slot (its first
- * slot and the first entry of its chain in a DENSE table, `layout`).
+ * slot and the first entry of its chain in a SLAB table, `layout`).
  */
 export function compactionSetup(name, layout = {}) {
   return (lib) => {

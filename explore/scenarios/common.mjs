@@ -60,7 +60,7 @@ export function liveCopies(buffer, lib, keys, heap = null) {
 export function tableWordNames(buffer, lib) {
   const L = lib.layout;
   const w = new Int32Array(buffer);
-  const dense = w[L.H_LAYOUT] === L.DENSE;
+  const slab = w[L.H_LAYOUT] === L.SLAB;
   const header = new Map(Object.entries(L).filter(([k, v]) => k.startsWith('H_') && typeof v === 'number' && k !== 'H_LIMITS_BYTE').map(([k, v]) => [v, k.slice(2).toLowerCase()]));
   const slotWords = w[L.H_SLOT_WORDS];
   const stateAt = w[L.H_STATE_OFFSET];
@@ -71,8 +71,8 @@ export function tableWordNames(buffer, lib) {
     const word = byte >> 2;
     if (word < L.HEADER_WORDS) return `header ${header.get(word) ?? word}`;
     if (globalBase > 0 && word >= globalBase) return `global ${['lock', 'lastSec'][word - globalBase] ?? `state[${word - globalBase - 2}]`}`;
-    if (dense && word >= w[L.H_INDEX_SEQS]) return `tombstone seq ${word - w[L.H_INDEX_SEQS]}`;
-    if (dense && word >= w[L.H_INDEX]) return `index ${word - w[L.H_INDEX]}`;
+    if (slab && word >= w[L.H_DIRECTORY_SEQS]) return `tombstone seq ${word - w[L.H_DIRECTORY_SEQS]}`;
+    if (slab && word >= w[L.H_DIRECTORY]) return `index ${word - w[L.H_DIRECTORY]}`;
     const slot = Math.floor((word - L.HEADER_WORDS) / slotWords);
     const off = word - L.HEADER_WORDS - slot * slotWords;
     const field = off < fields.length ? fields[off] : off < keyAt ? `state[${off - stateAt}]` : `key[${off - keyAt}]`;
@@ -115,17 +115,17 @@ function geometry(buffer, lib) {
   const perStripe = w[L.H_SLOTS_PER_STRIPE];
   const shift = 32 - Math.max(6, Math.log2(perStripe));
   const homeOf = (hash) => ({ start: L.stripeOfHash(hash, stripes) * perStripe, home: (Math.imul(hash, 0x9e3779b1) >>> shift) & (perStripe - 1) });
-  // A DENSE table (dense-layout.ts): its slots are not its probe structure; its index is, with
+  // A SLAB table (slab-layout.ts): its slots are not its probe structure; its directory is, with
   // the stripes, and homeOf places a hash in it.
-  const dense = w[L.H_LAYOUT] === L.DENSE;
-  const slots = dense ? w[L.H_DENSE_SLOTS] : stripes * perStripe;
-  return { L, w, slots, homeOf, dense, entries: stripes * perStripe, index: w[L.H_INDEX] };
+  const slab = w[L.H_LAYOUT] === L.SLAB;
+  const slots = slab ? w[L.H_SLAB_SLOTS] : stripes * perStripe;
+  return { L, w, slots, homeOf, slab, entries: stripes * perStripe, directory: w[L.H_DIRECTORY] };
 }
 
-/** A DENSE table's REF entries: [position, slot] of each (dense-layout.ts: (slot + 1) << 9 | tag << 2 | 1). */
-function refsOf({ L, w, entries, index }) {
+/** A SLAB table's REF entries: [position, slot] of each (slab-layout.ts: (slot + 1) << 9 | tag << 2 | 1). */
+function refsOf({ L, w, entries, directory }) {
   const refs = [];
-  for (let pos = 0; pos < entries; pos++) if ((w[index + pos] & 3) === 1) refs.push([pos, (w[index + pos] >>> 9) - 1]);
+  for (let pos = 0; pos < entries; pos++) if ((w[directory + pos] & 3) === 1) refs.push([pos, (w[directory + pos] >>> 9) - 1]);
   void L;
   return refs;
 }
@@ -141,10 +141,10 @@ export function countersAgree(buffer, lib) {
   let live = 0;
   let tombs = 0;
   let displaced = 0;
-  if (g.dense) {
-    // LIVE slots; TOMB index entries; the displacement of each LIVE slot's entry (probe step).
+  if (g.slab) {
+    // LIVE slots; TOMB directory entries; the displacement of each LIVE slot's entry (probe step).
     for (let slot = 0; slot < slots; slot++) if ((w[L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS] + L.S_CTRL] & 3) === L.LIVE) live++;
-    for (let pos = 0; pos < g.entries; pos++) if ((w[g.index + pos] & 3) === 3) tombs++;
+    for (let pos = 0; pos < g.entries; pos++) if ((w[g.directory + pos] & 3) === 3) tombs++;
     for (const [pos, slot] of refsOf(g)) {
       const base = L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS];
       if ((w[base + L.S_CTRL] & 3) !== L.LIVE) continue;
@@ -152,7 +152,7 @@ export function countersAgree(buffer, lib) {
       displaced += (pos - start - home) & (w[L.H_SLOTS_PER_STRIPE] - 1);
     }
   }
-  for (let slot = 0; slot < slots && !g.dense; slot++) {
+  for (let slot = 0; slot < slots && !g.slab; slot++) {
     const base = L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS];
     const state = w[base + L.S_CTRL] & 3;
     if (state === L.TOMB) tombs++;
@@ -181,7 +181,7 @@ export function brokenChains(buffer, lib) {
   const g = geometry(buffer, lib);
   const { L, w, slots, homeOf } = g;
   const mask = w[L.H_SLOTS_PER_STRIPE] - 1;
-  if (g.dense) {
+  if (g.slab) {
     // Every entry of a LIVE key, and every stale entry of a free slot (whose next claimer looks
     // for it from its home), reachable from its home without an EMPTY entry.
     const live = new Map();
@@ -189,18 +189,18 @@ export function brokenChains(buffer, lib) {
       const base = L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS];
       const state = w[base + L.S_CTRL] & 3;
       if (state === L.BUSY) continue;
-      if (state === L.EMPTY) return `index entry ${pos} points at slot ${slot}, which is EMPTY (free with no entry)`;
+      if (state === L.EMPTY) return `directory entry ${pos} points at slot ${slot}, which is EMPTY (free with no entry)`;
       const isLive = state === L.LIVE && w[base + L.S_TAT] !== L.DEAD;
       if (isLive) live.set(slot, (live.get(slot) ?? 0) + 1);
       const { start, home } = homeOf(w[base + L.S_HASH]);
       for (let j = home; start + j !== pos; j = (j + 1) & mask) {
-        if (w[g.index + start + j] === 0) return `index entry ${pos} (slot ${slot}, ${isLive ? 'live' : 'stale'}) is cut off from its home: entry ${start + j} is EMPTY`;
+        if (w[g.directory + start + j] === 0) return `directory entry ${pos} (slot ${slot}, ${isLive ? 'live' : 'stale'}) is cut off from its home: entry ${start + j} is EMPTY`;
       }
     }
     for (let slot = 0; slot < slots; slot++) {
       const base = L.HEADER_WORDS + slot * w[L.H_SLOT_WORDS];
       if ((w[base + L.S_CTRL] & 3) !== L.LIVE || w[base + L.S_TAT] === L.DEAD) continue;
-      if (live.get(slot) !== 1) return `live slot ${slot} has ${live.get(slot) ?? 0} index entries`;
+      if (live.get(slot) !== 1) return `live slot ${slot} has ${live.get(slot) ?? 0} directory entries`;
     }
     return null;
   }

@@ -132,24 +132,24 @@ export const H_COUNTERS = 31;
 export const H_REUSE_AFTER_MS = 32;
 /**
  * How keys find their slots: HASHED (a key's slot is in its probe chain: the slots are the hash
- * table) or DENSE (slots are handed out in the order keys arrive, and an index of one word per
- * entry maps a key's hash to its slot; dense-layout.ts).
+ * table) or SLAB (slots are handed out in the order keys arrive, and a directory of one word per
+ * entry maps a key's hash to its slot; slab-layout.ts).
  */
 export const H_LAYOUT = 33;
-/** Slots in a DENSE table (in a HASHED one, H_STRIPES x H_SLOTS_PER_STRIPE). */
-export const H_DENSE_SLOTS = 34;
-/** Word index of a DENSE table's index (its H_STRIPES stripes of H_SLOTS_PER_STRIPE entries). */
-export const H_INDEX = 35;
-/** Word index of a DENSE table's tombstone sequences: one word per index stripe (dense-layout.ts). */
-export const H_INDEX_SEQS = 36;
+/** Slots in a SLAB table (in a HASHED one, H_STRIPES x H_SLOTS_PER_STRIPE). */
+export const H_SLAB_SLOTS = 34;
+/** Word index of a SLAB table's directory (its H_STRIPES stripes of H_SLOTS_PER_STRIPE entries). */
+export const H_DIRECTORY = 35;
+/** Word index of a SLAB table's tombstone sequences: one word per directory stripe (slab-layout.ts). */
+export const H_DIRECTORY_SEQS = 36;
 /**
- * Incremented by every thread's view of a DENSE table: where its search for free slots starts
- * (DenseIndex), so that threads that insert at once take slots apart.
+ * Incremented by every thread's view of a SLAB table: where its search for free slots starts
+ * (SlabDirectory), so that threads that insert at once take slots apart.
  */
-export const H_DENSE_CURSORS = 37;
+export const H_SLAB_CURSORS = 37;
 /** H_LAYOUT values. */
 export const HASHED = 0;
-export const DENSE = 1;
+export const SLAB = 1;
 /** The classes a table may belong to, by their H_CLASS value (1-based: 0 is no class). */
 export const TABLE_CLASSES = ['RateLimiter', 'PolicyLimiter', 'ConcurrencyLimiter', 'LocalTier'] as const;
 export type TableClass = (typeof TABLE_CLASSES)[number];

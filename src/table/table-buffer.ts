@@ -4,9 +4,9 @@ import {
   GLOBAL_HEADER_WORDS, CELL_WORDS, COUNTER_CELLS, H_CLAIM_TIMEOUT_MS, H_CLASS, H_COUNTERS, H_GLOBAL_BASE, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
   H_INLINE_KEY_WORDS, H_REUSE_AFTER_MS, H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STATE_OFFSET, H_STATE_WORDS, H_STRIPES,
   H_VERSION, HEADER_WORDS, INLINE_KEY_BYTES, LAYOUT_VERSION, MAGIC, SLOT_HEADER_WORDS, slotsPerStripeFor, TABLE_CLASSES, type TableClass,
-  DENSE, H_DENSE_SLOTS, H_INDEX, H_INDEX_SEQS, H_LAYOUT, HASHED,
+  SLAB, H_SLAB_SLOTS, H_DIRECTORY, H_DIRECTORY_SEQS, H_LAYOUT, HASHED,
 } from './layout.js';
-import { denseSlotsFor, INDEX_PER_SLOT, indexStripeFor } from './dense-layout.js';
+import { slabSlotsFor, ENTRIES_PER_SLOT, directoryStripeFor } from './slab-layout.js';
 
 /**
  * A table's buffer as a whole: its allocation and header (`allocateTable`), the check that a
@@ -67,7 +67,7 @@ export function tailWordsOf(words: Int32Array): number {
 
 /** Number of slots in the table in `words`. */
 export function slotCountOf(words: Int32Array): number {
-  if (words[H_LAYOUT] === DENSE) return words[H_DENSE_SLOTS] as number;
+  if (words[H_LAYOUT] === SLAB) return words[H_SLAB_SLOTS] as number;
   return (words[H_STRIPES] as number) * (words[H_SLOTS_PER_STRIPE] as number);
 }
 
@@ -103,7 +103,7 @@ export interface TableSpec {
   /** Slots allocated per key of maxKeys (option slotsPerKey; a HASHED table's). */
   slotsPerKey: number;
   /** How keys find their slots (layout.ts, H_LAYOUT); HASHED unless given. */
-  layout?: typeof HASHED | typeof DENSE;
+  layout?: typeof HASHED | typeof SLAB;
 }
 
 /**
@@ -111,7 +111,7 @@ export interface TableSpec {
  * and the like) before sharing the buffer. Not shared with any thread yet: plain writes suffice.
  */
 export function allocateTable(spec: TableSpec): SharedArrayBuffer {
-  const dense = spec.layout === DENSE;
+  const slab = spec.layout === SLAB;
   let slots: number;
   let slotsPerStripe: number;
   let stripes: number;
@@ -119,11 +119,11 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   slotsPerStripe = slotsPerStripeFor(spec.slotsPerKey, slotsWanted);
   stripes = Math.ceil(slotsWanted / slotsPerStripe);
   slots = stripes * slotsPerStripe;
-  if (dense) {
-    // The slots are handed out in arrival order; the stripes are the index's (dense-layout.ts).
-    slots = denseSlotsFor(spec.maxKeys, slots);
-    const entries = slots * INDEX_PER_SLOT;
-    slotsPerStripe = indexStripeFor(entries);
+  if (slab) {
+    // The slots are handed out in arrival order; the stripes are the directory's (slab-layout.ts).
+    slots = slabSlotsFor(spec.maxKeys, slots);
+    const entries = slots * ENTRIES_PER_SLOT;
+    slotsPerStripe = directoryStripeFor(entries);
     stripes = Math.ceil(entries / slotsPerStripe);
   }
   // With align8, the state starts on an even word of a slot with an even number of words: slots
@@ -142,12 +142,12 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   let slotWords = stateOffset + spec.stateWords + inlineWords + refWords;
   if (spec.align8 === true) slotWords += slotWords & 1;
   const slotArea = slots * slotWords;
-  // A DENSE table's index and its stripes' tombstone sequences follow the slots.
+  // A SLAB table's directory and its stripes' tombstone sequences follow the slots.
   // Rounded to whole cache lines: what follows (the global area's 64-bit words) stays aligned.
-  const indexWords = dense ? Math.ceil((stripes * slotsPerStripe + stripes) / CELL_WORDS) * CELL_WORDS : 0;
+  const directoryWords = slab ? Math.ceil((stripes * slotsPerStripe + stripes) / CELL_WORDS) * CELL_WORDS : 0;
   const globalWords = spec.globalWords > 0 ? GLOBAL_HEADER_WORDS + spec.globalWords : 0;
   // The counters start on a cache line (the buffer's start is page-aligned).
-  const counters = Math.ceil((HEADER_WORDS + slotArea + indexWords + globalWords) / CELL_WORDS) * CELL_WORDS;
+  const counters = Math.ceil((HEADER_WORDS + slotArea + directoryWords + globalWords) / CELL_WORDS) * CELL_WORDS;
   const bytes = (counters + COUNTER_CELLS * CELL_WORDS) * 4;
   let buffer: SharedArrayBuffer;
   try {
@@ -175,12 +175,12 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   w[H_STATE_WORDS] = spec.stateWords;
   w[H_STATE_OFFSET] = stateOffset;
   w[H_CLASS] = TABLE_CLASSES.indexOf(spec.tableClass) + 1;
-  w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea + indexWords : 0;
-  w[H_LAYOUT] = dense ? DENSE : HASHED;
-  if (dense) {
-    w[H_DENSE_SLOTS] = slots;
-    w[H_INDEX] = HEADER_WORDS + slotArea;
-    w[H_INDEX_SEQS] = HEADER_WORDS + slotArea + stripes * slotsPerStripe;
+  w[H_GLOBAL_BASE] = globalWords > 0 ? HEADER_WORDS + slotArea + directoryWords : 0;
+  w[H_LAYOUT] = slab ? SLAB : HASHED;
+  if (slab) {
+    w[H_SLAB_SLOTS] = slots;
+    w[H_DIRECTORY] = HEADER_WORDS + slotArea;
+    w[H_DIRECTORY_SEQS] = HEADER_WORDS + slotArea + stripes * slotsPerStripe;
   }
   w[H_INLINE_KEY_WORDS] = inlineWords;
   w[H_COUNTERS] = counters;

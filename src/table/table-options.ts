@@ -1,7 +1,7 @@
 import { monotonicClock, type Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
 import { checkNames } from '../config/option-names.js';
-import { DENSE, HASHED, MAX_SLOTS_PER_KEY, MIN_SLOTS_PER_KEY, SLOTS_PER_KEY } from './layout.js';
+import { SLAB, HASHED, MAX_SLOTS_PER_KEY, MIN_SLOTS_PER_KEY, SLOTS_PER_KEY } from './layout.js';
 import { DEFAULT_CACHE_SIZE } from './slot-index.js';
 
 /**
@@ -21,7 +21,7 @@ export interface TableOptions {
   /** A test's own reuseAfterMs (REUSE_AFTER_MS_OPTION); undefined: the table's default. */
   reuseAfterMs: number | undefined;
   /** How keys find their slots (LAYOUT_OPTION; layout.ts, H_LAYOUT). */
-  layout: typeof HASHED | typeof DENSE;
+  layout: typeof HASHED | typeof SLAB;
 }
 
 /** The table's part of every class's `attach` options (rate/types.ts adds the decision hook). */
@@ -59,16 +59,16 @@ export const MAX_CLAIM_TIMEOUT_MS = 60_000;
 export const REUSE_AFTER_MS_OPTION: unique symbol = Symbol.for('sluice.reuseAfterMs');
 
 /**
- * The table layout (layout.ts, H_LAYOUT), as an option keyed by this symbol: 'dense' or 'hashed'.
- * Not part of the published options while the DENSE layout is being proven; the environment
- * variable SLUICE_TABLE_LAYOUT=dense makes it the default of a process (docs/testing.md).
+ * The table layout (layout.ts, H_LAYOUT), as an option keyed by this symbol: 'slab' or 'hashed'.
+ * Not part of the published options while the SLAB layout is being proven; the environment
+ * variable SLUICE_TABLE_LAYOUT=slab makes it the default of a process (docs/testing.md).
  */
 export const LAYOUT_OPTION: unique symbol = Symbol.for('sluice.layout');
 
 /** The layout of a table whose options name none: HASHED, or what SLUICE_TABLE_LAYOUT says. */
-const DEFAULT_LAYOUT = ((): typeof HASHED | typeof DENSE => {
+const DEFAULT_LAYOUT = ((): typeof HASHED | typeof SLAB => {
   try {
-    return globalThis.process?.env?.['SLUICE_TABLE_LAYOUT'] === 'dense' ? DENSE : HASHED;
+    return globalThis.process?.env?.['SLUICE_TABLE_LAYOUT'] === 'slab' ? SLAB : HASHED;
   } catch {
     return HASHED; // a runtime that does not let us read the environment
   }
@@ -105,10 +105,10 @@ export function parseTableOptions(options: {
   const ownReuse = (options as { [REUSE_AFTER_MS_OPTION]?: unknown })[REUSE_AFTER_MS_OPTION];
   const reuseAfterMs = ownReuse === undefined ? undefined : integerInRange('options[sluice.reuseAfterMs]', ownReuse, 1, MAX_CLAIM_TIMEOUT_MS * 30);
   const ownLayout = (options as { [LAYOUT_OPTION]?: unknown })[LAYOUT_OPTION];
-  if (ownLayout !== undefined && ownLayout !== 'dense' && ownLayout !== 'hashed') {
-    throw new RangeError(`options[sluice.layout] must be 'dense' or 'hashed', got ${describe(ownLayout)}`);
+  if (ownLayout !== undefined && ownLayout !== 'slab' && ownLayout !== 'hashed') {
+    throw new RangeError(`options[sluice.layout] must be 'slab' or 'hashed', got ${describe(ownLayout)}`);
   }
-  const layout = ownLayout === undefined ? DEFAULT_LAYOUT : ownLayout === 'dense' ? DENSE : HASHED;
+  const layout = ownLayout === undefined ? DEFAULT_LAYOUT : ownLayout === 'slab' ? SLAB : HASHED;
   return { maxKeys, maxKeyBytes, claimTimeoutMs, onFull, hashSeed, forcedHash, clock: clock as Clock, cacheSize, slotsPerKey, reuseAfterMs, layout };
 }
 

@@ -2,14 +2,14 @@ import { KeyEncoder, keyWords } from './hash.js';
 import {
   BUSY, C_DISPLACED, C_LIVE, C_TOMBS, ctrlWord, EMPTY, H_CLAIM_TIMEOUT_MS, H_HASH_MODE, H_REUSE_AFTER_MS, H_HASH_SEED, H_HASH_VALUE,
   H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, LIVE, S_CTRL, S_HASH, S_KEY_BYTES,
-  stripeOfHash, TOMB, DENSE, H_LAYOUT,
+  stripeOfHash, TOMB, SLAB, H_LAYOUT,
 } from './layout.js';
 import { KeyHeap } from './key-heap.js';
 import { RECLAIMED_ELSEWHERE, StripeSweeper } from './compaction.js';
 import { claimAge, RETRY, SlotInserter, TABLE_FULL } from './insert.js';
 import { TableCounters } from './table-counters.js';
-import { DenseIndex, RETRY_AFTER_FULL } from './dense-index.js';
-import { DenseSweeper } from './dense-sweep.js';
+import { SlabDirectory, RETRY_AFTER_FULL } from './slab-directory.js';
+import { SlabSweeper } from './slab-sweep.js';
 import { checkTableBuffer, hasKeyHeap, inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf, stateOffsetOf } from './table-buffer.js';
 
 /**
@@ -101,9 +101,9 @@ export class SlotTable {
   readonly #inserter: SlotInserter;
   /** The gauges' counters (table-counters.ts). */
   readonly #counters: TableCounters;
-  /** A DENSE table's index and its sweeps (dense-index.ts, dense-sweep.ts); null in a HASHED table. */
-  readonly #dense: DenseIndex | null;
-  readonly #denseSweeper: DenseSweeper | null;
+  /** A SLAB table's directory and its sweeps (slab-directory.ts, slab-sweep.ts); null in a HASHED table. */
+  readonly #slab: SlabDirectory | null;
+  readonly #slabSweeper: SlabSweeper | null;
 
   /**
    * Opens the table in `buffer`, with `heap` its key heap when it has one (`hasKeyHeap`; the
@@ -136,13 +136,13 @@ export class SlotTable {
     this.#counters = new TableCounters(words, this.slotsPerStripe);
     this.#sweeper = new StripeSweeper(this);
     this.#inserter = new SlotInserter(this, state, this.#inlineWords, this.#refOffset);
-    this.#dense = words[H_LAYOUT] === DENSE ? new DenseIndex(this, state, this.#inlineWords, this.#refOffset) : null;
-    this.#denseSweeper = this.#dense === null ? null : new DenseSweeper(this, this.#dense);
+    this.#slab = words[H_LAYOUT] === SLAB ? new SlabDirectory(this, state, this.#inlineWords, this.#refOffset) : null;
+    this.#slabSweeper = this.#slab === null ? null : new SlabSweeper(this, this.#slab);
   }
 
-  /** Whether the table is DENSE (layout.ts, H_LAYOUT). */
-  get dense(): boolean {
-    return this.#dense !== null;
+  /** Whether the table is SLAB (layout.ts, H_LAYOUT). */
+  get slab(): boolean {
+    return this.#slab !== null;
   }
 
   /** Counts a transition of `slot` (TableCounters.count), right after the compareExchange that made it: once each. */
@@ -165,7 +165,7 @@ export class SlotTable {
 
   /** Number of slots in the table. */
   get capacity(): number {
-    return this.#dense === null ? this.stripes * this.slotsPerStripe : this.#dense.slots;
+    return this.#slab === null ? this.stripes * this.slotsPerStripe : this.#slab.slots;
   }
 
   /**
@@ -181,7 +181,7 @@ export class SlotTable {
    * is absent. Returns the slot index (and sets `foundCtrl`), or `TABLE_FULL`.
    */
   locate(bytes: number, hash: number): number {
-    if (this.#dense !== null) return this.#locateDense(this.#dense, bytes, hash);
+    if (this.#slab !== null) return this.#locateSlab(this.#slab, bytes, hash);
     for (;;) {
       const found = this.#find(bytes, hash);
       if (found >= 0) {
@@ -202,25 +202,25 @@ export class SlotTable {
     }
   }
 
-  /** `locate` in a DENSE table. */
-  #locateDense(dense: DenseIndex, bytes: number, hash: number): number {
+  /** `locate` in a SLAB table. */
+  #locateSlab(slab: SlabDirectory, bytes: number, hash: number): number {
     for (;;) {
-      const found = dense.find(bytes, hash);
+      const found = slab.find(bytes, hash);
       if (found >= 0) {
-        this.foundCtrl = dense.foundCtrl;
+        this.foundCtrl = slab.foundCtrl;
         this.foundNew = false;
         return found;
       }
-      const inserted = dense.insert(bytes, hash);
+      const inserted = slab.insert(bytes, hash);
       if (inserted >= 0) {
-        this.foundCtrl = dense.ctrl;
+        this.foundCtrl = slab.ctrl;
         this.foundNew = true;
         return inserted;
       }
       if (inserted === TABLE_FULL) return TABLE_FULL;
       // The key's index stripe had no free entry: free what can be freed there, else full.
       if (inserted === RETRY_AFTER_FULL) {
-        if (!(this.#denseSweeper as DenseSweeper).reclaimStripe(this.stripeOf(hash))) return TABLE_FULL;
+        if (!(this.#slabSweeper as SlabSweeper).reclaimStripe(this.stripeOf(hash))) return TABLE_FULL;
       } else this.retries++;
     }
   }
@@ -231,9 +231,9 @@ export class SlotTable {
    */
   find(bytes: number, hash: number): number {
     this.foundNew = false;
-    if (this.#dense !== null) {
-      const found = this.#dense.find(bytes, hash);
-      if (found >= 0) this.foundCtrl = this.#dense.foundCtrl;
+    if (this.#slab !== null) {
+      const found = this.#slab.find(bytes, hash);
+      if (found >= 0) this.foundCtrl = this.#slab.foundCtrl;
       return found;
     }
     return this.#find(bytes, hash);
@@ -348,17 +348,17 @@ export class SlotTable {
   /** Completes a reclaim whose `tat` is already DEAD: LIVE(gen) -> TOMB(gen). True if this call did. */
   finishReclaim(base: number, ctrl: number): boolean {
     // The displacement before the compareExchange: once TOMB, the slot may be claimed and its
-    // hash rewritten. (A DENSE table counts its index: the entry stays until it is cleared.)
+    // hash rewritten. (A SLAB table counts its directory: the entry stays until it is cleared.)
     // (A plain read of a LIVE slot's hash, as in #displacement.)
     const hash = this.words[base + S_HASH] as number;
-    const displaced = this.#dense === null ? this.#displacement(base) : this.#dense.displacementOf(this.#slotAt(base), hash);
+    const displaced = this.#slab === null ? this.#displacement(base) : this.#slab.displacementOf(this.#slotAt(base), hash);
     // compareExchange from the exact LIVE word: succeeds once, for this incarnation only.
     if (Atomics.compareExchange(this.words, base + S_CTRL, ctrl, ctrlWord(TOMB, ctrl >>> 2)) !== ctrl) return false;
     const slot = this.#slotAt(base);
     this.count(slot, C_LIVE, -1);
-    if (this.#dense !== null) {
-      // A DENSE table's tombstones are index entries, made when the entry is cleared.
-      if (displaced !== 0) this.count(this.#dense.home(hash), C_DISPLACED, -displaced);
+    if (this.#slab !== null) {
+      // A SLAB table's tombstones are directory entries, made when the entry is cleared.
+      if (displaced !== 0) this.count(this.#slab.home(hash), C_DISPLACED, -displaced);
       return true;
     }
     this.count(slot, C_TOMBS, 1);
@@ -402,12 +402,12 @@ export class SlotTable {
    * stripe. Returns the count of slots freed (reclaimed keys and claims). See compaction.ts.
    */
   sweep(): number {
-    return this.#denseSweeper === null ? this.#sweeper.sweep() : this.#denseSweeper.sweep();
+    return this.#slabSweeper === null ? this.#sweeper.sweep() : this.#slabSweeper.sweep();
   }
 
   /** Turns the tombstones of `stripe` that no key's probe chain crosses back into EMPTY slots; returns how many (compaction.ts). */
   compactStripe(stripe: number): number {
-    return this.#denseSweeper === null ? this.#sweeper.compactStripe(stripe) : this.#denseSweeper.compactStripe(stripe);
+    return this.#slabSweeper === null ? this.#sweeper.compactStripe(stripe) : this.#slabSweeper.compactStripe(stripe);
   }
 
   /**
@@ -449,7 +449,7 @@ export class SlotTable {
    * O(capacity); a snapshot.
    */
   probeLengths(): { mean: number; max: number; missMean: number; missMax: number } {
-    if (this.#denseSweeper !== null) return this.#denseSweeper.probeLengths();
+    if (this.#slabSweeper !== null) return this.#slabSweeper.probeLengths();
     const w = this.words;
     let n = 0;
     let sum = 0;
@@ -486,16 +486,16 @@ export class SlotTable {
 
   /** Counts slots by state. O(capacity); a snapshot that may race with writers. */
   scan(): TableCounts {
-    const dense = this.#dense !== null;
-    // A DENSE table's tombstones are its index's: entries probes go past (a free slot is no tombstone).
-    const counts: TableCounts = { live: 0, tombstones: dense ? (this.#denseSweeper as DenseSweeper).deadEntries() : 0, claimed: 0 };
+    const slab = this.#slab !== null;
+    // A SLAB table's tombstones are its directory's: entries probes go past (a free slot is no tombstone).
+    const counts: TableCounts = { live: 0, tombstones: slab ? (this.#slabSweeper as SlabSweeper).deadEntries() : 0, claimed: 0 };
     for (let slot = 0; slot < this.capacity; slot++) {
       const base = this.base(slot);
       const state = Atomics.load(this.words, base + S_CTRL) & 3;
       if (state === LIVE) {
         if (!this.#state.isDead(this.words, base)) counts.live++;
         else counts.tombstones++; // a reclaim past its linearisation point, not finished
-      } else if (state === TOMB && !dense) counts.tombstones++;
+      } else if (state === TOMB && !slab) counts.tombstones++;
       else if (state === BUSY) counts.claimed++;
     }
     return counts;

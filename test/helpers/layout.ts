@@ -5,5 +5,5 @@ import { LAYOUT_OPTION } from '../../src/table/table-options.js';
 
 /** Pins a table to the HASHED layout (a key's slot is in its probe chain). */
 export const HASHED_LAYOUT: { readonly [LAYOUT_OPTION]: 'hashed' } = { [LAYOUT_OPTION]: 'hashed' };
-/** Pins a table to the DENSE layout (slots in arrival order behind an index). */
-export const DENSE_LAYOUT: { readonly [LAYOUT_OPTION]: 'dense' } = { [LAYOUT_OPTION]: 'dense' };
+/** Pins a table to the SLAB layout (slots in arrival order behind a directory). */
+export const SLAB_LAYOUT: { readonly [LAYOUT_OPTION]: 'slab' } = { [LAYOUT_OPTION]: 'slab' };

@@ -60,7 +60,7 @@ export function liveHashes(table: SharedArrayBuffer): Set<number> {
 /**
  * EMPTY slots that once held a key: a fresh slot is EMPTY with generation 0, and only a
  * compaction (SlotTable.compactStripe) turns a tombstone back into EMPTY, keeping its generation.
- * (In a DENSE table, a freed slot whose index entry was cleared: dense-layout.ts.)
+ * (In a SLAB table, a freed slot whose directory entry was cleared: slab-layout.ts.)
  */
 export function compactedSlots(table: SharedArrayBuffer): number {
   const w = new Int32Array(table);

@@ -104,7 +104,7 @@ describe('PolicyLimiter: a thread that cannot read the rules a pair was moved to
 
 describe('PolicyLimiter: a reclaim left half done by a thread that stopped', () => {
   // maxKeys 1: one stripe of two slots. 'busy' holds quota for an hour; 'gone' is idle. HASHED:
-  // there the new key's insert leaves no tombstone (a DENSE table's leaves its index one until
+  // there the new key's insert leaves no tombstone (a SLAB table's leaves its index one until
   // the next compaction).
   function setup() {
     const clock = new ManualClock();

@@ -38,7 +38,7 @@ describe('compaction', () => {
   // froze it until the claim was 30 claim timeouts old.
   it('passes a dead inserter\'s claim by once it is older than claimTimeoutMs', () => {
     const clock = new ManualClock(1_000_000);
-    // HASHED: a DENSE index keeps the chain of a cancelled claim's entry (dense-sweep.ts).
+    // HASHED: a SLAB index keeps the chain of a cancelled claim's entry (slab-sweep.ts).
     const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: 8, forceHash: 5, claimTimeoutMs: 20, clock, ...HASHED_LAYOUT });
     expect(limiter.allow('a')).toBe(true);
     expect(limiter.allow('b')).toBe(true);

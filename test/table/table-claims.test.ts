@@ -223,7 +223,7 @@ describe('an inserter stalled past 30x claimTimeoutMs', () => {
 
   it('reuses the slot of a claim older than reuseAfterMs (here shortened to 30 ms): a dead inserter costs its slot until then', async () => {
     const claimTimeoutMs = 1;
-    // HASHED: there the next key of the chain takes the expired claim's slot (a DENSE table's next
+    // HASHED: there the next key of the chain takes the expired claim's slot (a SLAB table's next
     // key takes its thread's next free slot).
     const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, ...stagedReuse(claimTimeoutMs), clock: new ManualClock(1_000_000), forceHash: 7, ...HASHED_LAYOUT });
     const a = await parkedInsert(limiter.handle, 'k', 10);

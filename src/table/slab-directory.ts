@@ -1,18 +1,18 @@
 import {
-  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, CLAIM_CANCELLED, CLAIM_STAMP_MASK, ctrlWord, EMPTY, H_DENSE_CURSORS, H_DENSE_SLOTS, H_INDEX, H_INDEX_SEQS,
+  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, CLAIM_CANCELLED, CLAIM_STAMP_MASK, ctrlWord, EMPTY, H_SLAB_CURSORS, H_SLAB_SLOTS, H_DIRECTORY, H_DIRECTORY_SEQS,
   LIVE, PAYLOAD_MASK, S_CTRL, S_HASH, stripeOfHash, TOMB,
 } from './layout.js';
-import { I_EMPTY, I_REF, I_TOMB, refWord, slotOfRef, tagMatches, tombWord } from './dense-layout.js';
+import { D_EMPTY, D_REF, D_TOMB, refWord, slotOfRef, tagMatches, tombWord } from './slab-layout.js';
 import { awaitClaim, claimAge, RETRY, TABLE_FULL, writeKey, type InsertHost } from './insert.js';
 import type { SlotState } from './table.js';
 import { processNow } from '../time/clock.js';
 
 /**
- * Finding and inserting keys in a DENSE table (dense-layout.ts): a key's slot is whichever free
- * slot its inserter's thread took next, and its index entry, in the key's probe chain, points at
- * it (docs/design.md, "The dense layout"). Sweeps and compaction of the index: dense-sweep.ts.
+ * Finding and inserting keys in a SLAB table (slab-layout.ts): a key's slot is whichever free
+ * slot its inserter's thread took next, and its directory entry, in the key's probe chain, points at
+ * it (docs/design.md, "The slab layout"). Sweeps and compaction of the directory: slab-sweep.ts.
  *
- * The insert protocol is the HASHED table's (insert.ts) with the index entry in the place of the
+ * The insert protocol is the HASHED table's (insert.ts) with the directory entry in the place of the
  * slot: claim a slot, write the key, place the entry at the first free position of the chain,
  * re-scan the chain for a copy of the key inserted or being inserted meanwhile, write the fresh
  * state, publish the slot. What the chain holds is entries; what an entry's key is, and whether
@@ -22,9 +22,9 @@ import { processNow } from '../time/clock.js';
  * takes a lock. One instance per SlotTable instance, so per thread (it holds a cursor).
  */
 
-/** What the dense index needs of its table (SlotTable). */
-export interface DenseHost extends InsertHost {
-  /** Index stripes (H_STRIPES; their length is slotsPerStripe). */
+/** What the slab directory needs of its table (SlotTable). */
+export interface SlabHost extends InsertHost {
+  /** Directory stripes (H_STRIPES; their length is slotsPerStripe). */
   readonly stripes: number;
   /** Reclaims the slot at `base`, loaded as the LIVE word `ctrl`, if its key is idle (SlotTable.reclaimLive). */
   reclaimLive(base: number, ctrl: number): number;
@@ -34,13 +34,13 @@ export interface DenseHost extends InsertHost {
   cancelExpired(base: number, c: number): boolean;
 }
 
-export class DenseIndex {
-  readonly #t: DenseHost;
+export class SlabDirectory {
+  readonly #t: SlabHost;
   readonly #state: SlotState;
   readonly #w: Int32Array;
   /** Slots in the table. */
   readonly slots: number;
-  /** Word index of the index's first entry, and of the first stripe's tombstone sequence. */
+  /** Word index of the directory's first entry, and of the first stripe's tombstone sequence. */
   readonly #ix: number;
   readonly #seqs: number;
   readonly stripes: number;
@@ -67,14 +67,14 @@ export class DenseIndex {
   readonly #freed = new Int32Array(FREED_KEPT);
   #freedCount = 0;
 
-  constructor(t: DenseHost, state: SlotState, inlineWords: number, refOffset: number) {
+  constructor(t: SlabHost, state: SlotState, inlineWords: number, refOffset: number) {
     const w = t.words;
     this.#t = t;
     this.#state = state;
     this.#w = w;
-    this.slots = w[H_DENSE_SLOTS] as number;
-    this.#ix = w[H_INDEX] as number;
-    this.#seqs = w[H_INDEX_SEQS] as number;
+    this.slots = w[H_SLAB_SLOTS] as number;
+    this.#ix = w[H_DIRECTORY] as number;
+    this.#seqs = w[H_DIRECTORY_SEQS] as number;
     this.stripes = t.stripes;
     this.perStripe = t.slotsPerStripe;
     this.#mask = this.perStripe - 1;
@@ -83,28 +83,28 @@ export class DenseIndex {
     this.#refOffset = refOffset;
     // Atomics.add: each view gets its own number, whichever thread opens it. The golden ratio
     // spreads the starting points of the first views over the slots (the first one starts at 0).
-    const view = Atomics.add(w, H_DENSE_CURSORS, 1);
+    const view = Atomics.add(w, H_SLAB_CURSORS, 1);
     this.#cursor = Math.floor(((view * 0.6180339887498949) % 1) * this.slots);
   }
 
-  /** The index position (entry number) of the home of a key of hash `hash`: the first of its chain. */
+  /** The directory position (entry number) of the home of a key of hash `hash`: the first of its chain. */
   home(hash: number): number {
     const stripe = stripeOfHash(hash, this.stripes);
     const home = Math.imul(hash, 0x9e3779b1) >>> this.#homeShift;
     return stripe * this.perStripe + (home & this.#mask);
   }
 
-  /** The index position at probe step `i` of the chain that starts at `first` (wrapping inside its stripe). */
+  /** The directory position at probe step `i` of the chain that starts at `first` (wrapping inside its stripe). */
   probe(first: number, i: number): number {
     return first - (first & this.#mask) + ((first + i) & this.#mask);
   }
 
-  /** The word index of the index entry at position `pos`. */
+  /** The word index of the directory entry at position `pos`. */
   entryWord(pos: number): number {
     return this.#ix + pos;
   }
 
-  /** The index entry at position `pos` (an Atomics.load: acquire, see find). */
+  /** The directory entry at position `pos` (an Atomics.load: acquire, see find). */
   entry(pos: number): number {
     return Atomics.load(this.#w, this.#ix + pos);
   }
@@ -121,8 +121,8 @@ export class DenseIndex {
       // Atomics.load (acquire): a REF entry is placed after its slot's hash and key were written.
       const e = Atomics.load(w, this.#ix + this.probe(first, i));
       const state = e & 3;
-      if (state === I_EMPTY) break;
-      if (state !== I_REF || !tagMatches(e, hash)) continue;
+      if (state === D_EMPTY) break;
+      if (state !== D_REF || !tagMatches(e, hash)) continue;
       const slot = slotOfRef(e);
       const base = t.base(slot);
       // Atomics.load (acquire): if we see LIVE we also see the key words written before it.
@@ -181,11 +181,11 @@ export class DenseIndex {
       const at = this.#ix + this.probe(first, i);
       // Atomics.load: any word will do, the placement is a compareExchange from exactly it.
       const e = Atomics.load(w, at);
-      if ((e & 3) === I_REF) continue;
+      if ((e & 3) === D_REF) continue;
       // compareExchange from the free word seen (seq-cst): fails if it was taken or cleared since.
       if (Atomics.compareExchange(w, at, e, ref) === e) {
         pos = i;
-        if ((e & 3) === I_TOMB) t.count(first, C_TOMBS, -1);
+        if ((e & 3) === D_TOMB) t.count(first, C_TOMBS, -1);
         break;
       }
       i--; // look at the same position again
@@ -201,15 +201,15 @@ export class DenseIndex {
       // the same key that placed its entry after this load sees ours in its own re-scan.
       const e = Atomics.load(w, this.#ix + this.probe(first, i));
       const state = e & 3;
-      if (i < pos && state !== I_REF) {
+      if (i < pos && state !== D_REF) {
         // A free position before ours: it was taken when we placed ours (we take the first free
         // one), and freed since. A compaction may be turning it EMPTY, which would cut our entry
-        // off from its chain (dense-sweep.ts): give ours up and insert again.
+        // off from its chain (slab-sweep.ts): give ours up and insert again.
         this.#abandon(slot, claim, gen, pos);
         return RETRY;
       }
-      if (state === I_EMPTY) break;
-      if (state !== I_REF || !tagMatches(e, hash)) continue;
+      if (state === D_EMPTY) break;
+      if (state !== D_REF || !tagMatches(e, hash)) continue;
       const other = slotOfRef(e);
       if (other === slot) continue;
       const otherBase = t.base(other);
@@ -329,9 +329,9 @@ export class DenseIndex {
     for (let i = 0; i < this.perStripe; i++) {
       const pos = this.probe(first, i);
       // Atomics.load: an entry of ours is reachable from its home without crossing an EMPTY one
-      // (a compaction keeps every REF's chain, dense-sweep.ts), so the search stops there.
+      // (a compaction keeps every REF's chain, slab-sweep.ts), so the search stops there.
       const e = Atomics.load(w, this.#ix + pos);
-      if (e === I_EMPTY) return;
+      if (e === D_EMPTY) return;
       if (e !== ref) continue;
       this.#tombstone(pos, ref);
       return;
@@ -339,7 +339,7 @@ export class DenseIndex {
   }
 
   /**
-   * REF `ref` at index position `pos` -> a new tombstone. (The gauges' displacement is that of
+   * REF `ref` at directory position `pos` -> a new tombstone. (The gauges' displacement is that of
    * LIVE slots: counted at the publish, taken back by the reclaim, SlotTable.finishReclaim.)
    */
   #tombstone(pos: number, ref: number): void {
@@ -363,7 +363,7 @@ export class DenseIndex {
       // Atomics.load: the entry was placed before the slot was published LIVE.
       const e = Atomics.load(this.#w, this.#ix + this.probe(first, i));
       if (e === ref) return i;
-      if (e === I_EMPTY) return 0;
+      if (e === D_EMPTY) return 0;
     }
     return 0;
   }
@@ -387,11 +387,11 @@ export class DenseIndex {
   }
 }
 
-/** Slots freed by a thread's sweeps that it keeps for its next inserts (DenseIndex's #freed). */
+/** Slots freed by a thread's sweeps that it keeps for its next inserts (SlabDirectory's #freed). */
 const FREED_KEPT = 256;
 
 /**
- * Returned by DenseIndex.insert when the key's index stripe had no free entry: the table
+ * Returned by SlabDirectory.insert when the key's directory stripe had no free entry: the table
  * reclaims what it can there and retries, or answers TABLE_FULL (SlotTable.locate).
  */
 export const RETRY_AFTER_FULL = -3;

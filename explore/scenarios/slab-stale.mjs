@@ -1,32 +1,32 @@
-// A DENSE index entry left stale by a reclaim that another thread finishes (src/table/dense-index.ts:
+// A SLAB directory entry left stale by a reclaim that another thread finishes (src/table/slab-directory.ts:
 // find finishes a reclaim whose thread stopped past its linearisation point, and only a slot's
-// next claimer clears the entry), while a sweep compacts the index across it. Set-up: four slots,
+// next claimer clears the entry), while a sweep compacts the directory across it. Set-up: four slots,
 // every key hashing alike; 'a' idle at the chain's first entry, 'c' at the second with its state
 // the reclaim marker (its reclaimer stopped there). Thread 0 sweeps; thread 1 checks 'c' (it
 // finishes c's reclaim, leaving c's entry stale, and inserts c again). Checked: one live copy of
 // each key, every entry (stale ones too) reachable from its home, the counters, and 'c' against
 // the exact model (a reclaimed key is a fresh key).
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { compactionTime, DENSE } from './_compaction.mjs';
+import { compactionTime, SLAB } from './_compaction.mjs';
 import { brokenChains, countersAgree, liveCopies, tableNames } from './common.mjs';
 
 const limit = { permits: 1, periodMs: 60_000, burst: 1 };
 
 export default {
-  name: 'dense-stale',
-  what: 'a DENSE compaction while a lookup finishes a stopped reclaim (a stale entry) and inserts the key again',
+  name: 'slab-stale',
+  what: 'a SLAB compaction while a lookup finishes a stopped reclaim (a stale entry) and inserts the key again',
   time: compactionTime,
   bounds: { ci: { dfsBudgetMs: 4_000, pctBudgetMs: 1_000 } },
   setup(lib) {
     let now = compactionTime.startMs - 100_000;
     const clock = { now: () => now };
-    const rl = new lib.RateLimiter({ limit, maxKeys: 2, forceHash: 7, clock, slotsPerKey: 2, ...DENSE });
-    if (!rl.allow('a') || !rl.allow('c')) throw new Error('dense-stale: set-up refused a key');
+    const rl = new lib.RateLimiter({ limit, maxKeys: 2, forceHash: 7, clock, slotsPerKey: 2, ...SLAB });
+    if (!rl.allow('a') || !rl.allow('c')) throw new Error('slab-stale: set-up refused a key');
     // The first view's cursor starts at slot 0: 'a' took slot 0, 'c' slot 1.
     const L = lib.layout;
     const w = new Int32Array(rl.handle.table);
     const base = L.HEADER_WORDS + w[L.H_SLOT_WORDS];
-    if ((w[base + L.S_CTRL] & 3) !== L.LIVE) throw new Error('dense-stale: c is not in slot 1');
+    if ((w[base + L.S_CTRL] & 3) !== L.LIVE) throw new Error('slab-stale: c is not in slot 1');
     Atomics.store(w, base + L.S_TAT, L.DEAD); // c's reclaimer stopped right after its linearisation point
     now = compactionTime.startMs;
     return { buffers: [rl.handle.table], data: { handle: rl.handle } };

@@ -1,17 +1,17 @@
-// The DENSE layout's sweep (src/table/dense-sweep.ts: reclaim, clear the freed slot's entry,
-// compact the index) against two inserts of the same key across the entries it clears. As
-// compaction-duplicates.mjs, on a DENSE table: four slots, every key hashing alike, 'a' idle
+// The SLAB layout's sweep (src/table/slab-sweep.ts: reclaim, clear the freed slot's entry,
+// compact the directory) against two inserts of the same key across the entries it clears. As
+// compaction-duplicates.mjs, on a SLAB table: four slots, every key hashing alike, 'a' idle
 // (admitted 100 s before the run); thread 0 sweeps, threads 1 and 2 each check 'b' once.
-import { compactionCheck, compactionTime, DENSE } from './_compaction.mjs';
+import { compactionCheck, compactionTime, SLAB } from './_compaction.mjs';
 import { compactionSetup } from './_compaction.mjs';
 import { tableNames } from './common.mjs';
 
 export default {
-  name: 'dense-compaction',
-  what: 'a DENSE sweep clearing entries and compacting the index while two threads insert the same key',
+  name: 'slab-compaction',
+  what: 'a SLAB sweep clearing entries and compacting the directory while two threads insert the same key',
   time: compactionTime,
   bounds: { ci: { dfsBudgetMs: 4_000, pctBudgetMs: 1_000 } },
-  setup: compactionSetup('dense-compaction', DENSE),
+  setup: compactionSetup('slab-compaction', SLAB),
   threads: [0, 1, 2].map((t) => (ctx, { handle }, lib) => {
     const rl = lib.RateLimiter.attach(handle, { clock: lib.monotonicClock });
     ctx.ready();

@@ -1,13 +1,13 @@
-// The DENSE table layout (src/table/dense-layout.ts): slots handed out in arrival order, found
-// through an index. What differs from the HASHED layout is tested here; the whole suite also runs
-// with DENSE as every table's default (npm run test:dense, docs/testing.md).
+// The SLAB table layout (src/table/slab-layout.ts): slots handed out in arrival order, found
+// through a directory. What differs from the HASHED layout is tested here; the whole suite also runs
+// with SLAB as every table's default (npm run test:slab, docs/testing.md).
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter } from '../../src/index.js';
 import { gcraParams } from '../../src/math/gcra.js';
 import { gcraSlotState } from '../../src/rate/gcra-slot.js';
-import { DEAD, H_INDEX, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, S_TAT } from '../../src/table/layout.js';
+import { DEAD, H_DIRECTORY, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, S_TAT } from '../../src/table/layout.js';
 import { SlotTable } from '../../src/table/table.js';
-import { DENSE_LAYOUT } from '../helpers/layout.js';
+import { SLAB_LAYOUT } from '../helpers/layout.js';
 import { slotBaseOf } from '../helpers/slots.js';
 import { duplicateKeys, liveCopies } from '../helpers/table-scan.js';
 import { raceUntilLost } from '../helpers/workers.js';
@@ -24,9 +24,9 @@ function tableOf(limiter: RateLimiter, clock: ManualClock): SlotTable {
   return new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), clock), limiter.handle.keys);
 }
 
-describe('the DENSE layout', () => {
+describe('the SLAB layout', () => {
   it('gives keys that arrive together slots side by side, whatever their hashes', () => {
-    const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 5_000, clock: new ManualClock(), ...DENSE_LAYOUT });
+    const limiter = new RateLimiter({ limit: perSecond(5), maxKeys: 5_000, clock: new ManualClock(), ...SLAB_LAYOUT });
     const keys = Array.from({ length: 1_000 }, (_, i) => `user:${i * 7919}`);
     for (const k of keys) expect(limiter.allow(k)).toBe(true);
     const slots = keys.map((k) => slotOf(limiter, k));
@@ -42,7 +42,7 @@ describe('the DENSE layout', () => {
   it('refuses no key below maxKeys, refuses one past its slots, and takes the slots of idle keys back', () => {
     const clock = new ManualClock();
     const maxKeys = 2_000; // past SMALL_TABLE: maxKeys and a sixteenth more slots
-    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, clock, ...DENSE_LAYOUT });
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, clock, ...SLAB_LAYOUT });
     const { capacity } = limiter.stats();
     expect(capacity).toBe(maxKeys + maxKeys / 16);
     for (let i = 0; i < capacity; i++) expect(limiter.tryAcquire(`k${i}`).reason, `key ${i}`).toBe('allowed');
@@ -58,7 +58,7 @@ describe('the DENSE layout', () => {
 
   it('keeps keys whose hashes collide completely apart, and finds each once', () => {
     const clock = new ManualClock();
-    const limiter = new RateLimiter({ limit: perSecond(3), maxKeys: 60, clock, forceHash: 12345, ...DENSE_LAYOUT });
+    const limiter = new RateLimiter({ limit: perSecond(3), maxKeys: 60, clock, forceHash: 12345, ...SLAB_LAYOUT });
     const keys = Array.from({ length: 60 }, (_, i) => `user:${i}`);
     for (const key of keys) for (let i = 0; i < 3; i++) expect(limiter.allow(key)).toBe(true);
     for (const key of keys) expect(limiter.allow(key)).toBe(false);
@@ -69,7 +69,7 @@ describe('the DENSE layout', () => {
   it('under churn (50x maxKeys never-repeating keys, swept), keeps hit and miss probes within 1.2x of a fresh table', () => {
     const clock = new ManualClock();
     const maxKeys = 4_000;
-    const options = { limit: perSecond(10), maxKeys, maxKeyBytes: 24, clock, hashSeed: 77, ...DENSE_LAYOUT };
+    const options = { limit: perSecond(10), maxKeys, maxKeyBytes: 24, clock, hashSeed: 77, ...SLAB_LAYOUT };
     const limiter = new RateLimiter(options);
     const working = Array.from({ length: maxKeys / 4 }, (_, i) => `ws:${i}`);
     let next = 0;
@@ -100,7 +100,7 @@ describe('the DENSE layout', () => {
 
   it('holds 100,000 keys of up to 24 bytes in at most 64 bytes each, every option at its default', () => {
     const maxKeys = 100_000;
-    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, clock: new ManualClock(), ...DENSE_LAYOUT });
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys, clock: new ManualClock(), ...SLAB_LAYOUT });
     let refused = 0;
     for (let i = 0; i < maxKeys; i++) if (limiter.tryAcquire(`tenant-${String(i).padStart(7, '0')}:api`).reason === 'table-full') refused++;
     expect(refused).toBe(0);
@@ -111,12 +111,12 @@ describe('the DENSE layout', () => {
 
   it('keeps a stale entry reachable: a compaction does not clear the tombstone before the entry of a slot a lookup freed', () => {
     const clock = new ManualClock(900_000);
-    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 2, forceHash: 7, clock, ...DENSE_LAYOUT });
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 2, forceHash: 7, clock, ...SLAB_LAYOUT });
     const w = new Int32Array(limiter.handle.table);
     // Entry i of the chain every key (hash 7) shares: from its home, wrapping in the one stripe.
     const stripe = w[H_SLOTS_PER_STRIPE] as number;
     const home = (Math.imul(7, 0x9e3779b1) >>> (32 - Math.log2(stripe))) & (stripe - 1);
-    const entry = (i: number): number => w[(w[H_INDEX] as number) + ((home + i) & (stripe - 1))] as number;
+    const entry = (i: number): number => w[(w[H_DIRECTORY] as number) + ((home + i) & (stripe - 1))] as number;
     expect(limiter.allow('x')).toBe(true); // slot 0, the chain's entry 0
     clock.set(1_000_000);
     expect(limiter.allow('c')).toBe(true); // slot 1, entry 1
@@ -145,7 +145,7 @@ describe('the DENSE layout', () => {
   it('4 workers inserting the same keys give each key one copy', async () => {
     await raceUntilLost<{ admitted: number[]; casRetries: number }>(() => {
       const keys = Array.from({ length: 8_000 }, (_, i) => `k${i}`);
-      const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: keys.length, clock: new ManualClock(), ...DENSE_LAYOUT });
+      const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: keys.length, clock: new ManualClock(), ...SLAB_LAYOUT });
       return {
         workers: Array.from({ length: 4 }, (_, id) => ({ mode: 'hammer', handle: limiter.handle, id, keys, attempts: keys.length, cost: 1 })),
         check(all) {
@@ -162,7 +162,7 @@ describe('the DENSE layout', () => {
   it('4 workers inserting colliding keys (one chain) give each key one copy', async () => {
     await raceUntilLost<{ admitted: number[]; casRetries: number }>(() => {
       const keys = Array.from({ length: 200 }, (_, i) => `c${i}`);
-      const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: 300, forceHash: 99, clock: new ManualClock(), ...DENSE_LAYOUT });
+      const limiter = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: 300, forceHash: 99, clock: new ManualClock(), ...SLAB_LAYOUT });
       // Every worker takes the keys in one order (id 0 for all): they insert the same key at once.
       // A lost insert race counts in casRetries (SlotTable.retries).
       return {

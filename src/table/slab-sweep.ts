@@ -1,38 +1,38 @@
 import { BUSY, C_TOMBS, ctrlWord, CLAIM_STAMP_MASK, EMPTY, LIVE, S_CTRL, S_HASH, TOMB } from './layout.js';
-import { I_EMPTY, I_REF, I_TOMB, slotOfRef } from './dense-layout.js';
-import type { DenseHost, DenseIndex } from './dense-index.js';
+import { D_EMPTY, D_REF, D_TOMB, slotOfRef } from './slab-layout.js';
+import type { SlabHost, SlabDirectory } from './slab-directory.js';
 import { claimAge } from './insert.js';
 import { processNow } from '../time/clock.js';
 
 /**
- * Sweeps of a DENSE table and compaction of its index (dense-layout.ts; docs/design.md, "The
- * dense layout"). A sweep reclaims idle keys and long-abandoned claims slot by slot, clears the
+ * Sweeps of a SLAB table and compaction of its directory (slab-layout.ts; docs/design.md, "The
+ * slab layout"). A sweep reclaims idle keys and long-abandoned claims slot by slot, clears the
  * entries of freed slots (a slot's claimer clears its entry: the sweep claims the slot for that),
- * then compacts each index stripe: tombstones that no key's chain crosses become EMPTY again.
+ * then compacts each directory stripe: tombstones that no key's chain crosses become EMPTY again.
  *
  * Thread-safety: every method may run at the same time as any table method on any thread; none
  * takes a lock, and one that stops anywhere leaves only slots and entries that are right (a slot it
  * holds is taken over once reuseAfterMs old). One instance per SlotTable instance, so per thread.
  */
-export class DenseSweeper {
-  readonly #t: DenseHost;
-  readonly #ix: DenseIndex;
+export class SlabSweeper {
+  readonly #t: SlabHost;
+  readonly #ix: SlabDirectory;
   readonly #w: Int32Array;
   /** Per-thread scratch: the entries of a compaction's step 1, the positions chains cross. */
   readonly #seen: Int32Array;
   readonly #crossed: Uint8Array;
 
-  constructor(t: DenseHost, index: DenseIndex) {
+  constructor(t: SlabHost, directory: SlabDirectory) {
     this.#t = t;
-    this.#ix = index;
+    this.#ix = directory;
     this.#w = t.words;
-    this.#seen = new Int32Array(index.perStripe);
-    this.#crossed = new Uint8Array(index.perStripe);
+    this.#seen = new Int32Array(directory.perStripe);
+    this.#crossed = new Uint8Array(directory.perStripe);
   }
 
   /**
    * Reclaims every idle key and every claim older than reuseAfterMs, clears the entries of the
-   * slots freed, and compacts every index stripe. Returns the count of slots freed (keys and claims).
+   * slots freed, and compacts every directory stripe. Returns the count of slots freed (keys and claims).
    */
   sweep(): number {
     const t = this.#t;
@@ -87,7 +87,7 @@ export class DenseSweeper {
   }
 
   /**
-   * Frees what it can in index stripe `stripe`, whose chains had no free entry for an insert:
+   * Frees what it can in directory stripe `stripe`, whose chains had no free entry for an insert:
    * reclaims the idle keys its entries point at, clears the entries of free slots, and compacts
    * it. True if an entry was freed.
    */
@@ -99,7 +99,7 @@ export class DenseSweeper {
     let freed = false;
     for (let i = 0, pos = stripe * ix.perStripe; i < ix.perStripe; i++, pos++) {
       const e = ix.entry(pos);
-      if ((e & 3) !== I_REF) continue;
+      if ((e & 3) !== D_REF) continue;
       const slot = slotOfRef(e);
       const base = t.base(slot);
       // Atomics.load (seq-cst): the word the reclaim or clearing starts from.
@@ -115,11 +115,11 @@ export class DenseSweeper {
   }
 
   /**
-   * Turns the index tombstones of `stripe` that no chain crosses back into EMPTY entries; returns
+   * Turns the directory tombstones of `stripe` that no chain crosses back into EMPTY entries; returns
    * how many. compaction.ts's three steps, on entries:
    *
    * 1. Load every entry. A tombstone is cleared only by a compareExchange from the word loaded
-   *    here: tombstone words do not come back to an entry (dense-layout.ts), so it succeeds only if
+   *    here: tombstone words do not come back to an entry (slab-layout.ts), so it succeeds only if
    *    the entry stayed that tombstone all along.
    * 2. Load every entry again, after step 1. A REF entry keeps its chain open: that of its slot's
    *    key while the slot holds it (LIVE) or is free (TOMB, EMPTY, a cancelled claim: the entry is
@@ -130,7 +130,7 @@ export class DenseSweeper {
    *
    * An inserter whose chain crosses a cleared entry and which placed its own entry after we loaded
    * that position in step 2 re-scans its chain after placing, so after step 1: it sees the free
-   * entry and gives its own up (DenseIndex.insert, step 4). One that placed before is seen here.
+   * entry and gives its own up (SlabDirectory.insert, step 4). One that placed before is seen here.
    */
   compactStripe(stripe: number): number {
     const ix = this.#ix;
@@ -142,7 +142,7 @@ export class DenseSweeper {
       // Atomics.load (seq-cst): step 1, before every load of step 2.
       const e = ix.entry(start + i);
       seen[i] = e;
-      if ((e & 3) === I_TOMB) tombs++;
+      if ((e & 3) === D_TOMB) tombs++;
     }
     if (tombs === 0) return 0;
     const t = this.#t;
@@ -152,7 +152,7 @@ export class DenseSweeper {
     for (let i = 0; i < S; i++) {
       // Atomics.load (seq-cst): step 2, after step 1.
       const e = ix.entry(start + i);
-      if ((e & 3) !== I_REF) continue;
+      if ((e & 3) !== D_REF) continue;
       const base = t.base(slotOfRef(e));
       const c = Atomics.load(w, base + S_CTRL);
       if ((c & 3) === BUSY && !t.cancelExpired(base, c)) return 0;
@@ -166,16 +166,16 @@ export class DenseSweeper {
     let cleared = 0;
     for (let i = 0; i < S; i++) {
       const e = seen[i] as number;
-      if ((e & 3) !== I_TOMB || crossed[i] === 1) continue;
+      if ((e & 3) !== D_TOMB || crossed[i] === 1) continue;
       // compareExchange from the tombstone loaded in step 1: fails if the entry was taken since.
-      if (Atomics.compareExchange(w, ix.entryWord(start + i), e, I_EMPTY) === e) cleared++;
+      if (Atomics.compareExchange(w, ix.entryWord(start + i), e, D_EMPTY) === e) cleared++;
     }
     if (cleared !== 0) t.count(start, C_TOMBS, -cleared);
     return cleared;
   }
 
   /**
-   * Probe lengths through the index (SlotTable.probeLengths): a hit, for each entry of a LIVE slot
+   * Probe lengths through the directory (SlotTable.probeLengths): a hit, for each entry of a LIVE slot
    * (1 at its home); a miss, from each position taken as a home up to the first EMPTY entry.
    */
   probeLengths(): { mean: number; max: number; missMean: number; missMax: number } {
@@ -189,7 +189,7 @@ export class DenseSweeper {
     let max = 0;
     for (let pos = 0; pos < total; pos++) {
       const e = ix.entry(pos);
-      if ((e & 3) !== I_REF) continue;
+      if ((e & 3) !== D_REF) continue;
       const base = t.base(slotOfRef(e));
       if ((Atomics.load(w, base + S_CTRL) & 3) !== LIVE) continue;
       const probes = ((pos - ix.home(Atomics.load(w, base + S_HASH))) & (S - 1)) + 1;
@@ -203,7 +203,7 @@ export class DenseSweeper {
       let toEmpty = S;
       for (let pass = 0; pass < 2; pass++) {
         for (let i = S - 1; i >= 0; i--) {
-          toEmpty = ix.entry(start + i) === I_EMPTY ? 1 : Math.min(S, toEmpty + 1);
+          toEmpty = ix.entry(start + i) === D_EMPTY ? 1 : Math.min(S, toEmpty + 1);
           if (pass === 1) {
             missSum += toEmpty;
             if (toEmpty > missMax) missMax = toEmpty;
@@ -215,7 +215,7 @@ export class DenseSweeper {
   }
 
   /**
-   * Index entries that probes go past with no key or claim there: tombstones, and stale entries
+   * Directory entries that probes go past with no key or claim there: tombstones, and stale entries
    * (of free slots, TOMB or EMPTY, that no claimer has cleared yet).
    */
   deadEntries(): number {
@@ -223,8 +223,8 @@ export class DenseSweeper {
     let dead = 0;
     for (let pos = 0; pos < ix.stripes * ix.perStripe; pos++) {
       const e = ix.entry(pos);
-      if ((e & 3) === I_TOMB) dead++;
-      else if ((e & 3) === I_REF) {
+      if ((e & 3) === D_TOMB) dead++;
+      else if ((e & 3) === D_REF) {
         const state = Atomics.load(this.#w, this.#t.base(slotOfRef(e)) + S_CTRL) & 3;
         if (state === TOMB || state === EMPTY) dead++;
       }

@@ -1,20 +1,20 @@
-// The DENSE layout's slot reuse (src/table/dense-index.ts: claimSlot, clearEntry): a sweep frees
+// The SLAB layout's slot reuse (src/table/slab-directory.ts: claimSlot, clearEntry): a sweep frees
 // idle 'a''s slot and clears its entry while another thread inserts 'b' (which may take that slot
 // and clear the entry itself) and a third checks 'a' again (a new insert of it). Four slots,
 // every key hashing alike. Checked as the compaction scenarios are: one live copy of each key,
 // every entry reachable from its home, the counters, and 'a' and 'b' against the exact model.
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { compactionTime, compactionSetup, DENSE } from './_compaction.mjs';
+import { compactionTime, compactionSetup, SLAB } from './_compaction.mjs';
 import { brokenChains, countersAgree, liveCopies, tableNames } from './common.mjs';
 
 const limit = { permits: 1, periodMs: 60_000, burst: 1 };
 
 export default {
-  name: 'dense-reuse',
-  what: 'a DENSE sweep freeing a slot while one thread inserts a new key and another the swept key again',
+  name: 'slab-reuse',
+  what: 'a SLAB sweep freeing a slot while one thread inserts a new key and another the swept key again',
   time: compactionTime,
   bounds: { ci: { dfsBudgetMs: 4_000, pctBudgetMs: 1_000 } },
-  setup: compactionSetup('dense-reuse', DENSE),
+  setup: compactionSetup('slab-reuse', SLAB),
   threads: [0, 1, 2].map((t) => (ctx, { handle }, lib) => {
     const rl = lib.RateLimiter.attach(handle, { clock: lib.monotonicClock });
     ctx.ready();
