@@ -72,7 +72,7 @@ export function tableWordNames(buffer, lib) {
     if (word < L.HEADER_WORDS) return `header ${header.get(word) ?? word}`;
     if (globalBase > 0 && word >= globalBase) return `global ${['lock', 'lastSec'][word - globalBase] ?? `state[${word - globalBase - 2}]`}`;
     if (slab && word >= w[L.H_DIRECTORY_SEQS]) return `tombstone seq ${word - w[L.H_DIRECTORY_SEQS]}`;
-    if (slab && word >= w[L.H_DIRECTORY]) return `index ${word - w[L.H_DIRECTORY]}`;
+    if (slab && word >= w[L.H_DIRECTORY]) return `directory ${word - w[L.H_DIRECTORY]}`;
     const slot = Math.floor((word - L.HEADER_WORDS) / slotWords);
     const off = word - L.HEADER_WORDS - slot * slotWords;
     const field = off < fields.length ? fields[off] : off < keyAt ? `state[${off - stateAt}]` : `key[${off - keyAt}]`;

@@ -4,17 +4,16 @@
 // every key hashing alike. Checked as the compaction scenarios are: one live copy of each key,
 // every entry reachable from its home, the counters, and 'a' and 'b' against the exact model.
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { compactionTime, compactionSetup, SLAB } from './_compaction.mjs';
+import { compactionSetup, SLAB, slabLimit as limit, slabTime } from './_compaction.mjs';
 import { brokenChains, countersAgree, liveCopies, tableNames } from './common.mjs';
 
-const limit = { permits: 1, periodMs: 60_000, burst: 1 };
 
 export default {
   name: 'slab-reuse',
   what: 'a SLAB sweep freeing a slot while one thread inserts a new key and another the swept key again',
-  time: compactionTime,
+  time: slabTime,
   bounds: { ci: { dfsBudgetMs: 4_000, pctBudgetMs: 1_000 } },
-  setup: compactionSetup('slab-reuse', SLAB),
+  setup: compactionSetup('slab-reuse', SLAB, limit),
   threads: [0, 1, 2].map((t) => (ctx, { handle }, lib) => {
     const rl = lib.RateLimiter.attach(handle, { clock: lib.monotonicClock });
     ctx.ready();

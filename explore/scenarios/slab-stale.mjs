@@ -7,18 +7,17 @@
 // each key, every entry (stale ones too) reachable from its home, the counters, and 'c' against
 // the exact model (a reclaimed key is a fresh key).
 import { callsOf, gcraModel, linearizable } from '../models.mjs';
-import { compactionTime, SLAB } from './_compaction.mjs';
+import { SLAB, slabLimit as limit, slabTime } from './_compaction.mjs';
 import { brokenChains, countersAgree, liveCopies, tableNames } from './common.mjs';
 
-const limit = { permits: 1, periodMs: 60_000, burst: 1 };
 
 export default {
   name: 'slab-stale',
   what: 'a SLAB compaction while a lookup finishes a stopped reclaim (a stale entry) and inserts the key again',
-  time: compactionTime,
+  time: slabTime,
   bounds: { ci: { dfsBudgetMs: 4_000, pctBudgetMs: 1_000 } },
   setup(lib) {
-    let now = compactionTime.startMs - 100_000;
+    let now = slabTime.startMs - 100_000;
     const clock = { now: () => now };
     const rl = new lib.RateLimiter({ limit, maxKeys: 2, forceHash: 7, clock, slotsPerKey: 2, ...SLAB });
     if (!rl.allow('a') || !rl.allow('c')) throw new Error('slab-stale: set-up refused a key');
@@ -28,7 +27,7 @@ export default {
     const base = L.HEADER_WORDS + w[L.H_SLOT_WORDS];
     if ((w[base + L.S_CTRL] & 3) !== L.LIVE) throw new Error('slab-stale: c is not in slot 1');
     Atomics.store(w, base + L.S_TAT, L.DEAD); // c's reclaimer stopped right after its linearisation point
-    now = compactionTime.startMs;
+    now = slabTime.startMs;
     return { buffers: [rl.handle.table], data: { handle: rl.handle } };
   },
   threads: [0, 1].map((t) => (ctx, { handle }, lib) => {

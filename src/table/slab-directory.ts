@@ -165,7 +165,7 @@ export class SlabDirectory {
     const gen = (from & 3) === BUSY ? (from >>> 2) ^ 0x2aaaaaaa : (from >>> 2) + 1;
     // 2. A slot that held a key (TOMB) or an expired claim may still have an entry: clear it.
     // Its hash is the one that entry was placed for (written before it, and only by a claimer).
-    if ((from & 3) !== EMPTY) this.clearEntry(slot, Atomics.load(w, base + S_HASH));
+    if ((from & 3) !== EMPTY) this.clearEntry(slot, Atomics.load(w, base + S_HASH), claim);
     // Atomics.store of the hash (seq-cst), then the key: both before the entry that points here.
     Atomics.store(w, base + S_HASH, hash);
     if (!writeKey(t, base, bytes, this.#inlineWords, this.#refOffset)) {
@@ -319,10 +319,15 @@ export class SlabDirectory {
 
   /**
    * Clears the entry of `slot` in the chain of hash `hash`, if there is one: REF -> TOMB. Called
-   * only by the thread holding the slot's claim (BUSY), the one thread that writes entries
-   * pointing at it, so the REF word found cannot be another incarnation's.
+   * only by the thread holding the slot's claim (BUSY, `claim`), the one thread that writes
+   * entries pointing at it, so the REF word found cannot be another incarnation's: unless this
+   * thread stalled past the table's reuseAfterMs and its claim was taken over (its one timing
+   * assumption, insert.ts), and the slot's next key placed the same REF word at the same
+   * position. The claim is looked at again right before the compareExchange, which leaves that
+   * stall only the two steps between them (found by the explorer: a sweep stalled 60 s after
+   * claiming a freed slot cleared the entry of the key an insert had put there since).
    */
-  clearEntry(slot: number, hash: number): void {
+  clearEntry(slot: number, hash: number, claim: number): void {
     const w = this.#w;
     const first = this.home(hash);
     const ref = refWord(slot, hash);
@@ -333,6 +338,8 @@ export class SlabDirectory {
       const e = Atomics.load(w, this.#ix + pos);
       if (e === D_EMPTY) return;
       if (e !== ref) continue;
+      // Atomics.load of the slot's ctrl: still our claim, so the REF is still the stale one.
+      if (Atomics.load(w, this.#t.base(slot) + S_CTRL) !== claim) return;
       this.#tombstone(pos, ref);
       return;
     }

@@ -79,7 +79,7 @@ export class SlabSweeper {
     // clears the entry itself).
     if (Atomics.compareExchange(w, base + S_CTRL, c, claim) !== c) return false;
     // Atomics.load of the hash: the key the entry was placed for (only claimers write it).
-    this.#ix.clearEntry(slot, Atomics.load(w, base + S_HASH));
+    this.#ix.clearEntry(slot, Atomics.load(w, base + S_HASH), claim);
     // compareExchange from our claim: fails only if it was taken over (past reuseAfterMs).
     if (Atomics.compareExchange(w, base + S_CTRL, claim, ctrlWord(EMPTY, c >>> 2)) !== claim) return false;
     this.#ix.noteFreed(slot);

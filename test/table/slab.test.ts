@@ -5,7 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, perSecond, RateLimiter } from '../../src/index.js';
 import { gcraParams } from '../../src/math/gcra.js';
 import { gcraSlotState } from '../../src/rate/gcra-slot.js';
-import { DEAD, H_DIRECTORY, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, S_TAT } from '../../src/table/layout.js';
+import { DEAD, H_DIRECTORY, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, S_CTRL, S_HASH, S_TAT } from '../../src/table/layout.js';
+import { withAtomicsHooks } from '../helpers/atomics-spy.js';
+import { pastTimeout, stagedReuse } from '../helpers/park.js';
 import { SlotTable } from '../../src/table/table.js';
 import { SLAB_LAYOUT } from '../helpers/layout.js';
 import { slotBaseOf } from '../helpers/slots.js';
@@ -140,6 +142,39 @@ describe('the SLAB layout', () => {
     const refs = Array.from({ length: stripe }, (_, i) => entry(i)).filter((e) => (e & 3) === 1);
     expect(new Set(refs).size).toBe(refs.length);
     expect(tableOf(limiter, clock).probeLengths().mean).toBeGreaterThan(0);
+  });
+
+  it('a sweep stalled past the reuse age while it clears a freed slot leaves the entry of the key the slot holds since alone', () => {
+    // Found by the explorer (slab-compaction, deep, with clock moves of 60 s): the sweep claims
+    // idle x's freed slot to clear its entry and stalls past reuseAfterMs (here 5 ms); an insert
+    // of y takes the expired claim over, clears x's entry, and places y's at the same position:
+    // the same REF word (same slot, and every key hashes alike). The sweep then cleared y's
+    // entry, and y, live, could no longer be found (a second copy would get a second burst).
+    let t = 1_000_000;
+    const clock = { now: (): number => t };
+    const a = new RateLimiter({ limit: perSecond(1, { burst: 1 }), maxKeys: 2, forceHash: 7, clock, ...stagedReuse(1, 5), ...SLAB_LAYOUT });
+    expect(a.stats().capacity).toBe(4);
+    for (const k of ['x', 'p', 'q', 'r']) expect(a.allow(k)).toBe(true); // slots 0 to 3
+    t += 10_000; // all idle
+    for (const k of ['p', 'q', 'r']) expect(a.allow(k)).toBe(true); // busy again: only x is swept
+    const b = RateLimiter.attach(a.handle, { clock });
+    const x = slotBaseOf(a.handle.table, 'x');
+    let staged = false;
+    withAtomicsHooks({
+      load: (arr, i) => {
+        // The sweep's load of the freed slot's hash comes right after its claim of the slot.
+        if (staged || arr.buffer !== a.handle.table || i !== x + S_HASH) return;
+        staged = true;
+        expect(Atomics.load(arr, x + S_CTRL) & 3).toBe(1); // the sweep's claim (BUSY)
+        pastTimeout(10); // the sweep stalls past reuseAfterMs
+        expect(b.allow('y')).toBe(true); // takes the expired claim over: y lives in x's old slot
+      },
+    }, () => expect(a.sweep()).toBe(1));
+    expect(staged).toBe(true);
+    expect(slotBaseOf(a.handle.table, 'y')).toBe(x);
+    // A lookup that nothing cached finds y, its one admission spent.
+    expect(RateLimiter.attach(a.handle, { clock, cacheSize: 0 }).get('y')).toMatchObject({ remaining: 0 });
+    expect(duplicateKeys(a.handle.table)).toEqual([]);
   });
 
   it('4 workers inserting the same keys give each key one copy', async () => {
