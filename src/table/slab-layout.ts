@@ -90,5 +90,5 @@ export const ENTRIES_PER_SLOT = 2;
 
 /** Entries per directory stripe: 1,024, or all of a smaller directory (a power of two). */
 export function directoryStripeFor(entries: number): number {
-  return Math.min(1024, 2 ** Math.ceil(Math.log2(Math.max(entries, 64))));
+  return Math.min(1024, 2 ** Math.ceil(Math.log2(Math.max(entries, 8))));
 }
