@@ -43,7 +43,19 @@ const STEP_MS = 0.02;
 const WARM_ROUNDS = 4;
 /** One seed for every table, so that a fresh table built for comparison has the same home slots. */
 const HASH_SEED = 0x5eed;
-const DENSITIES = [2, 1.25];
+/** The option that picks a table's layout (src/table/table-options.ts, LAYOUT_OPTION). */
+const LAYOUT = Symbol.for('sluice.layout');
+/**
+ * The tables the churn runs: the HASHED layout at two densities (slotsPerKey 1.25 is the default),
+ * and the SLAB layout (slots in arrival order behind a directory; not yet the default).
+ */
+const SHAPES = [
+  { label: 'slotsPerKey 2', opts: { slotsPerKey: 2, [LAYOUT]: 'hashed' } },
+  { label: 'slotsPerKey 1.25', opts: { slotsPerKey: 1.25, [LAYOUT]: 'hashed' } },
+  { label: 'SLAB layout', opts: { [LAYOUT]: 'slab' } },
+];
+/** The SLAB layout's options, for the rows beside the defaults. */
+const SLAB_OPTS = { [LAYOUT]: 'slab' };
 /**
  * Rounds of the first-check, mixed and second-check tables: the contestants forward, then
  * backward, in turn (nsPerCallPaired), their ratios the median of each round's own.
@@ -95,9 +107,9 @@ function freshKeys(from, count, text = keyText) {
   return out;
 }
 
-function newLimiter(clock, slotsPerKey, { maxKeys = MAX_KEYS, cacheSize } = {}) {
+function newLimiter(clock, opts = {}, { maxKeys = MAX_KEYS, cacheSize } = {}) {
   return new RateLimiter({
-    limit: LIMIT, maxKeys, maxKeyBytes: KEY_BYTES, clock, hashSeed: HASH_SEED, slotsPerKey,
+    limit: LIMIT, maxKeys, maxKeyBytes: KEY_BYTES, clock, hashSeed: HASH_SEED, ...opts,
     ...(cacheSize === undefined ? {} : { cacheSize }),
   });
 }
@@ -180,20 +192,20 @@ class Churn {
 }
 
 /** A limiter that sweeps between phases, and its traffic. */
-function sweepingSluice(slotsPerKey) {
+function sweepingSluice(shape) {
   const clock = new StepClock();
-  const limiter = newLimiter(clock, slotsPerKey);
+  const limiter = newLimiter(clock, shape.opts);
   const churn = new Churn(clock, (k) => limiter.allow(k), () => limiter.sweep());
   churn.load();
   return { limiter, clock, churn };
 }
 
 /** A limiter that never sees more than one phase: a new table (and working set) replaces it between phases. */
-function freshSluice(slotsPerKey) {
+function freshSluice(shape) {
   const clock = new StepClock();
-  let limiter = newLimiter(clock, slotsPerKey);
+  let limiter = newLimiter(clock, shape.opts);
   const churn = new Churn(clock, (k) => limiter.allow(k), (c) => {
-    limiter = newLimiter(clock, slotsPerKey);
+    limiter = newLimiter(clock, shape.opts);
     gc(); // the old table goes now, not during a later timed batch
     c.load();
   });
@@ -248,9 +260,9 @@ function probesOf(limiter, clock) {
 }
 
 /** The same keys inserted into a new table of the same shape and seed: what the churned table is held to. */
-function freshProbes(slotsPerKey, keys, atMs) {
+function freshProbes(shape, keys, atMs) {
   const clock = new StepClock(atMs);
-  const limiter = newLimiter(clock, slotsPerKey);
+  const limiter = newLimiter(clock, shape.opts);
   for (const k of keys) limiter.allow(k);
   return probesOf(limiter, clock);
 }
@@ -299,15 +311,19 @@ async function firstChecks(quick) {
       return (k) => m.allow(k);
     }),
     'sluice allow': task(() => {
-      const l = newLimiter(clock, undefined, { maxKeys: BIG });
+      const l = newLimiter(clock, {}, { maxKeys: BIG });
       return (k) => l.allow(k);
     }),
     'sluice allow, cacheSize 0': task(() => {
-      const l = newLimiter(clock, undefined, { maxKeys: BIG, cacheSize: 0 });
+      const l = newLimiter(clock, {}, { maxKeys: BIG, cacheSize: 0 });
       return (k) => l.allow(k);
     }),
     'sluice allow, slotsPerKey 2': task(() => {
-      const l = newLimiter(clock, 2, { maxKeys: BIG });
+      const l = newLimiter(clock, { slotsPerKey: 2 }, { maxKeys: BIG });
+      return (k) => l.allow(k);
+    }),
+    'sluice allow, SLAB layout': task(() => {
+      const l = newLimiter(clock, SLAB_OPTS, { maxKeys: BIG });
       return (k) => l.allow(k);
     }),
   };
@@ -325,7 +341,7 @@ async function absorb(quick) {
   const points = quick
     ? [0, 1, 2, 3, 4]
     : [0, 1, 2, 4, 8, 16, 32, 48, 64, 80, 120, 160, 200, 280, 360, 440, 520, 600, 680, 760, 800];
-  const sluices = DENSITIES.map((slotsPerKey) => ({ slotsPerKey, ...sweepingSluice(slotsPerKey), checkMs: 0, sweepMs: 0, rows: [] }));
+  const sluices = SHAPES.map((shape) => ({ shape, ...sweepingSluice(shape), checkMs: 0, sweepMs: 0, rows: [] }));
   const map = { ...sweepingMap(), checkMs: 0, sweepMs: 0, rows: [] };
   const contestants = [...sluices, map];
   const record = (i, seg) => {
@@ -333,7 +349,7 @@ async function absorb(quick) {
     const refKeys = [...map.map.keys()]; // the live keys after the Map's sweep: the same as the table's
     for (const s of sluices) {
       const now = probesOf(s.limiter, s.clock);
-      const fresh = freshProbes(s.slotsPerKey, refKeys, atMs);
+      const fresh = freshProbes(s.shape, refKeys, atMs);
       s.rows.push({ phases: points[i], now, fresh, ns: seg?.get(s).ns, sweepMs: seg?.get(s).sweepMs });
     }
     map.rows.push({ phases: points[i], ns: seg?.get(map).ns, size: map.map.size });
@@ -374,8 +390,8 @@ async function mixed(quick, churned) {
     'Map GCRA, deletes idle keys': churned.map.churn,
   };
   for (const s of churned.sluices) {
-    works[`sluice, fresh table, slotsPerKey ${s.slotsPerKey}`] = freshSluice(s.slotsPerKey).churn;
-    works[`sluice, after churn, slotsPerKey ${s.slotsPerKey}`] = s.churn;
+    works[`sluice, fresh table, ${s.shape.label}`] = freshSluice(s.shape).churn;
+    works[`sluice, after churn, ${s.shape.label}`] = s.churn;
   }
   // Sweeps, new tables and new keys between phases are outside the timed part: a batch is 100 blocks.
   const task = (churn) => () => {
@@ -429,11 +445,19 @@ async function secondChecks(quick) {
       return (k) => m.allow(k);
     }),
     'sluice allow': task((clock) => {
-      const l = newLimiter(clock, undefined, { maxKeys: BIG });
+      const l = newLimiter(clock, {}, { maxKeys: BIG });
       return (k) => l.allow(k);
     }),
     'sluice allow, cacheSize 0': task((clock) => {
-      const l = newLimiter(clock, undefined, { maxKeys: BIG, cacheSize: 0 });
+      const l = newLimiter(clock, {}, { maxKeys: BIG, cacheSize: 0 });
+      return (k) => l.allow(k);
+    }),
+    'sluice allow, SLAB layout': task((clock) => {
+      const l = newLimiter(clock, SLAB_OPTS, { maxKeys: BIG });
+      return (k) => l.allow(k);
+    }),
+    'sluice allow, SLAB layout, cacheSize 0': task((clock) => {
+      const l = newLimiter(clock, SLAB_OPTS, { maxKeys: BIG, cacheSize: 0 });
       return (k) => l.allow(k);
     }),
   }, { rounds: quick ? 1 : ROUNDS, ...(quick ? { timeMs: 150, warmupMs: 50 } : { timeMs: 300, warmupMs: 50 }) });
@@ -456,6 +480,8 @@ function memory(quick) {
     ['maxKeyBytes 24 (no key heap)', { maxKeyBytes: 24 }, key24, 24],
     ['slotsPerKey 2', { slotsPerKey: 2 }, key24, 24],
     ['slotsPerKey 2', { slotsPerKey: 2 }, key64, 64],
+    ['SLAB layout', SLAB_OPTS, key24, 24],
+    ['SLAB layout', SLAB_OPTS, key64, 64],
   ]) {
     const limiter = new RateLimiter({ limit: LIMIT, maxKeys: n, clock: new StepClock(), ...opts });
     for (let i = 0; i < n; i++) limiter.allow(text(i));
@@ -463,7 +489,7 @@ function memory(quick) {
     // None refused while the keys are within maxKeys: every one holds a slot.
     if (s.liveKeys !== n) throw new Error(`${label}: ${s.liveKeys} keys of ${keyBytes} bytes held, not ${n}`);
     rows.push({
-      label, keyBytes, slotsPerKey: opts.slotsPerKey ?? 1.25, capacity: s.capacity, tableBytes: s.tableBytes, keyHeapBytes: s.keyHeapBytes,
+      label, keyBytes, slotsPerKey: opts[LAYOUT] === 'slab' ? '-' : opts.slotsPerKey ?? 1.25, capacity: s.capacity, tableBytes: s.tableBytes, keyHeapBytes: s.keyHeapBytes,
       perKey: (s.tableBytes + s.keyHeapBytes) / n,
     });
   }
@@ -523,7 +549,7 @@ export async function runChurn({ quick = false, svgDir } = {}) {
   lines.push(`ns per first check (median of batches of ${fmt(BATCH)}, p25-p75; ${roundsText(first.res)}). Every check is of a key never seen before. ` +
     `Each table (and each Map) takes ${fmt(first.perTable)} new keys ` +
     'and is then replaced by an empty one, outside the timed batches: the rows average over a table from empty to half of maxKeys. ' +
-    'The rows run at the default density (slotsPerKey 1.25) but the last. ' +
+    'The rows run at the default density (slotsPerKey 1.25) but the last two (slotsPerKey 2; the SLAB layout, not yet the default). ' +
     'A new limiter\'s key cache starts on, unproven: it keeps 1,024 of the keys it inserts per window, consults its Map on one lookup in 64 after a span ' +
     'of 4,096 lookups without a hit, and turns itself off after two windows of lookups in which more than a quarter missed (131,072 each at the default size): ' +
     'the default rows have all three. ' +
@@ -542,8 +568,7 @@ export async function runChurn({ quick = false, svgDir } = {}) {
     '"allowed" is the share of checks admitted: the same traffic, the same share.', '');
   lines.push('| contestant | ns/check median | p25-p75 | all rounds | vs Map | vs fresh table | allowed |', '|---|---:|---:|---|---:|---:|---:|');
   for (const name of Object.keys(m)) {
-    const spk = name.match(/slotsPerKey ([\d.]+)/)?.[1];
-    const fresh = name.includes('after churn') ? m[`sluice, fresh table, slotsPerKey ${spk}`] : null;
+    const fresh = name.includes('after churn') ? m[name.replace('after churn', 'fresh table')] : null;
     lines.push(`| ${name} | ${fmt(m[name].median, 1)} | ${fmt(m[name].p25, 1)}-${fmt(m[name].p75, 1)} | ${m[name].rounds.map((x) => fmt(x, 0)).join(', ')} | ` +
       `${ratioText(pairedRatio(m[name], m[mapName]))} | ${fresh ? ratioText(pairedRatio(m[name], fresh)) : ''} | ${fmt(m[name].allowed * 100, 1)}% |`);
   }
@@ -562,7 +587,7 @@ export async function runChurn({ quick = false, svgDir } = {}) {
       `${ratioText(total / mapTotal)} | ${fmt((c.end.allowed / c.end.checks) * 100, 2)}% | ${fmt(c.end.held)} | ${tombs} |`);
   };
   absorbRow(mapName, mp, '');
-  for (const s of churned.sluices) absorbRow(`sluice, slotsPerKey ${s.slotsPerKey}`, s, fmt(s.rows[s.rows.length - 1].now.tombstones));
+  for (const s of churned.sluices) absorbRow(`sluice, ${s.shape.label}`, s, fmt(s.rows[s.rows.length - 1].now.tombstones));
 
   // 4. The curve.
   lines.push('', '## Churn: probe lengths and ns per check along the churn', '');
@@ -571,10 +596,12 @@ export async function runChurn({ quick = false, svgDir } = {}) {
     '64 slots at slotsPerKey 2, 1,024 at 1.25), mean / max; a first check reads such a chain before it inserts. Both come from the table\'s ' +
     '`probeLengths()`, which the public limiter does not expose: the suite opens the table through `SlotTable` from dist/, as the core suite does ' +
     '(the miss figures are computed here from the slots\' ctrl words when the build\'s probeLengths() lacks them). ' +
+    'In a SLAB table a probe reads directory entries (16 to a cache line, 1,024 to a stripe) and the slot of an entry whose tag matches; its ' +
+    'tombstones are the directory\'s (tombstones and entries of freed slots not yet cleared). ' +
     '"fresh" is a new table of the same shape and hash seed holding the same live keys (the Map\'s, after its own sweep at the same time). ' +
     'ns per check is the segment ending at the point, sweeps excluded.', '');
   for (const s of churned.sluices) {
-    lines.push(`slotsPerKey ${s.slotsPerKey}:`, '');
+    lines.push(`${s.shape.label}:`, '');
     lines.push('| new keys absorbed | x maxKeys | ns/check | Map ns/check | vs Map | probe mean / max | fresh | probe / fresh | miss mean / max | fresh | live keys | tombstones | sweep ms |',
       '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     s.rows.forEach((r, i) => {
@@ -594,21 +621,21 @@ export async function runChurn({ quick = false, svgDir } = {}) {
     ['churn-probe.svg', lineChart({
       title: 'Mean probe of a live key along the churn', xLabel, yLabel: 'slots read', width: 900,
       series: churned.sluices.flatMap((s) => [
-        { name: `churned, ${s.slotsPerKey} slots/key`, points: s.rows.map((r) => [xOf(r), r.now.mean]) },
-        { name: `fresh, ${s.slotsPerKey} slots/key`, points: s.rows.map((r) => [xOf(r), r.fresh.mean]) },
+        { name: `churned, ${s.shape.label}`, points: s.rows.map((r) => [xOf(r), r.now.mean]) },
+        { name: `fresh, ${s.shape.label}`, points: s.rows.map((r) => [xOf(r), r.fresh.mean]) },
       ]),
     })],
     ['churn-miss.svg', lineChart({
       title: 'Mean miss (a never-seen key\'s lookup) along the churn', xLabel, yLabel: 'slots read', width: 900,
       series: churned.sluices.flatMap((s) => [
-        { name: `churned, ${s.slotsPerKey} slots/key`, points: s.rows.map((r) => [xOf(r), r.now.missMean]) },
-        { name: `fresh, ${s.slotsPerKey} slots/key`, points: s.rows.map((r) => [xOf(r), r.fresh.missMean]) },
+        { name: `churned, ${s.shape.label}`, points: s.rows.map((r) => [xOf(r), r.now.missMean]) },
+        { name: `fresh, ${s.shape.label}`, points: s.rows.map((r) => [xOf(r), r.fresh.missMean]) },
       ]),
     })],
     ['churn-ns.svg', lineChart({
       title: 'ns per check along the churn (90% held keys, 10% first checks)', xLabel, yLabel: 'ns per check', width: 900,
       series: [
-        ...churned.sluices.map((s) => ({ name: `sluice, ${s.slotsPerKey} slots/key`, points: s.rows.slice(1).map((r) => [xOf(r), r.ns]) })),
+        ...churned.sluices.map((s) => ({ name: `sluice, ${s.shape.label}`, points: s.rows.slice(1).map((r) => [xOf(r), r.ns]) })),
         { name: 'Map GCRA', points: mp.rows.slice(1).map((r) => [xOf(r), r.ns]) },
       ],
     })],
@@ -636,28 +663,31 @@ export async function runChurn({ quick = false, svgDir } = {}) {
 
   // 7. Targets.
   const firstRatio = pairedRatio(f['sluice allow'], f['Map get + set']);
-  const mixRatio = (spk) => pairedRatio(m[`sluice, fresh table, slotsPerKey ${spk}`], m[mapName]);
-  const churnRatio = (spk) => pairedRatio(m[`sluice, after churn, slotsPerKey ${spk}`], m[`sluice, fresh table, slotsPerKey ${spk}`]);
+  const mixRatio = (label) => pairedRatio(m[`sluice, fresh table, ${label}`], m[mapName]);
+  const churnRatio = (label) => pairedRatio(m[`sluice, after churn, ${label}`], m[`sluice, fresh table, ${label}`]);
   const absorbRatio = (s) => (s.checkMs + s.sweepMs) / mapTotal;
   const secondRatio = (name) => pairedRatio(sc[name], sc['Map GCRA']);
   const worstProbe = (s) => Math.max(...s.rows.map((r) => r.now.mean / r.fresh.mean));
   lines.push('', '## Churn: targets', '');
   lines.push('| target | measured | |', '|---|---:|---|');
   lines.push(`| first check of a never-seen key (${fmt(BIG)}-key table, maxKeyBytes 24) at most 2x a Map get + set (aim 1.5x) | ${ratioText(firstRatio)} | ${verdict(firstRatio <= 2)}${firstRatio <= 2 ? (firstRatio <= 1.5 ? ', aim met' : ', aim missed') : ''} |`);
+  const firstSlab = pairedRatio(f['sluice allow, SLAB layout'], f['Map get + set']);
+  lines.push(`| the same, SLAB layout | ${ratioText(firstSlab)} | ${verdict(firstSlab <= 2)}${firstSlab <= 2 ? (firstSlab <= 1.5 ? ', aim met' : ', aim missed') : ''} |`);
   for (const s of churned.sluices) {
-    lines.push(`| mixed traffic on a fresh table at most 1.3x the Map GCRA that deletes idle keys (slotsPerKey ${s.slotsPerKey}) | ${ratioText(mixRatio(s.slotsPerKey))} | ${verdict(mixRatio(s.slotsPerKey) <= 1.3)} |`);
+    lines.push(`| mixed traffic on a fresh table at most 1.3x the Map GCRA that deletes idle keys (${s.shape.label}) | ${ratioText(mixRatio(s.shape.label))} | ${verdict(mixRatio(s.shape.label) <= 1.3)} |`);
   }
   for (const s of churned.sluices) {
-    lines.push(`| mixed traffic after ${fmt(absorbedX)}x maxKeys of churn within 1.1x of the fresh table (slotsPerKey ${s.slotsPerKey}) | ${ratioText(churnRatio(s.slotsPerKey))} | ${verdict(churnRatio(s.slotsPerKey) <= 1.1)} |`);
+    lines.push(`| mixed traffic after ${fmt(absorbedX)}x maxKeys of churn within 1.1x of the fresh table (${s.shape.label}) | ${ratioText(churnRatio(s.shape.label))} | ${verdict(churnRatio(s.shape.label) <= 1.1)} |`);
   }
   for (const s of churned.sluices) {
-    lines.push(`| absorbing the churn at most 2x the Map's time (slotsPerKey ${s.slotsPerKey}) | ${ratioText(absorbRatio(s))} | ${verdict(absorbRatio(s) <= 2)} |`);
+    lines.push(`| absorbing the churn at most 2x the Map's time (${s.shape.label}) | ${ratioText(absorbRatio(s))} | ${verdict(absorbRatio(s) <= 2)} |`);
   }
-  for (const name of ['sluice allow', 'sluice allow, cacheSize 0']) {
-    lines.push(`| ${fmt(second.live)} live keys in a ${fmt(BIG)}-key table, second check, at most 1.5x the Map (${name === 'sluice allow' ? 'default cache' : 'cacheSize 0'}) | ${ratioText(secondRatio(name))} | ${verdict(secondRatio(name) <= 1.5)} |`);
+  for (const name of ['sluice allow', 'sluice allow, cacheSize 0', 'sluice allow, SLAB layout', 'sluice allow, SLAB layout, cacheSize 0']) {
+    const what = `${name.includes('SLAB') ? 'SLAB layout, ' : ''}${name.endsWith('cacheSize 0') ? 'cacheSize 0' : 'default cache'}`;
+    lines.push(`| ${fmt(second.live)} live keys in a ${fmt(BIG)}-key table, second check, at most 1.5x the Map (${what}) | ${ratioText(secondRatio(name))} | ${verdict(secondRatio(name) <= 1.5)} |`);
   }
   for (const s of churned.sluices) {
-    lines.push(`| mean probe within 1.2x of a fresh table's at every point of the curve (slotsPerKey ${s.slotsPerKey}; worst point) | ${ratioText(worstProbe(s))} | ${verdict(worstProbe(s) <= 1.2)} |`);
+    lines.push(`| mean probe within 1.2x of a fresh table's at every point of the curve (${s.shape.label}; worst point) | ${ratioText(worstProbe(s))} | ${verdict(worstProbe(s) <= 1.2)} |`);
   }
   // Every option at its default; with maxKeyBytes 24 set by hand (no key heap), for scale.
   const mem24 = mem.rows[0];
@@ -665,6 +695,10 @@ export async function runChurn({ quick = false, svgDir } = {}) {
   const memNoHeap = mem.rows[2];
   lines.push(`| memory, default options, ${fmt(mem.keys)} keys of up to 24 bytes: at most 64 B per key (aim 48 B); with maxKeyBytes 24 set: ${fmt(memNoHeap.perKey, 1)} B | ${fmt(mem24.perKey, 1)} B | ${verdict(mem24.perKey <= 64)}${mem24.perKey <= 64 ? (mem24.perKey <= 48 ? ', aim met' : ', aim missed') : ''} |`);
   lines.push(`| memory, default options, ${fmt(mem.keys)} keys of 64 bytes: measured and published | ${fmt(mem64.perKey, 1)} B | published |`);
+  const slab24 = mem.rows.find((r) => r.label === 'SLAB layout' && r.keyBytes === 24);
+  const slab64 = mem.rows.find((r) => r.label === 'SLAB layout' && r.keyBytes === 64);
+  lines.push(`| the same, SLAB layout: keys of up to 24 bytes, at most 64 B per key (aim 48 B) | ${fmt(slab24.perKey, 1)} B | ${verdict(slab24.perKey <= 64)}${slab24.perKey <= 64 ? (slab24.perKey <= 48 ? ', aim met' : ', aim missed') : ''} |`);
+  lines.push(`| the same, SLAB layout: keys of 64 bytes | ${fmt(slab64.perKey, 1)} B | published |`);
   if (quick) lines.push('', `(quick run: ${fmt(absorbedX)}x maxKeys of churn instead of 200x, and short timings; the figures are a smoke test.)`);
 
   return { markdown: lines.join('\n'), figures: { first, churned, mix, second, mem } };
