@@ -71,6 +71,22 @@ export function claimAge(ctrl: number, nowMs: number): number {
   return age >= CLAIM_AGE_LIMIT ? 0 : age;
 }
 
+/**
+ * Whether the claim word `claim`, just placed by this thread, is older than the table's
+ * claimTimeoutMs at a reading taken now. Its stamp is a reading taken before its
+ * compareExchange: a thread that stops between the two (a stop anywhere must be safe) places a
+ * claim another thread may judge expired (reuseAfterMs) and take over while the first goes on to
+ * write the slot (found: an attack stalled an insert there, and a key got a second burst). A
+ * claimer that finds its claim young here has it before any other thread may take it over: a
+ * taker's reading would have to come after this one and be reuseAfterMs past the stamp, which
+ * only a stall after this check, between the claim and its publish, allows (REUSE_AFTER_TIMEOUTS).
+ * One that finds it old gives it up before writing anything.
+ */
+export function bornOld(t: Pick<InsertHost, 'claimTimeoutMs'>, claim: number): boolean {
+  // The clock after the compareExchange (it read the claim's own stamp before).
+  return claimAge(claim, Math.floor(processNow())) > t.claimTimeoutMs;
+}
+
 /** What an insert needs of its table (SlotTable). */
 export interface InsertHost {
   readonly words: Int32Array;
@@ -160,6 +176,13 @@ export class SlotInserter {
     // it; other inserters pass it by; only once it is reuseAfterMs old is the slot taken over.
     if (Atomics.compareExchange(w, base + S_CTRL, from, claim) !== from) return RETRY;
     if ((from & 3) === TOMB) t.count(slot, C_TOMBS, -1);
+    // A claim carries the reading taken before it: one that landed already old (this thread
+    // stopped between that reading and the compareExchange) could be taken over as soon as it
+    // landed. Given up before anything is written (bornOld).
+    if (bornOld(t, claim)) {
+      this.#abandon(slot, claim, gen);
+      return RETRY;
+    }
     // Atomics.store of the hash (seq-cst): a concurrent inserter of the same key that claims
     // another slot either sees this hash in its re-scan, or we see its claim in ours. The hash,
     // length and key are written while the slot is BUSY (ours, or cancelled and so still held):

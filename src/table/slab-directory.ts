@@ -3,7 +3,7 @@ import {
   LIVE, PAYLOAD_MASK, S_CTRL, S_HASH, stripeOfHash, TOMB,
 } from './layout.js';
 import { D_EMPTY, D_REF, D_TOMB, refWord, slotOfRef, tagMatches, tombWord } from './slab-layout.js';
-import { awaitClaim, claimAge, RETRY, TABLE_FULL, writeKey, type InsertHost } from './insert.js';
+import { awaitClaim, bornOld, claimAge, RETRY, TABLE_FULL, writeKey, type InsertHost } from './insert.js';
 import type { SlotState } from './table.js';
 import { processNow } from '../time/clock.js';
 
@@ -306,7 +306,16 @@ export class SlabDirectory {
    * reuseAfterMs (insert.ts). True if it did (and #from, #claim say from what, with what).
    */
   #claimFrom(slot: number, c: number, claim: number): boolean {
-    if (Atomics.compareExchange(this.#w, this.#t.base(slot) + S_CTRL, c, claim) !== c) return false;
+    const at = this.#t.base(slot) + S_CTRL;
+    if (Atomics.compareExchange(this.#w, at, c, claim) !== c) return false;
+    // A claim that landed already old is given back before anything is written (insert.ts,
+    // bornOld): the slot free again, as a tombstone (a stale entry may still point at it).
+    if (bornOld(this.#t, claim)) {
+      const gen = (c & 3) === BUSY ? (c >>> 2) ^ 0x2aaaaaaa : (c >>> 2) + 1;
+      // compareExchange from our claim: if another thread took it over meanwhile, it is theirs.
+      Atomics.compareExchange(this.#w, at, claim, ctrlWord(TOMB, gen));
+      return false;
+    }
     this.#from = c;
     this.#claim = claim;
     return true;

@@ -1,7 +1,7 @@
 import { BUSY, C_TOMBS, ctrlWord, CLAIM_STAMP_MASK, EMPTY, LIVE, S_CTRL, S_HASH, TOMB } from './layout.js';
 import { D_EMPTY, D_REF, D_TOMB, slotOfRef } from './slab-layout.js';
 import type { SlabHost, SlabDirectory } from './slab-directory.js';
-import { claimAge } from './insert.js';
+import { bornOld, claimAge } from './insert.js';
 import { processNow } from '../time/clock.js';
 
 /**
@@ -59,7 +59,7 @@ export class SlabSweeper {
         count++;
         c = tomb;
       } else if (state !== TOMB) continue;
-      this.clearFreed(slot, c, nowMs);
+      this.clearFreed(slot, c);
     }
     for (let stripe = 0; stripe < this.#ix.stripes; stripe++) this.compactStripe(stripe);
     return count;
@@ -71,13 +71,20 @@ export class SlabSweeper {
    * Stopped anywhere, the slot is free again (TOMB) or held until its claim is reuseAfterMs old,
    * and its entry is there or a tombstone: both are right.
    */
-  clearFreed(slot: number, c: number, nowMs: number): boolean {
+  clearFreed(slot: number, c: number): boolean {
     const w = this.#w;
     const base = this.#t.base(slot);
-    const claim = ctrlWord(BUSY, nowMs & CLAIM_STAMP_MASK);
+    // Stamped with a reading taken now, not the sweep's first (a sweep of a large table, or one
+    // that stopped on its way, would place a claim already old: found by an attack).
+    const claim = ctrlWord(BUSY, Math.floor(processNow()) & CLAIM_STAMP_MASK);
     // compareExchange from the tombstone seen: fails if an insert claimed the slot first (it
     // clears the entry itself).
     if (Atomics.compareExchange(w, base + S_CTRL, c, claim) !== c) return false;
+    // Landed already old (insert.ts, bornOld): give it back untouched.
+    if (bornOld(this.#t, claim)) {
+      Atomics.compareExchange(w, base + S_CTRL, claim, c);
+      return false;
+    }
     // Atomics.load of the hash: the key the entry was placed for (only claimers write it).
     this.#ix.clearEntry(slot, Atomics.load(w, base + S_HASH), claim);
     // compareExchange from our claim: fails only if it was taken over (past reuseAfterMs).
@@ -95,7 +102,6 @@ export class SlabSweeper {
     const t = this.#t;
     const w = this.#w;
     const ix = this.#ix;
-    const nowMs = Math.floor(processNow());
     let freed = false;
     for (let i = 0, pos = stripe * ix.perStripe; i < ix.perStripe; i++, pos++) {
       const e = ix.entry(pos);
@@ -109,7 +115,7 @@ export class SlabSweeper {
         if ((tomb & 3) !== TOMB) continue;
         c = tomb;
       } else if ((c & 3) !== TOMB) continue;
-      if (this.clearFreed(slot, c, nowMs)) freed = true;
+      if (this.clearFreed(slot, c)) freed = true;
     }
     return this.compactStripe(stripe) !== 0 || freed;
   }

@@ -80,12 +80,13 @@ describe('explorer', () => {
     // state was reset under an admission decided after the insert. A 32-bit first check is now
     // admitted by its insert (Gcra32.pendingCost), and that schedule is gone; the width-64 path
     // still decides after its insert, and this is the schedule the search finds there with the
-    // bug planted again.
+    // bug planted again (10:1 16:4 since an insert reads the clock once more, right after its
+    // claim: insert.ts, bornOld; it was 9:1 11:4).
     const { url, scenario } = entry('gcra-64');
-    const fixed = await search(explorer(), url, scenario, new Replay('9:1 11:4'), { nextRun: () => false });
+    const fixed = await search(explorer(), url, scenario, new Replay('10:1 16:4'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('claim judged by an older reading');
-    const before = await search(explorer(build), url, scenario, new Replay('9:1 11:4'), { nextRun: () => false });
+    const before = await search(explorer(build), url, scenario, new Replay('10:1 16:4'), { nextRun: () => false });
     expect(before.violation?.message).toMatch(/over-admission/);
   });
 
