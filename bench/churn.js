@@ -597,7 +597,7 @@ export async function runChurn({ quick = false, svgDir } = {}) {
     '`probeLengths()`, which the public limiter does not expose: the suite opens the table through `SlotTable` from dist/, as the core suite does ' +
     '(the miss figures are computed here from the slots\' ctrl words when the build\'s probeLengths() lacks them). ' +
     'In a SLAB table a probe reads directory entries (16 to a cache line, 1,024 to a stripe) and the slot of an entry whose tag matches; its ' +
-    'tombstones are the directory\'s (tombstones and entries of freed slots not yet cleared). ' +
+    'tombstones are the directory\'s (the entry of a freed slot becomes one when the slot\'s next claimer or a sweep clears it). ' +
     '"fresh" is a new table of the same shape and hash seed holding the same live keys (the Map\'s, after its own sweep at the same time). ' +
     'ns per check is the segment ending at the point, sweeps excluded.', '');
   for (const s of churned.sluices) {

@@ -32,6 +32,8 @@ export interface SlabHost extends InsertHost {
   finishReclaim(base: number, ctrl: number): boolean;
   /** Whether the claim in BUSY word `c` at `base` can never be published (cancelling it if it expired). */
   cancelExpired(base: number, c: number): boolean;
+  /** The table's gauges from its counters (SlotTable.gauges): liveKeys and maxKeys among them. */
+  gauges(): { liveKeys: number; maxKeys: number };
 }
 
 export class SlabDirectory {
@@ -258,10 +260,9 @@ export class SlabDirectory {
   /**
    * Claims a free slot for an insert at the reading `nowMs`: one this thread's sweeps freed
    * lately, else the first one from this thread's cursor that is EMPTY, TOMB, or a claim older
-   * than reuseAfterMs. If a whole round finds none, a second one reclaims every idle key it
-   * passes (as a full stripe of a HASHED table is swept) and keeps the slots freed for the next
-   * inserts. Returns the slot (its word before the claim in #from, our claim word in #claim), or
-   * -1: every slot holds a key that is not idle, or a claim.
+   * than reuseAfterMs (see the body for how far it looks). Returns the slot (its word before the
+   * claim in #from, our claim word in #claim), or -1: the table is full of keys that are not idle
+   * (or of claims).
    */
   claimSlot(nowMs: number): number {
     const t = this.#t;
@@ -274,23 +275,53 @@ export class SlabDirectory {
       if (((c & 3) === EMPTY || (c & 3) === TOMB) && this.#claimFrom(slot, c, claim)) return slot;
     }
     const R = this.slots;
-    const reuseAfterMs = t.reuseAfterMs;
-    for (let n = 0; n < R; n++) {
+    const window = Math.min(R, SEARCH_WINDOW);
+    let found = this.#search(window, nowMs, claim);
+    // None near the cursor. While fewer than maxKeys keys are live, a free slot is somewhere
+    // (a sixteenth of the slots are spare): look further, the whole table at worst. At maxKeys
+    // live keys (the counters' gauge) the table may refuse, as a HASHED table refuses a key
+    // whose stripe is full: it reclaims the idle keys of the next window and takes one of
+    // their slots, or answers full, reading one window, not the whole table.
+    if (found < 0) {
+      const g = t.gauges();
+      if (g.liveKeys < g.maxKeys) found = this.#search(R - window, nowMs, claim);
+    }
+    return found >= 0 ? found : this.#reclaimNext(window, claim);
+  }
+
+  /**
+   * The first free slot among the next `count` from the cursor (EMPTY, TOMB, or a claim older
+   * than reuseAfterMs at `nowMs`), claimed with `claim`; -1 when none.
+   */
+  #search(count: number, nowMs: number, claim: number): number {
+    const t = this.#t;
+    const R = this.slots;
+    for (let n = 0; n < count; n++) {
       const slot = this.#cursor;
       this.#cursor = slot + 1 === R ? 0 : slot + 1;
       // Atomics.load: any word will do, the claim is a compareExchange from exactly it.
-      const c = Atomics.load(w, t.base(slot) + S_CTRL);
+      const c = Atomics.load(this.#w, t.base(slot) + S_CTRL);
       const state = c & 3;
-      if (state === LIVE || (state === BUSY && claimAge(c, nowMs) <= reuseAfterMs)) continue;
+      if (state === LIVE || (state === BUSY && claimAge(c, nowMs) <= t.reuseAfterMs)) continue;
       if (this.#claimFrom(slot, c, claim)) return slot;
     }
-    // No free slot in a whole round: reclaim every idle key of the next round.
+    return -1;
+  }
+
+  /**
+   * Reclaims every idle key among the next `count` slots from the cursor; claims the first slot
+   * freed with `claim` (-1: none) and keeps the others for the next inserts.
+   */
+  #reclaimNext(count: number, claim: number): number {
+    const t = this.#t;
+    const R = this.slots;
     let first = -1;
-    for (let n = 0; n < R; n++) {
+    for (let n = 0; n < count; n++) {
       const slot = this.#cursor;
       this.#cursor = slot + 1 === R ? 0 : slot + 1;
       const base = t.base(slot);
-      const c = Atomics.load(w, base + S_CTRL);
+      // Atomics.load: the LIVE word the reclaim starts from (reclaimLive checks it again by its compareExchange).
+      const c = Atomics.load(this.#w, base + S_CTRL);
       if ((c & 3) !== LIVE) continue;
       const tomb = t.reclaimLive(base, c);
       if ((tomb & 3) !== TOMB) continue;
@@ -405,6 +436,11 @@ export class SlabDirectory {
 
 /** Slots freed by a thread's sweeps that it keeps for its next inserts (SlabDirectory's #freed). */
 const FREED_KEPT = 256;
+/**
+ * Slots an insert looks at from its cursor before it asks whether the table has room, and the
+ * slots whose idle keys it reclaims when it has none (SlabDirectory.claimSlot).
+ */
+const SEARCH_WINDOW = 256;
 
 /**
  * Returned by SlabDirectory.insert when the key's directory stripe had no free entry: the table

@@ -220,21 +220,11 @@ export class SlabSweeper {
     return { mean: n === 0 ? 0 : sum / n, max, missMean: missSum / total, missMax };
   }
 
-  /**
-   * Directory entries that probes go past with no key or claim there: tombstones, and stale entries
-   * (of free slots, TOMB or EMPTY, that no claimer has cleared yet).
-   */
-  deadEntries(): number {
+  /** Directory tombstones: what the gauges count as the table's tombstones (C_TOMBS). */
+  tombstones(): number {
     const ix = this.#ix;
-    let dead = 0;
-    for (let pos = 0; pos < ix.stripes * ix.perStripe; pos++) {
-      const e = ix.entry(pos);
-      if ((e & 3) === D_TOMB) dead++;
-      else if ((e & 3) === D_REF) {
-        const state = Atomics.load(this.#w, this.#t.base(slotOfRef(e)) + S_CTRL) & 3;
-        if (state === TOMB || state === EMPTY) dead++;
-      }
-    }
-    return dead;
+    let n = 0;
+    for (let pos = 0; pos < ix.stripes * ix.perStripe; pos++) if ((ix.entry(pos) & 3) === D_TOMB) n++;
+    return n;
   }
 }

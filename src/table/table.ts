@@ -487,8 +487,9 @@ export class SlotTable {
   /** Counts slots by state. O(capacity); a snapshot that may race with writers. */
   scan(): TableCounts {
     const slab = this.#slab !== null;
-    // A SLAB table's tombstones are its directory's: entries probes go past (a free slot is no tombstone).
-    const counts: TableCounts = { live: 0, tombstones: slab ? (this.#slabSweeper as SlabSweeper).deadEntries() : 0, claimed: 0 };
+    // A SLAB table's tombstones are its directory's (a free slot is no tombstone, and the entry a
+    // freed slot keeps until its next claimer or a sweep clears it counts as one then).
+    const counts: TableCounts = { live: 0, tombstones: slab ? (this.#slabSweeper as SlabSweeper).tombstones() : 0, claimed: 0 };
     for (let slot = 0; slot < this.capacity; slot++) {
       const base = this.base(slot);
       const state = Atomics.load(this.words, base + S_CTRL) & 3;

@@ -6,7 +6,7 @@ import { ManualClock, perSecond, RateLimiter } from '../../src/index.js';
 import { gcraParams } from '../../src/math/gcra.js';
 import { gcraSlotState } from '../../src/rate/gcra-slot.js';
 import { DEAD, H_DIRECTORY, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STRIPES, HEADER_WORDS, S_CTRL, S_HASH, S_TAT } from '../../src/table/layout.js';
-import { withAtomicsHooks } from '../helpers/atomics-spy.js';
+import { loadsDuring, withAtomicsHooks } from '../helpers/atomics-spy.js';
 import { pastTimeout, stagedReuse } from '../helpers/park.js';
 import { SlotTable } from '../../src/table/table.js';
 import { SLAB_LAYOUT } from '../helpers/layout.js';
@@ -51,9 +51,10 @@ describe('the SLAB layout', () => {
     expect(limiter.tryAcquire('one-more')).toMatchObject({ allowed: false, reason: 'table-full' });
     expect(limiter.tryAcquire('k7', 0).remaining).toBe(0); // existing keys unaffected
     clock.advance(1_001); // every key idle
-    // The insert that finds no free slot reclaims every idle key it passes, and takes one.
+    // The insert that finds no free slot reclaims the idle keys of one window (256 slots: a HASHED
+    // table sweeps the key's full stripe), takes one slot and keeps the others.
     expect(limiter.tryAcquire('one-more').reason).toBe('allowed');
-    expect(limiter.stats().liveKeys).toBe(1);
+    expect(limiter.stats().liveKeys).toBe(capacity - 256 + 1);
     for (let i = 0; i < 500; i++) expect(limiter.allow(`again${i}`)).toBe(true);
     expect(duplicateKeys(limiter.handle.table, limiter.handle.keys)).toEqual([]);
   });
@@ -175,6 +176,37 @@ describe('the SLAB layout', () => {
     // A lookup that nothing cached finds y, its one admission spent.
     expect(RateLimiter.attach(a.handle, { clock, cacheSize: 0 }).get('y')).toMatchObject({ remaining: 0 });
     expect(duplicateKeys(a.handle.table)).toEqual([]);
+  });
+
+  it('refuses a new key on a table full of keys that are not idle without reading the whole table', () => {
+    // Found by an attack: the insert went twice round every slot (retiring each LIVE key on the
+    // second round) before it answered full: 23 ms a request on a full table of 200,000 keys,
+    // against 0.1 ms for a HASHED table, which reads the key's stripe.
+    const clock = new ManualClock(); // frozen: no key goes idle
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 50_000, clock, ...SLAB_LAYOUT });
+    const table = limiter.handle.table;
+    let i = 0;
+    while (limiter.tryAcquire(`k${i}`).reason !== 'table-full') i++;
+    expect(i).toBeGreaterThanOrEqual(50_000); // none refused below maxKeys
+    let reason = '';
+    const loads = loadsDuring(() => { reason = limiter.tryAcquire('newcomer').reason; }, (arr) => arr.buffer === table);
+    expect(reason).toBe('table-full');
+    expect(loads).toBeLessThan(limiter.stats().capacity / 20);
+  });
+
+  it("gauges() agree with stats() after an insert that reclaimed idle keys to find a slot", () => {
+    // Found by an attack: stats() counted the entries a reclaim left behind (stale until their
+    // slots' next claimers clear them) as tombstones, gauges() only the directory's tombstones.
+    const clock = new ManualClock();
+    const limiter = new RateLimiter({ limit: perSecond(1), maxKeys: 60, clock, ...SLAB_LAYOUT });
+    const { capacity } = limiter.stats();
+    for (let i = 0; i < capacity; i++) limiter.tryAcquire(`k${i}`);
+    clock.advance(1_001); // every key idle
+    for (let i = 0; i < 3; i++) expect(limiter.tryAcquire(`new${i}`).reason).toBe('allowed');
+    const g = limiter.gauges();
+    const s = limiter.stats();
+    expect({ live: g.liveKeys, tombstones: g.tombstones }).toEqual({ live: s.liveKeys, tombstones: s.tombstones });
+    expect(s.liveKeys).toBe(3);
   });
 
   it('4 workers inserting the same keys give each key one copy', async () => {
