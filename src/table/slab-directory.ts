@@ -242,8 +242,12 @@ export class SlabDirectory {
         awaitClaim(t, otherBase, c);
         return RETRY;
       }
-      // A later one yields to ours; wait until it has (or it expires), then look at it again.
-      awaitClaim(t, otherBase, c);
+      // A later one yields to ours; wait until it has (or it expires), then look at it again. A
+      // claim can be seen at two positions: a stale entry of its slot (its claimer clears that one
+      // first) and its own. So the wait also ends when this entry changes: a claimer that placed
+      // its own entry before ours would otherwise wait for us while we wait for it, until the
+      // claim timeout (reasoned by an attack; no reproducer).
+      this.#awaitEntry(this.#ix + this.probe(first, i), e, otherBase, c);
       i--;
     }
     // 5. Fresh state, then publish (insert.ts, step 4: the same reasons). Our publish failing
@@ -267,16 +271,15 @@ export class SlabDirectory {
   claimSlot(nowMs: number): number {
     const t = this.#t;
     const w = this.#w;
-    const claim = ctrlWord(BUSY, nowMs & CLAIM_STAMP_MASK);
     while (this.#freedCount > 0) {
       const slot = this.#freed[--this.#freedCount] as number;
       // Atomics.load, then a compareExchange from exactly that word (as below).
       const c = Atomics.load(w, t.base(slot) + S_CTRL);
-      if (((c & 3) === EMPTY || (c & 3) === TOMB) && this.#claimFrom(slot, c, claim)) return slot;
+      if (((c & 3) === EMPTY || (c & 3) === TOMB) && this.#claimFrom(slot, c)) return slot;
     }
     const R = this.slots;
     const window = Math.min(R, SEARCH_WINDOW);
-    let found = this.#search(window, nowMs, claim);
+    let found = this.#search(window, nowMs);
     // None near the cursor. While fewer than maxKeys keys are live, a free slot is somewhere
     // (a sixteenth of the slots are spare): look further, the whole table at worst. At maxKeys
     // live keys (the counters' gauge) the table may refuse, as a HASHED table refuses a key
@@ -284,16 +287,16 @@ export class SlabDirectory {
     // their slots, or answers full, reading one window, not the whole table.
     if (found < 0) {
       const g = t.gauges();
-      if (g.liveKeys < g.maxKeys) found = this.#search(R - window, nowMs, claim);
+      if (g.liveKeys < g.maxKeys) found = this.#search(R - window, nowMs);
     }
-    return found >= 0 ? found : this.#reclaimNext(window, claim);
+    return found >= 0 ? found : this.#reclaimNext(window);
   }
 
   /**
    * The first free slot among the next `count` from the cursor (EMPTY, TOMB, or a claim older
-   * than reuseAfterMs at `nowMs`), claimed with `claim`; -1 when none.
+   * than reuseAfterMs at `nowMs`), claimed; -1 when none.
    */
-  #search(count: number, nowMs: number, claim: number): number {
+  #search(count: number, nowMs: number): number {
     const t = this.#t;
     const R = this.slots;
     for (let n = 0; n < count; n++) {
@@ -303,16 +306,16 @@ export class SlabDirectory {
       const c = Atomics.load(this.#w, t.base(slot) + S_CTRL);
       const state = c & 3;
       if (state === LIVE || (state === BUSY && claimAge(c, nowMs) <= t.reuseAfterMs)) continue;
-      if (this.#claimFrom(slot, c, claim)) return slot;
+      if (this.#claimFrom(slot, c)) return slot;
     }
     return -1;
   }
 
   /**
    * Reclaims every idle key among the next `count` slots from the cursor; claims the first slot
-   * freed with `claim` (-1: none) and keeps the others for the next inserts.
+   * freed (-1: none) and keeps the others for the next inserts.
    */
-  #reclaimNext(count: number, claim: number): number {
+  #reclaimNext(count: number): number {
     const t = this.#t;
     const R = this.slots;
     let first = -1;
@@ -325,19 +328,33 @@ export class SlabDirectory {
       if ((c & 3) !== LIVE) continue;
       const tomb = t.reclaimLive(base, c);
       if ((tomb & 3) !== TOMB) continue;
-      if (first < 0 && this.#claimFrom(slot, tomb, claim)) first = slot;
+      if (first < 0 && this.#claimFrom(slot, tomb)) first = slot;
       else this.noteFreed(slot);
     }
     return first;
   }
 
+  /** awaitClaim (insert.ts) that also ends when the directory word at `at` is no longer `entry`. */
+  #awaitEntry(at: number, entry: number, base: number, claim: number): void {
+    const w = this.#w;
+    for (let spins = 0; ; spins++) {
+      // Atomics.load of both words: any change ends the wait, and the caller looks again.
+      if (Atomics.load(w, base + S_CTRL) !== claim || Atomics.load(w, at) !== entry) return;
+      if ((spins & 1023) === 1023 && claimAge(claim, Math.floor(processNow())) > this.#t.claimTimeoutMs) return;
+    }
+  }
+
   /**
-   * Claims `slot` from its word `c` with our `claim`: compareExchange from the exact word seen, so
+   * Claims `slot` from its word `c`: compareExchange from the exact word seen, so
    * two claimers cannot both win. One stalled after it holds the slot until its publish, or until
    * reuseAfterMs (insert.ts). True if it did (and #from, #claim say from what, with what).
    */
-  #claimFrom(slot: number, c: number, claim: number): boolean {
+  #claimFrom(slot: number, c: number): boolean {
     const at = this.#t.base(slot) + S_CTRL;
+    // Stamped with a reading taken now: the insert's first one may be long past (a search of the
+    // table, a clock that moved), and every claim would then land old (found by the explorer:
+    // slab-compaction refused a new key as if the table were full, every free slot given back).
+    const claim = ctrlWord(BUSY, Math.floor(processNow()) & CLAIM_STAMP_MASK);
     if (Atomics.compareExchange(this.#w, at, c, claim) !== c) return false;
     // A claim that landed already old is given back before anything is written (insert.ts,
     // bornOld): the slot free again, as a tombstone (a stale entry may still point at it).
