@@ -139,7 +139,7 @@ describe('penalties and rewards racing decisions on a sliding log, 4 workers', (
     // attempts each saw none (the workers ran one after another), and later 10 tries of up to
     // 30,000 with a test run and an attack's beside them. So a last round forces it: worker 0
     // stops after a refusal of its own, the others run to their end, and the main thread (another
-    // thread) gives 5 back before worker 0 goes on.
+    // thread) gives the whole log back before worker 0 goes on.
     type Reply = { admitted: number; penalties: number; rewards: number; between: number };
     const TRIES = 6;
     for (let attempt = 0; attempt <= TRIES; attempt++) {
