@@ -149,7 +149,7 @@ export class SlotInserter {
     const w = t.words;
     const first = t.homeSlot(hash);
     const S = t.slotsPerStripe;
-    let nowMs = Math.floor(processNow());
+    const nowMs = Math.floor(processNow());
     const reuseAfterMs = t.reuseAfterMs;
     // 1. The first free position in the probe chain (EMPTY, TOMB, or a long-abandoned claim,
     // cancelled or not): missFree, unless the lookup found a claim first.
@@ -222,20 +222,12 @@ export class SlotInserter {
       // A stale hash (the claim's inserter had not stored its own yet) only makes us wait for,
       // or cancel, a claim of another key: a delay, or a retry for that inserter.
       if (Atomics.load(w, otherBase + S_HASH) !== hash) continue;
-      nowMs = Math.floor(processNow());
-      if (claimAge(c, nowMs) > t.claimTimeoutMs) {
-        // Its inserter is dead or only stalled, and a stalled one may still publish. Cancel its
-        // claim: compareExchange from the exact word we judged expired, to the same claim marked
-        // cancelled. Its publish and abandon, compareExchanges from its claim word, now fail; it
-        // keeps its claim's stamp and stays BUSY, so the slot is reused only once it is
-        // reuseAfterMs old, after any write the stalled inserter may still make into it (its key,
-        // its initial state). Stalled before the compareExchange, it fails if the word changed
-        // (published, abandoned, cancelled by another, or taken over), and we look at the slot
-        // again. It can succeed only on the claim we judged, older still by then, or on one with
-        // the very same stamp, made in the same ms and so just as expired: cancelling that one
-        // costs its inserter a retry. Stalled after it, nothing is left half done: the cancel is
-        // the one write, and every other inserter passes the cancelled slot by.
-        if (Atomics.compareExchange(w, otherBase + S_CTRL, c, ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED)) !== c) i--;
+      // Older than claimTimeoutMs: cancelled, and passed by (cancelIfExpired); the word changed
+      // first: look at the slot again.
+      const judged = cancelIfExpired(t, otherBase, c);
+      if (judged === CANCELLED) continue;
+      if (judged === CHANGED) {
+        i--;
         continue;
       }
       if (i < pos) {
@@ -285,14 +277,40 @@ export class SlotInserter {
    * inserts again).
    */
   cancelExpired(base: number, c: number): boolean {
-    if (((c >>> 2) & CLAIM_CANCELLED) !== 0) return true;
-    // The clock after the load of the claim word (as in #awaitClaim): never older than its stamp.
-    if (claimAge(c, Math.floor(processNow())) <= this.#t.claimTimeoutMs) return false;
-    const cancelled = ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED);
-    // compareExchange from the word judged expired: fails if it was published, abandoned, or
-    // cancelled meanwhile (then the caller gives up, and the next sweep looks again).
-    return Atomics.compareExchange(this.#t.words, base + S_CTRL, c, cancelled) === c;
+    // A changed word: the caller gives up, and the next sweep looks again.
+    return cancelIfExpired(this.#t, base, c) === CANCELLED;
   }
+}
+
+/** cancelIfExpired's answers. */
+export const YOUNG = 0;
+export const CANCELLED = 1;
+export const CHANGED = -1;
+
+/**
+ * What to make of the BUSY word `c` loaded from the slot at `base`: CANCELLED when the claim was
+ * cancelled, or is older than claimTimeoutMs and this call cancelled it; YOUNG when it is not that
+ * old; CHANGED when the slot's word changed before the cancel. Written once for the re-scans of
+ * both layouts (insert.ts, slab-directory.ts) and for compaction (SlotInserter.cancelExpired).
+ *
+ * Its claimer is dead or only stalled, and a stalled one may still publish. The cancel is a
+ * compareExchange from the exact word judged expired to the same claim marked cancelled: the
+ * claimer's publish and abandon, compareExchanges from its claim word, then fail; it keeps its
+ * claim's stamp and stays BUSY, so the slot is reused only once it is reuseAfterMs old, after any
+ * write the stalled claimer may still make into it (its key, its initial state). Stalled before
+ * the compareExchange, the canceller fails if the word changed (published, abandoned, cancelled
+ * by another, or taken over). It can succeed only on the claim judged, older still by then, or on
+ * one with the very same stamp, made in the same ms and so just as expired: cancelling that one
+ * costs its claimer a retry. Stalled after it, nothing is left half done: the cancel is the one
+ * write, and every other inserter passes the cancelled slot by.
+ */
+export function cancelIfExpired(t: Pick<InsertHost, 'words' | 'claimTimeoutMs'>, base: number, c: number): number {
+  if (((c >>> 2) & CLAIM_CANCELLED) !== 0) return CANCELLED;
+  // The clock after the load of the claim word (as in awaitClaim): never older than its stamp.
+  if (claimAge(c, Math.floor(processNow())) <= t.claimTimeoutMs) return YOUNG;
+  const cancelled = ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED);
+  // compareExchange from the word judged expired.
+  return Atomics.compareExchange(t.words, base + S_CTRL, c, cancelled) === c ? CANCELLED : CHANGED;
 }
 
 /**

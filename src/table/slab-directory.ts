@@ -3,7 +3,7 @@ import {
   LIVE, PAYLOAD_MASK, S_CTRL, S_HASH, stripeOfHash, TOMB,
 } from './layout.js';
 import { D_EMPTY, D_REF, D_TOMB, refWord, slotOfRef, tagMatches, tombWord } from './slab-layout.js';
-import { awaitClaim, bornOld, claimAge, RETRY, TABLE_FULL, writeKey, type InsertHost } from './insert.js';
+import { awaitClaim, bornOld, CANCELLED, cancelIfExpired, CHANGED, claimAge, RETRY, TABLE_FULL, writeKey, type InsertHost } from './insert.js';
 import type { SlotState } from './table.js';
 import { processNow } from '../time/clock.js';
 
@@ -157,7 +157,7 @@ export class SlabDirectory {
   insert(bytes: number, hash: number): number {
     const t = this.#t;
     const w = this.#w;
-    let nowMs = Math.floor(processNow());
+    const nowMs = Math.floor(processNow());
     // 1. Claim a free slot (the next one after this thread's last).
     const slot = this.claimSlot(nowMs);
     if (slot < 0) return TABLE_FULL;
@@ -229,11 +229,12 @@ export class SlabDirectory {
       // has not cleared the entry yet: a stale hash makes us wait for, or cancel, a claim of
       // another key, a delay or a retry for that inserter (as in insert.ts).
       if (Atomics.load(w, otherBase + S_HASH) !== hash) continue;
-      nowMs = Math.floor(processNow());
-      if (claimAge(c, nowMs) > t.claimTimeoutMs) {
-        // Its claimer is dead or stalled: cancel its claim, from the exact word judged expired
-        // (insert.ts says why this is safe at every step).
-        if (Atomics.compareExchange(w, otherBase + S_CTRL, c, ctrlWord(BUSY, (c >>> 2) | CLAIM_CANCELLED)) !== c) i--;
+      // Older than claimTimeoutMs: cancelled, and passed by (insert.ts, cancelIfExpired); the
+      // word changed first: look again.
+      const judged = cancelIfExpired(t, otherBase, c);
+      if (judged === CANCELLED) continue;
+      if (judged === CHANGED) {
+        i--;
         continue;
       }
       if (i < pos) {
