@@ -140,10 +140,6 @@ export class SlotTable {
     this.#slabSweeper = this.#slab === null ? null : new SlabSweeper(this, this.#slab);
   }
 
-  /** Whether the table is SLAB (layout.ts, H_LAYOUT). */
-  get slab(): boolean {
-    return this.#slab !== null;
-  }
 
   /** Counts a transition of `slot` (TableCounters.count), right after the compareExchange that made it: once each. */
   count(slot: number, word: number, delta: number): void {
@@ -218,7 +214,7 @@ export class SlotTable {
         return inserted;
       }
       if (inserted === TABLE_FULL) return TABLE_FULL;
-      // The key's index stripe had no free entry: free what can be freed there, else full.
+      // The key's directory stripe had no free entry: free what can be freed there, else full.
       if (inserted === RETRY_AFTER_FULL) {
         if (!(this.#slabSweeper as SlabSweeper).reclaimStripe(this.stripeOf(hash))) return TABLE_FULL;
       } else this.retries++;
