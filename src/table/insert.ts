@@ -209,25 +209,14 @@ export class SlotInserter {
         return RETRY;
       }
       if (state === EMPTY) break;
-      // Atomics.load of ctrl again after the key compare: unchanged, the key we compared was this
-      // incarnation's (as in SlotTable's #find).
-      if (state === LIVE && t.keyEquals(otherBase, bytes, hash) && Atomics.load(w, otherBase + S_CTRL) === c) {
+      const other = judgeOther(t, otherBase, c, bytes, hash);
+      if (other === OTHER_COPY) {
         this.#abandon(slot, claim, gen);
         return RETRY; // the other copy wins; find() will return it
       }
-      // A cancelled claim is no claim on any key: it can never be published, so nobody waits on it.
-      if (state !== BUSY || ((c >>> 2) & CLAIM_CANCELLED) !== 0) continue;
-      // Atomics.load of the hash (seq-cst), after its ctrl: if that inserter's hash store came
-      // before our loads, we see it here; if not, it sees our claim (or our copy) in its re-scan.
-      // A stale hash (the claim's inserter had not stored its own yet) only makes us wait for,
-      // or cancel, a claim of another key: a delay, or a retry for that inserter.
-      if (Atomics.load(w, otherBase + S_HASH) !== hash) continue;
-      // Older than claimTimeoutMs: cancelled, and passed by (cancelIfExpired); the word changed
-      // first: look at the slot again.
-      const judged = cancelIfExpired(t, otherBase, c);
-      if (judged === CANCELLED) continue;
-      if (judged === CHANGED) {
-        i--;
+      if (other === OTHER_PASS) continue;
+      if (other === OTHER_CHANGED) {
+        i--; // look at the slot again
         continue;
       }
       if (i < pos) {
@@ -280,6 +269,40 @@ export class SlotInserter {
     // A changed word: the caller gives up, and the next sweep looks again.
     return cancelIfExpired(this.#t, base, c) === CANCELLED;
   }
+}
+
+/** judgeOther's answers. */
+export const OTHER_PASS = 0;
+export const OTHER_COPY = 1;
+export const OTHER_CLAIM = 2;
+export const OTHER_CHANGED = 3;
+
+/**
+ * What an insert's re-scan makes of another slot of its key's chain (either layout's), at `base`,
+ * whose ctrl word it loaded as `c` after its own claim (or entry) was placed: OTHER_COPY, a live
+ * copy of the key being inserted (this insert gives way); OTHER_CLAIM, a claim younger than
+ * claimTimeoutMs for the same hash, which may be the same key (the caller waits for it or yields
+ * to it, by position); OTHER_CHANGED, the slot's word changed under an expired claim's cancel
+ * (look again); OTHER_PASS, anything else (another key, a free slot, a cancelled claim, or an
+ * expired one this call cancelled).
+ */
+export function judgeOther(t: InsertHost, base: number, c: number, bytes: number, hash: number): number {
+  const w = t.words;
+  const state = c & 3;
+  // Atomics.load of ctrl again after the key compare: unchanged, the key compared was this
+  // incarnation's (as in SlotTable's #find).
+  if (state === LIVE) return t.keyEquals(base, bytes, hash) && Atomics.load(w, base + S_CTRL) === c ? OTHER_COPY : OTHER_PASS;
+  // A cancelled claim is no claim on any key: it can never be published, so nobody waits on it.
+  if (state !== BUSY || ((c >>> 2) & CLAIM_CANCELLED) !== 0) return OTHER_PASS;
+  // Atomics.load of the hash (seq-cst), after its ctrl: if that inserter's hash store came before
+  // our loads, we see it here; if not, it sees our claim (or our copy) in its re-scan. A stale hash
+  // (the claim's inserter had not stored its own yet, or, in a SLAB table, the slot was claimed for
+  // another key whose claimer has not cleared the entry yet) only makes us wait for, or cancel, a
+  // claim of another key: a delay, or a retry for that inserter.
+  if (Atomics.load(w, base + S_HASH) !== hash) return OTHER_PASS;
+  // Older than claimTimeoutMs: cancelled, and passed by; the word changed first: look again.
+  const judged = cancelIfExpired(t, base, c);
+  return judged === CANCELLED ? OTHER_PASS : judged === CHANGED ? OTHER_CHANGED : OTHER_CLAIM;
 }
 
 /** cancelIfExpired's answers. */

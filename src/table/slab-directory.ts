@@ -1,9 +1,9 @@
 import {
-  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, CLAIM_CANCELLED, CLAIM_STAMP_MASK, ctrlWord, EMPTY, H_SLAB_CURSORS, H_SLAB_SLOTS, H_DIRECTORY, H_DIRECTORY_SEQS,
+  BUSY, C_DISPLACED, C_LIVE, C_TOMBS, CLAIM_STAMP_MASK, ctrlWord, EMPTY, H_SLAB_CURSORS, H_SLAB_SLOTS, H_DIRECTORY, H_DIRECTORY_SEQS,
   LIVE, PAYLOAD_MASK, S_CTRL, S_HASH, stripeOfHash, TOMB,
 } from './layout.js';
 import { D_EMPTY, D_REF, D_TOMB, refWord, slotOfRef, tagMatches, tombWord } from './slab-layout.js';
-import { awaitClaim, bornOld, CANCELLED, cancelIfExpired, CHANGED, claimAge, RETRY, TABLE_FULL, writeKey, type InsertHost } from './insert.js';
+import { awaitClaim, bornOld, claimAge, judgeOther, OTHER_CHANGED, OTHER_COPY, OTHER_PASS, RETRY, TABLE_FULL, writeKey, type InsertHost } from './insert.js';
 import type { SlotState } from './table.js';
 import { processNow } from '../time/clock.js';
 
@@ -215,26 +215,17 @@ export class SlabDirectory {
       const other = slotOfRef(e);
       if (other === slot) continue;
       const otherBase = t.base(other);
+      // Atomics.load (seq-cst, acquire): an entry is placed after its slot's hash and key; if we
+      // see LIVE we also see the key words written before it. Judged as insert.ts's re-scan does.
       const c = Atomics.load(w, otherBase + S_CTRL);
-      const cState = c & 3;
-      // Atomics.load of ctrl again after the key compare: unchanged, the key compared was this incarnation's.
-      if (cState === LIVE && t.keyEquals(otherBase, bytes, hash) && Atomics.load(w, otherBase + S_CTRL) === c) {
+      const judged = judgeOther(t, otherBase, c, bytes, hash);
+      if (judged === OTHER_COPY) {
         this.#abandon(slot, claim, gen, pos);
         return RETRY; // the other copy wins; find() returns it
       }
-      // A cancelled claim is no claim on any key: it can never be published, so nobody waits on it.
-      if (cState !== BUSY || ((c >>> 2) & CLAIM_CANCELLED) !== 0) continue;
-      // Atomics.load of the hash (seq-cst), after its ctrl. An entry is placed after its slot's
-      // hash is written, but the slot may since have been claimed for another key whose claimer
-      // has not cleared the entry yet: a stale hash makes us wait for, or cancel, a claim of
-      // another key, a delay or a retry for that inserter (as in insert.ts).
-      if (Atomics.load(w, otherBase + S_HASH) !== hash) continue;
-      // Older than claimTimeoutMs: cancelled, and passed by (insert.ts, cancelIfExpired); the
-      // word changed first: look again.
-      const judged = cancelIfExpired(t, otherBase, c);
-      if (judged === CANCELLED) continue;
-      if (judged === CHANGED) {
-        i--;
+      if (judged === OTHER_PASS) continue;
+      if (judged === OTHER_CHANGED) {
+        i--; // look at the entry again
         continue;
       }
       if (i < pos) {
