@@ -6,10 +6,9 @@ export default [
     what: "the lastSec bound's 'none' was -1, a real second for readings in [-1000, 0) ms: a fresh SlotRef skipped the stamp's load and raise (fix 6daca44, flag since fdb6c02)",
     scenario: 'multi-limit',
     edits: [
-      // SlotRef keeps its second as two 16-bit halves (-1 is -1 * 65,536 + 65,535), in a new one
-      // and in the scratch one moved to each key.
-      { file: 'table/slot-index.js', from: '    #secHi = 0;\n    #secLo = 0;\n    /**', to: '    #secHi = -1;\n    #secLo = 65535;\n    /**' },
-      { file: 'table/slot-index.js', from: 'this.#secHi = 0;\n        this.#secLo = 0;', to: 'this.#secHi = -1;\n        this.#secLo = 65535;' },
+      // A SlotRef's record keeps its second as the part above its low 32 bits and those bits (-1
+      // is -1 * 2^32 + (2^32 - 1)), written for every location a lookup returns (fillRecord).
+      { file: 'table/slot-ref.js', from: '    w[at + R_SEC_HI] = 0;\n    w[at + R_SEC_LO] = 0;', to: '    w[at + R_SEC_HI] = -1;\n    w[at + R_SEC_LO] = -1;' },
       // Since 2ec4389 the guess also needs the loaded word to be this thread's own write, which a
       // fresh SlotRef's 0 rarely is: that check goes too, or the old bug cannot show.
       {

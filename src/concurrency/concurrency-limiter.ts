@@ -10,7 +10,7 @@ import {
 import type { AttachOptions, KeyState, RateLimiterOptions, RateLimiterStats, TableGauges } from '../rate/rate-limiter.js';
 import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decision-hook.js';
 import { S_LAST_SEC, S_TAT } from '../table/layout.js';
-import type { SlotRef } from '../table/slot-index.js';
+import type { SlotRef } from '../table/slot-ref.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { underKeyLock, type LockedDecision } from '../table/slot-lock.js';
 import { parseTableOptions } from '../table/table-options.js';

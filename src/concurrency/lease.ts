@@ -3,7 +3,7 @@ import { FREE_PLACE, type LeaseParams } from './lease-slot.js';
 import { ticksAt, wholeTicksAt } from '../time/ticks.js';
 import type { Decision, DecisionReason } from '../rate/rate-limiter.js';
 import { S_CTRL } from '../table/layout.js';
-import type { SlotRef } from '../table/slot-index.js';
+import type { SlotRef } from '../table/slot-ref.js';
 
 /**
  * Leases: what `ConcurrencyLimiter.tryAcquire` hands out, and how one gives its places back.

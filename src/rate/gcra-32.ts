@@ -8,7 +8,7 @@ import { gcraSlotState } from './gcra-slot.js';
 import { backoff } from './backoff.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
-import type { SlotRef } from '../table/slot-index.js';
+import type { SlotRef } from '../table/slot-ref.js';
 
 /**
  * `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund (also a

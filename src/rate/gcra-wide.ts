@@ -5,7 +5,8 @@ import { MAX_WIDE_AHEAD_TICKS, wideDebt, wideUnspentTicks, type GcraParams } fro
 import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type Pair, type QuotRem } from '../math/int64.js';
 import { DEAD, S_CTRL, S_LAST_SEC } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
-import { RELOCATE, type SlotRef } from '../table/slot-index.js';
+import { RELOCATE } from '../table/slot-index.js';
+import type { SlotRef } from '../table/slot-ref.js';
 import { Ticks64 } from '../time/ticks64.js';
 import { staleUnitAt } from '../time/stamps.js';
 import { bigView, casHalves, halvesOf } from '../math/word64.js';

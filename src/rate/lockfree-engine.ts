@@ -5,7 +5,7 @@ import { FixedWindow32 } from '../algorithms/fixed-window-32.js';
 import { GlobalBatch, TAKEN } from './global-batch.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
-import type { SlotRef } from '../table/slot-index.js';
+import type { SlotRef } from '../table/slot-ref.js';
 // DONE and RELOCATE: the outcomes of every multi-word engine, locked or not (rate-limiter.ts reads both alike).
 import { RELOCATE } from '../table/slot-index.js';
 import { DONE } from '../table/slot-lock.js';

@@ -1,6 +1,8 @@
 import { checkWellFormed, describe } from '../config/check.js';
 import { NOT_WELL_FORMED } from './hash.js';
+import { fillRecord, RECORD_WORDS, SlotRef } from './slot-ref.js';
 import { TABLE_FULL, type SlotTable } from './table.js';
+
 
 /**
  * What every decision path returns when the slot it was given no longer holds the key (reclaimed,
@@ -10,97 +12,6 @@ export const RELOCATE = 2;
 
 /** Entries in a thread's key cache unless configured otherwise. */
 export const DEFAULT_CACHE_SIZE = 65_536;
-
-/**
- * Where a key lives: its slot's first word and the ctrl word it had when found. A LIVE ctrl word
- * carries the slot's generation, so an unchanged ctrl means the same key still lives there.
- *
- * Every field holds a small integer (a V8 Smi: 31 bits). A field that once holds a larger number
- * (an int32 ctrl word or TAT past 2^30, a second of `Date.now()`) is stored boxed, in an object
- * of its own: one more cache miss on every check of a key whose entry is cold (measured in a
- * reduced loop of a Map to such objects and a load and compareExchange on a shared slot, 25,000
- * keys in turn: 2x with boxed fields). So the 32-bit words are kept as two 16-bit halves, behind
- * accessors that the compiler inlines.
- */
-export class SlotRef {
-  /** The slot's first word. Changed only by `SlotIndex` on its scratch reference (see `moveTo`). */
-  base: number;
-  #ctrlHi: number;
-  #ctrlLo: number;
-  #tatHi = 0;
-  #tatLo = 0;
-  #secHi = 0;
-  #secLo = 0;
-  /**
-   * Whether `sec` holds a second this thread knows the slot's lastSec word has reached (it only
-   * moves forward): a decision in that same second need not load the word (see Gcra32). A flag,
-   * not a sentinel value: a clock may read negative times, so any integer can be a real second.
-   * Per thread, plain.
-   */
-  secKnown = false;
-  /** Admissions left that load tat instead of starting from `tat` (Gcra32's backoff). Per thread, plain. */
-  ownSkip = 0;
-
-  constructor(base: number, ctrl: number) {
-    this.base = base;
-    this.#ctrlHi = ctrl >> 16;
-    this.#ctrlLo = ctrl & 0xffff;
-  }
-
-  /**
-   * Points this reference at another location, as a new `SlotRef(base, ctrl)` would: nothing of
-   * the old key's is kept (no own write, no known second). Only for `SlotIndex`'s scratch.
-   */
-  moveTo(base: number, ctrl: number): SlotRef {
-    this.base = base;
-    this.#ctrlHi = ctrl >> 16;
-    this.#ctrlLo = ctrl & 0xffff;
-    this.#tatHi = 0;
-    this.#tatLo = 0;
-    this.#secHi = 0;
-    this.#secLo = 0;
-    this.secKnown = false;
-    this.ownSkip = 0;
-    return this;
-  }
-
-  /** The slot's ctrl word when the key was found there (int32). */
-  get ctrl(): number {
-    return (this.#ctrlHi << 16) | this.#ctrlLo;
-  }
-
-  /**
-   * The state word this thread last wrote for the key (int32): the tat word (Gcra32, 32-bit
-   * GCRA), or the first limit's word (LockFreeEngine). Set on every write of this thread's, and
-   * `sec` with it on every admission (a refund's reading is no earlier than the admission's), so
-   * while `secKnown` and `sec` is the second of this thread's reading, a loaded word equal to it
-   * is a write of this thread's from that same second: the decision may skip the lastSec load
-   * (see Gcra32.decide). Per thread, plain.
-   */
-  get tat(): number {
-    return (this.#tatHi << 16) | this.#tatLo;
-  }
-
-  set tat(word: number) {
-    this.#tatHi = word >> 16;
-    this.#tatLo = word & 0xffff;
-  }
-
-  /**
-   * The second that `secKnown` speaks of: an integer of either sign, a clock's reading (at most
-   * 2^53 ms, time/ticks.ts) over 1000. Kept as its low 16 bits and the rest, both small integers.
-   */
-  get sec(): number {
-    return this.#secHi * 65_536 + this.#secLo;
-  }
-
-  set sec(second: number) {
-    const hi = Math.floor(second / 65_536);
-    this.#secHi = hi;
-    this.#secLo = second - hi * 65_536;
-  }
-}
-
 
 /**
  * Lookups in one judgement of the cache while it runs: at least this, and at least twice its
@@ -141,9 +52,11 @@ const PROOF_SPAN = 4_096;
  * Map of 1,024 entries); hits cost the same on all of them.
  */
 const SAMPLE_EVERY = 64;
+/** Records a new index starts with (it grows by doubling to its cacheSize + 1). */
+const INITIAL_RECORDS = 1_024;
 
 /**
- * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to `SlotRef`, which
+ * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to the number of a record (slot-ref.ts), which
  * reuses the engine's cached string hash, so a hot key is never hashed in JavaScript. Callers
  * validate a cached entry against the slot's ctrl word and call `forget` when it is stale.
  *
@@ -158,13 +71,23 @@ const SAMPLE_EVERY = 64;
  */
 export class SlotIndex {
   readonly #table: SlotTable;
-  readonly #cache = new Map<string, SlotRef>();
+  /** Key to the number of its record in #records (a small integer: no object per entry). */
+  readonly #cache = new Map<string, number>();
   /**
-   * What a lookup returns while the cache does not run: one reference, moved to each key found,
-   * where a new one per lookup was garbage at once. It is valid until this index's next lookup:
-   * whoever keeps a reference longer (a reservation, a lease) keeps `lasting(ref)`.
+   * The records (slot-ref.ts), RECORD_WORDS words each: number 0 is the scratch record, where a
+   * lookup that keeps nothing (the cache off, or a new key it does not keep) writes; numbers from 1
+   * are cache entries, handed out in turn (#next) and all taken back when the cache is emptied.
+   * Grows by doubling up to cacheSize + 1 records.
    */
-  readonly #scratch = new SlotRef(0, 0);
+  #records: Int32Array;
+  /** The next record a cache entry takes. */
+  #next = 1;
+  /**
+   * What every lookup returns: one reference, moved to the record of each key found (SlotRef.point).
+   * It is valid until this index's next lookup: whoever keeps a reference longer (a reservation,
+   * a lease) keeps `lasting(ref)`.
+   */
+  readonly #view = new SlotRef(0, 0);
   readonly #cacheSize: number;
   /** Lookups in a window: twice the cache, at least MIN_WINDOW. */
   readonly #window: number;
@@ -205,6 +128,8 @@ export class SlotIndex {
     this.#window = Math.max(MIN_WINDOW, 2 * cacheSize);
     this.#left = this.#window;
     this.#stop = this.#window - PROOF_SPAN;
+    this.#records = new Int32Array(Math.min(cacheSize + 1, INITIAL_RECORDS) * RECORD_WORDS);
+    this.#view.over(this.#records);
   }
 
   /** The cached location of `key`, if any. */
@@ -215,7 +140,10 @@ export class SlotIndex {
     }
     // One test on the common path. (Not the Map's size, to spare a Map.get on an empty cache:
     // reading `size` cost churn traffic 7% in a same-process A/B.)
-    if (this.#direct) return this.#cache.get(key);
+    if (this.#direct) {
+      const record = this.#cache.get(key);
+      return record === undefined ? undefined : this.#view.point(record);
+    }
     return this.#on ? this.#sample(key) : undefined;
   }
 
@@ -223,9 +151,10 @@ export class SlotIndex {
   #sample(key: string): SlotRef | undefined {
     if (--this.#sampleLeft !== 0) return undefined;
     this.#sampleLeft = SAMPLE_EVERY;
-    const hit = this.#cache.get(key);
-    if (hit !== undefined) this.#direct = true;
-    return hit;
+    const record = this.#cache.get(key);
+    if (record === undefined) return undefined;
+    this.#direct = true;
+    return this.#view.point(record);
   }
 
   /** Whether this index's latest `locate` inserted the key it returned (this thread's insert was published). */
@@ -265,8 +194,8 @@ export class SlotIndex {
   }
 
   /**
-   * The location of `key` at `slot` (just found, with `foundCtrl` and `foundNew`): a new cached
-   * entry while the cache runs, else the scratch reference moved there. Until the cache has
+   * The location of `key` at `slot` (just found, with `foundCtrl` and `foundNew`): a new cache
+   * entry while the cache runs, else the scratch record; the view moved to it. Until the cache has
    * proven itself (#proven), a key the lookup itself inserted is cached only among the window's
    * first NEW_PER_WINDOW such keys: past those, a first check of a new key is likely one of a
    * stream that would fill the cache with keys seen once.
@@ -275,19 +204,42 @@ export class SlotIndex {
     const table = this.#table;
     const base = table.base(slot);
     const ctrl = table.foundCtrl;
-    if (!this.#on || (table.foundNew && !this.#proven && this.#newLeft-- <= 0)) return this.#scratch.moveTo(base, ctrl);
-    const entry = new SlotRef(base, ctrl);
-    if (this.#cache.size >= this.#cacheSize) this.#cache.clear();
-    this.#cache.set(key, entry);
-    return entry;
+    if (!this.#on || (table.foundNew && !this.#proven && this.#newLeft-- <= 0)) {
+      fillRecord(this.#records, 0, base, ctrl);
+      return this.#view.point(0);
+    }
+    // Every entry takes a record of its own (a forgotten key's is not reused): past cacheSize
+    // records, the cache starts again from empty, as it did when full.
+    if (this.#next > this.#cacheSize) this.#empty();
+    const record = this.#next++;
+    if (record * RECORD_WORDS === this.#records.length) this.#grow();
+    fillRecord(this.#records, record * RECORD_WORDS, base, ctrl);
+    this.#cache.set(key, record);
+    return this.#view.point(record);
+  }
+
+  /** Drops every entry and takes their records back. */
+  #empty(): void {
+    this.#cache.clear();
+    this.#next = 1;
+  }
+
+  /** Doubles the records, up to cacheSize + 1 of them; the view follows. */
+  #grow(): void {
+    const old = this.#records;
+    const records = new Int32Array(Math.min(2 * old.length, (this.#cacheSize + 1) * RECORD_WORDS));
+    records.set(old);
+    this.#records = records;
+    this.#view.over(records);
   }
 
   /**
-   * A reference to `ref`'s location that outlives this index's next lookup: `ref` itself when it
-   * is a cache entry (an entry is never moved, only dropped), a copy of the scratch's location.
+   * A reference to `ref`'s location that outlives this index's next lookup: a copy of the view's
+   * location with a record of its own (nothing of what this thread knew of the key: a decision
+   * through it loads what it needs), or `ref` itself when it is already such a copy.
    */
   lasting(ref: SlotRef): SlotRef {
-    return ref === this.#scratch ? new SlotRef(ref.base, ref.ctrl) : ref;
+    return ref === this.#view ? new SlotRef(ref.base, ref.ctrl) : ref;
   }
 
   /**
@@ -328,7 +280,7 @@ export class SlotIndex {
       if (missed && this.#missedLast) {
         this.#on = false;
         this.#offLeft = OFF_WINDOWS;
-        this.#cache.clear();
+        this.#empty();
       }
       this.#missedLast = missed && this.#on;
       if (!missed) this.#proven = true;

@@ -1,4 +1,4 @@
-// Regression: the per-thread lastSec bound (SlotRef.sec, src/table/slot-index.ts; used by
+// Regression: the per-thread lastSec bound (SlotRef.sec, src/table/slot-ref.ts; used by
 // Gcra32.#spend and LockFreeEngine#allowGcra) once meant "no bound" by -1, which is also the
 // second of every reading in [-1000, 0) ms, which a custom clock may return (only a finite number
 // is required). A fresh SlotRef (sec -1) on a thread whose latest reading was in second -1 then

@@ -5,7 +5,8 @@ import { monotonicClock, perSecond, RateLimiter } from '../../src/index.js';
 import { gcraParams } from '../../src/math/gcra.js';
 import { gcraSlotState } from '../../src/rate/gcra-slot.js';
 import { SlotTable } from '../../src/table/table.js';
-import { SlotIndex, type SlotRef } from '../../src/table/slot-index.js';
+import { SlotIndex } from '../../src/table/slot-index.js';
+import type { SlotRef } from '../../src/table/slot-ref.js';
 
 const WINDOW = 16_384; // MIN_WINDOW: the window of a cache of fewer than 8,192 entries
 

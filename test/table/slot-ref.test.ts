@@ -1,7 +1,7 @@
-// A SlotRef keeps its 32-bit words and its second as small integers (see slot-index.ts): every
+// A SlotRef keeps its 32-bit words and its second in int32 words (see slot-ref.ts): every
 // value of their ranges comes back exactly.
 import { describe, expect, it } from 'vitest';
-import { SlotRef } from '../../src/table/slot-index.js';
+import { SlotRef } from '../../src/table/slot-ref.js';
 
 describe('SlotRef', () => {
   const words = [0, 1, -1, 2, 0x7fff_ffff, -0x8000_0000, 0x4000_0000, -0x4000_0001, 0x1234_5678 | 0, 0xdead_beef | 0, 65_535, 65_536, -65_536];
