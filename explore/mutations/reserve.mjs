@@ -1,4 +1,5 @@
-// Reservations after a clock step back (the reserve scenario).
+// Reservations after a clock step back (the reserve scenario), and cancelled after a reset of
+// their key (reserve-reset: the slot's reset mark, table/reset-marks.ts).
 export default [
   {
     name: 'a reservation whose delay forgets the clamp',
@@ -10,6 +11,27 @@ export default [
       file: 'rate/rate-limiter.js',
       from: 'new HeldReservation(key, cost, waitMs + one.leadMs,',
       to: 'new HeldReservation(key, cost, waitMs,',
+    }],
+  },
+  {
+    name: 'a cancel after a reset gives back',
+    what: "Gcra32's refund ignores its slot's reset mark (before its compareExchange and after it): a cancel after a reset "
+      + 'of its key gives its interval back from the admissions that counted from the fresh state',
+    scenario: 'reserve-reset',
+    edits: [
+      { file: 'rate/gcra-32.js', from: '|| (this.#checkMark && resetSince(w, base, this.#refundMark))', to: '|| false' },
+      { file: 'rate/gcra-32.js', from: 'if (this.#checkMark && resetSince(w, base, this.#refundMark) && Atomics', to: 'if (false && Atomics' },
+    ],
+  },
+  {
+    name: 'a reservation reads its reset mark after its decision',
+    what: "Gcra32's reserve loads its slot's reset mark after its compareExchange: a reset between the two is one the "
+      + 'reservation counted before, and its cancel then gives back from the fresh state',
+    scenario: 'reserve-reset',
+    edits: [{
+      file: 'rate/gcra-32.js',
+      from: 'this.reservedMark = resetMark(this.#w, ref.base);\n        return this.#spend(ref, cost, RESERVE, maxWaitTicks);',
+      to: 'const out = this.#spend(ref, cost, RESERVE, maxWaitTicks);\n        this.reservedMark = resetMark(this.#w, ref.base);\n        return out;',
     }],
   },
 ];

@@ -165,13 +165,14 @@ export class FixedWindow32 implements LimitAlgorithm {
    * Subtracts `cost` from the count of the window whose first word value is `base`, while the
    * word still holds that window (within a few windows of it, no other window reads as it: see
    * fitsFixedWindow32) and its count includes `cost`. Counts add up, so this is exact even after
-   * other spends built on ours; a later window no longer counts it (false).
+   * other spends built on ours; a later window no longer counts it (false). `forgotten`: a
+   * refund's test after each snapshot (LimitAlgorithm.refund).
    */
-  #takeBack(w: Int32Array, at: number, base: number, cost: number): boolean {
+  #takeBack(w: Int32Array, at: number, base: number, cost: number, forgotten: (() => boolean) | null = null): boolean {
     for (;;) {
       const cur = Atomics.load(w, at);
       const d = (cur - base) | 0;
-      if (d < cost || d > this.#permits) return false;
+      if (d < cost || d > this.#permits || (forgotten !== null && forgotten())) return false;
       // compareExchange from the value just read: a spend since retries.
       if (swap(w, at, cur, (cur - cost) | 0)) return true;
     }
@@ -186,8 +187,8 @@ export class FixedWindow32 implements LimitAlgorithm {
     out[1] = this.#win | 0;
   }
 
-  refund(w: Int32Array, at: number, _m: Moment, base: number, _win: number, cost: number): boolean {
-    return this.#takeBack(w, at, base, cost);
+  refund(w: Int32Array, at: number, _m: Moment, base: number, _win: number, cost: number, _exact = false, forgotten: (() => boolean) | null = null): boolean {
+    return this.#takeBack(w, at, base, cost, forgotten);
   }
 
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean {

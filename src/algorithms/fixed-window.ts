@@ -40,13 +40,14 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
   /**
    * Subtracts `cost` from window `window`'s count (modulo 2^32) while the state still holds that
    * window and its count includes `cost`. Counts add up, so this is exact even after other
-   * spends built on ours; a later window no longer counts it (false).
+   * spends built on ours; a later window no longer counts it (false). `forgotten`: a refund's
+   * test after each snapshot (LimitAlgorithm.refund).
    */
-  function takeBack(w: Int32Array, at: number, window: number, cost: number): boolean {
+  function takeBack(w: Int32Array, at: number, window: number, cost: number, forgotten: (() => boolean) | null = null): boolean {
     for (;;) {
       const c = Atomics.load(w, at);
       const h = Atomics.load(w, at + 1);
-      if (h !== window || c < cost) return false;
+      if (h !== window || c < cost || (forgotten !== null && forgotten())) return false;
       // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
       if (cas64(w, at, h, c, h, c - cost)) return true;
     }
@@ -134,8 +135,8 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       out[0] = 0;
       out[1] = win | 0;
     },
-    refund(w, at, _m, _lo, reserved, cost) {
-      return takeBack(w, at, reserved, cost);
+    refund(w, at, _m, _lo, reserved, cost, _exact, forgotten = null) {
+      return takeBack(w, at, reserved, cost, forgotten);
     },
     idle(w, at, m, stale) {
       this.load(w, at);

@@ -205,7 +205,7 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
       out[0] = over.lo | 0;
       out[1] = over.hi;
     },
-    refund(w, at, m, startLo, startHi, cost) {
+    refund(w, at, m, startLo, startHi, cost, _exact, forgotten = null) {
       ticks.read(m.ms);
       mul(cost, t, spend); // ct
       add(startHi, startLo >>> 0, spend.hi, spend.lo, after); // the slot's end
@@ -219,7 +219,7 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
         let bLo = spend.lo;
         if (compare(after.hi, after.lo, bHi, bLo) < 0) { bHi = after.hi; bLo = after.lo; }
         if (compare(over.hi, over.lo, bHi, bLo) < 0) { bHi = over.hi; bLo = over.lo; }
-        if (bHi < 0 || (bHi === 0 && bLo === 0)) return false;
+        if (bHi < 0 || (bHi === 0 && bLo === 0) || (forgotten !== null && forgotten())) return false;
         sub(h, l >>> 0, bHi, bLo, d);
         // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
         if (cas64(w, at, h, l, d.hi, d.lo)) return true;

@@ -157,7 +157,9 @@ export class NarrowGcra implements LimitAlgorithm {
     out[1] = 0;
   }
 
-  refund(w: Int32Array, at: number, m: Moment, startLo: number, _startHi: number, cost: number, exact = false): boolean {
+  refund(
+    w: Int32Array, at: number, m: Moment, startLo: number, _startHi: number, cost: number, exact = false, forgotten: (() => boolean) | null = null,
+  ): boolean {
     const q = ticksAt(m.ms, this.#p);
     const ct = cost * this.#p.intervalTicks;
     if (exact) {
@@ -166,14 +168,14 @@ export class NarrowGcra implements LimitAlgorithm {
       // sit below what those batches were charged from.
       const end = (startLo + ct) | 0;
       const back = Math.min(ct, (end - q) | 0);
-      return back > 0 && swap(w, at, end, (end - back) | 0);
+      return back > 0 && (forgotten === null || !forgotten()) && swap(w, at, end, (end - back) | 0);
     }
     for (;;) {
       const cur = Atomics.load(w, at);
       // Only the part of our slot still ahead of now, and never below now: what others built on
       // top since then stays exactly as they spent it (see docs/design.md, "Reservations").
       const back = Math.min(ct, (startLo + ct - q) | 0, (cur - q) | 0);
-      if (back <= 0) return false;
+      if (back <= 0 || (forgotten !== null && forgotten())) return false;
       // compareExchange from the value just read: a refund that raced with a spend recomputes.
       if (swap(w, at, cur, (cur - back) | 0)) return true;
     }

@@ -150,8 +150,8 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       out[0] = 0;
       out[1] = win & 0xfffff;
     },
-    refund(w, at, _m, _lo, reserved, cost) {
-      return takeBack(w, at, reserved, cost);
+    refund(w, at, _m, _lo, reserved, cost, _exact, forgotten = null) {
+      return takeBack(w, at, reserved, cost, forgotten);
     },
     idle(w, at, m, stale) {
       this.load(w, at);
@@ -165,9 +165,10 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
   /**
    * Takes `cost` back from window `window` (modulo 2^20): from the current count while the state
    * holds it, from the previous one once a later window began. Counts add up, so this is exact
-   * even after other spends built on ours; false when neither count holds it.
+   * even after other spends built on ours; false when neither count holds it. `forgotten`: a
+   * refund's test after each snapshot (LimitAlgorithm.refund).
    */
-  function takeBack(w: Int32Array, at: number, window: number, cost: number): boolean {
+  function takeBack(w: Int32Array, at: number, window: number, cost: number, forgotten: (() => boolean) | null = null): boolean {
     for (;;) {
       const l = Atomics.load(w, at);
       const h = Atomics.load(w, at + 1);
@@ -178,6 +179,7 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       if (diff === 0 && c >= cost) next = packLo(c - cost, p);
       else if (diff === 1 && p >= cost) next = packLo(c, p - cost);
       else return false;
+      if (forgotten !== null && forgotten()) return false;
       const nextHi = diff === 0 ? h : packHi(window + 1, p - cost);
       // 64-bit compareExchange from the halves just read: a torn read or a spend since retries.
       if (cas64(w, at, h, l, nextHi, next)) return true;

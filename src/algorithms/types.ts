@@ -107,9 +107,11 @@ export interface LimitAlgorithm {
   /**
    * Gives back a reservation that has not acted (`cost`, counted where `slotStart` said): a GCRA
    * slot's part still ahead of `m`, a window's count while the state still holds that window;
-   * false if nothing could be. See docs/design.md, "Reservations".
+   * false if nothing could be. See docs/design.md, "Reservations". `forgotten`, when given, is
+   * asked after each snapshot of the state, before its compareExchange: true (the key was reset
+   * or blocked since the reservation), and nothing is given back.
    */
-  refund?(w: Int32Array, at: number, m: Moment, startLo: number, startHi: number, cost: number, exact?: boolean): boolean;
+  refund?(w: Int32Array, at: number, m: Moment, startLo: number, startHi: number, cost: number, exact?: boolean, forgotten?: (() => boolean) | null): boolean;
   /**
    * `check` for a penalty or a block (RateLimiter.penalty/block over several GCRA limits, and
    * PolicyLimiter's), whose `commit` then only ever adds to the state (but for a reward, below):

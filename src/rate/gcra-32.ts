@@ -9,6 +9,7 @@ import { backoff } from './backoff.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
 import type { SlotRef } from '../table/slot-ref.js';
+import { resetDone, resetMark, resetSince, resetting } from '../table/reset-marks.js';
 
 /**
  * `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund (also a
@@ -159,15 +160,30 @@ export class Gcra32 {
    * the TAT would run past the horizon; nothing is counted).
    */
   reserve(ref: SlotRef, cost: number, maxWaitTicks: number): number {
+    // The slot's reset mark before the decision, for the cancel (`refund`; table/reset-marks.ts).
+    this.reservedMark = resetMark(this.#w, ref.base);
     return this.#spend(ref, cost, RESERVE, maxWaitTicks);
   }
 
+  /** The reset mark of the key's slot that the latest `reserve` read before its decision, for its `refund`. */
+  reservedMark = 0;
+  /** While a refund runs: the reset mark its reservation read (`#checkMark` set). */
+  #refundMark = 0;
+  #checkMark = false;
+
   /**
    * Gives back `cost` intervals of a reservation made on the key at `ref`, never below now. True
-   * if it did (false: nothing of it is still ahead, or the key left the slot).
+   * if it did (false: nothing of it is still ahead, the key left the slot, or its slot's reset
+   * mark moved from `mark`, what the reservation read: the key was reset or blocked since).
    */
-  refund(ref: SlotRef, cost: number): boolean {
-    return this.#spend(ref, cost, REFUND, Infinity) === ALLOWED;
+  refund(ref: SlotRef, cost: number, mark: number): boolean {
+    this.#refundMark = mark;
+    this.#checkMark = true;
+    try {
+      return this.#spend(ref, cost, REFUND, Infinity) === ALLOWED;
+    } finally {
+      this.#checkMark = false;
+    }
   }
 
   /**
@@ -202,7 +218,14 @@ export class Gcra32 {
 
   /** Gives back everything still ahead of now (the key reads as fresh): ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
   reset(ref: SlotRef): number {
-    return this.#spend(ref, 1, RESET, 0);
+    // Counted in the slot's reset mark around its write: a reservation's refund after it gives
+    // nothing (table/reset-marks.ts).
+    resetting(this.#w, ref.base);
+    try {
+      return this.#spend(ref, 1, RESET, 0);
+    } finally {
+      resetDone(this.#w, ref.base);
+    }
   }
 
   /**
@@ -213,7 +236,12 @@ export class Gcra32 {
    */
   block(ref: SlotRef, ms: number): number {
     const p = this.#p;
-    return this.#spend(ref, 1, BLOCK, blockDebtTicks(ms, p));
+    resetting(this.#w, ref.base); // as reset's: a refund after the block gives nothing
+    try {
+      return this.#spend(ref, 1, BLOCK, blockDebtTicks(ms, p));
+    } finally {
+      resetDone(this.#w, ref.base);
+    }
   }
 
   /**
@@ -278,7 +306,9 @@ export class Gcra32 {
         // the key, whose reading may be later than this one within the stamp's second) cannot
         // bound a give-back: it gives nothing (design.md, section 6).
         const give = mode === RESET ? debt : ahead !== 0 && arg !== Infinity ? 0 : Math.max(0, unspentTicks(cost, arg, this.#readMs, p));
-        if (debt === 0 || (give === 0 && cost > 0)) outcome = REFUSED;
+        // A reservation's refund after a reset or block of the key: nothing (its mark loaded after
+        // the snapshot; table/reset-marks.ts).
+        if (debt === 0 || (give === 0 && cost > 0) || (this.#checkMark && resetSince(w, base, this.#refundMark))) outcome = REFUSED;
         else next = debt - Math.min(debt, give);
       } else if (mode === BLOCK) {
         // arg carries the block's debt: raised to, never lowered. A key that owes that
@@ -330,6 +360,15 @@ export class Gcra32 {
         if (w[base + S_CTRL] !== ctrl) {
           if (givesBack) Atomics.compareExchange(w, base + S_TAT, newTat, tat); // from our own write only
           return RELOCATE;
+        }
+        // A refund whose slot's reset mark moved since its check: a reset (and admissions after
+        // it) may have brought tat back to our snapshot, and our write landed on the fresh state.
+        // Taken back from our own write (Atomics.load of the mark after the compareExchange; the
+        // word holds the state alone, so this narrows that window, it cannot close it:
+        // docs/testing.md). If a write built on ours since, the refund stands (it may as well
+        // have come before the reset), and is reported.
+        if (this.#checkMark && resetSince(w, base, this.#refundMark) && Atomics.compareExchange(w, base + S_TAT, newTat, tat) === newTat) {
+          return REFUSED;
         }
         ref.tat = newTat;
         if (!givesBack) {

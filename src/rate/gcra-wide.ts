@@ -7,6 +7,7 @@ import { DEAD, S_CTRL, S_LAST_SEC } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
 import { RELOCATE } from '../table/slot-index.js';
 import type { SlotRef } from '../table/slot-ref.js';
+import { resetDone, resetMark, resetSince, resetting } from '../table/reset-marks.js';
 import { Ticks64 } from '../time/ticks64.js';
 import { staleUnitAt } from '../time/stamps.js';
 import { bigView, casHalves, halvesOf } from '../math/word64.js';
@@ -53,6 +54,8 @@ const BLOCK = 5;
 const LANDED = 0;
 const LOST = 1;
 const MOVED = 2;
+/** #commit: a refund landed after its slot's reset mark moved, and was taken back (nothing given). */
+const FORGOTTEN = 3;
 
 export class WideGcra {
   readonly #w: Int32Array;
@@ -225,7 +228,12 @@ export class WideGcra {
     // was reclaimed and reused, and its new key's TAT came back to our snapshot (a refund can move
     // a TAT back): our key was not charged, and that key is overcharged (conservative). A refund
     // cannot get there (docs/design.md, "Reservations"), and would be taken back if it did.
-    if (Atomics.load(this.#w, base + S_CTRL) === ctrl) return LANDED;
+    if (Atomics.load(this.#w, base + S_CTRL) === ctrl) {
+      // A refund whose slot's reset mark moved since its check: taken back from our own write,
+      // and nothing given; if a write built on ours since, it stands (as Gcra32's).
+      if (!this.#checkMark || !resetSince(this.#w, base, this.#refundMark)) return LANDED;
+      return this.#cas(at, next.hi, next.lo, this.#snapshotTat()) ? FORGOTTEN : LANDED;
+    }
     if (givesBack) this.#cas(at, next.hi, next.lo, this.#snapshotTat()); // from our own write only
     return MOVED;
   }
@@ -252,15 +260,30 @@ export class WideGcra {
    * `maxWaitTicks`, or would leave the TAT past the horizon; nothing is counted).
    */
   reserve(ref: SlotRef, cost: number, maxWaitTicks: number): number {
+    // The slot's reset mark before the decision, for the cancel (as Gcra32's).
+    this.reservedMark = resetMark(this.#w, ref.base);
     return this.#spend(ref.base, ref.ctrl, cost, RESERVE, maxWaitTicks);
   }
 
+  /** As Gcra32's: the reset mark the latest `reserve` read, for its `refund`. */
+  reservedMark = 0;
+  /** While a refund runs: the reset mark its reservation read (`#checkMark` set). */
+  #refundMark = 0;
+  #checkMark = false;
+
   /**
    * Gives back `cost` intervals of a reservation made on the key at `ref`, never below now. True
-   * if it did (false: nothing of it is still ahead, or the key left the slot).
+   * if it did (false: nothing of it is still ahead, the key left the slot, or its slot's reset
+   * mark moved from `mark`: as Gcra32's).
    */
-  refund(ref: SlotRef, cost: number): boolean {
-    return this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity) === ALLOWED;
+  refund(ref: SlotRef, cost: number, mark: number): boolean {
+    this.#refundMark = mark;
+    this.#checkMark = true;
+    try {
+      return this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity) === ALLOWED;
+    } finally {
+      this.#checkMark = false;
+    }
   }
 
   /** As Gcra32's: `cost` counted even beyond the burst, with no wait limit; ALLOWED, RELOCATE or TOO_LONG. */
@@ -285,7 +308,12 @@ export class WideGcra {
 
   /** Gives back everything still ahead of now: ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
   reset(ref: SlotRef): number {
-    return this.#spend(ref.base, ref.ctrl, 1, RESET, 0);
+    resetting(this.#w, ref.base); // as Gcra32's: counted in the slot's reset mark around the write
+    try {
+      return this.#spend(ref.base, ref.ctrl, 1, RESET, 0);
+    } finally {
+      resetDone(this.#w, ref.base);
+    }
   }
 
   /**
@@ -302,7 +330,12 @@ export class WideGcra {
     fromNumber(Math.min(MAX_WIDE_AHEAD_TICKS, ticks + Math.max(1, ticks * 2 ** -52)), d);
     const rest = mul(p.burst - 1, p.intervalTicks, this.#n); // the tolerance less one interval
     add(d.hi, d.lo, rest.hi, rest.lo, d);
-    return this.#spend(ref.base, ref.ctrl, 1, BLOCK, 0);
+    resetting(this.#w, ref.base); // as Gcra32's: a refund after the block gives nothing
+    try {
+      return this.#spend(ref.base, ref.ctrl, 1, BLOCK, 0);
+    } finally {
+      resetDone(this.#w, ref.base);
+    }
   }
 
   /**
@@ -329,7 +362,8 @@ export class WideGcra {
         const bound = mode !== REFUND ? all
           : this.#raised && arg !== Infinity ? 0 : wideUnspentTicks(cost, arg, this.nowMs, p, this.#now, this.#ticks, this.#n);
         this.#give = bound >= all ? Infinity : bound;
-        if (this.#isFresh || (this.#give === 0 && cost > 0)) outcome = REFUSED;
+        // A reservation's refund after a reset or block of the key: nothing (as Gcra32's).
+        if (this.#isFresh || (this.#give === 0 && cost > 0) || (this.#checkMark && resetSince(this.#w, base, this.#refundMark))) outcome = REFUSED;
       } else if (mode === BLOCK) {
         // Raised to the block's debt, never lowered: a key refused longer already is left alone.
         const b = this.#blockDebt;
@@ -363,6 +397,7 @@ export class WideGcra {
       }
       const landed = this.#commit(base, ctrl, at, cost, mode);
       if (landed === MOVED) return RELOCATE;
+      if (landed === FORGOTTEN) return REFUSED;
       if (landed === LANDED) {
         sub(this.#n.hi, this.#n.lo, this.#now.hi, this.#now.lo, this.debt);
         return ALLOWED;

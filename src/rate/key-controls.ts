@@ -26,9 +26,10 @@ import type { KeyState } from './types.js';
  * lock-free, exact, and races every decision on the key the way another decision would: the key's
  * state is its TAT alone, and a write lands only on the value it was decided from.
  *
- * A reward or a reset gives back what a reservation of the key counted too: a reservation
- * cancelled after them gives back its own part again, never below fresh (the key may then admit
- * its burst sooner than without the reward; the operator asked for it).
+ * A reward gives back what a reservation of the key counted too: a reservation cancelled after
+ * it gives back its own part again, never below fresh (the key may then admit its burst sooner
+ * than without the reward; the operator asked for it). A reset or a block moves the slot's reset
+ * mark, and a reservation cancelled after it gives nothing back (table/reset-marks.ts).
  *
  * Thread-safety: one instance per limiter instance (per thread), as the engine it drives.
  */

@@ -11,6 +11,7 @@ import { RELOCATE } from '../table/slot-index.js';
 import { DONE } from '../table/slot-lock.js';
 import { freeGuard } from './lockfree-reclaim.js';
 import { BUSY, GONE, givingBack, hold, isHolderToken, release } from './give-back-guard.js';
+import { resetDone, resetMark, resetSince, resetting } from '../table/reset-marks.js';
 import { FreshState, NONE } from './fresh-state.js';
 import type { LockAges } from '../table/slot-lock.js';
 
@@ -237,7 +238,10 @@ export class LockFreeEngine {
     // and then its compareExchanges, from a snapshot taken before our commits, fail on the words
     // we raised and it looks again. A reward that landed first is raised over (a block raises
     // every limit to its end, never lowers). The undo needs no guard against a GCRA block: it
-    // takes back by compareExchange from the word it wrote, which our raise fails.
+    // takes back by compareExchange from the word it wrote, which our raise fails. A block is
+    // counted in the slot's reset mark around its commits: a reservation's refund after it gives
+    // nothing (table/reset-marks.ts).
+    if (blockMs >= 0) resetting(this.#w, base);
     if (blockMs >= 0 && this.#epochOffset >= 0) Atomics.add(this.#w, stateBase + this.#epochOffset, 1);
     try {
       for (;;) {
@@ -259,6 +263,7 @@ export class LockFreeEngine {
       }
     } finally {
       set.forcing = null;
+      if (blockMs >= 0) resetDone(this.#w, base);
     }
   }
 
@@ -347,27 +352,39 @@ export class LockFreeEngine {
   reset(ref: SlotRef, stateBase: number): number {
     const { base, ctrl } = ref;
     const fresh = (this.#fresh ??= new FreshState(this.#key.words));
-    const key = this.#key;
     return this.#givingBack(base, ctrl, stateBase, RELOCATE, () => {
       const w = this.#w;
       // Whether it owed anything: whether some write landed, in this try or one before.
       fresh.wrote = false;
-      for (;;) {
-        fresh.read(w, stateBase, key);
-        // Atomics.load of lastSec after the words, then the clock: a stamp never later than the
-        // reading, and a state written by a recent admission is not judged stale.
-        const lastSec = Atomics.load(w, base + S_LAST_SEC);
-        const m = this.#read();
-        raiseToStamp(m, lastSec);
-        const owes = key.algorithms.some((a, i) => !a.idle(w, stateBase + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
-        if (!owes) return fresh.wrote ? OWED : DONE;
-        fresh.prepare(stateBase, key, m);
-        // A limit whose state landed counts as written, though a later word of it (a 64-bit
-        // GCRA's staleness unit, which a decision raised) did not: reading again would decide on
-        // what a decision wrote after seeing the reset (found by an attack: 2 admitted of 1).
-        if (this.#writeOnce((i) => fresh.writeLimit(w, stateBase, key, i) !== NONE) !== RETRY) return fresh.wrote ? OWED : DONE;
+      // Counted in the slot's reset mark around its writes: a reservation's refund after it
+      // gives nothing (table/reset-marks.ts).
+      resetting(w, base);
+      try {
+        return this.#resetWrites(w, base, stateBase, fresh);
+      } finally {
+        resetDone(w, base);
       }
     });
+  }
+
+  /** The reset's tries, under the guard: every key limit written fresh, each once (see `reset`). */
+  #resetWrites(w: Int32Array, base: number, stateBase: number, fresh: FreshState): number {
+    const key = this.#key;
+    for (;;) {
+      fresh.read(w, stateBase, key);
+      // Atomics.load of lastSec after the words, then the clock: a stamp never later than the
+      // reading, and a state written by a recent admission is not judged stale.
+      const lastSec = Atomics.load(w, base + S_LAST_SEC);
+      const m = this.#read();
+      raiseToStamp(m, lastSec);
+      const owes = key.algorithms.some((a, i) => !a.idle(w, stateBase + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+      if (!owes) return fresh.wrote ? OWED : DONE;
+      fresh.prepare(stateBase, key, m);
+      // A limit whose state landed counts as written, though a later word of it (a 64-bit
+      // GCRA's staleness unit, which a decision raised) did not: reading again would decide on
+      // what a decision wrote after seeing the reset (found by an attack: 2 admitted of 1).
+      if (this.#writeOnce((i) => fresh.writeLimit(w, stateBase, key, i) !== NONE) !== RETRY) return fresh.wrote ? OWED : DONE;
+    }
   }
 
   /**
@@ -508,6 +525,8 @@ export class LockFreeEngine {
    */
   reserve(ref: SlotRef, stateBase: number, cost: number, maxWaitMs: number, slots: Int32Array): number {
     this.#set.reserving = maxWaitMs;
+    // The slot's reset mark before the decision, for the cancel (`refund`; table/reset-marks.ts).
+    this.reservedMark = resetMark(this.#w, ref.base);
     try {
       const outcome = this.decide(ref, stateBase, cost);
       if (outcome === DONE && this.result.allowed && cost > 0) {
@@ -522,18 +541,27 @@ export class LockFreeEngine {
     }
   }
 
+  /** The reset mark of the key's slot that the latest `reserve` read before its decision, for its `refund`. */
+  reservedMark = 0;
+
   /**
    * Gives back what is still ahead of now of a reservation's slots (see `reserve`), on every
-   * limit; false when the key's slot was reused or nothing was ahead.
+   * limit; false when the key's slot was reused or nothing was ahead. `mark`: the slot's reset
+   * mark its reservation read (`reservedMark`): after a reset or a block of the key
+   * (table/reset-marks.ts), its key limits give nothing back (the cap still does: a key's reset
+   * or block leaves the cap's state alone).
    */
-  refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array): boolean {
-    // A give-back: under the key's guard, the epoch moved on after it (see giveBack).
-    return this.#givingBack(base, ctrl, stateBase, false, () => this.#refund(base, ctrl, stateBase, cost, slots));
+  refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array, mark: number): boolean {
+    // A give-back: under the key's guard, the epoch moved on after it (see giveBack). A reset
+    // holds the guard too, so none runs between the key limits' checks of the mark and their
+    // compareExchanges; a block does not, and is checked after each limit's snapshot.
+    return this.#givingBack(base, ctrl, stateBase, false, () => this.#refund(base, ctrl, stateBase, cost, slots, mark));
   }
 
-  #refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array): boolean {
+  #refund(base: number, ctrl: number, stateBase: number, cost: number, slots: Int32Array, mark: number): boolean {
     const w = this.#w;
     const m = this.#read();
+    const forgotten = (): boolean => resetSince(w, base, mark);
     let any = false;
     let i = 0;
     const groups: [LimitGroup, number][] = [[this.#key, stateBase]];
@@ -546,7 +574,7 @@ export class LockFreeEngine {
         // On a cap served in batches, only an exact refund is safe (see NarrowGcra.refund).
         const exact = g !== this.#key && this.#batch !== null;
         if ((a.refund as NonNullable<LimitAlgorithm['refund']>)(
-          w, state + (g.offsets[j] as number), m, slots[i] as number, slots[i + 1] as number, cost, exact,
+          w, state + (g.offsets[j] as number), m, slots[i] as number, slots[i + 1] as number, cost, exact, g === this.#key ? forgotten : null,
         )) {
           any = true;
         }

@@ -451,7 +451,17 @@ export class RateLimiter {
       // later by the lead (the clock stepped back: see Clock).
       const waitMs = one.waitMs();
       const held = this.#index.lasting(entry); // the refund may come after other lookups
-      return new HeldReservation(key, cost, waitMs + one.leadMs, one.nowMs + waitMs, this.#clock, () => one.refund(held, cost));
+      // The slot's reset mark read before the decision: a reset or block of the key since, and
+      // the cancel gives nothing back (table/reset-marks.ts).
+      const mark = one.reservedMark;
+      const refund = (): boolean => {
+        const done = one.refund(held, cost, mark);
+        // The refund's write is this thread's own: the key's cached record learns it, as a
+        // decision's (else the next admissions would take it for another thread's, and load).
+        if (done) this.#index.wrote(key, held);
+        return done;
+      };
+      return new HeldReservation(key, cost, waitMs + one.leadMs, one.nowMs + waitMs, this.#clock, refund);
     }
   }
 
@@ -485,7 +495,10 @@ export class RateLimiter {
     // lasting: the refund may come after other lookups, which move the index's scratch reference
     // (the cache off) to their own keys.
     const found = this.#index.lasting(entry as SlotRef);
-    const refund = (): boolean => engine.refund(found.base, found.ctrl, found.base + stateOffset, cost, slots);
+    // The slot's reset mark read before the decision: a reset or block of the key since, and the
+    // cancel gives its key limits nothing back (LockFreeEngine.refund).
+    const mark = engine.reservedMark;
+    const refund = (): boolean => engine.refund(found.base, found.ctrl, found.base + stateOffset, cost, slots, mark);
     return new HeldReservation(key, cost, lead === 0 ? waitMs : ceilPs(waitMs + lead), engine.nowMs + waitMs, this.#clock, refund);
   }
 

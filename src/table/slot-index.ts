@@ -243,6 +243,18 @@ export class SlotIndex {
   }
 
   /**
+   * Tells the key's cache entry, if it has one at `ref`'s location, that this thread wrote
+   * `ref.tat` there through `ref` (a copy from `lasting`: a reservation's refund), as a write
+   * through the entry itself would have. Moves the view.
+   */
+  wrote(key: string, ref: SlotRef): void {
+    const record = this.#cache.get(key);
+    if (record === undefined) return;
+    const entry = this.#view.point(record);
+    if (entry.base === ref.base && entry.ctrl === ref.ctrl) entry.tat = ref.tat;
+  }
+
+  /**
    * Finds `key` without inserting it: its location (cached), or undefined when the table holds
    * no slot for it. Throws as `locate` does for a key the table could never hold.
    */

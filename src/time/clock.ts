@@ -26,7 +26,12 @@ import { describe } from '../config/check.js';
  * seconds (34 years) or more, seen by another instance, on a key whose stamp counts seconds.
  */
 export interface Clock {
-  /** Milliseconds on this clock's timeline; may be fractional. */
+  /**
+   * Milliseconds on this clock's timeline; may be fractional. A reading only: a limiter reads it
+   * in the middle of a decision, holding this thread's reference to the key being decided, so
+   * `now()` must not call a limiter of the same thread (a check, `get` or any other method there
+   * may move that reference to another key, and the decision would then write to that key).
+   */
   now(): number;
 }
 

@@ -104,7 +104,7 @@ describe('explorer', () => {
     expect(before.violation?.message).toMatch(/no order of the calls/);
   });
 
-  it('a reservation decided after a clock step back counts its delay from the clock (deep schedule 1:2 3:6)', async () => {
+  it('a reservation decided after a clock step back counts its delay from the clock (deep schedule 4:6)', async () => {
     // Thread 0 reserves: it reads 5499.75 ms, then the clock steps back to 4499.75 ms and the
     // decision stays at 5499.75 (a thread's readings never go back): no wait, act at 5499.75,
     // a delay of 1,000 ms on the clock. It cancels; thread 1's check at 4499.75 is clamped to the
@@ -112,22 +112,22 @@ describe('explorer', () => {
     // called that an over-admission; a delay without the lead would let the caller act 1,000 ms
     // before the time it was given.
     const { url, scenario } = entry('reserve');
-    const fixed = await search(explorer(), url, scenario, new Replay('1:2 3:6'), { nextRun: () => false });
+    const fixed = await search(explorer(), url, scenario, new Replay('4:6'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('a reservation whose delay forgets the clamp');
-    const before = await search(explorer(build), url, scenario, new Replay('1:2 3:6'), { nextRun: () => false });
+    const before = await search(explorer(build), url, scenario, new Replay('4:6'), { nextRun: () => false });
     expect(before.violation?.message).toMatch(/over-admission/);
   });
 
-  it('an old TAT under a stamp a pending decision raised reads as owing nothing (deep schedule 18:4 21:1 33:3)', async () => {
+  it('an old TAT under a stamp a pending decision raised reads as owing nothing (deep schedule 18:4 21:1 40:3)', async () => {
     // Thread 1 loaded k's TAT (5499.75 ms), the clock wrapped (2^31 ticks later), and it raised
     // k's stamp and stopped before its compareExchange. Thread 2 then read the old TAT under the
     // new stamp as 21.4 s of debt: its block('k', 700) threw RangeError (past the horizon).
     const { url, scenario } = entry('key-controls');
-    const fixed = await search(explorer(undefined, 3), url, scenario, new Replay('18:4 21:1 33:3'), { nextRun: () => false });
+    const fixed = await search(explorer(undefined, 3), url, scenario, new Replay('18:4 21:1 40:3'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('an old TAT under a raised stamp read as debt');
-    const before = await search(explorer(build, 3), url, scenario, new Replay('18:4 21:1 33:3'), { nextRun: () => false });
+    const before = await search(explorer(build, 3), url, scenario, new Replay('18:4 21:1 40:3'), { nextRun: () => false });
     expect(before.violation?.message).toMatch(/over-admission|phantom refusal|threw/);
   });
 

@@ -1,0 +1,90 @@
+import { H_RESET_MARKS, RESET_MARKS } from './layout.js';
+
+/**
+ * The reset marks (layout.ts): what tells a reservation's cancel that its key was reset or
+ * blocked since the reservation was counted.
+ *
+ * A reset makes a key fresh: what it owed before, a reservation included, is forgotten, and the
+ * admissions after it count from the fresh state. A cancel that then gave its reservation's count
+ * back would take it from those admissions (found: on a fixed window of 1 a second, allow,
+ * reserve, reset, allow, reserve, cancel the first: a third reservation of that window admitted,
+ * 2 of 1). A block refuses until its end, which a cancel after it must not bring closer. Neither
+ * leaves a trace in the state words that a cancel could tell from later admissions, so each is
+ * counted in its slot's mark, two words:
+ *
+ * ```
+ *   done: resets and blocks of the mark's slots that finished (only grows, modulo 2^32)
+ *   busy: those under way (1 added before the first write, taken back after the last)
+ * ```
+ *
+ * - A reset or block adds 1 to busy before its first write, and after its last adds 1 to done,
+ *   then takes 1 from busy (`resetting`, `resetDone`).
+ * - A reservation loads busy, then done, before its decision (`resetMark`): busy 0, it keeps
+ *   done; else it keeps nothing, and its cancel gives nothing (a reset under way may write after
+ *   its commit).
+ * - A refund loads busy, then done, after each snapshot of a word it gives back to and before its
+ *   compareExchange (`resetSince`): it gives back only with busy 0 and done as its reservation kept.
+ *
+ * Why that is enough, whatever the threads' order (every access seq-cst):
+ * - a reset whose write lands after the reservation's commit: if the reservation loaded busy
+ *   before the reset's add to it, the reset's add to done comes after its write, after the
+ *   commit, after the reservation's load of done: the cancel finds done moved. If it loaded busy
+ *   after that add and before the reset took it back, busy was not 0. If after it took it back,
+ *   the reset's write came before, and so before the commit: not this case;
+ * - a reset whose write a refund's snapshot holds: its add to busy came first, so the refund
+ *   loads busy at 1 or more, or, once taken back, done moved (added before that);
+ * - a reset whose write lands between a refund's snapshot and its compareExchange makes that
+ *   compareExchange fail, and the next snapshot is the case above;
+ * - a reset or block that stops for ever between its adds leaves busy above 0: the cancels of the
+ *   mark's slots give nothing from then on (conservative).
+ * On the one-limit path, where the key's word is its state alone, a reset and admissions can
+ * bring the word back to the exact value a refund read: see Gcra32.refund.
+ *
+ * A mark serves about one slot in RESET_MARKS, picked by a hash of the slot's first word: resets
+ * of the others also stop a cancel (nothing given: conservative). done wraps after 2^32 resets
+ * of its slots between a reservation and its cancel.
+ *
+ * Thread-safety: any thread; each word is read and written by Atomics only.
+ */
+
+/** A reservation's mark that no refund accepts (a reset was under way when it was read). */
+export const NO_MARK = -1;
+
+/** The word index of the mark (its done word; busy follows) of the slot whose first word is `base`. */
+function markAt(w: Int32Array, base: number): number {
+  // A plain read of a header word written once, before the buffer was shared.
+  return (w[H_RESET_MARKS] as number) + 2 * (Math.imul(base, 0x9e3779b1) >>> (32 - Math.log2(RESET_MARKS)));
+}
+
+/**
+ * The mark of the slot at `base` for a reservation about to be decided there: its done count,
+ * or NO_MARK while a reset of the mark's slots is under way. A count, in [0, 2^32).
+ */
+export function resetMark(w: Int32Array, base: number): number {
+  const at = markAt(w, base);
+  // Atomics.load of busy, then of done, before the decision (see above for why this order).
+  if (Atomics.load(w, at + 1) !== 0) return NO_MARK;
+  return Atomics.load(w, at) >>> 0;
+}
+
+/** A reset or a block of the key at `base` is about to write. */
+export function resetting(w: Int32Array, base: number): void {
+  // Atomics.add, before the first write: a refund whose snapshot holds that write sees it.
+  Atomics.add(w, markAt(w, base) + 1, 1);
+}
+
+/** The reset or block that called `resetting` for the slot at `base` wrote its last. */
+export function resetDone(w: Int32Array, base: number): void {
+  const at = markAt(w, base);
+  // Atomics.add of done after the last write, then busy taken back: a reservation that loads busy
+  // at 0 after this loads done moved; one that loaded it before saw busy above 0.
+  Atomics.add(w, at, 1);
+  Atomics.sub(w, at + 1, 1);
+}
+
+/** Whether a refund of a reservation that kept `mark` must give nothing at the slot at `base`. */
+export function resetSince(w: Int32Array, base: number, mark: number): boolean {
+  const at = markAt(w, base);
+  // Atomics.load of busy, then done, after the refund's snapshot and before its compareExchange.
+  return mark === NO_MARK || Atomics.load(w, at + 1) !== 0 || Atomics.load(w, at) >>> 0 !== mark;
+}

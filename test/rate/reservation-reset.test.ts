@@ -1,0 +1,154 @@
+// A reservation cancelled after a reset or a block of its key. A reset makes the key fresh: what
+// it owed before, the reservation included, is forgotten, and later admissions count from there.
+// A cancel that then gave its count back took it from those later admissions (found: on a fixed
+// window of 1 a second, allow, reserve, reset, allow, reserve, cancel the first: a third
+// reservation of the same window was admitted, 2 of 1). A block refuses until its end; a cancel
+// after it must not bring that end closer. On the lock-free engine (several limits, a global cap,
+// the windows) a reset and a block move the key's give-back epoch by RESET_STEP, which a cancel
+// reads (rate/give-back-guard.ts).
+import { describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { ManualClock, perHour, perSecond, RateLimiter, type Limit } from '../../src/index.js';
+import { spendGiveBack, windowGiveBack } from '../../src/rate/rate-limiter.js';
+import { pastReclaimGuard, stagedReuse } from '../helpers/park.js';
+import { interleaved } from '../helpers/atomics-spy.js';
+import { slotBaseOf } from '../helpers/slots.js';
+import { S_TAT } from '../../src/table/layout.js';
+
+type Case = [name: string, limit: Limit | Limit[], extra: { algorithm?: 'fixed-window' | 'sliding-window'; globalLimit?: Limit; maxBlockMs?: number }];
+
+// The one-limit path keeps a key's state in one word, its TAT; a long maxBlockMs makes it 64 bits.
+const oneLimitCases: Case[] = [
+  ['one GCRA limit', perSecond(1), {}],
+  ['one GCRA limit of a 64-bit word', perSecond(1), { maxBlockMs: 30 * 86_400_000 }],
+];
+
+const engineCases: Case[] = [
+  ['a fixed window', perSecond(1), { algorithm: 'fixed-window' }],
+  ['two GCRA limits', [perSecond(1), perHour(1_000)], {}],
+  ['a GCRA limit under a global cap', perSecond(1), { globalLimit: perSecond(1_000) }],
+  ['two fixed windows', [perSecond(1), perHour(1_000)], { algorithm: 'fixed-window' }],
+];
+
+function limiterFor(limit: Limit | Limit[], extra: Case[2], clock: ManualClock): RateLimiter {
+  const rl = new RateLimiter({ limit, maxKeys: 8, ...(extra.algorithm === undefined ? { maxBlockMs: 60_000 } : {}), ...extra, clock });
+  if (extra.maxBlockMs !== undefined) expect(rl.width).toBe(64);
+  return rl;
+}
+
+const allCases = [...engineCases, ...oneLimitCases];
+
+/** The delay of one more reservation of 'k', or the error's name. */
+function third(rl: RateLimiter): number | string {
+  try {
+    return rl.reserve('k', { maxWaitMs: 5_000 }).delayMs;
+  } catch (e) {
+    return (e as Error).name;
+  }
+}
+
+/** Runs a reset of 'k' in a worker that dies holding the key's guard, after the reset's writes. */
+async function deadReset(rl: RateLimiter): Promise<void> {
+  const worker = new Worker(new URL('../fixtures/dead-reset-worker.mjs', import.meta.url), { workerData: { handle: rl.handle } });
+  await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  await worker.terminate();
+}
+
+describe('a reservation cancelled after a reset or block of its key', () => {
+  it.each(allCases)('found: %s: a cancel after a reset gives nothing back; the key stays at its limit', (_name, limit, extra) => {
+    const clock = new ManualClock(10_000);
+    const rl = limiterFor(limit, extra, clock);
+    expect(rl.allow('k')).toBe(true);
+    const first = rl.reserve('k', { maxWaitMs: 5_000 });
+    expect(first.delayMs).toBe(1_000);
+    expect(rl.reset('k')).toBe(true);
+    expect(rl.allow('k')).toBe(true);
+    expect(rl.reserve('k', { maxWaitMs: 5_000 }).delayMs).toBe(1_000);
+    // Counted in a state the reset forgot; under a cap, the cap's count still comes back (a
+    // key's reset leaves the cap alone), and cancel says something was given back.
+    expect(first.cancel()).toBe(extra.globalLimit !== undefined);
+    // Not a second place at 11,000: GCRA holds the next one at 12,000; a window holds none
+    // past the next window.
+    expect(third(rl)).toBe(extra.algorithm === undefined ? 2_000 : 'RateLimitTimeoutError');
+  });
+
+  it.each(allCases)('%s: a cancel after another give-back, and no reset, still gives its count back', (_name, limit, extra) => {
+    const clock = new ManualClock(10_000);
+    const rl = limiterFor(limit, extra, clock);
+    expect(rl.allow('k')).toBe(true);
+    const back = extra.algorithm === undefined ? spendGiveBack(rl, 'k', 1) : windowGiveBack(rl, 'k', 1);
+    const first = rl.reserve('k', { maxWaitMs: 5_000 });
+    expect(first.delayMs).toBe(1_000);
+    back(); // the allow's spend given back: the epoch moves by one, not by a reset's step
+    expect(first.cancel()).toBe(true);
+    if (extra.algorithm === undefined) {
+      // Both given back: the key is fresh, one admission now and none after it.
+      expect(rl.allow('k')).toBe(true);
+      expect(rl.allow('k')).toBe(false);
+    } else {
+      // A window's give-back stays out of a later window than its reading's (the reservation's
+      // was stored): the allow still counts; the next window has its place back.
+      expect(rl.allow('k')).toBe(false);
+      expect(third(rl)).toBe(1_000);
+    }
+  });
+
+  it.each(engineCases)('%s: a cancel after a reset that died holding the guard gives nothing back', async (_name, limit, extra) => {
+    const clock = new ManualClock(10_000);
+    const rl = new RateLimiter({ limit, ...extra, maxKeys: 8, clock, ...stagedReuse(1) });
+    expect(rl.allow('k')).toBe(true);
+    const first = rl.reserve('k', { maxWaitMs: 5_000 });
+    expect(first.delayMs).toBe(1_000);
+    await deadReset(rl); // another thread's reset wrote k fresh and died holding the guard
+    expect(rl.allow('k')).toBe(true); // counts from the fresh state
+    expect(rl.reserve('k', { maxWaitMs: 5_000 }).delayMs).toBe(1_000);
+    pastReclaimGuard(1);
+    // It takes the dead holder's guard over: that may have been a reset (the cap still refunds).
+    expect(first.cancel()).toBe(extra.globalLimit !== undefined);
+    expect(third(rl)).toBe(extra.algorithm === undefined ? 2_000 : 'RateLimitTimeoutError');
+  });
+
+  it.each(allCases.filter(([, , extra]) => extra.algorithm === undefined))(
+    'found: %s: a cancel after a block does not end the block sooner',
+    (_name, limit, extra) => {
+      const clock = new ManualClock(10_000);
+      const rl = limiterFor(limit, extra, clock);
+      expect(rl.allow('k')).toBe(true);
+      const first = rl.reserve('k', { maxWaitMs: 5_000 });
+      expect(first.delayMs).toBe(1_000);
+      rl.block('k', 5_000); // refused until 15,000
+      expect(first.cancel()).toBe(extra.globalLimit !== undefined); // the cap's count only
+      clock.set(14_999);
+      expect(rl.allow('k')).toBe(false);
+      clock.set(16_000);
+      expect(rl.allow('k')).toBe(true);
+    },
+  );
+
+  // The one-limit word holds the state alone: a reset, then admissions, can bring it back to the
+  // very value a refund read. A refund that stopped between its check of the mark and its
+  // compareExchange (another thread ran the reset, an allow and a reservation there) lands on the
+  // fresh state; it loads the mark again after landing and takes its own write back. (An
+  // admission between that landing and that load would keep the refunded place: docs/testing.md.)
+  it('one GCRA limit: a refund whose word came back to its snapshot through a reset takes its write back', () => {
+    const clock = new ManualClock(10_000);
+    const a = new RateLimiter({ limit: perSecond(1), maxKeys: 8, clock });
+    const b = RateLimiter.attach(a.handle, { clock });
+    expect(a.allow('k')).toBe(true);
+    const first = a.reserve('k', { maxWaitMs: 5_000 });
+    expect(first.delayMs).toBe(1_000);
+    const tatAt = slotBaseOf(a.handle.table, 'k') + S_TAT;
+    const before = Atomics.load(new Int32Array(a.handle.table), tatAt);
+    const cancelled = interleaved(a.handle.table, tatAt, () => {
+      expect(b.reset('k')).toBe(true);
+      expect(b.allow('k')).toBe(true);
+      expect(b.reserve('k', { maxWaitMs: 5_000 }).delayMs).toBe(1_000);
+      expect(Atomics.load(new Int32Array(a.handle.table), tatAt)).toBe(before); // the word came back
+    }, () => first.cancel());
+    expect(cancelled).toBe(false);
+    expect(third(a)).toBe(2_000);
+  });
+});
