@@ -34,4 +34,14 @@ export default [
       to: 'const out = this.#spend(ref, cost, RESERVE, maxWaitTicks);\n        this.reservedMark = resetMark(this.#w, ref.base);\n        return out;',
     }],
   },
+  {
+    name: 'a width-64 block that writes nothing on a key owing longer',
+    what: "WideGcra's block leaves the word as it was when the key owes the block or more: a refund that read the word "
+      + 'before the block lands after it, and a reservation after the block acts inside it (found by an attack; the '
+      + 'deep search finds it at cost 3, schedule 8:1 32:1 37:1 of 2026-12-05)',
+    scenario: 'reserve-block-64',
+    deep: true,
+    // The same TAT written back: a compareExchange that changes nothing, as no write at all.
+    edits: [{ file: 'rate/gcra-wide.js', from: 'add(this.#hi, this.#lo, 0, 1, next)', to: 'add(this.#hi, this.#lo, 0, 0, next)' }],
+  },
 ];

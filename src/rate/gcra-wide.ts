@@ -79,6 +79,8 @@ export class WideGcra {
   readonly #qr: QuotRem = { q: 0, r: 0 };
   /** A block's debt (`block`): the debt the key is raised to. */
   readonly #blockDebt: Pair = pair();
+  /** A block's #spend found the key owing the block or more: #commit writes its TAT and one tick. */
+  #blockOver = false;
   /** The key's debt after the last decision (after the admission, or unspent on a refusal). */
   readonly debt: Pair = pair();
   /** Ticks until the last refused request would pass (Infinity when cost > burst). */
@@ -206,8 +208,10 @@ export class WideGcra {
       ? this.#n
       : givesBack && this.#give !== Infinity ? fromNumber(this.#give, this.#n) : mul(cost, this.#p.intervalTicks, this.#n);
     if (mode === BLOCK) {
-      // now + the block's debt (more than the key's: #spend checked), fresh or not.
-      add(this.#now.hi, this.#now.lo, this.#blockDebt.hi, this.#blockDebt.lo, next);
+      // now + the block's debt (more than the key's: #spend checked), fresh or not; a key that
+      // owes the block or more already: its TAT and one tick (see #spend).
+      if (this.#blockOver) add(this.#hi, this.#lo, 0, 1, next);
+      else add(this.#now.hi, this.#now.lo, this.#blockDebt.hi, this.#blockDebt.lo, next);
       if (this.#staleOn) this.#raise(base, this.#last, this.nowMs);
     } else if (givesBack) {
       // TAT - min(debt, cost * t, or a give-back's bound) (all the debt for a reset): back to now
@@ -351,7 +355,6 @@ export class WideGcra {
       const { q, r } = this.#qr;
       // The decision, pure, in whole intervals: debt = q * t + r (0 <= r < t).
       let outcome = ALLOWED;
-      let write = true;
       if (mode === REFUND || mode === RESET) {
         // What is still ahead of now, up to the reservation's own cost, and for a spend's
         // give-back what of its slot is still ahead at this reading (taken after the snapshot):
@@ -365,12 +368,15 @@ export class WideGcra {
         // A reservation's refund after a reset or block of the key: nothing (as Gcra32's).
         if (this.#isFresh || (this.#give === 0 && cost > 0) || (this.#checkMark && resetSince(this.#w, base, this.#refundMark))) outcome = REFUSED;
       } else if (mode === BLOCK) {
-        // Raised to the block's debt, never lowered: a key refused longer already is left alone.
+        // Raised to the block's debt, never lowered. A key refused longer already still gets a
+        // write, one tick more (as Gcra32's): a refund that read the word before the block must
+        // find it changed (found by an attack: a refund's compareExchange landed after a block
+        // that wrote nothing, and a reservation then acted inside the block).
         const b = this.#blockDebt;
         const ahead = toNumber(b.hi, b.lo);
         this.waitTicks = Math.max(0, ahead + p.intervalTicks - p.toleranceTicks);
         if (ahead > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
-        else if (!this.#isFresh && compare(b.hi, b.lo, this.#d.hi, this.#d.lo) <= 0) write = false;
+        this.#blockOver = !this.#isFresh && compare(b.hi, b.lo, this.#d.hi, this.#d.lo) <= 0;
       } else if (cost > p.burst && mode !== PENALTY) {
         this.waitTicks = Infinity;
         outcome = REFUSED;
@@ -385,11 +391,11 @@ export class WideGcra {
         // The horizon, with a margin for the rounding of this float estimate of (q + cost) * t + r.
         if ((mode === RESERVE && wait > arg) || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
       }
-      if (outcome !== ALLOWED || cost === 0 || !write) {
+      if (outcome !== ALLOWED || cost === 0) {
         // A refusal writes nothing, nor does a block the key already exceeds. Re-read the halves
         // (Atomics.load, seq-cst, after the snapshot's): unchanged, the TAT held the snapshot at
         // the second read (it only grows between reclaims), so the snapshot was not torn.
-        const judged = outcome !== ALLOWED || !write;
+        const judged = outcome !== ALLOWED;
         if (judged && ((Atomics.load(this.#w, at) >>> 0) !== this.#lo || Atomics.load(this.#w, at + 1) !== this.#hi)) continue;
         this.debt.hi = this.#d.hi;
         this.debt.lo = this.#d.lo;

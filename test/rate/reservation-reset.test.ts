@@ -8,10 +8,10 @@
 // reads (rate/give-back-guard.ts).
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
-import { ManualClock, perHour, perSecond, RateLimiter, type Limit } from '../../src/index.js';
+import { ManualClock, perHour, perSecond, RateLimiter, type Limit, type Reservation } from '../../src/index.js';
 import { spendGiveBack, windowGiveBack } from '../../src/rate/rate-limiter.js';
 import { pastReclaimGuard, stagedReuse } from '../helpers/park.js';
-import { interleaved } from '../helpers/atomics-spy.js';
+import { interleaved, withAtomicsHooks } from '../helpers/atomics-spy.js';
 import { slotBaseOf } from '../helpers/slots.js';
 import { S_TAT } from '../../src/table/layout.js';
 
@@ -28,11 +28,15 @@ const engineCases: Case[] = [
   ['two GCRA limits', [perSecond(1), perHour(1_000)], {}],
   ['a GCRA limit under a global cap', perSecond(1), { globalLimit: perSecond(1_000) }],
   ['two fixed windows', [perSecond(1), perHour(1_000)], { algorithm: 'fixed-window' }],
+  ['two GCRA limits of 64-bit words', [perSecond(1), perHour(1_000)], { maxBlockMs: 30 * 86_400_000 }],
 ];
 
 function limiterFor(limit: Limit | Limit[], extra: Case[2], clock: ManualClock): RateLimiter {
-  const rl = new RateLimiter({ limit, maxKeys: 8, ...(extra.algorithm === undefined ? { maxBlockMs: 60_000 } : {}), ...extra, clock });
-  if (extra.maxBlockMs !== undefined) expect(rl.width).toBe(64);
+  const rl = new RateLimiter({ limit, maxKeys: 8, ...extra, clock });
+  // The one-limit cases run at the width they name (a maxBlockMs can move a limit to 64 bits).
+  if (!Array.isArray(limit) && extra.algorithm === undefined && extra.globalLimit === undefined) {
+    expect(rl.width).toBe(extra.maxBlockMs === undefined ? 32 : 64);
+  }
   return rl;
 }
 
@@ -150,5 +154,39 @@ describe('a reservation cancelled after a reset or block of its key', () => {
     }, () => first.cancel());
     expect(cancelled).toBe(false);
     expect(third(a)).toBe(2_000);
+  });
+
+  // Found by an attack: WideGcra's block wrote nothing on a key that already owed longer than the
+  // block, so a refund that had read the word before the block landed its compareExchange after
+  // the block returned; an admission before the refund's take-back kept it, and a reservation
+  // decided after the block acted inside it. A block now always changes the word (one tick more,
+  // as Gcra32's), and the refund's compareExchange fails.
+  it('found: one GCRA limit of a 64-bit word: a refund that read the word before a block that wrote nothing', () => {
+    const clock = new ManualClock(10_000);
+    const a = new RateLimiter({ limit: perSecond(1), maxBlockMs: 30 * 86_400_000, maxKeys: 8, clock });
+    expect(a.width).toBe(64);
+    const b = RateLimiter.attach(a.handle, { clock });
+    expect(a.allow('k')).toBe(true);
+    const first = a.reserve('k', { maxWaitMs: 5_000 });
+    expect(first.actAtMs).toBe(11_000); // the key owes until 12,000
+    let late: Reservation | null = null;
+    let step = 0;
+    withAtomicsHooks({
+      // Right before the refund's compareExchange: another thread blocks k to 11,500 (k owes longer).
+      cas: (arr) => {
+        if (step !== 0 || arr.buffer !== a.handle.table) return;
+        step = 1;
+        b.block('k', 1_500);
+        step = 2;
+      },
+      // Right after it, before the refund's next load: another thread reserves.
+      load: (arr) => {
+        if (step !== 2 || arr.buffer !== a.handle.table) return;
+        step = 3;
+        late = b.reserve('k', { maxWaitMs: 5_000 });
+      },
+    }, () => first.cancel());
+    expect(step).toBe(3);
+    expect((late as Reservation | null)?.actAtMs).toBeGreaterThanOrEqual(11_500);
   });
 });
