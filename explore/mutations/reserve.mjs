@@ -15,13 +15,10 @@ export default [
   },
   {
     name: 'a cancel after a reset gives back',
-    what: "Gcra32's refund ignores its slot's reset mark (before its compareExchange and after it): a cancel after a reset "
-      + 'of its key gives its interval back from the admissions that counted from the fresh state',
+    what: "a one-limit refund ignores its slot's reset mark (RefundMark.forgotten, before its compareExchange and after "
+      + 'it): a cancel after a reset of its key gives its interval back from the admissions that counted from the fresh state',
     scenario: 'reserve-reset',
-    edits: [
-      { file: 'rate/gcra-32.js', from: '|| (this.#checkMark && resetSince(w, base, this.#refundMark))', to: '|| false' },
-      { file: 'rate/gcra-32.js', from: 'if (this.#checkMark && resetSince(w, base, this.#refundMark) && Atomics', to: 'if (false && Atomics' },
-    ],
+    edits: [{ file: 'table/reset-marks.js', from: 'return this.#on && resetSince(w, base, this.#mark);', to: 'return false;' }],
   },
   {
     name: 'a reservation reads its reset mark after its decision',

@@ -9,7 +9,7 @@ import { backoff } from './backoff.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
 import type { SlotRef } from '../table/slot-ref.js';
-import { resetDone, resetMark, resetSince, resetting } from '../table/reset-marks.js';
+import { RefundMark, resetDone, resetMark, resetting } from '../table/reset-marks.js';
 
 /**
  * `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund (also a
@@ -167,9 +167,8 @@ export class Gcra32 {
 
   /** The reset mark of the key's slot that the latest `reserve` read before its decision, for its `refund`. */
   reservedMark = 0;
-  /** While a refund runs: the reset mark its reservation read (`#checkMark` set). */
-  #refundMark = 0;
-  #checkMark = false;
+  /** While a refund runs: the reset mark its reservation read. */
+  readonly #refundMark = new RefundMark();
 
   /**
    * Gives back `cost` intervals of a reservation made on the key at `ref`, never below now. True
@@ -177,13 +176,7 @@ export class Gcra32 {
    * mark moved from `mark`, what the reservation read: the key was reset or blocked since).
    */
   refund(ref: SlotRef, cost: number, mark: number): boolean {
-    this.#refundMark = mark;
-    this.#checkMark = true;
-    try {
-      return this.#spend(ref, cost, REFUND, Infinity) === ALLOWED;
-    } finally {
-      this.#checkMark = false;
-    }
+    return this.#refundMark.during(mark, () => this.#spend(ref, cost, REFUND, Infinity)) === ALLOWED;
   }
 
   /**
@@ -308,7 +301,7 @@ export class Gcra32 {
         const give = mode === RESET ? debt : ahead !== 0 && arg !== Infinity ? 0 : Math.max(0, unspentTicks(cost, arg, this.#readMs, p));
         // A reservation's refund after a reset or block of the key: nothing (its mark loaded after
         // the snapshot; table/reset-marks.ts).
-        if (debt === 0 || (give === 0 && cost > 0) || (this.#checkMark && resetSince(w, base, this.#refundMark))) outcome = REFUSED;
+        if (debt === 0 || (give === 0 && cost > 0) || this.#refundMark.forgotten(w, base)) outcome = REFUSED;
         else next = debt - Math.min(debt, give);
       } else if (mode === BLOCK) {
         // arg carries the block's debt: raised to, never lowered. A key that owes that
@@ -367,7 +360,7 @@ export class Gcra32 {
         // word holds the state alone, so this narrows that window, it cannot close it:
         // docs/testing.md). If a write built on ours since, the refund stands (it may as well
         // have come before the reset), and is reported.
-        if (this.#checkMark && resetSince(w, base, this.#refundMark) && Atomics.compareExchange(w, base + S_TAT, newTat, tat) === newTat) {
+        if (this.#refundMark.forgotten(w, base) && Atomics.compareExchange(w, base + S_TAT, newTat, tat) === newTat) {
           return REFUSED;
         }
         ref.tat = newTat;

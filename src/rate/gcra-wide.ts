@@ -7,7 +7,7 @@ import { DEAD, S_CTRL, S_LAST_SEC } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
 import { RELOCATE } from '../table/slot-index.js';
 import type { SlotRef } from '../table/slot-ref.js';
-import { resetDone, resetMark, resetSince, resetting } from '../table/reset-marks.js';
+import { RefundMark, resetDone, resetMark, resetting } from '../table/reset-marks.js';
 import { Ticks64 } from '../time/ticks64.js';
 import { staleUnitAt } from '../time/stamps.js';
 import { bigView, casHalves, halvesOf } from '../math/word64.js';
@@ -235,7 +235,7 @@ export class WideGcra {
     if (Atomics.load(this.#w, base + S_CTRL) === ctrl) {
       // A refund whose slot's reset mark moved since its check: taken back from our own write,
       // and nothing given; if a write built on ours since, it stands (as Gcra32's).
-      if (!this.#checkMark || !resetSince(this.#w, base, this.#refundMark)) return LANDED;
+      if (!this.#refundMark.forgotten(this.#w, base)) return LANDED;
       return this.#cas(at, next.hi, next.lo, this.#snapshotTat()) ? FORGOTTEN : LANDED;
     }
     if (givesBack) this.#cas(at, next.hi, next.lo, this.#snapshotTat()); // from our own write only
@@ -271,9 +271,8 @@ export class WideGcra {
 
   /** As Gcra32's: the reset mark the latest `reserve` read, for its `refund`. */
   reservedMark = 0;
-  /** While a refund runs: the reset mark its reservation read (`#checkMark` set). */
-  #refundMark = 0;
-  #checkMark = false;
+  /** While a refund runs: the reset mark its reservation read. */
+  readonly #refundMark = new RefundMark();
 
   /**
    * Gives back `cost` intervals of a reservation made on the key at `ref`, never below now. True
@@ -281,13 +280,7 @@ export class WideGcra {
    * mark moved from `mark`: as Gcra32's).
    */
   refund(ref: SlotRef, cost: number, mark: number): boolean {
-    this.#refundMark = mark;
-    this.#checkMark = true;
-    try {
-      return this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity) === ALLOWED;
-    } finally {
-      this.#checkMark = false;
-    }
+    return this.#refundMark.during(mark, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity)) === ALLOWED;
   }
 
   /** As Gcra32's: `cost` counted even beyond the burst, with no wait limit; ALLOWED, RELOCATE or TOO_LONG. */
@@ -366,7 +359,7 @@ export class WideGcra {
           : this.#raised && arg !== Infinity ? 0 : wideUnspentTicks(cost, arg, this.nowMs, p, this.#now, this.#ticks, this.#n);
         this.#give = bound >= all ? Infinity : bound;
         // A reservation's refund after a reset or block of the key: nothing (as Gcra32's).
-        if (this.#isFresh || (this.#give === 0 && cost > 0) || (this.#checkMark && resetSince(this.#w, base, this.#refundMark))) outcome = REFUSED;
+        if (this.#isFresh || (this.#give === 0 && cost > 0) || this.#refundMark.forgotten(this.#w, base)) outcome = REFUSED;
       } else if (mode === BLOCK) {
         // Raised to the block's debt, never lowered. A key refused longer already still gets a
         // write, one tick more (as Gcra32's): a refund that read the word before the block must

@@ -88,3 +88,30 @@ export function resetSince(w: Int32Array, base: number, mark: number): boolean {
   // Atomics.load of busy, then done, after the refund's snapshot and before its compareExchange.
   return mark === NO_MARK || Atomics.load(w, at + 1) !== 0 || Atomics.load(w, at) >>> 0 !== mark;
 }
+
+/**
+ * A one-limit engine's refund of a reservation (Gcra32, WideGcra): the mark its reservation kept,
+ * while the refund runs, for the checks in their loops (`forgotten`).
+ *
+ * Thread-safety: one per engine instance (per thread), plain fields.
+ */
+export class RefundMark {
+  #mark = 0;
+  #on = false;
+
+  /** Runs `refund` with `mark` as the reservation's. */
+  during<T>(mark: number, refund: () => T): T {
+    this.#mark = mark;
+    this.#on = true;
+    try {
+      return refund();
+    } finally {
+      this.#on = false;
+    }
+  }
+
+  /** Whether the running refund (none: false) must give nothing at the slot at `base` (`resetSince`). */
+  forgotten(w: Int32Array, base: number): boolean {
+    return this.#on && resetSince(w, base, this.#mark);
+  }
+}
