@@ -3,7 +3,6 @@ import { NOT_WELL_FORMED } from './hash.js';
 import { fillRecord, RECORD_WORDS, SlotRef } from './slot-ref.js';
 import { TABLE_FULL, type SlotTable } from './table.js';
 
-
 /**
  * What every decision path returns when the slot it was given no longer holds the key (reclaimed,
  * or reused by another key): the caller looks the key up again. One value for every engine.
@@ -56,9 +55,10 @@ const SAMPLE_EVERY = 64;
 const INITIAL_RECORDS = 1_024;
 
 /**
- * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to the number of a record (slot-ref.ts), which
- * reuses the engine's cached string hash, so a hot key is never hashed in JavaScript. Callers
- * validate a cached entry against the slot's ctrl word and call `forget` when it is stale.
+ * Finds keys in a `SlotTable` through a per-thread cache: a `Map` from key to the number of a
+ * record (slot-ref.ts), which reuses the engine's cached string hash, so a hot key is never hashed
+ * in JavaScript. Callers validate a cached entry against the slot's ctrl word and call `forget`
+ * when it is stale.
  *
  * The cache pays only while enough lookups hit it: a miss costs a failed `Map.get`, a new entry
  * and a `Map.set` on top of the table's own lookup (far more keys than the cache holds, drawn
