@@ -385,7 +385,7 @@ export class WideGcra {
         if ((mode === RESERVE && wait > arg) || (q + cost) * p.intervalTicks + r > MAX_WIDE_AHEAD_TICKS - 2 ** 40) outcome = TOO_LONG;
       }
       if (outcome !== ALLOWED || cost === 0) {
-        // A refusal writes nothing, nor does a block the key already exceeds. Re-read the halves
+        // A refusal writes nothing (a block always writes: see above). Re-read the halves
         // (Atomics.load, seq-cst, after the snapshot's): unchanged, the TAT held the snapshot at
         // the second read (it only grows between reclaims), so the snapshot was not torn.
         const judged = outcome !== ALLOWED;

@@ -492,8 +492,8 @@ export class RateLimiter {
     const lead = this.#engineLead(); // the clock stepped back: see Clock
     if (!r.allowed) throw new RateLimitTimeoutError(key, r.retryAfterMs === Infinity ? Infinity : ceilPs(r.retryAfterMs + lead), maxWaitMs);
     const waitMs = ceilPs(r.retryAfterMs);
-    // lasting: the refund may come after other lookups, which move the index's scratch reference
-    // (the cache off) to their own keys.
+    // lasting: the refund may come after other lookups, which move the index's one view (SlotRef)
+    // to their own keys' records.
     const found = this.#index.lasting(entry as SlotRef);
     // The slot's reset mark read before the decision: a reset or block of the key since, and the
     // cancel gives its key limits nothing back (LockFreeEngine.refund).

@@ -47,13 +47,16 @@ import { H_RESET_MARKS, RESET_MARKS } from './layout.js';
  * Thread-safety: any thread; each word is read and written by Atomics only.
  */
 
+/** A mark's index is the top bits of a hash of the slot's first word: 32 less log2(RESET_MARKS). */
+const MARK_SHIFT = 32 - Math.log2(RESET_MARKS);
+
 /** A reservation's mark that no refund accepts (a reset was under way when it was read). */
 export const NO_MARK = -1;
 
 /** The word index of the mark (its done word; busy follows) of the slot whose first word is `base`. */
 function markAt(w: Int32Array, base: number): number {
   // A plain read of a header word written once, before the buffer was shared.
-  return (w[H_RESET_MARKS] as number) + 2 * (Math.imul(base, 0x9e3779b1) >>> (32 - Math.log2(RESET_MARKS)));
+  return (w[H_RESET_MARKS] as number) + 2 * (Math.imul(base, 0x9e3779b1) >>> MARK_SHIFT);
 }
 
 /**

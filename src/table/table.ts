@@ -140,7 +140,6 @@ export class SlotTable {
     this.#slabSweeper = this.#slab === null ? null : new SlabSweeper(this, this.#slab);
   }
 
-
   /** Counts a transition of `slot` (TableCounters.count), right after the compareExchange that made it: once each. */
   count(slot: number, word: number, delta: number): void {
     this.#counters.count(slot, word, delta);
