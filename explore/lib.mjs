@@ -9,8 +9,8 @@ export async function libraryOf(url) {
     const index = await import(url);
     const layout = await import(new URL('./table/layout.js', url));
     // The HTTP layer's give-backs (internal to the package): the middleware's own calls.
-    const { windowGiveBack, spendGiveBack } = await import(new URL('./rate/rate-limiter.js', url));
-    lib = { ...index, layout, windowGiveBack, spendGiveBack };
+    const { windowGiveBack, spendGiveBack, markedTryAcquire } = await import(new URL('./rate/rate-limiter.js', url));
+    lib = { ...index, layout, windowGiveBack, spendGiveBack, markedTryAcquire };
     libraries.set(url, lib);
   }
   return lib;

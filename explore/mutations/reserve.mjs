@@ -1,5 +1,6 @@
 // Reservations after a clock step back (the reserve scenario), and cancelled after a reset of
-// their key (reserve-reset: the slot's reset mark, table/reset-marks.ts).
+// their key (reserve-reset: the slot's reset mark, table/reset-marks.ts); the one-limit spend
+// give-back after a reset (gcra-give-back-reset: the same mark).
 export default [
   {
     name: 'a reservation whose delay forgets the clamp',
@@ -40,5 +41,24 @@ export default [
     deep: true,
     // The same TAT written back: a compareExchange that changes nothing, as no write at all.
     edits: [{ file: 'rate/gcra-wide.js', from: 'add(this.#hi, this.#lo, 0, 1, next)', to: 'add(this.#hi, this.#lo, 0, 0, next)' }],
+  },
+  {
+    name: 'a spend give-back after a reset gives back',
+    what: "the one-limit spend give-back ignores its slot's reset mark (RefundMark.forgotten): a give-back after a reset of "
+      + 'its key takes its interval from the admissions that counted from the fresh state (the found bug of the middleware\'s '
+      + 'skipFailedRequests on one GCRA limit)',
+    scenario: 'gcra-give-back-reset',
+    edits: [{ file: 'table/reset-marks.js', from: 'return this.#on && resetSince(w, base, this.#mark);', to: 'return false;' }],
+  },
+  {
+    name: 'a spend reads its reset mark after its decision',
+    what: 'markedTryAcquire loads the slot\'s reset mark after the decision: a reset that wrote after the spend\'s commit and '
+      + 'finished before that load reads as one before the spend, and the give-back takes from the fresh state',
+    scenario: 'gcra-give-back-reset',
+    edits: [{
+      file: 'rate/rate-limiter.js',
+      from: 'this.#spendMark = resetMark(w, entry.base);\n            this.#spendBase = entry.base;\n            const outcome = one.decide(entry, cost);',
+      to: 'const outcome = one.decide(entry, cost);\n            this.#spendMark = resetMark(w, entry.base);\n            this.#spendBase = entry.base;',
+    }],
   },
 ];

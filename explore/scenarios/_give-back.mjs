@@ -54,7 +54,7 @@ export const giveBackThreads = [
     rl.penalty('k', 0); // set-up: the key is in the table, fresh
     let giveBack = null;
     ctx.call('spend', () => {
-      const admitted = rl.tryAcquire('k').allowed;
+      const admitted = lib.markedTryAcquire(rl, 'k', 1).allowed;
       if (admitted) giveBack = lib.spendGiveBack(rl, 'k', 1); // as the middleware: right after the admission
       return admitted;
     });

@@ -5,7 +5,7 @@ import { clientKey } from './client-address.js';
 import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
-import { RateLimiter, spendGiveBack, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
+import { markedTryAcquire, RateLimiter, spendGiveBack, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
 import { keepRedisPolicySpends, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
 import { policyGiveBack } from '../policy/policy-limiter.js';
 import { keepRedisSpends, RedisRateLimiter, redisSpendGiveBack } from '../redis/redis-rate-limiter.js';
@@ -327,9 +327,9 @@ function checkOf<Req>(
         return admitted(o, n) ? givingBack(o, n, windowGiveBack(limiter, key, n)) : o;
       }, name);
     }
-    // GCRA: a reward, marked with the admission where the engine can (spendGiveBack), made right after it.
+    // GCRA: a reward, marked with the admission (markedTryAcquire, spendGiveBack), made right after it.
     return keyed(keyOf, (key, n) => {
-      const o = outcome(limiter.tryAcquire(key, n), fixed);
+      const o = outcome(markedTryAcquire(limiter, key, n), fixed);
       return admitted(o, n) ? givingBack(o, n, spendGiveBack(limiter, key, n)) : o;
     }, name);
   }

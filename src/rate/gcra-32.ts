@@ -197,11 +197,13 @@ export class Gcra32 {
 
   /**
    * A spend's give-back: `reward`, bounded by what of a spend decided at the reading `sinceMs`
-   * (`readingMs` after its decision) is still ahead (`unspentTicks`). ALLOWED, REFUSED (nothing
-   * to give: nothing written) or RELOCATE.
+   * (`readingMs` after its decision) is still ahead (`unspentTicks`), and nothing once the slot's
+   * reset mark moved from `mark`, what was read before the spend's decision (a reset or block of
+   * the key since: table/reset-marks.ts). ALLOWED, REFUSED (nothing to give: nothing written) or
+   * RELOCATE.
    */
-  giveBack(ref: SlotRef, cost: number, sinceMs: number): number {
-    return this.#spend(ref, cost, REFUND, sinceMs);
+  giveBack(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
+    return this.#refundMark.during(mark, () => this.#spend(ref, cost, REFUND, sinceMs));
   }
 
   /** The reading the last decision was made at, in ms (a spend's give-back is bounded from it: `giveBack`). */

@@ -298,9 +298,12 @@ export class WideGcra {
     return this.nowMs;
   }
 
-  /** As Gcra32's: a reward bounded by what of a spend decided at `sinceMs` is still ahead; ALLOWED, REFUSED or RELOCATE. */
-  giveBack(ref: SlotRef, cost: number, sinceMs: number): number {
-    return this.#spend(ref.base, ref.ctrl, cost, REFUND, sinceMs);
+  /**
+   * As Gcra32's: a reward bounded by what of a spend decided at `sinceMs` is still ahead, and
+   * nothing once the slot's reset mark moved from `mark`; ALLOWED, REFUSED or RELOCATE.
+   */
+  giveBack(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
+    return this.#refundMark.during(mark, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, sinceMs));
   }
 
   /** Gives back everything still ahead of now: ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */

@@ -73,11 +73,14 @@ export class OneLimitControls {
 
   /**
    * A spend's give-back: `reward`, no more than what of a spend decided at the reading `sinceMs`
-   * is still ahead (Gcra32.giveBack). Nothing when the table holds no slot for the key.
+   * is still ahead, and nothing after a reset or block of the key since its decision: `mark` is
+   * the reset mark of the slot at `base`, read before that decision (Gcra32.giveBack). Nothing
+   * when the table holds no slot for the key, or holds it in another slot (the key left the
+   * spend's slot: it was idle, and reclaimed, since).
    */
-  giveBack(key: string, cost: number, sinceMs: number): void {
+  giveBack(key: string, cost: number, sinceMs: number, mark: number, base: number): void {
     for (let entry = this.site.peek(key); entry !== undefined; entry = this.site.peekAgain(key)) {
-      if (this.one.giveBack(entry, cost, sinceMs) !== RELOCATE) return;
+      if (entry.base !== base || this.one.giveBack(entry, cost, sinceMs, mark) !== RELOCATE) return;
     }
   }
 

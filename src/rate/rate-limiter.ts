@@ -20,6 +20,7 @@ import { LockFreeEngine } from './lockfree-engine.js';
 import { lockFreeSlotState } from './lockfree-reclaim.js';
 import { engineChoice } from './engine-choice.js';
 import { GLOBAL_HEADER_WORDS, H_FORCE_LOCKED, H_GLOBAL_BASE } from '../table/layout.js';
+import { NO_MARK, resetMark } from '../table/reset-marks.js';
 import { RELOCATE, type SlotIndex } from '../table/slot-index.js';
 import type { SlotRef } from '../table/slot-ref.js';
 import { AttachRequest, attachRequest, checkOptionsObject, checkRequest, createTable, TableSite } from '../table/table-site.js';
@@ -40,6 +41,7 @@ const OPTION_NAMES = namesOf<RateLimiterOptions>()([
 /** Set by RateLimiter's static block: the give-back helpers below, for a limiter (they read its privates). */
 let windowGiveBackOf: (limiter: RateLimiter, key: string, cost: number) => () => void;
 let spendGiveBackOf: (limiter: RateLimiter, key: string, cost: number) => () => void;
+let markedTryAcquireOf: (limiter: RateLimiter, key: string, cost: number) => Decision;
 let windowsOf: (limiter: RateLimiter) => boolean;
 
 /**
@@ -66,17 +68,31 @@ export function windowGiveBack(limiter: RateLimiter, key: string, cost: number):
 }
 
 /**
- * The HTTP give-back of a GCRA RateLimiter's latest admission (`cost` on `key`; called on the
- * limiter's thread right after it): a reward of no more than what of that admission's spend is
- * still ahead when it runs (math/gcra.ts `unspentTicks`, from the admission's reading): what has
- * drained stays spent. On the engine's paths (several limits, a cap) it carries the admission's
- * SpendMark, so that a reset of the key since gives nothing (its fresh state counts only later
- * admissions); the one-limit path's word has no room for such a mark (docs/testing.md, "Found,
- * not yet fixed").
+ * The HTTP give-back of a GCRA RateLimiter's latest admission (`cost` on `key`, decided by
+ * `markedTryAcquire`; called on the limiter's thread right after it): a reward of no more than
+ * what of that admission's spend is still ahead when it runs (math/gcra.ts `unspentTicks`, from
+ * the admission's reading): what has drained stays spent. A reset or block of the key since gives
+ * nothing (its fresh state counts only later admissions): on the engine's paths (several limits, a
+ * cap) the give-back carries the admission's SpendMark; on the one-limit path, whose word is the
+ * state alone, the reset mark of the key's slot that `markedTryAcquire` read before the decision
+ * (table/reset-marks.ts). After a one-limit decision that read no mark, it gives nothing.
  * @internal
  */
 export function spendGiveBack(limiter: RateLimiter, key: string, cost: number): () => void {
   return spendGiveBackOf(limiter, key, cost);
+}
+
+/**
+ * `tryAcquire` for an admission that `spendGiveBack` may give back (the middleware's
+ * skipSuccessfulRequests and skipFailedRequests on GCRA). On the one-limit path it loads the reset
+ * mark of the key's slot before the decision, for the give-back to tell whether a reset or block
+ * of the key came after the spend. A mark loaded after the decision could miss one: a reset that
+ * wrote after the spend's commit and finished before that load would read as one before it.
+ * Elsewhere `tryAcquire` itself: the engines' give-back epoch marks their spends (spendMark).
+ * @internal
+ */
+export function markedTryAcquire(limiter: RateLimiter, key: string, cost: number): Decision {
+  return markedTryAcquireOf(limiter, key, cost);
 }
 
 /**
@@ -91,6 +107,7 @@ export class RateLimiter {
   static {
     windowGiveBackOf = (limiter, key, cost) => limiter.#windowGiveBack(key, cost);
     spendGiveBackOf = (limiter, key, cost) => limiter.#spendGiveBack(key, cost);
+    markedTryAcquireOf = (limiter, key, cost) => limiter.#markedTryAcquire(key, cost);
     windowsOf = (limiter) => limiter.#limitsControls !== null && (limiter.algorithm === 'fixed-window' || limiter.algorithm === 'sliding-window');
   }
 
@@ -124,6 +141,12 @@ export class RateLimiter {
   #reason: DecisionReason = 'allowed';
   /** The decision hook (options.onDecision), for acquire's reservations; null without one. */
   #hook: DecisionHook | null = null;
+  /**
+   * The reset mark and the slot of the latest `markedTryAcquire` on the one-limit path, loaded
+   * before its decision, for the give-back of its spend (`spendGiveBack`, which takes them).
+   */
+  #spendMark = NO_MARK;
+  #spendBase = -1;
 
   constructor(options: RateLimiterOptions);
   /** @internal `attach`'s way in (see AttachRequest). */
@@ -250,10 +273,7 @@ export class RateLimiter {
     if (this.#engine) this.#engine.detail = true;
     const allowed = this.#decide(key, cost);
     const reason = this.#reason;
-    if (reason === 'table-full') {
-      const hintMs = this.#engine ? 0 : ticksToMs(this.#p.intervalTicks, this.#p);
-      return { allowed, remaining: 0, retryAfterMs: allowed ? 0 : hintMs, resetAfterMs: 0, reason };
-    }
+    if (reason === 'table-full') return this.#fullDecision(allowed);
     if (this.#engine) {
       const r = this.#engine.result;
       const e = this.#engine;
@@ -266,9 +286,54 @@ export class RateLimiter {
       if (n === 1) return { allowed, remaining: r.remaining, retryAfterMs, resetAfterMs, reason };
       return { allowed, remaining: r.remaining, retryAfterMs, resetAfterMs, reason, limits: limitStates(e.limitRemaining, e.limitResetMs, n) };
     }
+    return this.#oneDecision(allowed, reason);
+  }
+
+  /** The Decision of a check the full table answered (`allowed` by onFull). */
+  #fullDecision(allowed: boolean): Decision {
+    const hintMs = this.#engine ? 0 : ticksToMs(this.#p.intervalTicks, this.#p);
+    return { allowed, remaining: 0, retryAfterMs: allowed ? 0 : hintMs, resetAfterMs: 0, reason: 'table-full' };
+  }
+
+  /** The Decision of the one-limit path's latest decision. */
+  #oneDecision(allowed: boolean, reason: DecisionReason): Decision {
     const one = this.#one as Gcra32 | WideGcra;
     const lead = one.leadMs;
     return { allowed, remaining: one.remaining(), retryAfterMs: allowed ? 0 : one.waitMs() + lead, resetAfterMs: one.resetMs() + lead, reason };
+  }
+
+  /** `markedTryAcquire` (above the class). */
+  #markedTryAcquire(key: string, cost: number): Decision {
+    const one = this.#one;
+    if (this.#controls === null || one === null) return this.tryAcquire(key, cost);
+    checkRequest(key, cost);
+    const w = this.#site.words;
+    // Not #decideFirst's way: a key new to the table is inserted fresh, then decided as a cached
+    // key is, so that its mark is loaded before the decision that counts the spend.
+    let entry = this.#index.cached(key) ?? this.#index.locate(key);
+    this.#spendMark = NO_MARK;
+    let allowed: boolean;
+    for (;;) {
+      if (entry === undefined) {
+        allowed = this.#full();
+        break;
+      }
+      // The slot's reset mark (Atomics loads inside), before every compareExchange of the
+      // decision: a reset whose write lands after the commit moves it after this load.
+      this.#spendMark = resetMark(w, entry.base);
+      this.#spendBase = entry.base;
+      const outcome = one.decide(entry, cost);
+      if (outcome !== RELOCATE) {
+        allowed = outcome === ALLOWED;
+        this.#reason = allowed ? 'allowed' : one.waitTicks === Infinity ? 'exceeds-burst' : 'limited';
+        break;
+      }
+      entry = this.#relocate(key);
+    }
+    const reason = this.#reason;
+    const d = reason === 'table-full' ? this.#fullDecision(allowed) : this.#oneDecision(allowed, reason);
+    if (this.#hook !== null) tellDecision(this.#hook, key, d.allowed, d.reason, cost);
+    return d;
   }
 
   /**
@@ -663,10 +728,15 @@ export class RateLimiter {
       // The one-limit path: a reward bounded by the admission's reading, as every GCRA give-back.
       const one = this.#controlsFor('reward');
       const sinceMs = (this.#one as Gcra32 | WideGcra).readingMs;
+      // The mark markedTryAcquire loaded before the admission, taken: a later give-back made
+      // after a decision that loaded none gives nothing.
+      const mark = this.#spendMark;
+      const base = this.#spendBase;
+      this.#spendMark = NO_MARK;
       // Once: the one-limit word has no epoch to stop a second call (found: a closure called
       // twice gave its spend back twice; the middleware calls it once).
       return once(() => {
-        one.giveBack(key, cost, sinceMs);
+        one.giveBack(key, cost, sinceMs, mark, base);
       }, undefined);
     }
     const mark = (this.#engine as LockFreeEngine).spendMark();

@@ -193,6 +193,51 @@ describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
   });
 });
 
+describe('skipFailedRequests on one GCRA limit and a reset or block while the request runs (Express 5)', () => {
+  const widths = [
+    ['width 32', {}],
+    ['width 64', { maxBlockMs: 30 * 86_400_000 }],
+  ] as const;
+
+  // Found: the one-limit path gave a GCRA spend back as a reward, and its word holds the state
+  // alone: a reset while the request ran wrote the key fresh, the next admissions counted from
+  // there, and the failed response's give-back then took one of theirs: three admissions after
+  // the reset at a limit of 2 an hour. The admission now reads its slot's reset mark before its
+  // decision, and the give-back gives nothing once the mark moved.
+  it.each(widths)('found: %s, a reset while a request runs: its give-back takes nothing from the admissions after it', async (_name, extra) => {
+    const l = new RateLimiter({ limit: perHour(2), maxKeys: 16, clock: new ManualClock(1_000), ...extra });
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
+    expect(l.reset(CLIENT)).toBe(true);
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
+    expect(l.get(CLIENT)?.remaining).toBe(0);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+  });
+
+  // The same for a block: the give-back brought its end an interval closer (a request passed
+  // 30 minutes before a block of an hour ended, at 2 an hour).
+  it.each(widths)('found: %s, a block while a request runs ends no earlier than asked', async (_name, extra) => {
+    const clock = new ManualClock(1_000);
+    const l = new RateLimiter({ limit: perHour(2), maxKeys: 16, clock, ...extra });
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
+    l.block(CLIENT, 3_600_000);
+    await held.finish();
+    clock.set(1_000 + 3_600_000 - 1);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+    clock.set(1_000 + 3_600_000 + 1_800_000); // the block's last interval rounds up to ticks
+    expect(await statuses(held.url, ['/ok'])).toEqual([200]);
+  });
+
+  it.each(widths)('%s: with no reset, a failed response still gives its spend back', async (_name, extra) => {
+    const l = new RateLimiter({ limit: perHour(2), maxKeys: 16, clock: new ManualClock(1_000), ...extra });
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
+    expect(await statuses(held.url, ['/ok'])).toEqual([200]);
+    await held.finish();
+    expect(l.get(CLIENT)?.remaining).toBe(1);
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 429]);
+  });
+});
+
 describe('skipFailedRequests on fixed and sliding windows (Express 5): a spend comes back only into its own window', () => {
   it.each(['fixed-window', 'sliding-window'] as const)('%s: failed responses do not count in their window', async (algorithm) => {
     const l = new RateLimiter({ limit: perMinute(2), algorithm, maxKeys: 16, clock: new ManualClock(1_000) });

@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { RateLimiter, type Limit } from '../../src/index.js';
-import { spendGiveBack, windowGiveBack } from '../../src/rate/rate-limiter.js';
+import { markedTryAcquire, spendGiveBack, windowGiveBack } from '../../src/rate/rate-limiter.js';
 import { pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 
 type Algorithm = 'fixed-window' | 'sliding-window';
@@ -146,7 +146,7 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
 
   it.each(gcraCases)('%s: a spend comes back', (_name, limit, globalLimit) => {
     const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, clock: { now: () => 50 } });
-    expect(rl.tryAcquire('k').allowed).toBe(true);
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
     const giveBack = spendGiveBack(rl, 'k', 1);
     expect(rl.tryAcquire('k').allowed).toBe(false);
     giveBack();
@@ -161,7 +161,7 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
 
   it.each(hourCases)('found: %s: a reset that died holding the guard, then a sweep, leaves nothing to give back', async (_name, limit, globalLimit) => {
     const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, ...stagedReuse(1) });
-    expect(rl.tryAcquire('k').allowed).toBe(true);
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
     const back = spendGiveBack(rl, 'k', 1);
     await deadReset(rl);
     expect(rl.tryAcquire('k').allowed).toBe(true);
@@ -178,7 +178,7 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
   it.each(gcraCases)('found: %s: a block between a spend and its give-back ends no earlier than asked', (_name, limit, globalLimit) => {
     let t = 100_000;
     const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, maxBlockMs: 60_000, clock: { now: () => t } });
-    expect(rl.tryAcquire('k').allowed).toBe(true);
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
     const back = spendGiveBack(rl, 'k', 1);
     rl.block('k', 10_000); // every request refused until 110,000
     back();
@@ -201,11 +201,92 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
   // The windows' case (above), on GCRA: a reward after a reset took from the admission after it.
   it.each(gcraCases)('found: %s: a reset between the spend and its give-back leaves nothing to give back', (_name, limit, globalLimit) => {
     const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, clock: { now: () => 50 } });
-    expect(rl.tryAcquire('k').allowed).toBe(true);
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
     const giveBack = spendGiveBack(rl, 'k', 1);
     expect(rl.reset('k')).toBe(true);
     expect(rl.tryAcquire('k').allowed).toBe(true);
     expect(rl.tryAcquire('k').allowed).toBe(false);
+    giveBack();
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+  });
+});
+
+describe('spendGiveBack (one GCRA limit) and reset', () => {
+  const DAY = 86_400_000;
+  const widths = [
+    ['width 32', {}],
+    ['width 64', { maxBlockMs: 30 * DAY }],
+  ] as const;
+  const limit: Limit = { permits: 1, periodMs: 100, burst: 1 };
+
+  it.each(widths)('%s: a spend comes back', (_name, extra) => {
+    const rl = new RateLimiter({ limit, maxKeys: 8, clock: { now: () => 50 }, ...extra });
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
+    const giveBack = spendGiveBack(rl, 'k', 1);
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+    giveBack();
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+  });
+
+  // The engines' case (above), on the one-limit path, whose word is the state alone: the
+  // admission reads its slot's reset mark before its decision (markedTryAcquire).
+  it.each(widths)('found: %s: a reset between the spend and its give-back leaves nothing to give back', (_name, extra) => {
+    const rl = new RateLimiter({ limit, maxKeys: 8, clock: { now: () => 50 }, ...extra });
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
+    const giveBack = spendGiveBack(rl, 'k', 1);
+    expect(rl.reset('k')).toBe(true);
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+    giveBack();
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+  });
+
+  it.each(widths)('found: %s: a block between a spend and its give-back ends no earlier than asked', (_name, extra) => {
+    let t = 100_000;
+    const rl = new RateLimiter({ limit, maxKeys: 8, maxBlockMs: 60_000, clock: { now: () => t }, ...extra });
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
+    const back = spendGiveBack(rl, 'k', 1);
+    rl.block('k', 10_000); // every request refused until 110,000
+    back();
+    t = 109_999;
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+    t = 110_100;
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+  });
+
+  it.each(widths)('%s: a reset before the spend\'s decision leaves its give-back whole', (_name, extra) => {
+    const rl = new RateLimiter({ limit, maxKeys: 8, clock: { now: () => 50 }, ...extra });
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    expect(rl.reset('k')).toBe(true);
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
+    const giveBack = spendGiveBack(rl, 'k', 1);
+    giveBack();
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+  });
+
+  it.each(widths)('%s: a give-back after a decision that read no mark gives nothing (tryAcquire, or the mark already taken)', (_name, extra) => {
+    const rl = new RateLimiter({ limit: { permits: 1, periodMs: 100, burst: 2 }, maxKeys: 8, clock: { now: () => 50 }, ...extra });
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    spendGiveBack(rl, 'k', 1)(); // no mark read: nothing
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
+    const first = spendGiveBack(rl, 'k', 1);
+    const second = spendGiveBack(rl, 'k', 1); // the mark was taken by the first
+    second();
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+    first();
+    expect(rl.tryAcquire('k').allowed).toBe(true);
+    expect(rl.tryAcquire('k').allowed).toBe(false);
+  });
+
+  it.each(widths)('%s: a give-back after the key left its slot (swept, inserted again) gives nothing', (_name, extra) => {
+    let t = 50;
+    const rl = new RateLimiter({ limit, maxKeys: 8, clock: { now: () => t }, ...extra });
+    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
+    const giveBack = spendGiveBack(rl, 'k', 1);
+    t = 100_000; // idle: the sweep takes the key
+    rl.sweep();
+    expect(rl.tryAcquire('k').allowed).toBe(true);
     giveBack();
     expect(rl.tryAcquire('k').allowed).toBe(false);
   });
