@@ -7,7 +7,7 @@ import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { markedTryAcquire, RateLimiter, spendGiveBack, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
 import { keepRedisPolicySpends, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
-import { policyGiveBack } from '../policy/policy-limiter.js';
+import { markedPolicyTryAcquire, policyGiveBack } from '../policy/policy-limiter.js';
 import { keepRedisSpends, RedisRateLimiter, redisSpendGiveBack } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
@@ -354,9 +354,10 @@ function checkOf<Req>(
       }), user);
     }
     if (!givesBack) return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
-    // GCRA: a reward bounded by the admission's reading (policyGiveBack), made right after it.
+    // GCRA: a reward bounded by the admission's reading and marked with it (markedPolicyTryAcquire,
+    // policyGiveBack), made right after it.
     return keyed(keyOf, (request, n) => {
-      const o = outcome(limiter.tryAcquire(request, n), fields(request));
+      const o = outcome(markedPolicyTryAcquire(limiter, request, n), fields(request));
       return admitted(o, n) && gcra(request) ? givingBack(o, n, policyGiveBack(limiter, request, n)) : o;
     }, user);
   }

@@ -8,6 +8,7 @@ import { FreshState } from '../rate/fresh-state.js';
 import { FORCED, forceUnderLock, LOCK_LOST, PAST_HORIZON } from '../rate/forced-state.js';
 import { checkBlockMs } from '../rate/key-controls.js';
 import { once } from '../rate/once.js';
+import { NO_MARK, resetDone, resetMark, resetSince, resetting } from '../table/reset-marks.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
 import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
@@ -81,8 +82,9 @@ const NOT_GCRA = -1;
 /** How long to wait after a refusal because the pair's rules could not be read (see #prepare). */
 const UNREADABLE_RETRY_MS = 1;
 
-/** Set by PolicyLimiter's static block: `policyGiveBack` reads its privates. */
+/** Set by PolicyLimiter's static block: `policyGiveBack` and `markedPolicyTryAcquire` read its privates. */
 let policyGiveBackOf: (limiter: PolicyLimiter, request: PolicyRequest, cost: number) => () => void;
+let markedTryAcquireOf: (limiter: PolicyLimiter, request: PolicyRequest, cost: number) => Decision;
 
 /**
  * Rate limits chosen per request from rules: per user, per API, per (user, api), and a default.
@@ -106,6 +108,7 @@ let policyGiveBackOf: (limiter: PolicyLimiter, request: PolicyRequest, cost: num
 export class PolicyLimiter {
   static {
     policyGiveBackOf = (limiter, request, cost) => limiter.#spendGiveBack(request, cost);
+    markedTryAcquireOf = (limiter, request, cost) => limiter.#markedTryAcquire(request, cost);
   }
 
   #site!: TableSite;
@@ -163,6 +166,16 @@ export class PolicyLimiter {
    */
   #forceSince = Infinity;
   #forceVersion = -1;
+  /**
+   * A spend's give-back: the reset mark of the pair's slot that its decision read, and where the
+   * pair's state was then (#shapeAt): nothing is given back unless both still hold (#force).
+   */
+  #forceMark = NO_MARK;
+  #forceAt = -1;
+  /** Set for `markedPolicyTryAcquire`'s decision: #prepare loads the slot's reset mark (#spendMark, #spendAt). */
+  #marking = false;
+  #spendMark = NO_MARK;
+  #spendAt = -1;
   #forced = FORCED;
   /** The pair's limits that a penalty's, reward's or block's earlier tries committed (forceUnderLock). */
   readonly #forceProgress = { landed: 0, at: -1, limits: 0 };
@@ -268,6 +281,17 @@ export class PolicyLimiter {
     return d;
   }
 
+  /** `markedPolicyTryAcquire` (below the class): `tryAcquire`, with the slot's reset mark loaded under the lock. */
+  #markedTryAcquire(request: PolicyRequest, cost: number): Decision {
+    this.#spendMark = NO_MARK;
+    this.#marking = true;
+    try {
+      return this.tryAcquire(request, cost);
+    } finally {
+      this.#marking = false;
+    }
+  }
+
   /**
    * The pair's state now under the rule it matches, without spending and without inserting it:
    * what a probe (`cost` 0) reports, or null when the table holds no state for the pair (it would
@@ -341,6 +365,11 @@ export class PolicyLimiter {
   #spendGiveBack(request: PolicyRequest, cost: number): () => void {
     const sinceMs = this.#engine.nowMs;
     const version = this.#version;
+    // The mark markedPolicyTryAcquire loaded, taken: a give-back after a decision that loaded none
+    // gives nothing.
+    const mark = this.#spendMark;
+    const at = this.#spendAt;
+    this.#spendMark = NO_MARK;
     return once(() => {
       // Once (the pair keeps no epoch to stop a second call). A reward no more than what of the
       // spend is still ahead, under the rules that decided it (#force); a TypeError, nothing
@@ -348,6 +377,8 @@ export class PolicyLimiter {
       // back in whatever window it decides).
       this.#forceSince = sinceMs;
       this.#forceVersion = version;
+      this.#forceMark = mark;
+      this.#forceAt = at;
       try {
         this.#control('reward', request, cost, -1);
       } finally {
@@ -420,8 +451,12 @@ export class PolicyLimiter {
     // A spend's give-back gives nothing once the rules changed since its decision (the pair's
     // state may have been rebuilt, or be read in another rule's intervals: found, a rule that
     // gained a limit let its give-back free the new limit's spend), nor at a reading raised to
-    // the pair's stamp (a clock that stepped back: see LockFreeEngine.giveBack).
-    if (this.#forceSince !== Infinity && (this.#version !== this.#forceVersion || this.#engine.prepareRaised)) {
+    // the pair's stamp (a clock that stepped back: see LockFreeEngine.giveBack), nor after a
+    // reset or block of the pair since its decision, or while one is under way (the slot's reset
+    // mark, loaded under the lock; found: a reset's fresh state counts only later admissions, and
+    // the reward took one of theirs), nor on another slot than the spend's.
+    if (this.#forceSince !== Infinity && (this.#version !== this.#forceVersion || this.#engine.prepareRaised ||
+      this.#shapeAt !== this.#forceAt || resetSince(w, this.#shapeAt - this.#stateOffset, this.#forceMark))) {
       this.#forced = FORCED;
       return true;
     }
@@ -437,10 +472,19 @@ export class PolicyLimiter {
       progress.limits = limits;
       progress.landed = 0;
     }
-    const outcome = forceUnderLock(
-      w, this.#shapeAt + 1, lastSecAt, this.#rule.limits, m, holds, this.#forceCost, this.#forcing as number, this.#verdict, progress,
-      this.#forceSince,
-    );
+    // A block is counted in the slot's reset mark around its writes, as a reset is (#prepare).
+    const blocking = (this.#forcing as number) >= 0;
+    const base = this.#shapeAt - this.#stateOffset;
+    if (blocking) resetting(w, base);
+    let outcome: number;
+    try {
+      outcome = forceUnderLock(
+        w, this.#shapeAt + 1, lastSecAt, this.#rule.limits, m, holds, this.#forceCost, this.#forcing as number, this.#verdict, progress,
+        this.#forceSince,
+      );
+    } finally {
+      if (blocking) resetDone(w, base);
+    }
     if (outcome === LOCK_LOST) return false; // the engine decides again (and forces again)
     this.#forced = outcome;
     return true;
@@ -591,7 +635,22 @@ export class PolicyLimiter {
       }
       this.#use(match(this.#compiled, this.#user, this.#api));
     }
-    return shapePair(w, at, versionAt, stored, storedVersion, this.#rule, this.#version, this.#resetting, this.#freshState, m, holds);
+    const base = at - this.#stateOffset;
+    if (this.#marking) {
+      // The slot's reset mark for the spend's give-back (policyGiveBack), loaded under the lock,
+      // before the commit; again on every try.
+      this.#spendMark = resetMark(w, base);
+      this.#spendAt = at;
+    }
+    if (!this.#resetting) return shapePair(w, at, versionAt, stored, storedVersion, this.#rule, this.#version, false, this.#freshState, m, holds);
+    // A reset is counted in the slot's reset mark around its writes (table/reset-marks.ts): a
+    // spend's give-back after it gives nothing.
+    resetting(w, base);
+    try {
+      return shapePair(w, at, versionAt, stored, storedVersion, this.#rule, this.#version, true, this.#freshState, m, holds);
+    } finally {
+      resetDone(w, base);
+    }
   }
 
   /** Whether the pair at `base` is idle, judged under its lock (the reclaim hook's test). */
@@ -640,4 +699,15 @@ export class PolicyLimiter {
  */
 export function policyGiveBack(limiter: PolicyLimiter, request: PolicyRequest, cost: number): () => void {
   return policyGiveBackOf(limiter, request, cost);
+}
+
+/**
+ * `tryAcquire` for an admission that `policyGiveBack` may give back (the middleware's
+ * skipSuccessfulRequests and skipFailedRequests): its decision loads the reset mark of the pair's
+ * slot under the pair's lock, before its commit, and the give-back gives nothing once a reset or
+ * block of the pair moved it (as RateLimiter's markedTryAcquire).
+ * @internal
+ */
+export function markedPolicyTryAcquire(limiter: PolicyLimiter, request: PolicyRequest, cost: number): Decision {
+  return markedTryAcquireOf(limiter, request, cost);
 }

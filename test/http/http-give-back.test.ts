@@ -228,6 +228,32 @@ describe('skipFailedRequests on one GCRA limit and a reset or block while the re
     expect(await statuses(held.url, ['/ok'])).toEqual([200]);
   });
 
+  // The same on a PolicyLimiter's GCRA rule (its decisions and controls under the pair's lock):
+  // found, three admissions after a reset at 2 an hour, and a block that ended an interval early.
+  it('found: a PolicyLimiter GCRA rule, a reset while a request runs: its give-back takes nothing from the admissions after it', async () => {
+    const l = new PolicyLimiter({ rules: [{ limit: perHour(2) }], maxKeys: 16, clock: new ManualClock(1_000) });
+    const pair = { user: 'c', api: 'x' };
+    const held = await heldRequest(rateLimit({ limiter: l, key: () => pair, skipFailedRequests: true }));
+    expect(l.reset(pair)).toBe(true);
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
+    expect(l.get(pair)?.remaining).toBe(0);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+  });
+
+  it('found: a PolicyLimiter GCRA rule, a block while a request runs ends no earlier than asked', async () => {
+    const clock = new ManualClock(1_000);
+    const l = new PolicyLimiter({ rules: [{ limit: perHour(2) }], maxKeys: 16, clock });
+    const pair = { user: 'c', api: 'x' };
+    const held = await heldRequest(rateLimit({ limiter: l, key: () => pair, skipFailedRequests: true }));
+    l.block(pair, 3_600_000);
+    await held.finish();
+    clock.set(1_000 + 3_600_000 - 1);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+    clock.set(1_000 + 3_600_000 + 1_800_000);
+    expect(await statuses(held.url, ['/ok'])).toEqual([200]);
+  });
+
   it.each(widths)('%s: with no reset, a failed response still gives its spend back', async (_name, extra) => {
     const l = new RateLimiter({ limit: perHour(2), maxKeys: 16, clock: new ManualClock(1_000), ...extra });
     const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));

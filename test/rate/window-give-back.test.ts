@@ -5,7 +5,8 @@
 // from that next window's count (stored ahead of its reading): one admission past the limit.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { RateLimiter, type Limit } from '../../src/index.js';
+import { PolicyLimiter, RateLimiter, type Limit } from '../../src/index.js';
+import { markedPolicyTryAcquire, policyGiveBack } from '../../src/policy/policy-limiter.js';
 import { markedTryAcquire, spendGiveBack, windowGiveBack } from '../../src/rate/rate-limiter.js';
 import { pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 
@@ -289,5 +290,55 @@ describe('spendGiveBack (one GCRA limit) and reset', () => {
     expect(rl.tryAcquire('k').allowed).toBe(true);
     giveBack();
     expect(rl.tryAcquire('k').allowed).toBe(false);
+  });
+});
+
+describe('policyGiveBack (a PolicyLimiter GCRA rule) and reset', () => {
+  const rules = [{ limit: { permits: 1, periodMs: 100, burst: 1 } }];
+  const r = { user: 'u', api: 'a' };
+
+  it('a spend comes back', () => {
+    const pl = new PolicyLimiter({ rules, maxKeys: 8, clock: { now: () => 50 } });
+    expect(markedPolicyTryAcquire(pl, r, 1).allowed).toBe(true);
+    const giveBack = policyGiveBack(pl, r, 1);
+    expect(pl.tryAcquire(r).allowed).toBe(false);
+    giveBack();
+    expect(pl.tryAcquire(r).allowed).toBe(true);
+  });
+
+  // Found (docs/testing.md listed it): a reset of the pair while the request ran wrote its state
+  // fresh, and the give-back then took from the admission that counted from there.
+  it('found: a reset between the spend and its give-back leaves nothing to give back', () => {
+    const pl = new PolicyLimiter({ rules, maxKeys: 8, clock: { now: () => 50 } });
+    expect(markedPolicyTryAcquire(pl, r, 1).allowed).toBe(true);
+    const giveBack = policyGiveBack(pl, r, 1);
+    expect(pl.reset(r)).toBe(true);
+    expect(pl.tryAcquire(r).allowed).toBe(true);
+    expect(pl.tryAcquire(r).allowed).toBe(false);
+    giveBack();
+    expect(pl.tryAcquire(r).allowed).toBe(false);
+  });
+
+  it('found: a block between a spend and its give-back ends no earlier than asked', () => {
+    let t = 100_000;
+    const pl = new PolicyLimiter({ rules, maxKeys: 8, clock: { now: () => t } });
+    expect(markedPolicyTryAcquire(pl, r, 1).allowed).toBe(true);
+    const back = policyGiveBack(pl, r, 1);
+    pl.block(r, 10_000);
+    back();
+    t = 109_999;
+    expect(pl.tryAcquire(r).allowed).toBe(false);
+    t = 110_100;
+    expect(pl.tryAcquire(r).allowed).toBe(true);
+  });
+
+  it('a reset before the spend\'s decision leaves its give-back whole', () => {
+    const pl = new PolicyLimiter({ rules, maxKeys: 8, clock: { now: () => 50 } });
+    expect(pl.tryAcquire(r).allowed).toBe(true);
+    expect(pl.reset(r)).toBe(true);
+    expect(markedPolicyTryAcquire(pl, r, 1).allowed).toBe(true);
+    policyGiveBack(pl, r, 1)();
+    expect(pl.tryAcquire(r).allowed).toBe(true);
+    expect(pl.tryAcquire(r).allowed).toBe(false);
   });
 });
