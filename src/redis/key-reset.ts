@@ -12,18 +12,49 @@ const DELETE_SCRIPT = "return redis.call('DEL', unpack(KEYS))";
 const DELETE_SHA = createHash('sha1').update(DELETE_SCRIPT).digest('hex');
 
 /**
- * Deletes `keys` (one slot); resolves with how many existed. Rejects with `RedisConfigError` for a
- * misconfiguration (an ACL without DEL: redis-errors.ts), with Redis's own error for an outage,
- * and with an `Error` when Redis has not answered within `timeoutMs` (the keys may then be
- * deleted or not).
+ * A GCRA key's reset: its keys deleted, then its reset mark (the last key: lua-gcra.ts,
+ * RESET_MARK) set to Redis's time in µs, kept for ARGV[1] ms. ARGV[2] and ARGV[3], tests only:
+ * the time instead of Redis's, and ms added to the expiry (as the limits' scripts take them).
  */
-export function deleteKeys(redis: RedisCommands, keys: string[], timeoutMs: number): Promise<number> {
+const MARKING_SCRIPT = `local now = ARGV[2]
+local pad = 0
+if now then
+  now = tonumber(now)
+  pad = tonumber(ARGV[3] or 0)
+else
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+local n = redis.call('DEL', unpack(KEYS, 1, #KEYS - 1))
+redis.call('SET', KEYS[#KEYS], string.format('%.0f', now), 'PX', tonumber(ARGV[1]) + pad)
+return n`;
+const MARKING_SHA = createHash('sha1').update(MARKING_SCRIPT).digest('hex');
+
+/** A reset that also sets the key's reset mark (GCRA): its key, how long it is kept, and the tests' time and pad. */
+export interface ResetMark {
+  key: string;
+  ttlMs: number;
+  fixedNowUs: number | null;
+  padMs: number;
+}
+
+/**
+ * Deletes `keys` (one slot), and with `mark` sets the key's reset mark in the same script call;
+ * resolves with how many of `keys` existed. Rejects with `RedisConfigError` for a
+ * misconfiguration (an ACL without DEL or SET: redis-errors.ts), with Redis's own error for an
+ * outage, and with an `Error` when Redis has not answered within `timeoutMs` (the keys may then
+ * be deleted or not).
+ */
+export function deleteKeys(redis: RedisCommands, keys: string[], timeoutMs: number, mark: ResetMark | null = null): Promise<number> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
     const error = new Error(`Redis did not answer the reset within ${timeoutMs} ms (timeoutMs): the key may or may not be reset`);
     timer = setTimeout(() => reject(error), timeoutMs);
   });
-  const call = redis.evalScript(DELETE_SHA, DELETE_SCRIPT, keys, []).then(
+  const args = mark === null ? [] : [String(mark.ttlMs), ...(mark.fixedNowUs === null ? [] : [String(mark.fixedNowUs), String(mark.padMs)])];
+  const call = (mark === null
+    ? redis.evalScript(DELETE_SHA, DELETE_SCRIPT, keys, args)
+    : redis.evalScript(MARKING_SHA, MARKING_SCRIPT, [...keys, mark.key], args)).then(
     (n) => {
       if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) throw new Error(`Redis answered the reset with ${String(n)}, not a count of keys`);
       return n;

@@ -66,7 +66,16 @@ for j = 0, nd - 1 do
   // the cap had been idle, left a contended cap about 30% short). What has passed stays spent.
   // With want 1 (a spend's give-back, RedisCore.giveBackAt), `deadline` is the spend's own time,
   // where its slot began at the earliest: it ends at least -cost intervals later, under each
-  // limit, and what of that is still ahead comes back.
+  // limit, and what of that is still ahead comes back; nothing when the key's reset mark (a
+  // reset or block of the key: RESET_MARK) is at or after the spend's time.
+  if (nl > 0) {
+    emit(`    local forgotten = false
+    if want == 1 then
+      local mark = redis.call('GET', ${luaMarkKey(keyOf(0))})
+      forgotten = mark ~= false and tonumber(mark) >= deadline
+    end
+    if not forgotten then`);
+  }
   all.forEach((_, i) => {
     const { k, T } = c(i);
     emit(`    do
@@ -77,6 +86,7 @@ ${luaStore(keyOf(i), k, 'dr - back', true, '        ')}
       end
     end`);
   });
+  if (nl > 0) emit('    end');
   if (!single) emit('    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, 0');
   emit(`  elseif deadline > 0 and now > deadline then
     ${single ? `status = ${LATE}` : LUA_PUSH_LATE}
@@ -96,6 +106,14 @@ ${luaStore(keyOf(i), k, 'target', false, '        ')}
       end
     end`);
   });
+  // A block moves the key's reset mark to now: a give-back of a spend made before it gives
+  // nothing (it would lower the block's debt). Kept for the longest tolerance of the key's
+  // limits: a give-back later than that gives nothing anyway (its spend's slot has passed).
+  if (nl > 0) {
+    emit(`    if want == -2 then
+      redis.call('SET', ${luaMarkKey(keyOf(0))}, string.format('%.0f', now), 'PX', ${markTtlMs(keyLimits)} + pad)
+    end`);
+  }
   if (!single) emit('    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, 0');
   emit(`  else`);
   all.forEach((_, i) => emit(luaDebt(`d${i}`, keyOf(i), c(i).k, '    ')));
@@ -175,6 +193,24 @@ end`);
   }
   if (single) emit(luaReturnDecision('spent', debtForm ? 'debt' : null, global.length > 0 ? 'capBlocked, now' : 'now'));
   return lines.join('\n');
+}
+
+/**
+ * The Redis key of a user key's reset mark, after its base (`prefix{tag}:`): the Redis time (µs)
+ * of its latest reset or block (key-reset.ts, and a GCRA block here), kept for `markTtlMs`. A
+ * GCRA give-back of a spend made at or before it gives nothing: a reset's fresh state (or a
+ * block's debt) holds only what came after. No limit's suffix is this (redis-limits.ts).
+ */
+export const RESET_MARK = 'reset';
+
+/** How long a key's reset mark is kept (ms): its key limits' longest tolerance, past which no give-back gives anything. */
+export function markTtlMs(keyLimits: readonly RedisLimit[]): number {
+  return Math.max(1, ...keyLimits.map((l) => Math.ceil(l.args[2] / l.args[0] / 1000) + 1));
+}
+
+/** Lua for the reset mark's key of the user key whose limit key is `key` (its base: up to the hash tag's `}:`). */
+function luaMarkKey(key: string): string {
+  return `string.match(${key}, '^(.*}:)') .. '${RESET_MARK}'`;
 }
 
 /** Lua for ceil(expr / k), `expr` an integer: itself when k is 1 (no call to make). */

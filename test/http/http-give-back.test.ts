@@ -466,6 +466,61 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     expect(await statuses(held.url, ['/ok'])).toEqual([429]);
   });
 
+  // The same on GCRA (docs/testing.md listed it as not fixed): its state is the TAT alone, and a
+  // reset deletes it; the give-back took from the admissions after the reset (3 at 2 an hour). A
+  // reset or block now sets the key's reset mark, and a give-back of a spend from before it gives
+  // nothing (lua-gcra.ts, RESET_MARK).
+  it('found: RedisRateLimiter, GCRA, reset while a request runs: its give-back takes nothing from the new state', async () => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-reset-gcra:', limit: perHour(2), localTier: false });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
+    // The clock stands still: the whole spend is still ahead when it is given back.
+    expect(await l.reset(CLIENT)).toBe(true);
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+  });
+
+  it('found: RedisRateLimiter, GCRA, a block while a request runs ends no earlier than asked', async () => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-block-gcra:', limit: perHour(2), localTier: false });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
+    clock.advance(1);
+    await l.block(CLIENT, 3_600_000);
+    await held.finish();
+    clock.advance(3_600_000 - 2);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+    clock.advance(1_800_000);
+    expect(await statuses(held.url, ['/ok'])).toEqual([200]);
+  });
+
+  it('RedisRateLimiter, GCRA: a reset before the spend leaves its give-back whole', async () => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-reset-before-gcra:', limit: perHour(2), localTier: false });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const url = await expressApp({ skipFailedRequests: true }, l);
+    expect(await statuses(url, ['/ok'])).toEqual([200]);
+    expect(await l.reset(CLIENT)).toBe(true);
+    clock.advance(1);
+    expect(await statuses(url, ['/fail'])).toEqual([500]);
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+  });
+
+  it('found: RedisPolicyLimiter, a GCRA rule, reset while a request runs: its give-back takes nothing from the new state', async () => {
+    const clock = new ManualClock(1_000);
+    const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'give-back-reset-policy-gcra:', localTier: false, rules: [{ limit: perHour(2) }] });
+    setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    const pair = { user: 'c', api: 'x' };
+    const held = await heldRequest(rateLimit({ limiter: l, key: () => pair, skipFailedRequests: true }));
+    expect(await l.reset(pair)).toBe(true);
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+  });
+
   // Found by the same attack (older than the window give-back): onError 'local' admits from a
   // shared-memory limiter with reason 'allowed' and degraded: true; the middleware rewarded it on
   // Redis, which had counted nothing, and the next request past the limit passed.

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perDay, perHour, perMinute, RedisPolicyLimiter, RedisRateLimiter, type RedisRateLimiterOptions } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
+import { keepRedisSpends, redisSpendGiveBack } from '../../src/redis/redis-rate-limiter.js';
 import { keySlot } from '../../src/redis/key-slot.js';
 import { redisAvailable, startCluster, type TestCluster } from '../helpers/redis-cluster.js';
 import { SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
@@ -61,6 +62,37 @@ describe.skipIf(!available)('Redis limiters on a Cluster', () => {
       for (const k of keys) expect(await r.get(k), algorithm).toMatchObject({ remaining: 2, resetAfterMs: 0 });
       expect(await r.reset('rk:0'), algorithm).toBe(false);
     }
+  });
+
+  // The key's reset mark (lua-gcra.ts) is not one of the script's KEYS: it shares the key's hash
+  // tag, so the node that serves the key holds it. A give-back after a reset or a block of its
+  // key gives nothing, on every node.
+  each('GCRA: a give-back after a reset or a block of its key gives nothing, on whichever node serves it', async (redis) => {
+    const r = make(redis, { limit: perHour(2), localTier: false });
+    const clock = new ManualClock(1_000_000); // stands still: a spend is whole when given back
+    setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
+    keepRedisSpends(r);
+    const keys = Array.from({ length: 12 }, (_, i) => `gb:${i}`); // on every node
+    for (const [i, k] of keys.entries()) {
+      const d = await r.tryAcquire(k);
+      expect(d.allowed).toBe(true);
+      const back = redisSpendGiveBack(r, d, k, 1) as () => Promise<void>;
+      if (i % 2 === 0) {
+        expect(await r.reset(k)).toBe(true);
+        expect(await r.allow(k)).toBe(true);
+        expect(await r.allow(k)).toBe(true);
+        await back();
+        expect(await r.allow(k), k).toBe(false);
+      } else {
+        await r.block(k, 60_000);
+        await back();
+        expect(await r.get(k), k).toMatchObject({ remaining: 0 });
+      }
+    }
+    // Without a reset, a give-back gives its spend back there too.
+    const d = await r.tryAcquire('gb:whole');
+    await (redisSpendGiveBack(r, d, 'gb:whole', 1) as () => Promise<void>)();
+    expect(await r.get('gb:whole')).toMatchObject({ remaining: 2 });
   });
 
   each('every algorithm and several limits on a Cluster', async (redis) => {
