@@ -32,10 +32,13 @@ function resetHistoryModel(limit) {
 }
 
 /**
- * giveBackTime's moves less 'stay': every reading is later than the one before (as the default
- * clock's are). A clock that repeats its readings lets a reset and an admission bring the key's
- * word back to the value a give-back read, the one-limit path's remaining gap (docs/testing.md,
- * "Found, not yet fixed"), which the deep search finds with 'stay' (schedule 18:1 36:1 41:1).
+ * giveBackTime's moves less 'stay': every reading is later than the one before. The one-limit
+ * path's remaining gap (docs/testing.md, "Found, not yet fixed") is a reset and admissions that
+ * bring the key's word back to the value a give-back read: the deep search finds it with 'stay'
+ * (schedule 18:1 36:1 41:1). Without it, this scenario cannot build that word: thread 1 admits
+ * nothing before its reset, and each of its admissions after it reads later than the spend, off
+ * the spend's interval grid (an admission exactly whole intervals after the spend, after one
+ * before the reset, rebuilds it too: staged in docs/testing.md's entry, not here).
  */
 const time = { ...giveBackTime, moves: giveBackTime.moves.filter((m) => m.name !== 'stay') };
 

@@ -315,6 +315,7 @@ export class RateLimiter {
     let allowed: boolean;
     for (;;) {
       if (entry === undefined) {
+        this.#spendMark = NO_MARK; // not an earlier slot's, after a relocation found the table full
         allowed = this.#full();
         break;
       }
