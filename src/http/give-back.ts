@@ -21,10 +21,11 @@ import { givesBackInRedisWindows, RedisRateLimiter } from '../redis/redis-rate-l
  * back only into the windows it was counted in: a response that ends after one of them did gives
  * nothing back (rate-limiter.ts, windowGiveBack; redis-rate-limiter.ts, redisSpendGiveBack), and
  * never after a reset of the key took the spend away. On Redis an admission a lease of the local
- * tier answered keeps its spend. A shared-memory policy request whose rule is not GCRA when it is
- * decided keeps its spend, as does a sliding log (their rewards give back in the window or log
- * they run in, which may be a later one than the spend's); a RedisPolicyLimiter gives back by the
- * rule that decided, into its keys (redis-policy-limiter.ts, redisPolicyGiveBack).
+ * tier answered keeps its spend. A shared-memory policy request gives back by the rule that
+ * decided it, GCRA as above and a window into its own windows (policy-limiter.ts, policyGiveBack);
+ * a sliding log keeps its spend (its reward gives back its newest stamps, which need not be the
+ * spend's); a RedisPolicyLimiter gives back by the rule that decided, into its keys
+ * (redis-policy-limiter.ts, redisPolicyGiveBack).
  *
  * Thread-safety: the listeners run on the response's thread, which is the limiter's.
  */

@@ -340,9 +340,11 @@ function checkOf<Req>(
     const fields = (request: PolicyRequest): PolicyFields | null => (headers ? lookup(request) : null);
     // A policy request's user names the client; a request that is not an object fails in tryAcquire.
     const user = (request: PolicyRequest): string => (request !== null && typeof request === 'object' ? String(request.user) : '');
-    // A give-back only where the request's rule is GCRA now (a reward; windows and logs of the
-    // shared-memory PolicyLimiter have none); on Redis, by the rule that decided (below).
-    const gcra = (request: PolicyRequest): boolean => (limiter.ruleFor(request).algorithm ?? 'gcra') === 'gcra';
+    // A give-back only where the request's rule gives back now: GCRA (a reward bounded by the
+    // spend's reading) or a window (into the spend's windows); a sliding log keeps its spend. The
+    // give-back itself follows the rule that decided, and gives nothing once the rules changed.
+    // On Redis, by the rule that decided (below).
+    const gives = (request: PolicyRequest): boolean => (limiter.ruleFor(request).algorithm ?? 'gcra') !== 'sliding-log';
     if (limiter instanceof RedisPolicyLimiter) {
       if (!givesBack) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
       // By the rule that decided (recorded with the spend: setRules may run meanwhile).
@@ -354,11 +356,11 @@ function checkOf<Req>(
       }), user);
     }
     if (!givesBack) return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
-    // GCRA: a reward bounded by the admission's reading and marked with it (markedPolicyTryAcquire,
-    // policyGiveBack), made right after it.
+    // A reward bounded by the admission's reading (GCRA) or its windows, and marked with it
+    // (markedPolicyTryAcquire, policyGiveBack), made right after it.
     return keyed(keyOf, (request, n) => {
       const o = outcome(markedPolicyTryAcquire(limiter, request, n), fields(request));
-      return admitted(o, n) && gcra(request) ? givingBack(o, n, policyGiveBack(limiter, request, n)) : o;
+      return admitted(o, n) && gives(request) ? givingBack(o, n, policyGiveBack(limiter, request, n)) : o;
     }, user);
   }
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);

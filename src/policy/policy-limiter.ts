@@ -1,5 +1,7 @@
 import type { Moment, Verdict } from '../algorithms/index.js';
 import { isStale, secondsAt, unitsAhead } from '../time/stamps.js';
+import { floorDiv } from '../time/ticks.js';
+import type { Limit } from '../config/limit.js';
 import { ForwardClock, type Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
 import { DEFAULT_MAX_LOG_SIZE } from '../rate/limiter-config.js';
@@ -172,6 +174,11 @@ export class PolicyLimiter {
    */
   #forceMark = NO_MARK;
   #forceAt = -1;
+  /**
+   * A window rule's spend give-back: whether a reading lies in the spend's window under every
+   * limit of its rule (null for GCRA's, bounded by `#forceSince` instead).
+   */
+  #forceWithin: ((ms: number) => boolean) | null = null;
   /** Set for `markedPolicyTryAcquire`'s decision: #prepare loads the slot's reset mark (#spendMark, #spendAt). */
   #marking = false;
   #spendMark = NO_MARK;
@@ -365,6 +372,10 @@ export class PolicyLimiter {
   #spendGiveBack(request: PolicyRequest, cost: number): () => void {
     const sinceMs = this.#engine.nowMs;
     const version = this.#version;
+    // The rule that decided: a window rule gives back only into the spend's windows (their
+    // numbers at its reading, as the algorithms number them), a GCRA rule what of the spend is
+    // still ahead (#forceSince). The sliding log keeps its spend (the middleware asks for none).
+    const within = windowsOf(this.#rule, sinceMs);
     // The mark markedPolicyTryAcquire loaded, taken: a give-back after a decision that loaded none
     // gives nothing.
     const mark = this.#spendMark;
@@ -379,11 +390,13 @@ export class PolicyLimiter {
       this.#forceVersion = version;
       this.#forceMark = mark;
       this.#forceAt = at;
+      this.#forceWithin = within;
       try {
         this.#control('reward', request, cost, -1);
       } finally {
         this.#forceSince = Infinity;
         this.#forceVersion = -1;
+        this.#forceWithin = null;
       }
     }, undefined);
   }
@@ -413,7 +426,12 @@ export class PolicyLimiter {
     checkPolicyRequest(request, cost);
     this.#refreshRules();
     const algorithm = match(this.#compiled, request.user, request.api).rule.algorithm ?? 'gcra';
-    if (algorithm !== 'gcra') throw new TypeError(`${method}() is built for GCRA rules; the rule of ${describe(request)} runs '${algorithm}'`);
+    // A window rule's spend give-back (#forceWithin) is bounded by its windows; every other
+    // reward, penalty and block is for GCRA rules.
+    const windowGiveBack = this.#forceWithin !== null && (algorithm === 'fixed-window' || algorithm === 'sliding-window');
+    if (algorithm !== 'gcra' && !windowGiveBack) {
+      throw new TypeError(`${method}() is built for GCRA rules; the rule of ${describe(request)} runs '${algorithm}'`);
+    }
     const reward = method === 'reward';
     this.#forcing = blockMs;
     this.#forceCost = reward ? -cost : cost;
@@ -444,7 +462,8 @@ export class PolicyLimiter {
   /** The forcing part of the prepare step (after #prepare shaped the pair under the lock). */
   #force(w: Int32Array, m: Moment, holds: () => boolean): boolean {
     if (this.#unreadable) return true; // nothing is decided or written
-    if (this.#rule.tickPs === null) {
+    const within = this.#forceWithin;
+    if (this.#rule.tickPs === null && (within === null || (this.#rule.rule.algorithm ?? 'gcra') === 'sliding-log')) {
       this.#forced = NOT_GCRA;
       return true;
     }
@@ -456,7 +475,9 @@ export class PolicyLimiter {
     // mark, loaded under the lock; found: a reset's fresh state counts only later admissions, and
     // the reward took one of theirs), nor on another slot than the spend's.
     if (this.#forceSince !== Infinity && (this.#version !== this.#forceVersion || this.#engine.prepareRaised ||
-      this.#shapeAt !== this.#forceAt || resetSince(w, this.#shapeAt - this.#stateOffset, this.#forceMark))) {
+      this.#shapeAt !== this.#forceAt || resetSince(w, this.#shapeAt - this.#stateOffset, this.#forceMark) ||
+      (within !== null && !within(m.ms)))) {
+      // (A window rule's give-back gives nothing at a reading in a later window of any limit.)
       this.#forced = FORCED;
       return true;
     }
@@ -480,7 +501,7 @@ export class PolicyLimiter {
     try {
       outcome = forceUnderLock(
         w, this.#shapeAt + 1, lastSecAt, this.#rule.limits, m, holds, this.#forceCost, this.#forcing as number, this.#verdict, progress,
-        this.#forceSince,
+        this.#forceSince, within !== null,
       );
     } finally {
       if (blocking) resetDone(w, base);
@@ -690,11 +711,26 @@ export class PolicyLimiter {
 }
 
 /**
+ * For a window rule (fixed or sliding), whether a reading lies in the window of every limit that
+ * the reading `ms` lies in, as the algorithms number them (floorDiv of the reading); null for the
+ * other algorithms.
+ */
+function windowsOf(rule: CompiledRule, ms: number): ((at: number) => boolean) | null {
+  const algorithm = rule.rule.algorithm ?? 'gcra';
+  if (algorithm !== 'fixed-window' && algorithm !== 'sliding-window') return null;
+  const periods = (Array.isArray(rule.rule.limit) ? rule.rule.limit : [rule.rule.limit]).map((l: Limit) => l.periodMs);
+  const windows = periods.map((p) => floorDiv(ms, p));
+  return (at) => periods.every((p, i) => floorDiv(at, p) <= (windows[i] as number));
+}
+
+/**
  * The HTTP give-back of a PolicyLimiter's latest admission of `request` (`cost`; called on the
- * limiter's thread right after it, while the pair's rule is GCRA): a reward of no more than what
- * of that admission's spend is still ahead when it runs (math/gcra.ts `unspentTicks`). It throws,
- * writing nothing, when the pair's rule is no longer GCRA by then (http/give-back.ts keeps the
- * spend).
+ * limiter's thread right after it, decided by `markedPolicyTryAcquire`): under a GCRA rule a
+ * reward of no more than what of that admission's spend is still ahead when it runs (math/gcra.ts
+ * `unspentTicks`); under a fixed or sliding window rule a reward into the spend's windows only,
+ * at a reading in them, and none into a window stored ahead of that reading. Nothing once the
+ * rules changed or the pair was reset or blocked since the decision. It throws, writing nothing,
+ * when the pair's rule is a sliding log (http/give-back.ts keeps the spend).
  * @internal
  */
 export function policyGiveBack(limiter: PolicyLimiter, request: PolicyRequest, cost: number): () => void {

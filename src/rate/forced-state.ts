@@ -27,11 +27,13 @@ export const LOCK_LOST = 2;
  * protocol cannot tell), and forcing those limits again would apply the control twice: a reward
  * given back twice (found by the explorer, locked-controls: three admitted on a log of two).
  * Each try forces and commits only the limits after them. `sinceMs`: a spend's give-back's bound
- * (LimitAlgorithm.force), Infinity for none.
+ * (LimitAlgorithm.force), Infinity for none. `inWindow`: a window's spend give-back, which gives
+ * nothing (FORCED, nothing written) when a limit decides a window stored ahead of the reading
+ * (another decision's later window, which a reading behind it still finds).
  */
 export function forceUnderLock(
   w: Int32Array, state: number, lastSecAt: number, g: LimitGroup, m: Moment, holds: () => boolean, cost: number, blockMs: number, v: Verdict,
-  progress: { landed: number }, sinceMs = Infinity,
+  progress: { landed: number }, sinceMs = Infinity, inWindow = false,
 ): number {
   const n = g.algorithms.length;
   if (progress.landed >= n) return FORCED; // every limit took it in an earlier try
@@ -42,6 +44,7 @@ export function forceUnderLock(
     a.load(w, state + (g.offsets[i] as number));
     (a.force as NonNullable<LimitAlgorithm['force']>)(m, isStale(m.sec, lastSec, a.staleSec), cost, blockMs, false, v, sinceMs);
     if (!v.allowed) return PAST_HORIZON;
+    if (inWindow && a.decidedLater?.() === true) return FORCED; // nothing written: not our window
   }
   if (!holds()) return LOCK_LOST;
   raiseStamp(w, lastSecAt, lastSec, m.sec);

@@ -297,17 +297,60 @@ describe('skipFailedRequests on fixed and sliding windows (Express 5): a spend c
 });
 
 describe('skipFailedRequests with a PolicyLimiter (Express 5)', () => {
-  it('a GCRA rule\'s failed responses give their spend back; a fixed-window rule\'s keep it', async () => {
+  it('a GCRA rule\'s failed responses give their spend back; a sliding-log rule\'s keep it', async () => {
     const policy = new PolicyLimiter({
-      rules: [{ limit: perMinute(2) }, { api: 'win', algorithm: 'fixed-window', limit: perMinute(2) }], maxKeys: 16, clock: new ManualClock(0),
+      rules: [{ limit: perMinute(2) }, { api: 'log', algorithm: 'sliding-log', limit: perMinute(2) }], maxKeys: 16, clock: new ManualClock(0),
     });
-    const key = (req: { query?: Record<string, unknown> }) => ({ user: 'c', api: req.query?.api === 'win' ? 'win' : 'x' });
+    const key = (req: { query?: Record<string, unknown> }) => ({ user: 'c', api: req.query?.api === 'log' ? 'log' : 'x' });
     const url = await expressApp({ key, skipFailedRequests: true }, policy);
     expect(await statuses(url, ['/fail', '/fail', '/fail', '/fail'])).toEqual([500, 500, 500, 500]);
     await until(() => policy.get({ user: 'c', api: 'x' })?.remaining === 2);
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
-    // A window cannot give back: its failures count.
-    expect(await statuses(url, ['/fail?api=win', '/fail?api=win', '/fail?api=win'])).toEqual([500, 500, 429]);
+    // A log's reward gives back its newest stamps, which may not be the spend's: its failures count.
+    expect(await statuses(url, ['/fail?api=log', '/fail?api=log', '/fail?api=log'])).toEqual([500, 500, 429]);
+  });
+
+  it.each(['fixed-window', 'sliding-window'] as const)('a %s rule\'s failed responses give their spend back into their window', async (algorithm) => {
+    const policy = new PolicyLimiter({ rules: [{ algorithm, limit: [perMinute(2), perHour(10)] }], maxKeys: 16, clock: new ManualClock(1_000) });
+    const pair = { user: 'c', api: 'x' };
+    const url = await expressApp({ key: () => pair, skipFailedRequests: true }, policy);
+    expect(await statuses(url, ['/fail', '/fail', '/fail', '/fail'])).toEqual([500, 500, 500, 500]);
+    await until(() => policy.tryAcquire(pair, 0).limits?.[1]?.remaining === 10);
+    expect(policy.get(pair)?.remaining).toBe(2);
+    expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+  });
+
+  it.each(['fixed-window', 'sliding-window'] as const)('a %s rule: a response that ends in the next window gives nothing back there', async (algorithm) => {
+    const clock = new ManualClock(59_000);
+    const policy = new PolicyLimiter({ rules: [{ algorithm, limit: perMinute(2) }], maxKeys: 16, clock });
+    const pair = { user: 'c', api: 'x' };
+    const held = await heldRequest(rateLimit({ limiter: policy, key: () => pair, skipFailedRequests: true }));
+    clock.set(60_000 + (algorithm === 'sliding-window' ? 60_000 : 0)); // the next window (nothing left of the last)
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
+    expect(policy.get(pair)?.remaining).toBe(0);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+  });
+
+  it.each(['fixed-window', 'sliding-window'] as const)('a %s rule: a reset while a request runs leaves its give-back nothing to take', async (algorithm) => {
+    const policy = new PolicyLimiter({ rules: [{ algorithm, limit: perHour(2) }], maxKeys: 16, clock: new ManualClock(1_000) });
+    const pair = { user: 'c', api: 'x' };
+    const held = await heldRequest(rateLimit({ limiter: policy, key: () => pair, skipFailedRequests: true }));
+    expect(policy.reset(pair)).toBe(true);
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 200]);
+    await held.finish();
+    expect(policy.get(pair)?.remaining).toBe(0);
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
+  });
+
+  it('a fixed-window rule changed by setRules while a request runs: its give-back gives nothing', async () => {
+    const policy = new PolicyLimiter({ rules: [{ algorithm: 'fixed-window', limit: perHour(2) }], maxKeys: 16, clock: new ManualClock(1_000) });
+    const pair = { user: 'c', api: 'x' };
+    const held = await heldRequest(rateLimit({ limiter: policy, key: () => pair, skipFailedRequests: true }));
+    policy.setRules([{ algorithm: 'fixed-window', limit: perHour(3) }]); // a new rule: the pair starts afresh under it
+    expect(await statuses(held.url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 200]);
+    await held.finish();
+    expect(await statuses(held.url, ['/ok'])).toEqual([429]);
   });
 });
 

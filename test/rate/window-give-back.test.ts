@@ -342,3 +342,53 @@ describe('policyGiveBack (a PolicyLimiter GCRA rule) and reset', () => {
     expect(pl.tryAcquire(r).allowed).toBe(false);
   });
 });
+
+describe('policyGiveBack on a PolicyLimiter window rule', () => {
+  const r = { user: 'u', api: 'a' };
+  const windowCases = cases.filter(([, , limit]) => !Array.isArray(limit) || limit.length > 0);
+
+  it.each(windowCases)('%s: a spend comes back into its own window', (_name, algorithm, limit, cost) => {
+    let t = 50;
+    const pl = new PolicyLimiter({ rules: [{ algorithm, limit }], maxKeys: 8, clock: { now: () => t } });
+    expect(markedPolicyTryAcquire(pl, r, cost).allowed).toBe(true);
+    const giveBack = policyGiveBack(pl, r, cost);
+    expect(pl.tryAcquire(r, cost).allowed).toBe(false);
+    t = 60;
+    giveBack();
+    expect(pl.tryAcquire(r, cost).allowed).toBe(true);
+  });
+
+  it.each(windowCases)('%s: nothing comes back at a reading in a later window', (_name, algorithm, limit, cost) => {
+    let t = 50;
+    const pl = new PolicyLimiter({ rules: [{ algorithm, limit }], maxKeys: 8, clock: { now: () => t } });
+    expect(markedPolicyTryAcquire(pl, r, cost).allowed).toBe(true);
+    const giveBack = policyGiveBack(pl, r, cost);
+    t = 1_050;
+    expect(pl.tryAcquire(r, cost).allowed).toBe(true);
+    giveBack();
+    expect(pl.tryAcquire(r, cost).allowed).toBe(false);
+  });
+
+  it.each(windowCases)('%s: nothing comes back into a later window stored ahead of the reading (another instance\'s, the clock stepped back)', (_name, algorithm, limit, cost) => {
+    let t = 50;
+    const clock = { now: () => t };
+    const a = new PolicyLimiter({ rules: [{ algorithm, limit }], maxKeys: 8, clock });
+    const b = PolicyLimiter.attach(a.handle, { clock });
+    expect(markedPolicyTryAcquire(a, r, cost).allowed).toBe(true);
+    const giveBack = policyGiveBack(a, r, cost);
+    t = 350;
+    expect(b.tryAcquire(r, cost).allowed).toBe(true);
+    expect(b.tryAcquire(r, cost).allowed).toBe(false);
+    t = 60;
+    giveBack();
+    t = 350;
+    expect(b.tryAcquire(r, cost).allowed).toBe(false);
+  });
+
+  it('a sliding-log rule keeps its spend (its reward would give back the newest stamps)', () => {
+    const pl = new PolicyLimiter({ rules: [{ algorithm: 'sliding-log', limit: { permits: 1, periodMs: 100 } }], maxKeys: 8, clock: { now: () => 50 } });
+    expect(markedPolicyTryAcquire(pl, r, 1).allowed).toBe(true);
+    expect(policyGiveBack(pl, r, 1)).toThrow(TypeError); // the middleware asks for none
+    expect(pl.tryAcquire(r).allowed).toBe(false);
+  });
+});
