@@ -139,14 +139,19 @@ describe('windowGiveBack and reset', () => {
   });
 });
 
-describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
-  const gcraCases: [string, Limit[], Limit | undefined][] = [
-    ['two GCRA limits', [{ permits: 1, periodMs: 100, burst: 1 }, { permits: 10, periodMs: 3_600_000 }], undefined],
-    ['a GCRA limit under a cap', [{ permits: 1, periodMs: 100, burst: 1 }], { permits: 100, periodMs: 1_000 }],
+describe('spendGiveBack (GCRA) and reset', () => {
+  // The engine's paths keep a give-back epoch; the one-limit path (both widths), whose word is
+  // the state alone, reads its slot's reset mark before the spend's decision (markedTryAcquire).
+  const DAY = 86_400_000;
+  const gcraCases: [string, Limit[], Limit | undefined, { maxBlockMs?: number }][] = [
+    ['two GCRA limits', [{ permits: 1, periodMs: 100, burst: 1 }, { permits: 10, periodMs: 3_600_000 }], undefined, {}],
+    ['a GCRA limit under a cap', [{ permits: 1, periodMs: 100, burst: 1 }], { permits: 100, periodMs: 1_000 }, {}],
+    ['one GCRA limit, width 32', [{ permits: 1, periodMs: 100, burst: 1 }], undefined, {}],
+    ['one GCRA limit, width 64', [{ permits: 1, periodMs: 100, burst: 1 }], undefined, { maxBlockMs: 30 * DAY }],
   ];
 
-  it.each(gcraCases)('%s: a spend comes back', (_name, limit, globalLimit) => {
-    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, clock: { now: () => 50 } });
+  it.each(gcraCases)('%s: a spend comes back', (_name, limit, globalLimit, extra) => {
+    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, clock: { now: () => 50 }, ...extra });
     expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
     const giveBack = spendGiveBack(rl, 'k', 1);
     expect(rl.tryAcquire('k').allowed).toBe(false);
@@ -176,9 +181,9 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
   // spend's give-back after it lowered the block's debt by an interval: a request passed inside
   // the block. A block now moves the epoch on before its commits (lock-free: a version that took
   // the key's guard waited 30 s behind a holder that died, found by the next attack).
-  it.each(gcraCases)('found: %s: a block between a spend and its give-back ends no earlier than asked', (_name, limit, globalLimit) => {
+  it.each(gcraCases)('found: %s: a block between a spend and its give-back ends no earlier than asked', (_name, limit, globalLimit, extra) => {
     let t = 100_000;
-    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, maxBlockMs: 60_000, clock: { now: () => t } });
+    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, maxBlockMs: 60_000, clock: { now: () => t }, ...extra });
     expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
     const back = spendGiveBack(rl, 'k', 1);
     rl.block('k', 10_000); // every request refused until 110,000
@@ -200,8 +205,8 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
   });
 
   // The windows' case (above), on GCRA: a reward after a reset took from the admission after it.
-  it.each(gcraCases)('found: %s: a reset between the spend and its give-back leaves nothing to give back', (_name, limit, globalLimit) => {
-    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, clock: { now: () => 50 } });
+  it.each(gcraCases)('found: %s: a reset between the spend and its give-back leaves nothing to give back', (_name, limit, globalLimit, extra) => {
+    const rl = new RateLimiter({ limit, ...(globalLimit ? { globalLimit } : {}), maxKeys: 8, clock: { now: () => 50 }, ...extra });
     expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
     const giveBack = spendGiveBack(rl, 'k', 1);
     expect(rl.reset('k')).toBe(true);
@@ -212,48 +217,13 @@ describe('spendGiveBack (GCRA on the engine\'s paths) and reset', () => {
   });
 });
 
-describe('spendGiveBack (one GCRA limit) and reset', () => {
+describe('spendGiveBack (one GCRA limit): the mark', () => {
   const DAY = 86_400_000;
   const widths = [
     ['width 32', {}],
     ['width 64', { maxBlockMs: 30 * DAY }],
   ] as const;
   const limit: Limit = { permits: 1, periodMs: 100, burst: 1 };
-
-  it.each(widths)('%s: a spend comes back', (_name, extra) => {
-    const rl = new RateLimiter({ limit, maxKeys: 8, clock: { now: () => 50 }, ...extra });
-    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
-    const giveBack = spendGiveBack(rl, 'k', 1);
-    expect(rl.tryAcquire('k').allowed).toBe(false);
-    giveBack();
-    expect(rl.tryAcquire('k').allowed).toBe(true);
-  });
-
-  // The engines' case (above), on the one-limit path, whose word is the state alone: the
-  // admission reads its slot's reset mark before its decision (markedTryAcquire).
-  it.each(widths)('found: %s: a reset between the spend and its give-back leaves nothing to give back', (_name, extra) => {
-    const rl = new RateLimiter({ limit, maxKeys: 8, clock: { now: () => 50 }, ...extra });
-    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
-    const giveBack = spendGiveBack(rl, 'k', 1);
-    expect(rl.reset('k')).toBe(true);
-    expect(rl.tryAcquire('k').allowed).toBe(true);
-    expect(rl.tryAcquire('k').allowed).toBe(false);
-    giveBack();
-    expect(rl.tryAcquire('k').allowed).toBe(false);
-  });
-
-  it.each(widths)('found: %s: a block between a spend and its give-back ends no earlier than asked', (_name, extra) => {
-    let t = 100_000;
-    const rl = new RateLimiter({ limit, maxKeys: 8, maxBlockMs: 60_000, clock: { now: () => t }, ...extra });
-    expect(markedTryAcquire(rl, 'k', 1).allowed).toBe(true);
-    const back = spendGiveBack(rl, 'k', 1);
-    rl.block('k', 10_000); // every request refused until 110,000
-    back();
-    t = 109_999;
-    expect(rl.tryAcquire('k').allowed).toBe(false);
-    t = 110_100;
-    expect(rl.tryAcquire('k').allowed).toBe(true);
-  });
 
   it.each(widths)('%s: a reset before the spend\'s decision leaves its give-back whole', (_name, extra) => {
     const rl = new RateLimiter({ limit, maxKeys: 8, clock: { now: () => 50 }, ...extra });
