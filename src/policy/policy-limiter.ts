@@ -383,9 +383,8 @@ export class PolicyLimiter {
     this.#spendMark = NO_MARK;
     return once(() => {
       // Once (the pair keeps no epoch to stop a second call). A reward no more than what of the
-      // spend is still ahead, under the rules that decided it (#force); a TypeError, nothing
-      // written, when the pair's rule is no longer GCRA (a reward under a window rule would give
-      // back in whatever window it decides).
+      // spend is still ahead, or into its windows, under the rules that decided it (#force); a
+      // TypeError, nothing written, when the pair's rule is a sliding log.
       this.#forceSince = sinceMs;
       this.#forceVersion = version;
       this.#forceMark = mark;
@@ -396,6 +395,8 @@ export class PolicyLimiter {
       } finally {
         this.#forceSince = Infinity;
         this.#forceVersion = -1;
+        this.#forceMark = NO_MARK;
+        this.#forceAt = -1;
         this.#forceWithin = null;
       }
     }, undefined);
@@ -469,12 +470,13 @@ export class PolicyLimiter {
     }
     // A spend's give-back gives nothing once the rules changed since its decision (the pair's
     // state may have been rebuilt, or be read in another rule's intervals: found, a rule that
-    // gained a limit let its give-back free the new limit's spend), nor at a reading raised to
-    // the pair's stamp (a clock that stepped back: see LockFreeEngine.giveBack), nor after a
-    // reset or block of the pair since its decision, or while one is under way (the slot's reset
-    // mark, loaded under the lock; found: a reset's fresh state counts only later admissions, and
-    // the reward took one of theirs), nor on another slot than the spend's.
-    if (this.#forceSince !== Infinity && (this.#version !== this.#forceVersion || this.#engine.prepareRaised ||
+    // gained a limit let its give-back free the new limit's spend), nor on GCRA at a reading
+    // raised to the pair's stamp (a clock that stepped back: see LockFreeEngine.giveBack; a
+    // window's is bounded by its windows, judged at that reading), nor after a reset or block of
+    // the pair since its decision, or while one is under way (the slot's reset mark, loaded under
+    // the lock; found: a reset's fresh state counts only later admissions, and the reward took one
+    // of theirs), nor on another slot than the spend's.
+    if (this.#forceSince !== Infinity && (this.#version !== this.#forceVersion || (within === null && this.#engine.prepareRaised) ||
       this.#shapeAt !== this.#forceAt || resetSince(w, this.#shapeAt - this.#stateOffset, this.#forceMark) ||
       (within !== null && !within(m.ms)))) {
       // (A window rule's give-back gives nothing at a reading in a later window of any limit.)
