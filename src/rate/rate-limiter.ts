@@ -311,7 +311,6 @@ export class RateLimiter {
     // Not #decideFirst's way: a key new to the table is inserted fresh, then decided as a cached
     // key is, so that its mark is loaded before the decision that counts the spend.
     let entry = this.#index.cached(key) ?? this.#index.locate(key);
-    this.#spendMark = NO_MARK;
     let allowed: boolean;
     for (;;) {
       if (entry === undefined) {
