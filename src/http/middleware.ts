@@ -7,7 +7,7 @@ import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { markedTryAcquire, RateLimiter, spendGiveBack, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
 import { keepRedisPolicySpends, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
-import { markedPolicyTryAcquire, policyGiveBack } from '../policy/policy-limiter.js';
+import { markedPolicyTryAcquire, policyGiveBack, policyGivesBack } from '../policy/policy-limiter.js';
 import { keepRedisSpends, RedisRateLimiter, redisSpendGiveBack } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
@@ -340,11 +340,6 @@ function checkOf<Req>(
     const fields = (request: PolicyRequest): PolicyFields | null => (headers ? lookup(request) : null);
     // A policy request's user names the client; a request that is not an object fails in tryAcquire.
     const user = (request: PolicyRequest): string => (request !== null && typeof request === 'object' ? String(request.user) : '');
-    // A give-back only where the request's rule gives back now: GCRA (a reward bounded by the
-    // spend's reading) or a window (into the spend's windows); a sliding log keeps its spend. The
-    // give-back itself follows the rule that decided, and gives nothing once the rules changed.
-    // On Redis, by the rule that decided (below).
-    const gives = (request: PolicyRequest): boolean => (limiter.ruleFor(request).algorithm ?? 'gcra') !== 'sliding-log';
     if (limiter instanceof RedisPolicyLimiter) {
       if (!givesBack) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
       // By the rule that decided (recorded with the spend: setRules may run meanwhile).
@@ -360,7 +355,9 @@ function checkOf<Req>(
     // (markedPolicyTryAcquire, policyGiveBack), made right after it.
     return keyed(keyOf, (request, n) => {
       const o = outcome(markedPolicyTryAcquire(limiter, request, n), fields(request));
-      return admitted(o, n) && gives(request) ? givingBack(o, n, policyGiveBack(limiter, request, n)) : o;
+      // By the rule that decided: GCRA (a reward bounded by the spend's reading) or a window (into
+      // the spend's windows); a sliding log keeps its spend. Nothing once the rules changed.
+      return admitted(o, n) && policyGivesBack(limiter) ? givingBack(o, n, policyGiveBack(limiter, request, n)) : o;
     }, user);
   }
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);

@@ -87,6 +87,7 @@ const UNREADABLE_RETRY_MS = 1;
 /** Set by PolicyLimiter's static block: `policyGiveBack` and `markedPolicyTryAcquire` read its privates. */
 let policyGiveBackOf: (limiter: PolicyLimiter, request: PolicyRequest, cost: number) => () => void;
 let markedTryAcquireOf: (limiter: PolicyLimiter, request: PolicyRequest, cost: number) => Decision;
+let givesBackOf: (limiter: PolicyLimiter) => boolean;
 
 /**
  * Rate limits chosen per request from rules: per user, per API, per (user, api), and a default.
@@ -111,6 +112,7 @@ export class PolicyLimiter {
   static {
     policyGiveBackOf = (limiter, request, cost) => limiter.#spendGiveBack(request, cost);
     markedTryAcquireOf = (limiter, request, cost) => limiter.#markedTryAcquire(request, cost);
+    givesBackOf = (limiter) => limiter.#spendRule !== null && (limiter.#spendRule.rule.algorithm ?? 'gcra') !== 'sliding-log';
   }
 
   #site!: TableSite;
@@ -183,6 +185,15 @@ export class PolicyLimiter {
   #marking = false;
   #spendMark = NO_MARK;
   #spendAt = -1;
+  /**
+   * The latest `markedPolicyTryAcquire`'s rule, rules version and reading, kept when it returns:
+   * its give-back is bound to them, whatever this instance reads of the rules before it is made
+   * (found: the middleware's `ruleFor` between the decision and the give-back read another
+   * thread's setRules, and the give-back then took its version for the spend's).
+   */
+  #spendRule: CompiledRule | null = null;
+  #spendVersion = -1;
+  #spendSince = Infinity;
   #forced = FORCED;
   /** The pair's limits that a penalty's, reward's or block's earlier tries committed (forceUnderLock). */
   readonly #forceProgress = { landed: 0, at: -1, limits: 0 };
@@ -291,9 +302,17 @@ export class PolicyLimiter {
   /** `markedPolicyTryAcquire` (below the class): `tryAcquire`, with the slot's reset mark loaded under the lock. */
   #markedTryAcquire(request: PolicyRequest, cost: number): Decision {
     this.#spendMark = NO_MARK;
+    this.#spendRule = null;
     this.#marking = true;
     try {
-      return this.tryAcquire(request, cost);
+      const d = this.#decision(this.#decide(request, cost, false));
+      // What decided: its rule and version (#prepare may have moved to newer rules under the
+      // lock) and its reading, before anything else reads the rules.
+      this.#spendRule = this.#rule;
+      this.#spendVersion = this.#version;
+      this.#spendSince = this.#engine.nowMs;
+      if (this.#onDecision !== null) tellDecision(this.#onDecision, request, d.allowed, d.reason, cost);
+      return d;
     } finally {
       this.#marking = false;
     }
@@ -370,17 +389,19 @@ export class PolicyLimiter {
 
   /** `policyGiveBack` (below the class). */
   #spendGiveBack(request: PolicyRequest, cost: number): () => void {
-    const sinceMs = this.#engine.nowMs;
-    const version = this.#version;
+    // The decision markedPolicyTryAcquire kept, taken: a give-back after a decision that kept none
+    // gives nothing (no mark).
+    const sinceMs = this.#spendSince;
+    const version = this.#spendVersion;
+    const rule = this.#spendRule;
+    const mark = rule === null ? NO_MARK : this.#spendMark;
+    const at = this.#spendAt;
+    this.#spendMark = NO_MARK;
+    this.#spendRule = null;
     // The rule that decided: a window rule gives back only into the spend's windows (their
     // numbers at its reading, as the algorithms number them), a GCRA rule what of the spend is
     // still ahead (#forceSince). The sliding log keeps its spend (the middleware asks for none).
-    const within = windowsOf(this.#rule, sinceMs);
-    // The mark markedPolicyTryAcquire loaded, taken: a give-back after a decision that loaded none
-    // gives nothing.
-    const mark = this.#spendMark;
-    const at = this.#spendAt;
-    this.#spendMark = NO_MARK;
+    const within = rule === null ? null : windowsOf(rule, sinceMs);
     return once(() => {
       // Once (the pair keeps no epoch to stop a second call). A reward no more than what of the
       // spend is still ahead, or into its windows, under the rules that decided it (#force); a
@@ -748,4 +769,13 @@ export function policyGiveBack(limiter: PolicyLimiter, request: PolicyRequest, c
  */
 export function markedPolicyTryAcquire(limiter: PolicyLimiter, request: PolicyRequest, cost: number): Decision {
   return markedTryAcquireOf(limiter, request, cost);
+}
+
+/**
+ * Whether the rule that decided `limiter`'s latest `markedPolicyTryAcquire` gives a spend back
+ * (GCRA, or a fixed or sliding window; not a sliding log), whatever rule the pair matches now.
+ * @internal
+ */
+export function policyGivesBack(limiter: PolicyLimiter): boolean {
+  return givesBackOf(limiter);
 }

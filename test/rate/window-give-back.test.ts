@@ -362,3 +362,28 @@ describe('policyGiveBack on a PolicyLimiter window rule', () => {
     expect(pl.tryAcquire(r).allowed).toBe(false);
   });
 });
+
+describe('found: a PolicyLimiter give-back after another thread\'s setRules', () => {
+  // Found by an attack: the give-back took its rules version when it was made, not when its spend
+  // was decided; the middleware reads the rules between the two (ruleFor, for the request's fields
+  // and to choose a give-back), so another thread's setRules there passed as the spend's own: the
+  // give-back took from the new rule's fresh state. A GCRA rule and a window rule, each changed to
+  // one whose state starts fresh.
+  it.each([
+    ['a fixed window', [{ algorithm: 'fixed-window' as const, limit: { permits: 1, periodMs: 3_600_000 } }], [{ algorithm: 'fixed-window' as const, limit: { permits: 1, periodMs: 7_200_000 } }]],
+    ['GCRA', [{ limit: { permits: 1, periodMs: 3_600_000, burst: 1 } }], [{ limit: [{ permits: 1, periodMs: 3_600_000, burst: 1 }, { permits: 10, periodMs: 86_400_000 }] }]],
+  ])('%s: the give-back follows the version that decided', (_name, before, after) => {
+    const clock = { now: () => 50 };
+    const a = new PolicyLimiter({ rules: before, maxKeys: 8, clock });
+    const b = PolicyLimiter.attach(a.handle, { clock });
+    const r = { user: 'u', api: 'a' };
+    expect(markedPolicyTryAcquire(a, r, 1).allowed).toBe(true);
+    b.setRules(after); // another thread, between the decision and the middleware's next calls
+    a.ruleFor(r); // as the middleware does (its fields)
+    const back = policyGiveBack(a, r, 1);
+    expect(a.tryAcquire(r).allowed).toBe(true);
+    expect(a.tryAcquire(r).allowed).toBe(false);
+    back();
+    expect(a.tryAcquire(r).allowed).toBe(false);
+  });
+});
