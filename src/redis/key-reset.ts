@@ -13,29 +13,32 @@ const DELETE_SHA = createHash('sha1').update(DELETE_SCRIPT).digest('hex');
 
 /**
  * A GCRA key's reset: its keys deleted, then its reset mark (the last key: lua-gcra.ts,
- * RESET_MARK) set to Redis's time in µs, kept for ARGV[1] ms. ARGV[2] and ARGV[3], tests only:
- * the time instead of Redis's, and ms added to the expiry (as the limits' scripts take them).
+ * RESET_MARK) set to Redis's time in µs, kept as long as the longest of the deleted keys would
+ * have lived and of the mark itself (`markTtlLua`). ARGV[1], tests only: the time instead of
+ * Redis's.
  */
-const MARKING_SCRIPT = `local now = ARGV[2]
-local pad = 0
+const MARKING_SCRIPT = `local now = ARGV[1]
 if now then
   now = tonumber(now)
-  pad = tonumber(ARGV[3] or 0)
 else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
+local mark = KEYS[#KEYS]
+local ttl = redis.call('PTTL', mark)
+for i = 1, #KEYS - 1 do
+  local t = redis.call('PTTL', KEYS[i])
+  if t > ttl then ttl = t end
+end
 local n = redis.call('DEL', unpack(KEYS, 1, #KEYS - 1))
-redis.call('SET', KEYS[#KEYS], string.format('%.0f', now), 'PX', tonumber(ARGV[1]) + pad)
+if ttl > 0 then redis.call('SET', mark, string.format('%.0f', now), 'PX', ttl + 1) end
 return n`;
 const MARKING_SHA = createHash('sha1').update(MARKING_SCRIPT).digest('hex');
 
-/** A reset that also sets the key's reset mark (GCRA): its key, how long it is kept, and the tests' time and pad. */
+/** A reset that also sets the key's reset mark (GCRA): its key, and the tests' time. */
 export interface ResetMark {
   key: string;
-  ttlMs: number;
   fixedNowUs: number | null;
-  padMs: number;
 }
 
 /**
@@ -51,7 +54,7 @@ export function deleteKeys(redis: RedisCommands, keys: string[], timeoutMs: numb
     const error = new Error(`Redis did not answer the reset within ${timeoutMs} ms (timeoutMs): the key may or may not be reset`);
     timer = setTimeout(() => reject(error), timeoutMs);
   });
-  const args = mark === null ? [] : [String(mark.ttlMs), ...(mark.fixedNowUs === null ? [] : [String(mark.fixedNowUs), String(mark.padMs)])];
+  const args = mark === null || mark.fixedNowUs === null ? [] : [String(mark.fixedNowUs)];
   const call = (mark === null
     ? redis.evalScript(DELETE_SHA, DELETE_SCRIPT, keys, args)
     : redis.evalScript(MARKING_SHA, MARKING_SCRIPT, [...keys, mark.key], args)).then(

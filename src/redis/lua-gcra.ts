@@ -107,11 +107,15 @@ ${luaStore(keyOf(i), k, 'target', false, '        ')}
     end`);
   });
   // A block moves the key's reset mark to now: a give-back of a spend made before it gives
-  // nothing (it would lower the block's debt). Kept for the longest tolerance of the key's
-  // limits: a give-back later than that gives nothing anyway (its spend's slot has passed).
+  // nothing (it would lower the block's debt). Kept as long as the longest of the key's limits'
+  // states after the block, and of the mark itself: a spend made before the block ended its slot
+  // by then, so a give-back after that gives nothing anyway (whatever rule it was spent under).
   if (nl > 0) {
     emit(`    if want == -2 then
-      redis.call('SET', ${luaMarkKey(keyOf(0))}, string.format('%.0f', now), 'PX', ${markTtlMs(keyLimits)} + pad)
+      local mark = ${luaMarkKey(keyOf(0))}
+      local ttl = redis.call('PTTL', mark)`);
+    keyLimits.forEach((_, i) => emit(`      do local t = redis.call('PTTL', ${keyOf(i)}); if t > ttl then ttl = t end end`));
+    emit(`      if ttl > 0 then redis.call('SET', mark, string.format('%.0f', now), 'PX', ttl + 1) end
     end`);
   }
   if (!single) emit('    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, 0');
@@ -197,16 +201,14 @@ end`);
 
 /**
  * The Redis key of a user key's reset mark, after its base (`prefix{tag}:`): the Redis time (µs)
- * of its latest reset or block (key-reset.ts, and a GCRA block here), kept for `markTtlMs`. A
- * GCRA give-back of a spend made at or before it gives nothing: a reset's fresh state (or a
- * block's debt) holds only what came after. No limit's suffix is this (redis-limits.ts).
+ * of its latest reset or block (key-reset.ts, and a GCRA block here). A GCRA give-back of a spend
+ * made at or before it gives nothing: a reset's fresh state (or a block's debt) holds only what
+ * came after. It is kept as long as the longest of the key's states it covers would have lived
+ * (each expires when its debt is paid: a spend counted there has ended its slot by then, and its
+ * give-back gives nothing after that, whatever rule it was spent under), or its own earlier
+ * expiry if that is later. No limit's suffix is this (redis-limits.ts).
  */
 export const RESET_MARK = 'reset';
-
-/** How long a key's reset mark is kept (ms): its key limits' longest tolerance, past which no give-back gives anything. */
-export function markTtlMs(keyLimits: readonly RedisLimit[]): number {
-  return Math.max(1, ...keyLimits.map((l) => Math.ceil(l.args[2] / l.args[0] / 1000) + 1));
-}
 
 /** Lua for the reset mark's key of the user key whose limit key is `key` (its base: up to the hash tag's `}:`). */
 function luaMarkKey(key: string): string {

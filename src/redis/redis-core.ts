@@ -4,7 +4,7 @@ import { redisCommands, type RedisCommands } from './client.js';
 import { ALLOWED, EXCEEDS_BURST, GLOBAL_LIMIT, LIMITED } from './limits-script.js';
 import { LocalTier } from './local-tier.js';
 import { deleteKeys } from './key-reset.js';
-import { markTtlMs, RESET_MARK } from './lua-gcra.js';
+import { RESET_MARK } from './lua-gcra.js';
 import { keyBase } from './redis-keys.js';
 import type { RedisLimit } from './redis-limits.js';
 import { outcome, ScriptBatcher, type Outcome, type Reply, type ScriptPlan } from './script-batcher.js';
@@ -215,9 +215,7 @@ export class RedisCore<R> {
     // A GCRA key's reset also moves its reset mark: a give-back of a spend from before it gives
     // nothing (its fresh state holds only later admissions; lua-gcra.ts, RESET_MARK).
     const fixed = this.batcher.fixedNowUs;
-    const mark = plan.gcra && plan.suffixes.length > 0
-      ? { key: base + RESET_MARK, ttlMs: markTtlMs(plan.keyLimits), fixedNowUs: fixed === null ? null : fixed(), padMs: this.batcher.fixedTtlPadMs }
-      : null;
+    const mark = plan.gcra && plan.suffixes.length > 0 ? { key: base + RESET_MARK, fixedNowUs: fixed === null ? null : fixed() } : null;
     const deleted = await deleteKeys(this.commands, plan.suffixes.map((s) => base + s), this.batcher.timeoutMs, mark);
     this.cache?.clear();
     return deleted > 0;
