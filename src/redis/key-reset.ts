@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { luaSetMark } from './lua-gcra.js';
 import type { RedisCommands } from './client.js';
 import { configError } from './redis-errors.js';
 
@@ -12,9 +13,9 @@ const DELETE_SCRIPT = "return redis.call('DEL', unpack(KEYS))";
 const DELETE_SHA = createHash('sha1').update(DELETE_SCRIPT).digest('hex');
 
 /**
- * A GCRA key's reset: its keys deleted, then its reset mark (the last key: lua-gcra.ts,
- * RESET_MARK) set to Redis's time in µs, kept as long as the longest of the deleted keys would
- * have lived and of the mark itself (`markTtlLua`). ARGV[1], tests only: the time instead of
+ * A GCRA key's reset: its reset mark (the last key: lua-gcra.ts, RESET_MARK) set to Redis's time
+ * in µs, kept as long as the longest of the keys about to be deleted would have lived and of the
+ * mark itself (`luaSetMark`), then those keys deleted. ARGV[1], tests only: the time instead of
  * Redis's.
  */
 const MARKING_SCRIPT = `local now = ARGV[1]
@@ -24,15 +25,9 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local mark = KEYS[#KEYS]
-local ttl = redis.call('PTTL', mark)
-for i = 1, #KEYS - 1 do
-  local t = redis.call('PTTL', KEYS[i])
-  if t > ttl then ttl = t end
-end
-local n = redis.call('DEL', unpack(KEYS, 1, #KEYS - 1))
-if ttl > 0 then redis.call('SET', mark, string.format('%.0f', now), 'PX', ttl + 1) end
-return n`;
+local n = #KEYS - 1
+${luaSetMark('KEYS[n + 1]', '{ unpack(KEYS, 1, n) }', '')}
+return redis.call('DEL', unpack(KEYS, 1, n))`;
 const MARKING_SHA = createHash('sha1').update(MARKING_SCRIPT).digest('hex');
 
 /** A reset that also sets the key's reset mark (GCRA): its key, and the tests' time. */

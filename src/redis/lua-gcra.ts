@@ -112,10 +112,7 @@ ${luaStore(keyOf(i), k, 'target', false, '        ')}
   // by then, so a give-back after that gives nothing anyway (whatever rule it was spent under).
   if (nl > 0) {
     emit(`    if want == -2 then
-      local mark = ${luaMarkKey(keyOf(0))}
-      local ttl = redis.call('PTTL', mark)`);
-    keyLimits.forEach((_, i) => emit(`      do local t = redis.call('PTTL', ${keyOf(i)}); if t > ttl then ttl = t end end`));
-    emit(`      if ttl > 0 then redis.call('SET', mark, string.format('%.0f', now), 'PX', ttl + 1) end
+${luaSetMark(luaMarkKey(keyOf(0)), `{ ${keyLimits.map((_, i) => keyOf(i)).join(', ')} }`, '      ')}
     end`);
   }
   if (!single) emit('    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, 0');
@@ -209,6 +206,26 @@ end`);
  * expiry if that is later. No limit's suffix is this (redis-limits.ts).
  */
 export const RESET_MARK = 'reset';
+
+/**
+ * Lua that sets the reset mark at `mark` to `now`, kept as long as the longest-lived of the keys
+ * in the Lua table `keys` and of the mark itself (see RESET_MARK); nothing when none of them has
+ * an expiry ahead. Run before the keys are deleted (a reset: key-reset.ts) or after they are
+ * written (a block).
+ */
+export function luaSetMark(mark: string, keys: string, indent: string): string {
+  return [
+    'do',
+    `  local mark = ${mark}`,
+    "  local ttl = redis.call('PTTL', mark)",
+    `  for _, k in ipairs(${keys}) do`,
+    "    local t = redis.call('PTTL', k)",
+    '    if t > ttl then ttl = t end',
+    '  end',
+    "  if ttl > 0 then redis.call('SET', mark, string.format('%.0f', now), 'PX', ttl + 1) end",
+    'end',
+  ].map((line) => indent + line).join('\n');
+}
 
 /** Lua for the reset mark's key of the user key whose limit key is `key` (its base: up to the hash tag's `}:`). */
 function luaMarkKey(key: string): string {
