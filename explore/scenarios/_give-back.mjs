@@ -78,12 +78,17 @@ export const giveBackThreads = [
   },
 ];
 
-/** Every admission against `model` (refusals not judged: a give-back may keep more), one live copy of the key. */
+/**
+ * Every admission against `model` (refusals not judged: a give-back may keep more), one live copy
+ * of the key. A reset (gcra-give-back-reset) counts as admitted when it answered true (something
+ * was owed).
+ */
 export function giveBackCheck(exec, lib, model) {
   const outcome = (c) => {
     if (c.label === 'spend') return { key: 'k', cost: 1, admitted: c.result === true, spend: true };
     if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
     if (c.label === 'giveBack') return { key: 'k', cost: 0, admitted: true, op: 'giveBack' };
+    if (c.label === 'reset') return { key: 'k', cost: 0, admitted: c.result === true, op: 'reset' };
     return null;
   };
   return liveCopies(exec.buffers[0], lib, ['k'])

@@ -9,9 +9,9 @@
 // the spend removed at its give-back and everything before a reset forgotten (refusals are not
 // judged: a give-back that keeps the spend, when the reset's mark moved while the spend was being
 // decided, is conservative); one live copy of the key.
-import { callsOf, linearizable, units } from '../models.mjs';
-import { historyModel, giveBackTime } from './_give-back.mjs';
-import { liveCopies, tableNames } from './common.mjs';
+import { units } from '../models.mjs';
+import { giveBackCheck, giveBackTime, historyModel } from './_give-back.mjs';
+import { tableNames } from './common.mjs';
 import { gcra32Limit, gcra32Setup } from './_gcra32.mjs';
 
 /** historyModel, with resets: a reset (true when the key owed anything) forgets every spend before it. */
@@ -76,15 +76,5 @@ export default {
     },
   ],
   names: tableNames,
-  check(exec, lib) {
-    const outcome = (c) => {
-      if (c.label === 'spend') return { key: 'k', cost: 1, admitted: c.result === true, spend: true };
-      if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
-      if (c.label === 'giveBack') return { key: 'k', cost: 0, admitted: true, op: 'giveBack' };
-      if (c.label === 'reset') return { key: 'k', cost: 0, admitted: c.result === true, op: 'reset' };
-      return null;
-    };
-    return liveCopies(exec.buffers[0], lib, ['k'])
-      ?? linearizable(callsOf(exec), resetHistoryModel(gcra32Limit), outcome, { since: exec.startMs, judgeRefusals: false });
-  },
+  check: (exec, lib) => giveBackCheck(exec, lib, resetHistoryModel(gcra32Limit)),
 };
