@@ -61,4 +61,18 @@ export default [
       to: 'const outcome = one.decide(entry, cost);\n            this.#spendMark = resetMark(w, entry.base);\n            this.#spendBase = entry.base;',
     }],
   },
+  {
+    name: 'a one-limit give-back without its mark guard',
+    what: "MarkGuard.holding runs the write without the guard: a reset lands between a give-back's check of the reset mark "
+      + 'and its compareExchange, an admission brings the word back to its snapshot, the give-back lands on the fresh '
+      + 'state and a second admission takes the place before its take-back (found by the deep search, schedule 18:1 36:1 41:1)',
+    scenario: 'gcra-give-back-aba',
+    edits: [{ file: 'table/reset-marks.js', from: 'holding(base, write) {', to: 'holding(base, write) {\n        return write();' }],
+  },
+  {
+    name: 'a width-64 one-limit give-back without its mark guard',
+    what: 'the same on WideGcra (found by an attack: 3 admitted at 2 an hour by two real workers, 4 in 20,000 rounds)',
+    scenario: 'gcra-give-back-aba-64',
+    edits: [{ file: 'table/reset-marks.js', from: 'holding(base, write) {', to: 'holding(base, write) {\n        return write();' }],
+  },
 ];

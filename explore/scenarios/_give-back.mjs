@@ -27,6 +27,23 @@ export function historyModel({ permits, periodMs, burst }) {
   };
 }
 
+/** historyModel, with resets: a reset (true when the key owed anything) forgets every spend before it. */
+export function resetHistoryModel(limit) {
+  const inner = historyModel(limit);
+  const p = BigInt(limit.permits);
+  const interval = BigInt(limit.periodMs) * 2n ** 64n;
+  return {
+    init: inner.init,
+    judge(spends, o, reading) {
+      if (o.op !== 'reset') return inner.judge(spends, o, reading);
+      const r = units(reading) * p;
+      const tat = spends.reduce((t, s) => (t === null || t < s.r ? s.r : t) + BigInt(s.cost) * interval, null);
+      const owed = tat !== null && tat > r;
+      return { admit: owed, refuses: !owed, next: [] };
+    },
+  };
+}
+
 /**
  * Forward moves only, as window-give-back's (see there): a tick, half an interval of 2 a second
  * (part of the spend drained), three such intervals (all of it).

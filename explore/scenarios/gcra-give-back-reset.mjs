@@ -9,27 +9,9 @@
 // the spend removed at its give-back and everything before a reset forgotten (refusals are not
 // judged: a give-back that keeps the spend, when the reset's mark moved while the spend was being
 // decided, is conservative); one live copy of the key.
-import { units } from '../models.mjs';
-import { giveBackCheck, giveBackTime, historyModel } from './_give-back.mjs';
+import { giveBackCheck, giveBackTime, resetHistoryModel } from './_give-back.mjs';
 import { tableNames } from './common.mjs';
 import { gcra32Limit, gcra32Setup } from './_gcra32.mjs';
-
-/** historyModel, with resets: a reset (true when the key owed anything) forgets every spend before it. */
-function resetHistoryModel(limit) {
-  const inner = historyModel(limit);
-  const p = BigInt(limit.permits);
-  const interval = BigInt(limit.periodMs) * 2n ** 64n;
-  return {
-    init: inner.init,
-    judge(spends, o, reading) {
-      if (o.op !== 'reset') return inner.judge(spends, o, reading);
-      const r = units(reading) * p;
-      const tat = spends.reduce((t, s) => (t === null || t < s.r ? s.r : t) + BigInt(s.cost) * interval, null);
-      const owed = tat !== null && tat > r;
-      return { admit: owed, refuses: !owed, next: [] };
-    },
-  };
-}
 
 /**
  * giveBackTime's moves less 'stay': every reading is later than the one before. The one-limit

@@ -9,7 +9,7 @@ import { backoff } from './backoff.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
 import type { SlotRef } from '../table/slot-ref.js';
-import { RefundMark, resetDone, resetMark, resetting } from '../table/reset-marks.js';
+import { type MarkGuard, RefundMark, resetDone, resetMark, resetting } from '../table/reset-marks.js';
 
 /**
  * `#spend` modes: an admission, a reservation (beyond the burst, up to a wait), a refund (also a
@@ -86,10 +86,14 @@ export class Gcra32 {
   readonly #plainSlot: SlotState;
 
 
-  constructor(words: Int32Array, p: GcraParams, clock: Clock) {
+  /** The reset marks' guard, held by every give-back while it writes (table/reset-marks.ts). */
+  readonly #guard: MarkGuard;
+
+  constructor(words: Int32Array, p: GcraParams, clock: Clock, guard: MarkGuard) {
     this.#w = words;
     this.#p = p;
     this.#clock = clock;
+    this.#guard = guard;
     this.#plainSlot = gcraSlotState(p, clock);
   }
 
@@ -176,7 +180,7 @@ export class Gcra32 {
    * mark moved from `mark`, what the reservation read: the key was reset or blocked since).
    */
   refund(ref: SlotRef, cost: number, mark: number): boolean {
-    return this.#refundMark.during(mark, () => this.#spend(ref, cost, REFUND, Infinity)) === ALLOWED;
+    return this.#guard.holding(ref.base, () => this.#refundMark.during(mark, () => this.#spend(ref, cost, REFUND, Infinity))) === ALLOWED;
   }
 
   /**
@@ -192,7 +196,7 @@ export class Gcra32 {
    * REFUSED (nothing was ahead: nothing written) or RELOCATE.
    */
   reward(ref: SlotRef, cost: number): number {
-    return this.#spend(ref, cost, REFUND, Infinity);
+    return this.#guard.holding(ref.base, () => this.#spend(ref, cost, REFUND, Infinity));
   }
 
   /**
@@ -203,7 +207,7 @@ export class Gcra32 {
    * RELOCATE.
    */
   giveBack(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
-    return this.#refundMark.during(mark, () => this.#spend(ref, cost, REFUND, sinceMs));
+    return this.#guard.holding(ref.base, () => this.#refundMark.during(mark, () => this.#spend(ref, cost, REFUND, sinceMs)));
   }
 
   /** The reading the last decision was made at, in ms (a spend's give-back is bounded from it: `giveBack`). */
@@ -214,13 +218,16 @@ export class Gcra32 {
   /** Gives back everything still ahead of now (the key reads as fresh): ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
   reset(ref: SlotRef): number {
     // Counted in the slot's reset mark around its write: a reservation's refund after it gives
-    // nothing (table/reset-marks.ts).
-    resetting(this.#w, ref.base);
-    try {
-      return this.#spend(ref, 1, RESET, 0);
-    } finally {
-      resetDone(this.#w, ref.base);
-    }
+    // nothing; under the mark's guard: never between a refund's check and its write
+    // (table/reset-marks.ts).
+    return this.#guard.holding(ref.base, () => {
+      resetting(this.#w, ref.base);
+      try {
+        return this.#spend(ref, 1, RESET, 0);
+      } finally {
+        resetDone(this.#w, ref.base);
+      }
+    });
   }
 
   /**
@@ -358,10 +365,10 @@ export class Gcra32 {
         }
         // A refund whose slot's reset mark moved since its check: a reset (and admissions after
         // it) may have brought tat back to our snapshot, and our write landed on the fresh state.
-        // Taken back from our own write (Atomics.load of the mark after the compareExchange; the
-        // word holds the state alone, so this narrows that window, it cannot close it:
-        // docs/testing.md). If a write built on ours since, the refund stands (it may as well
-        // have come before the reset), and is reported.
+        // The mark's guard keeps resets out while we hold it; this is for a refund that stalled
+        // past the table's reuse age and was taken over (table/reset-marks.ts). Taken back from
+        // our own write (Atomics.load of the mark after the compareExchange); if a write built on
+        // ours since, the refund stands, and is reported.
         if (this.#refundMark.forgotten(w, base) && Atomics.compareExchange(w, base + S_TAT, newTat, tat) === newTat) {
           return REFUSED;
         }

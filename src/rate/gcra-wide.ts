@@ -7,7 +7,7 @@ import { DEAD, S_CTRL, S_LAST_SEC } from '../table/layout.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED, type SlotState } from '../table/table.js';
 import { RELOCATE } from '../table/slot-index.js';
 import type { SlotRef } from '../table/slot-ref.js';
-import { RefundMark, resetDone, resetMark, resetting } from '../table/reset-marks.js';
+import { type MarkGuard, RefundMark, resetDone, resetMark, resetting } from '../table/reset-marks.js';
 import { Ticks64 } from '../time/ticks64.js';
 import { staleUnitAt } from '../time/stamps.js';
 import { bigView, casHalves, halvesOf } from '../math/word64.js';
@@ -94,8 +94,12 @@ export class WideGcra {
   /** Compare-and-swap attempts lost to other threads. */
   retries = 0;
 
-  constructor(words: Int32Array, p: GcraParams, clock: Clock, tatOffset: number) {
+  /** The reset marks' guard, held by every give-back while it writes (as Gcra32's). */
+  readonly #guard: MarkGuard;
+
+  constructor(words: Int32Array, p: GcraParams, clock: Clock, tatOffset: number, guard: MarkGuard) {
     this.#w = words;
+    this.#guard = guard;
     this.#big = bigView(words.buffer);
     this.#p = p;
     this.#clock = clock;
@@ -233,8 +237,9 @@ export class WideGcra {
     // a TAT back): our key was not charged, and that key is overcharged (conservative). A refund
     // cannot get there (docs/design.md, "Reservations"), and would be taken back if it did.
     if (Atomics.load(this.#w, base + S_CTRL) === ctrl) {
-      // A refund whose slot's reset mark moved since its check: taken back from our own write,
-      // and nothing given; if a write built on ours since, it stands (as Gcra32's).
+      // A refund whose slot's reset mark moved since its check (it stalled past the table's
+      // reuse age and was taken over: as Gcra32's): taken back from our own write, and nothing
+      // given; if a write built on ours since, it stands.
       if (!this.#refundMark.forgotten(this.#w, base)) return LANDED;
       return this.#cas(at, next.hi, next.lo, this.#snapshotTat()) ? FORGOTTEN : LANDED;
     }
@@ -280,7 +285,7 @@ export class WideGcra {
    * mark moved from `mark`: as Gcra32's).
    */
   refund(ref: SlotRef, cost: number, mark: number): boolean {
-    return this.#refundMark.during(mark, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity)) === ALLOWED;
+    return this.#guard.holding(ref.base, () => this.#refundMark.during(mark, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity))) === ALLOWED;
   }
 
   /** As Gcra32's: `cost` counted even beyond the burst, with no wait limit; ALLOWED, RELOCATE or TOO_LONG. */
@@ -290,7 +295,7 @@ export class WideGcra {
 
   /** As Gcra32's: `cost` intervals given back, never below now; ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
   reward(ref: SlotRef, cost: number): number {
-    return this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity);
+    return this.#guard.holding(ref.base, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity));
   }
 
   /** The reading the last decision was made at, in ms (`nowMs`; Gcra32's `readingMs`). */
@@ -303,17 +308,20 @@ export class WideGcra {
    * nothing once the slot's reset mark moved from `mark`; ALLOWED, REFUSED or RELOCATE.
    */
   giveBack(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
-    return this.#refundMark.during(mark, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, sinceMs));
+    return this.#guard.holding(ref.base, () => this.#refundMark.during(mark, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, sinceMs)));
   }
 
   /** Gives back everything still ahead of now: ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
   reset(ref: SlotRef): number {
-    resetting(this.#w, ref.base); // as Gcra32's: counted in the slot's reset mark around the write
-    try {
-      return this.#spend(ref.base, ref.ctrl, 1, RESET, 0);
-    } finally {
-      resetDone(this.#w, ref.base);
-    }
+    // As Gcra32's: under the mark's guard, counted in the slot's reset mark around the write.
+    return this.#guard.holding(ref.base, () => {
+      resetting(this.#w, ref.base);
+      try {
+        return this.#spend(ref.base, ref.ctrl, 1, RESET, 0);
+      } finally {
+        resetDone(this.#w, ref.base);
+      }
+    });
   }
 
   /**

@@ -20,7 +20,7 @@ import { LockFreeEngine } from './lockfree-engine.js';
 import { lockFreeSlotState } from './lockfree-reclaim.js';
 import { engineChoice } from './engine-choice.js';
 import { GLOBAL_HEADER_WORDS, H_FORCE_LOCKED, H_GLOBAL_BASE } from '../table/layout.js';
-import { NO_MARK, resetMark } from '../table/reset-marks.js';
+import { MarkGuard, NO_MARK, resetMark } from '../table/reset-marks.js';
 import { RELOCATE, type SlotIndex } from '../table/slot-index.js';
 import type { SlotRef } from '../table/slot-ref.js';
 import { AttachRequest, attachRequest, checkOptionsObject, checkRequest, createTable, TableSite } from '../table/table-site.js';
@@ -213,7 +213,11 @@ export class RateLimiter {
     this.globalLimit = config.globalLimit === null ? null : Object.freeze({ ...config.globalLimit });
     if (compiled.fast) {
       this.#p = compiled.fast;
-      const one = compiled.fast.width === 64 ? new WideGcra(w, compiled.fast, this.#clock, site.stateOffset) : new Gcra32(w, compiled.fast, this.#clock);
+      // Its give-backs hold their slot's reset mark guard while they write (table/reset-marks.ts).
+      const guard = new MarkGuard(w, site.newOwner(), site.lockAges.reclaimAfterMs);
+      const one = compiled.fast.width === 64
+        ? new WideGcra(w, compiled.fast, this.#clock, site.stateOffset, guard)
+        : new Gcra32(w, compiled.fast, this.#clock, guard);
       this.#one = one;
       if (one instanceof Gcra32) this.#fresh = one;
       site.open(one.slotState(), cacheSize);

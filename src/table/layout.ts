@@ -20,8 +20,8 @@
  * | lock | lastSec | state words of the global limit                                            |
  * +---------------------------------- counters: COUNTER_CELLS cells of one cache line each -----+
  * | live | tombstones | displaced | (pad to 16 words)  | cell 1 | ... | cell 15                  |
- * +---------------------------------- reset marks: RESET_MARKS marks of two int32 words --------+
- * | done 0 | busy 0 | done 1 | busy 1 | ... | done 1023 | busy 1023     (reset-marks.ts)          |
+ * +---------------------------------- reset marks: RESET_MARKS marks of MARK_WORDS int32 words --+
+ * | done 0 | busy 0 | guard 0 | done 1 | busy 1 | guard 1 | ... | guard 1023  (reset-marks.ts)   |
  * +--------------------------------------------------------------------------------------------+
  *
  * The counters are the table's gauges, kept as it goes (a scrape reads 16 cells, not every slot):
@@ -32,7 +32,9 @@
  * The reset marks count the resets and blocks of keys (reset-marks.ts): a slot's mark is one of
  * RESET_MARKS, picked by a hash of its position, so a mark counts the resets of about one slot in
  * RESET_MARKS (those finished, and those under way). A reservation's cancel gives nothing once
- * its slot's mark moved.
+ * its slot's mark moved. The guard is held by the one-limit path's give-backs (a reset, a reward,
+ * a refund) while they write, so that a reset never lands between a refund's check of the mark
+ * and its compareExchange.
  *
  * one slot (slotWords int32 words):
  * +-----------+-----------+-----------+-----------+-----------+-------------+--------------+------+
@@ -81,7 +83,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 13;
+export const LAYOUT_VERSION = 14;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -154,7 +156,7 @@ export const H_DIRECTORY_SEQS = 36;
  * (SlabDirectory), so that threads that insert at once take slots apart.
  */
 export const H_SLAB_CURSORS = 37;
-/** Word index of the reset marks (RESET_MARKS marks of two words; reset-marks.ts). */
+/** Word index of the reset marks (RESET_MARKS marks of MARK_WORDS words; reset-marks.ts). */
 export const H_RESET_MARKS = 38;
 /** H_LAYOUT values. */
 export const HASHED = 0;
@@ -250,6 +252,8 @@ export const C_DISPLACED = 2;
 
 /** Reset marks in a table (a power of two: a slot's is picked by its hash's top bits). */
 export const RESET_MARKS = 1_024;
+/** Words of one reset mark: done, busy, guard (reset-marks.ts). */
+export const MARK_WORDS = 3;
 
 /** Words of the global area before its state: lock and lastSec. */
 export const GLOBAL_HEADER_WORDS = 2;

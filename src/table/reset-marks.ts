@@ -1,4 +1,6 @@
-import { H_RESET_MARKS, RESET_MARKS } from './layout.js';
+import { H_RESET_MARKS, MARK_WORDS, RESET_MARKS } from './layout.js';
+import { ageMs, lockToken } from './slot-lock.js';
+import { processNow } from '../time/clock.js';
 
 /**
  * The reset marks (layout.ts): what tells a reservation's cancel that its key was reset or
@@ -10,11 +12,12 @@ import { H_RESET_MARKS, RESET_MARKS } from './layout.js';
  * reserve, reset, allow, reserve, cancel the first: a third reservation of that window admitted,
  * 2 of 1). A block refuses until its end, which a cancel after it must not bring closer. Neither
  * leaves a trace in the state words that a cancel could tell from later admissions, so each is
- * counted in its slot's mark, two words:
+ * counted in its slot's mark, two words, and a third for the one-limit path (below):
  *
  * ```
- *   done: resets and blocks of the mark's slots that finished (only grows, modulo 2^32)
- *   busy: those under way (1 added before the first write, taken back after the last)
+ *   done:  resets and blocks of the mark's slots that finished (only grows, modulo 2^32)
+ *   busy:  those under way (1 added before the first write, taken back after the last)
+ *   guard: FREE, or the token of a one-limit give-back writing to one of the mark's slots
  * ```
  *
  * - A reset or block adds 1 to busy before its first write, and after its last adds 1 to done,
@@ -37,8 +40,20 @@ import { H_RESET_MARKS, RESET_MARKS } from './layout.js';
  *   compareExchange fail, and the next snapshot is the case above;
  * - a reset or block that stops for ever between its adds leaves busy above 0: the cancels of the
  *   mark's slots give nothing from then on (conservative).
- * On the one-limit path, where the key's word is its state alone, a reset and admissions can
- * bring the word back to the exact value a refund read: see Gcra32.refund.
+ * On the one-limit path, where the key's word is its state alone, a reset and admissions could
+ * bring the word back to the exact value a refund read, between the refund's check of the mark and
+ * its compareExchange, which would then land on the fresh state (found: three admitted at 2 an
+ * hour, when a request's give-back raced a reset and admissions that read the clock at the spend's
+ * tick). So there every give-back (a reset, a reward, a refund) holds its mark's guard
+ * (`MarkGuard`) from its first load of the word to its last write: no reset runs between a
+ * refund's check and its compareExchange, and while a give-back holds the guard the key's word
+ * only rises (admissions, penalties and blocks add; a reclaim writes DEAD, which no
+ * compareExchange from a TAT matches), so a compareExchange that lands found the word unchanged
+ * since its snapshot. A block needs no guard: it raises the word, and moves the mark.
+ *
+ * A holder that died, or stalled past the table's reuse age, is taken over once its token is
+ * that old (the table's one timing assumption, as for locks: slot-lock.ts). The refund then also
+ * loads the mark after its compareExchange and takes its own write back if it moved.
  *
  * A mark serves about one slot in RESET_MARKS, picked by a hash of the slot's first word: resets
  * of the others also stop a cancel (nothing given: conservative). done wraps after 2^32 resets
@@ -53,10 +68,10 @@ const MARK_SHIFT = 32 - Math.log2(RESET_MARKS);
 /** A reservation's mark that no refund accepts (a reset was under way when it was read). */
 export const NO_MARK = -1;
 
-/** The word index of the mark (its done word; busy follows) of the slot whose first word is `base`. */
+/** The word index of the mark (its done word; busy and guard follow) of the slot whose first word is `base`. */
 function markAt(w: Int32Array, base: number): number {
   // A plain read of a header word written once, before the buffer was shared.
-  return (w[H_RESET_MARKS] as number) + 2 * (Math.imul(base, 0x9e3779b1) >>> MARK_SHIFT);
+  return (w[H_RESET_MARKS] as number) + MARK_WORDS * (Math.imul(base, 0x9e3779b1) >>> MARK_SHIFT);
 }
 
 /**
@@ -116,5 +131,63 @@ export class RefundMark {
   /** Whether the running refund (none: false) must give nothing at the slot at `base` (`resetSince`). */
   forgotten(w: Int32Array, base: number): boolean {
     return this.#on && resetSince(w, base, this.#mark);
+  }
+}
+
+/** A free mark guard. */
+const FREE = 0;
+/** Spins on a held guard before each wait for it to change. */
+const SPINS = 64;
+/** The longest wait for a held guard to change before looking again (ms). */
+const WAIT_MS = 0.05;
+
+/**
+ * The guard of a reset mark (its third word), held by the one-limit path's give-backs while they
+ * write (see the header): FREE, or a holder's token (slot-lock.ts `lockToken`: odd, never FREE).
+ *
+ * Thread-safety: one per engine instance (per thread); the guard words are read and written by
+ * Atomics only.
+ */
+export class MarkGuard {
+  readonly #w: Int32Array;
+  readonly #owner: number;
+  readonly #takeOverMs: number;
+
+  /** `owner`: this instance's id (site.newOwner()); `takeOverMs`: the table's reuse age (LockAges.reclaimAfterMs). */
+  constructor(w: Int32Array, owner: number, takeOverMs: number) {
+    this.#w = w;
+    this.#owner = owner;
+    this.#takeOverMs = takeOverMs;
+  }
+
+  /**
+   * Runs `write` holding the guard of the mark of the slot at `base`: waits while another
+   * holder has it (short spins, then waits that return when the word changes), and takes it over
+   * once its token is the table's reuse age old.
+   */
+  holding<T>(base: number, write: () => T): T {
+    const w = this.#w;
+    const at = markAt(w, base) + 2;
+    let token = FREE;
+    for (let spins = 0; token === FREE; spins++) {
+      // Atomics.load of the guard, then a compareExchange from the exact word seen: one holder at
+      // a time, and a holder taken over learns it at its release (below).
+      const seen = Atomics.load(w, at);
+      const now = processNow();
+      if ((seen & 1) === 1 && ageMs(seen, now) <= this.#takeOverMs) {
+        // Atomics.wait returns when the word changes (a release notifies), or after WAIT_MS.
+        if (spins > SPINS) Atomics.wait(w, at, seen, WAIT_MS);
+        continue;
+      }
+      const mine = lockToken(this.#owner, now);
+      if (mine !== seen && Atomics.compareExchange(w, at, seen, mine) === seen) token = mine;
+    }
+    try {
+      return write();
+    } finally {
+      // compareExchange from our token (a holder that was taken over leaves the new one's word
+      // alone), then wake the waiters: everything `write` did comes before this seq-cst write.
+      if (Atomics.compareExchange(w, at, token, FREE) === token) Atomics.notify(w, at);
+    }
   }
 }

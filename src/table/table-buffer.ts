@@ -4,7 +4,7 @@ import {
   GLOBAL_HEADER_WORDS, CELL_WORDS, COUNTER_CELLS, H_CLAIM_TIMEOUT_MS, H_CLASS, H_COUNTERS, H_GLOBAL_BASE, H_HASH_MODE, H_HASH_SEED, H_HASH_VALUE, H_MAGIC,
   H_INLINE_KEY_WORDS, H_REUSE_AFTER_MS, H_MAX_KEY_BYTES, H_MAX_KEYS, H_SLOT_WORDS, H_SLOTS_PER_STRIPE, H_STATE_OFFSET, H_STATE_WORDS, H_STRIPES,
   H_VERSION, HEADER_WORDS, INLINE_KEY_BYTES, LAYOUT_VERSION, MAGIC, SLOT_HEADER_WORDS, slotsPerStripeFor, TABLE_CLASSES, type TableClass,
-  SLAB, H_SLAB_SLOTS, H_DIRECTORY, H_DIRECTORY_SEQS, H_LAYOUT, HASHED, H_RESET_MARKS, RESET_MARKS,
+  SLAB, H_SLAB_SLOTS, H_DIRECTORY, H_DIRECTORY_SEQS, H_LAYOUT, HASHED, H_RESET_MARKS, MARK_WORDS, RESET_MARKS,
 } from './layout.js';
 import { slabSlotsFor, ENTRIES_PER_SLOT, directoryStripeFor } from './slab-layout.js';
 
@@ -150,7 +150,7 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   const counters = Math.ceil((HEADER_WORDS + slotArea + directoryWords + globalWords) / CELL_WORDS) * CELL_WORDS;
   // The reset marks follow the counters (whole cache lines).
   const resetMarks = counters + COUNTER_CELLS * CELL_WORDS;
-  const bytes = (resetMarks + 2 * RESET_MARKS) * 4;
+  const bytes = (resetMarks + MARK_WORDS * RESET_MARKS) * 4;
   let buffer: SharedArrayBuffer;
   try {
     buffer = new SharedArrayBuffer(bytes);

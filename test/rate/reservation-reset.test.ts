@@ -133,13 +133,15 @@ describe('a reservation cancelled after a reset or block of its key', () => {
   );
 
   // The one-limit word holds the state alone: a reset, then admissions, can bring it back to the
-  // very value a refund read. A refund that stopped between its check of the mark and its
-  // compareExchange (another thread ran the reset, an allow and a reservation there) lands on the
-  // fresh state; it loads the mark again after landing and takes its own write back. (An
-  // admission between that landing and that load would keep the refunded place: docs/testing.md.)
-  it('one GCRA limit: a refund whose word came back to its snapshot through a reset takes its write back', () => {
+  // very value a refund read. A refund holds its reset mark's guard from its snapshot to its last
+  // write, and a reset waits for it (table/reset-marks.ts; test/rate/mark-guard.test.ts), unless
+  // the refund stalled past the table's reuse age: then the reset takes the guard over. A refund
+  // stopped that long between its check of the mark and its compareExchange (another thread ran
+  // the reset, an allow and a reservation there: on this thread, after a 30 ms reuse age) lands on
+  // the fresh state; it loads the mark again after landing and takes its own write back.
+  it('one GCRA limit: a refund taken over, whose word came back to its snapshot through a reset, takes its write back', () => {
     const clock = new ManualClock(10_000);
-    const a = new RateLimiter({ limit: perSecond(1), maxKeys: 8, clock });
+    const a = new RateLimiter({ limit: perSecond(1), maxKeys: 8, clock, ...stagedReuse(1) });
     const b = RateLimiter.attach(a.handle, { clock });
     expect(a.allow('k')).toBe(true);
     const first = a.reserve('k', { maxWaitMs: 5_000 });

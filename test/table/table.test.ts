@@ -77,12 +77,12 @@ describe('the shared table', () => {
     expect(s.capacity).toBe(2048);
     // A slot: 5 header words, 24 bytes of key (6 words), the word referring to its heap record;
     // then the counters, 16 cache lines (the slots end on a line here), then 1,024 reset marks
-    // of two words.
-    expect(s.tableBytes).toBe(512 + 2048 * (5 + 6 + 1) * 4 + 16 * 64 + 1024 * 8);
+    // of three words.
+    expect(s.tableBytes).toBe(512 + 2048 * (5 + 6 + 1) * 4 + 16 * 64 + 1024 * 12);
     expect(s.keyHeapBytes).toBe(65_536);
     // Keys of at most 24 bytes: no heap, and no reference word.
     const short = new RateLimiter({ limit: perSecond(1), maxKeys: 1000, maxKeyBytes: 24, ...HASHED_LAYOUT }).stats();
-    expect(short.tableBytes).toBe(512 + 2048 * (5 + 6) * 4 + 16 * 64 + 1024 * 8);
+    expect(short.tableBytes).toBe(512 + 2048 * (5 + 6) * 4 + 16 * 64 + 1024 * 12);
     expect(short.keyHeapBytes).toBe(0);
   });
 });
