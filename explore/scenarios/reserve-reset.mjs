@@ -29,10 +29,10 @@ const INTERVAL_MS = 500;
 // cover the step back.
 const time = timeMoves({ startMs: 4999.75, tickMs: TICK_MS, intervalMs: INTERVAL_MS, backMs: [] });
 
-/** reservationModel with resets: its state, the resets so far, and how many there were at the reservation. */
-function resetModel() {
-  const inner = reservationModel(limit, TICK_MS);
-  const p = BigInt(limit.permits);
+/** reservationModel of `lim` with resets: its state, the resets so far, and how many there were at the reservation. */
+export function resetModel(lim = limit) {
+  const inner = reservationModel(lim, TICK_MS);
+  const p = BigInt(lim.permits);
   return {
     init: () => ({ tats: inner.init(), resets: 0, reservedAt: -1 }),
     judge(state, o, reading) {

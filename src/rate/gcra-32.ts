@@ -180,7 +180,7 @@ export class Gcra32 {
    * mark moved from `mark`, what the reservation read: the key was reset or blocked since).
    */
   refund(ref: SlotRef, cost: number, mark: number): boolean {
-    return this.#guard.holding(ref.base, () => this.#refundMark.during(mark, () => this.#spend(ref, cost, REFUND, Infinity))) === ALLOWED;
+    return this.#markedRefund(ref, cost, Infinity, mark) === ALLOWED;
   }
 
   /**
@@ -196,7 +196,12 @@ export class Gcra32 {
    * REFUSED (nothing was ahead: nothing written) or RELOCATE.
    */
   reward(ref: SlotRef, cost: number): number {
-    return this.#guard.holding(ref.base, () => this.#spend(ref, cost, REFUND, Infinity));
+    const token = this.#guard.take(ref.base); // a give-back: under its mark's guard (table/reset-marks.ts)
+    try {
+      return this.#spend(ref, cost, REFUND, Infinity);
+    } finally {
+      this.#guard.release(ref.base, token);
+    }
   }
 
   /**
@@ -207,7 +212,7 @@ export class Gcra32 {
    * RELOCATE.
    */
   giveBack(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
-    return this.#guard.holding(ref.base, () => this.#refundMark.during(mark, () => this.#spend(ref, cost, REFUND, sinceMs)));
+    return this.#markedRefund(ref, cost, sinceMs, mark);
   }
 
   /** The reading the last decision was made at, in ms (a spend's give-back is bounded from it: `giveBack`). */
@@ -220,14 +225,29 @@ export class Gcra32 {
     // Counted in the slot's reset mark around its write: a reservation's refund after it gives
     // nothing; under the mark's guard: never between a refund's check and its write
     // (table/reset-marks.ts).
-    return this.#guard.holding(ref.base, () => {
-      resetting(this.#w, ref.base);
-      try {
-        return this.#spend(ref, 1, RESET, 0);
-      } finally {
-        resetDone(this.#w, ref.base);
-      }
-    });
+    const token = this.#guard.take(ref.base);
+    resetting(this.#w, ref.base);
+    try {
+      return this.#spend(ref, 1, RESET, 0);
+    } finally {
+      resetDone(this.#w, ref.base);
+      this.#guard.release(ref.base, token);
+    }
+  }
+
+  /**
+   * A refund bounded by `sinceMs` (Infinity: none) that gives nothing once the slot's reset mark
+   * moved from `mark` (a reservation's cancel, a spend's give-back), under the mark's guard.
+   */
+  #markedRefund(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
+    const token = this.#guard.take(ref.base);
+    this.#refundMark.begin(mark);
+    try {
+      return this.#spend(ref, cost, REFUND, sinceMs);
+    } finally {
+      this.#refundMark.end();
+      this.#guard.release(ref.base, token);
+    }
   }
 
   /**

@@ -285,7 +285,7 @@ export class WideGcra {
    * mark moved from `mark`: as Gcra32's).
    */
   refund(ref: SlotRef, cost: number, mark: number): boolean {
-    return this.#guard.holding(ref.base, () => this.#refundMark.during(mark, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity))) === ALLOWED;
+    return this.#markedRefund(ref, cost, Infinity, mark) === ALLOWED;
   }
 
   /** As Gcra32's: `cost` counted even beyond the burst, with no wait limit; ALLOWED, RELOCATE or TOO_LONG. */
@@ -295,7 +295,12 @@ export class WideGcra {
 
   /** As Gcra32's: `cost` intervals given back, never below now; ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
   reward(ref: SlotRef, cost: number): number {
-    return this.#guard.holding(ref.base, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity));
+    const token = this.#guard.take(ref.base); // a give-back: under its mark's guard (table/reset-marks.ts)
+    try {
+      return this.#spend(ref.base, ref.ctrl, cost, REFUND, Infinity);
+    } finally {
+      this.#guard.release(ref.base, token);
+    }
   }
 
   /** The reading the last decision was made at, in ms (`nowMs`; Gcra32's `readingMs`). */
@@ -308,20 +313,35 @@ export class WideGcra {
    * nothing once the slot's reset mark moved from `mark`; ALLOWED, REFUSED or RELOCATE.
    */
   giveBack(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
-    return this.#guard.holding(ref.base, () => this.#refundMark.during(mark, () => this.#spend(ref.base, ref.ctrl, cost, REFUND, sinceMs)));
+    return this.#markedRefund(ref, cost, sinceMs, mark);
   }
 
   /** Gives back everything still ahead of now: ALLOWED, REFUSED (nothing was ahead) or RELOCATE. */
   reset(ref: SlotRef): number {
     // As Gcra32's: under the mark's guard, counted in the slot's reset mark around the write.
-    return this.#guard.holding(ref.base, () => {
-      resetting(this.#w, ref.base);
-      try {
-        return this.#spend(ref.base, ref.ctrl, 1, RESET, 0);
-      } finally {
-        resetDone(this.#w, ref.base);
-      }
-    });
+    const token = this.#guard.take(ref.base);
+    resetting(this.#w, ref.base);
+    try {
+      return this.#spend(ref.base, ref.ctrl, 1, RESET, 0);
+    } finally {
+      resetDone(this.#w, ref.base);
+      this.#guard.release(ref.base, token);
+    }
+  }
+
+  /**
+   * A refund bounded by `sinceMs` (Infinity: none) that gives nothing once the slot's reset mark
+   * moved from `mark` (a reservation's cancel, a spend's give-back), under the mark's guard.
+   */
+  #markedRefund(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
+    const token = this.#guard.take(ref.base);
+    this.#refundMark.begin(mark);
+    try {
+      return this.#spend(ref.base, ref.ctrl, cost, REFUND, sinceMs);
+    } finally {
+      this.#refundMark.end();
+      this.#guard.release(ref.base, token);
+    }
   }
 
   /**

@@ -117,15 +117,15 @@ export class RefundMark {
   #mark = 0;
   #on = false;
 
-  /** Runs `refund` with `mark` as the reservation's. */
-  during<T>(mark: number, refund: () => T): T {
+  /** A refund with `mark` as its reservation's begins (`end` after it, in a finally). */
+  begin(mark: number): void {
     this.#mark = mark;
     this.#on = true;
-    try {
-      return refund();
-    } finally {
-      this.#on = false;
-    }
+  }
+
+  /** The refund ended. */
+  end(): void {
+    this.#on = false;
   }
 
   /** Whether the running refund (none: false) must give nothing at the slot at `base` (`resetSince`). */
@@ -136,6 +136,8 @@ export class RefundMark {
 
 /** A free mark guard. */
 const FREE = 0;
+/** A token's bit (lockToken's "took over" bit, unused here): a thread waits for the holder to let it go. */
+const WAITING = 2;
 /** Spins on a held guard before each wait for it to change. */
 const SPINS = 64;
 /** The longest wait for a held guard to change before looking again (ms). */
@@ -143,7 +145,11 @@ const WAIT_MS = 0.05;
 
 /**
  * The guard of a reset mark (its third word), held by the one-limit path's give-backs while they
- * write (see the header): FREE, or a holder's token (slot-lock.ts `lockToken`: odd, never FREE).
+ * write (see the header): FREE, or a holder's token (slot-lock.ts `lockToken`: odd, never FREE),
+ * with WAITING set once another thread waits for it.
+ *
+ *   const token = guard.take(base);
+ *   try { ...the give-back's loads and compareExchanges... } finally { guard.release(base, token); }
  *
  * Thread-safety: one per engine instance (per thread); the guard words are read and written by
  * Atomics only.
@@ -161,33 +167,40 @@ export class MarkGuard {
   }
 
   /**
-   * Runs `write` holding the guard of the mark of the slot at `base`: waits while another
-   * holder has it (short spins, then waits that return when the word changes), and takes it over
-   * once its token is the table's reuse age old.
+   * Takes the guard of the mark of the slot at `base` and returns its token, for `release`.
+   * Waits while another holder has it (short spins, then waits that return when the word
+   * changes), and takes it over once its token is the table's reuse age old.
    */
-  holding<T>(base: number, write: () => T): T {
+  take(base: number): number {
     const w = this.#w;
     const at = markAt(w, base) + 2;
-    let token = FREE;
-    for (let spins = 0; token === FREE; spins++) {
+    for (let spins = 0; ; spins++) {
       // Atomics.load of the guard, then a compareExchange from the exact word seen: one holder at
       // a time, and a holder taken over learns it at its release (below).
       const seen = Atomics.load(w, at);
       const now = processNow();
       if ((seen & 1) === 1 && ageMs(seen, now) <= this.#takeOverMs) {
-        // Atomics.wait returns when the word changes (a release notifies), or after WAIT_MS.
-        if (spins > SPINS) Atomics.wait(w, at, seen, WAIT_MS);
+        if (spins > SPINS) {
+          // compareExchange of the WAITING bit into the holder's word, so that its release wakes
+          // us; Atomics.wait returns once the word is no longer that (or after WAIT_MS).
+          const marked = seen | WAITING;
+          if (marked === seen || Atomics.compareExchange(w, at, seen, marked) === seen) Atomics.wait(w, at, marked, WAIT_MS);
+        }
         continue;
       }
       const mine = lockToken(this.#owner, now);
-      if (mine !== seen && Atomics.compareExchange(w, at, seen, mine) === seen) token = mine;
+      if (mine !== seen && Atomics.compareExchange(w, at, seen, mine) === seen) return mine;
     }
-    try {
-      return write();
-    } finally {
-      // compareExchange from our token (a holder that was taken over leaves the new one's word
-      // alone), then wake the waiters: everything `write` did comes before this seq-cst write.
-      if (Atomics.compareExchange(w, at, token, FREE) === token) Atomics.notify(w, at);
-    }
+  }
+
+  /** Lets the guard of the mark of the slot at `base` go, unless another holder took it over. */
+  release(base: number, token: number): void {
+    const w = this.#w;
+    const at = markAt(w, base) + 2;
+    // compareExchange from our token (a holder that was taken over leaves the new one's word
+    // alone); everything the give-back did comes before this seq-cst write. Only a word a waiter
+    // marked needs a notify (Atomics.notify costs about as much as the rest of a release).
+    const seen = Atomics.compareExchange(w, at, token, FREE);
+    if (seen === (token | WAITING) && Atomics.compareExchange(w, at, seen, FREE) === seen) Atomics.notify(w, at);
   }
 }

@@ -10,7 +10,7 @@
 // mark's guard while it writes, and so does a reset (table/reset-marks.ts): the reset waits.
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { ManualClock, RateLimiter } from '../../src/index.js';
+import { ManualClock, RateLimiter, RateLimitTimeoutError } from '../../src/index.js';
 import { H_SLOT_WORDS } from '../../src/table/layout.js';
 import { slotBaseOf } from '../helpers/slots.js';
 
@@ -22,7 +22,7 @@ interface Started {
   next<T>(): Promise<T>;
 }
 
-function start(handle: unknown, role: 'give-back' | 'reset'): Started {
+function start(handle: unknown, role: 'give-back' | 'cancel' | 'reset'): Started {
   const flags = new Int32Array(new SharedArrayBuffer(8));
   const worker = new Worker(fixture, { workerData: { handle, role, flags: flags.buffer } });
   const messages: unknown[] = [];
@@ -90,6 +90,43 @@ describe("a give-back on one GCRA limit holds its reset mark's guard", () => {
     } finally {
       resume(giver, 2);
       await giver.worker.terminate();
+      for (const r of resetter) await r.worker.terminate();
+    }
+  });
+
+  // Found by an attack on the fix: nothing failed with the guard taken out of the reservation's
+  // refund alone (Gcra32.refund, WideGcra.refund). Without it, a reset, an allow and a reservation
+  // brought the word back to the cancel's snapshot, the cancel landed on the fresh state, and a
+  // second reservation of one interval's wait passed: 3 counted after the reset where 2 may be.
+  it.each([
+    ['width 32', {}],
+    ['width 64', { maxBlockMs: 30 * 86_400_000 }],
+  ])('%s: a reset waits for a reservation\'s cancel between its check of the mark and its write', async (_name, extra) => {
+    const clock = new ManualClock(10_000);
+    const rl = new RateLimiter({ limit: { permits: 1, periodMs: 1_000 }, maxKeys: 8, clock, ...extra });
+    expect(rl.penalty('k', 0)).toBeDefined();
+    const w = new Int32Array(rl.handle.table);
+    const base = slotBaseOf(rl.handle.table, 'k');
+    const words = (): string => Array.from(w.subarray(base, base + (w[H_SLOT_WORDS] as number))).join(',');
+    const canceller = start(rl.handle, 'cancel');
+    const resetter: Started[] = [];
+    try {
+      await parkedAt(canceller, 1); // allowed, reserved to 11,000; its cancel checked the mark
+      const before = words();
+      resetter.push(start(rl.handle, 'reset'));
+      const r = resetter[0] as Started;
+      expect(await r.next()).toBe('waiting');
+      expect(words()).toBe(before);
+      resume(canceller, 1);
+      await parkedAt(canceller, 2);
+      resume(canceller, 2);
+      expect(await canceller.next()).toEqual({ admitted: true, cancelled: true, parks: 2 });
+      expect(await r.next()).toEqual({ reset: true, allowed: true });
+      expect(rl.reserve('k', { maxWaitMs: 1_000 }).delayMs).toBe(1_000); // the second after the reset
+      expect(() => rl.reserve('k', { maxWaitMs: 1_000 })).toThrow(RateLimitTimeoutError); // and no more
+    } finally {
+      resume(canceller, 2);
+      await canceller.worker.terminate();
       for (const r of resetter) await r.worker.terminate();
     }
   });
