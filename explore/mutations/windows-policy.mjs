@@ -31,4 +31,15 @@ export default [
     scenario: 'policy-rules',
     edits: [{ file: 'policy/policy-limiter.js', from: 'if (stored !== NO_SHAPE && newer(storedVersion, this.#version)) {', to: 'if (false) {' }],
   },
+  {
+    name: 'a window block that stores its end over a longer one',
+    what: "BlockUntil.commit stores a block's end instead of its compareExchange from the snapshot: a shorter block that "
+      + 'read the word before a longer one landed writes over it, and the key passes before the longer block ends (planted)',
+    scenario: 'window-block',
+    edits: [{
+      file: 'algorithms/block-until.js',
+      from: 'return Atomics.compareExchange(w, at, this.#until, this.#next) === this.#until;',
+      to: 'Atomics.store(w, at, this.#next);\n        return true;',
+    }],
+  },
 ];

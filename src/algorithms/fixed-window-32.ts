@@ -108,8 +108,9 @@ export class FixedWindow32 implements LimitAlgorithm {
   /**
    * A penalty (`cost` > 0) or a reward (`cost` < 0) on the decided window's count: a penalty
    * fills at most the window (the word holds no count past `permits`, and a window forgets its
-   * count at its end anyway), a reward gives back never below 0. Blocks are not for windows
-   * (`blockMs` >= 0: nothing to commit). Only under the key's give-back guard, with its epoch
+   * count at its end anyway), a reward gives back never below 0. A block (`blockMs` >= 0) leaves
+   * the count as it is: the key's block word holds it (block-until.ts, only on a limiter that keeps
+   * one: the controls refuse a block elsewhere). Only under the key's give-back guard, with its epoch
    * moved on (LockFreeEngine.giveBack): a decision's undo, which subtracts its own spend, could
    * otherwise take it from a count this clamped.
    */
@@ -119,9 +120,9 @@ export class FixedWindow32 implements LimitAlgorithm {
     const after = blockMs >= 0 ? this.#count : Math.min(permits, Math.max(0, this.#count + cost));
     this.#next = (this.#base + after) | 0;
     const untilEnd = ceilNs((this.#win + 1) * this.#periodMs - m.ms);
-    v.allowed = blockMs < 0;
+    v.allowed = true;
     v.remaining = this.#ahead ? 0 : permits - after;
-    v.waitMs = blockMs < 0 ? 0 : Infinity;
+    v.waitMs = 0;
     v.resetMs = after > 0 ? untilEnd : this.#untilAhead(m.ms);
     v.latestMs = Infinity;
   }

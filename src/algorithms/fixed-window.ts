@@ -93,12 +93,13 @@ export function fixedWindowAlgorithm(limit: Limit, name: string): LimitAlgorithm
       v.resetMs = resetAfter(nextCount, m.ms);
     },
     force(m, stale, cost, blockMs, _clamp, v: Verdict) {
-      // As FixedWindow32.force: a penalty fills at most the window, a reward never below 0.
+      // As FixedWindow32.force: a penalty fills at most the window, a reward never below 0, a
+      // block leaves the count (the key's block word holds it).
       decode(m.ms, stale);
       nextCount = blockMs >= 0 ? count : Math.min(permits, Math.max(0, count + cost));
-      v.allowed = blockMs < 0;
+      v.allowed = true;
       v.remaining = later ? 0 : permits - nextCount;
-      v.waitMs = blockMs < 0 ? 0 : Infinity;
+      v.waitMs = 0;
       v.resetMs = resetAfter(nextCount, m.ms);
       v.latestMs = Infinity;
     },

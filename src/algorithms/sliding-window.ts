@@ -88,8 +88,9 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
     force(m, stale, cost, blockMs, _clamp, v: Verdict) {
       // A penalty adds to this window's count, past `permits` up to what the count's 22 bits hold
       // (it then weighs on the next window as the previous count); a reward gives back from this
-      // window's count, then from the previous one's, never below 0. Blocks are not for windows
-      // (nothing to commit). Under the key's give-back guard only (see FixedWindow32.force).
+      // window's count, then from the previous one's, never below 0. A block leaves the counts:
+      // the key's block word holds it (see FixedWindow32.force). Under the key's give-back guard
+      // only (see FixedWindow32.force).
       decode(m.ms, stale);
       if (blockMs >= 0) nextCurr = curr;
       else if (cost >= 0) nextCurr = Math.min(COUNT_MASK, curr + cost);
@@ -100,9 +101,9 @@ export function slidingWindowAlgorithm(limit: Limit, name: string): LimitAlgorit
       }
       const into = Math.max(0, m.ms - win * periodMs);
       const estimate = prev * (1 - into / periodMs) + nextCurr;
-      v.allowed = blockMs < 0;
+      v.allowed = true;
       v.remaining = later ? 0 : Math.max(0, Math.floor(permits - estimate));
-      v.waitMs = blockMs < 0 ? 0 : Infinity;
+      v.waitMs = 0;
       v.resetMs = resetAfter(nextCurr, m.ms);
       v.latestMs = Infinity;
     },

@@ -123,9 +123,11 @@ export interface LimitAlgorithm {
    * lost race) it holds as much as it can instead. A negative `cost` with `blockMs` < 0 is a
    * reward: it gives back, never below a fresh key's state, so its commit takes from the state;
    * only under the key's lock (PolicyLimiter.reward) or its give-back guard
-   * (LockFreeEngine.giveBack), whose undos know of it. The windows have it for penalties and
-   * rewards only (`blockMs` >= 0: `v.allowed` false), on their counts, and a window's penalty
-   * runs under the give-back guard as well (LockFreeEngine.forceGuarded: it is clamped).
+   * (LockFreeEngine.giveBack), whose undos know of it. The windows' force is for penalties and
+   * rewards on their counts (a window's penalty runs under the give-back guard as well:
+   * LockFreeEngine.forceGuarded, it is clamped); a block (`blockMs` >= 0) leaves their counts
+   * (allowed, nothing changed): the key's block word holds it (block-until.ts), and the controls
+   * refuse a block on windows that keep none. The sliding log's answers `v.allowed` false.
    * `sinceMs`, for a GCRA reward: the reading of the spend it gives back (a spend's give-back:
    * only what of that spend's slot is still ahead at `m`, math/gcra.ts `unspentTicks`), or
    * Infinity for none; the windows bound theirs otherwise (LockFreeEngine.giveBack's `within`).

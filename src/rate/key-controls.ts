@@ -23,8 +23,10 @@ import type { KeyState } from './types.js';
  * beyond the burst), a reward (give back, never below fresh), a reset (give back everything), a
  * block (refuse until a time: the debt raised to what refuses until then, never lowered).
  * Each is one mode of the engine's own compare-and-swap loop (Gcra32/WideGcra `#spend`), so it is
- * lock-free, exact, and races every decision on the key the way another decision would: the key's
- * state is its TAT alone, and a write lands only on the value it was decided from.
+ * exact, and races every decision on the key the way another decision would: the key's state is
+ * its TAT alone, and a write lands only on the value it was decided from. A penalty and a block
+ * are lock-free; a reward and a reset hold the key's reset mark guard while they write
+ * (table/reset-marks.ts), which decisions never take.
  *
  * A reward gives back what a reservation of the key counted too: a reservation cancelled after
  * it gives back its own part again, never below fresh (the key may then admit its burst sooner
@@ -141,7 +143,7 @@ export class LimitsControls {
     private readonly site: TableSite,
     /** The longest block every key limit holds, in ms (for the error message). */
     readonly maxBlockMs: number,
-    /** The key limits' algorithm: every control on GCRA; all but block on the windows. */
+    /** The key limits' algorithm: every control on GCRA; on the windows, block only with a block word (maxBlockMs > 0). */
     readonly algorithm: AlgorithmName,
   ) {}
 
@@ -164,15 +166,23 @@ export class LimitsControls {
   }
 
   /**
-   * As OneLimitControls.block, on every key limit: each refuses until the block's end. Lock-free:
+   * As OneLimitControls.block, on every key limit: each refuses until the block's end; on windows,
+   * the key's block word (made with maxBlockMs: block-until.ts) does, to the whole second. Lock-free:
    * it moves the key's epoch on before its commits (LockFreeEngine.force), so that a spend's
    * give-back (skipFailedRequests), which looks at the epoch on each try, gives nothing after it
    * and the block ends no earlier than asked (found by an attack: the give-back's reward lowered
    * it by an interval).
    */
   block(key: string, ms: number): KeyState {
-    this.#gcraOnly('block');
+    if (this.algorithm !== 'gcra' && this.maxBlockMs === 0) {
+      throw new TypeError(`block() on a RateLimiter of '${this.algorithm}' needs a block word in each key's state (a window holds one window's ` +
+        `count, not a time to refuse until): make the limiter with maxBlockMs`);
+    }
     checkBlockMs(ms);
+    // Windows: the key's block word (block-until.ts) holds any block up to maxBlockMs's bound.
+    if (this.algorithm !== 'gcra' && ms > this.maxBlockMs) {
+      throw new RangeError(`block(${JSON.stringify(key)}, ${ms}) is longer than this limiter's key state holds (${this.maxBlockMs} ms); nothing was written`);
+    }
     if (!this.#force(key, 1, ms)) {
       throw new RangeError(`block(${JSON.stringify(key)}, ${ms}) is longer than this limiter's key state holds ` +
         `(${this.maxBlockMs} ms; make the limiter with a larger maxBlockMs); nothing was written`);
@@ -220,14 +230,6 @@ export class LimitsControls {
       if (this.engine.giveBack(entry, entry.base + site.stateOffset, cost, within, mark) !== RELOCATE) return true;
     }
     return false;
-  }
-
-  /** TypeError for `method` on window limits (a window's state holds one window's count, not a time to refuse until: block). */
-  #gcraOnly(method: string): void {
-    if (this.algorithm !== 'gcra') {
-      throw new TypeError(`${method}() is built for a RateLimiter of GCRA limits on its lock-free paths (a window holds one window's count, ` +
-        `not a time to refuse until); this one runs '${this.algorithm}'`);
-    }
   }
 
   /** A window penalty on the key's slot (inserting it), found again while it moves. */

@@ -3,6 +3,7 @@ import type { LimitState } from './types.js';
 import { isStale, raiseStamp } from '../time/stamps.js';
 import { NarrowGcra } from '../algorithms/gcra.js';
 import { FixedWindow32 } from '../algorithms/fixed-window-32.js';
+import { BlockUntil } from '../algorithms/block-until.js';
 import { MAX_LIMITS } from '../table/layout.js';
 
 /**
@@ -250,6 +251,8 @@ export class LimitSet {
           this.limitRemaining[i] = v.remaining;
           this.limitResetMs[i] = v.resetMs;
           this.#recorded = g;
+          // A blocked key (its block word, after its limits): each limit has nothing left until the block's end.
+          if (v.resetMs > 0 && a instanceof BlockUntil) this.#blocked(i, v.resetMs);
         }
       }
       if (probe) continue; // a probe after a refusal: keep the refusal's verdict and waits
@@ -261,6 +264,14 @@ export class LimitSet {
       if (reserving !== null) r.latestMs = Math.min(r.latestMs, v.latestMs);
     }
     if (!probe) r.retryAfterMs = r.allowed ? (reserving === null ? 0 : r.retryAfterMs) : r.never ? Infinity : r.retryAfterMs;
+  }
+
+  /** The first `n` limits as a block that ends `endMs` from now reports them: nothing left until then. */
+  #blocked(n: number, endMs: number): void {
+    for (let j = 0; j < n; j++) {
+      this.limitRemaining[j] = 0;
+      this.limitResetMs[j] = Math.max(this.limitResetMs[j] as number, endMs);
+    }
   }
 
   /**

@@ -4,8 +4,9 @@ import { blockTickPs, gcraParams, maxBlockMsOf, READING_LAG_MS, type GcraParams 
 import { validateLimit, type Limit } from '../config/limit.js';
 import { group, type LimitGroup } from './limit-set.js';
 import {
-  H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDE_TICK, H_WIDTH, MAX_LIMITS,
+  H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDE_TICK, H_WIDTH, H_WINDOW_BLOCK, MAX_LIMITS,
 } from '../table/layout.js';
+import { BlockUntil } from '../algorithms/block-until.js';
 
 /**
  * What a limiter enforces, as stored in its table header so that `attach` rebuilds exactly the
@@ -26,6 +27,11 @@ export interface LimiterConfig {
    * 0 or absent: the limit's own. Kept in the header (H_WIDE_TICK) for `attach`.
    */
   wideTickPs?: number;
+  /**
+   * Windows made with `maxBlockMs`: every key keeps a block word after its limits (BlockUntil,
+   * algorithms/block-until.ts), which `block` raises. Kept in the header (H_WINDOW_BLOCK).
+   */
+  windowBlock?: boolean;
 }
 
 /** The compiled form: the lock-free GCRA parameters, or the locked groups. */
@@ -73,10 +79,11 @@ const MAX_BLOCK_MS = 2 ** 53;
  * The longest block (`RateLimiter.block`) every key limit of a config without the one-limit path
  * holds, in ms, at the width its GCRA states take (64 when `minWidth` says so): each limit's
  * horizon, kept as far inside as a decision's reading may lag (READING_LAG_MS, and two ticks of
- * rounding), less its tolerance plus one interval. 0 for the window and log algorithms.
+ * rounding), less its tolerance plus one interval. Windows: their block word's (BlockUntil) when
+ * they keep one, else 0; 0 for the sliding log.
  */
 export function limitsMaxBlockMs(config: LimiterConfig): number {
-  if (config.algorithm !== 'gcra') return 0;
+  if (config.algorithm !== 'gcra') return config.windowBlock === true ? BlockUntil.MAX_BLOCK_MS : 0;
   const width = config.minWidth ?? 32;
   return Math.max(0, Math.min(...config.limits.map((l) => {
     const p = gcraParams(l, 'limit', width);
@@ -86,12 +93,20 @@ export function limitsMaxBlockMs(config: LimiterConfig): number {
 
 /**
  * `blockState` for several GCRA limits (or one under a global cap): their states at width 64
- * when 32 cannot hold a block of `maxBlockMs`; each limit keeps its own tick. TypeError for the
- * window and log algorithms; RangeError when no width holds it.
+ * when 32 cannot hold a block of `maxBlockMs`; each limit keeps its own tick. Fixed and sliding
+ * windows: a block word per key (BlockUntil). TypeError for the sliding log; RangeError when no
+ * width holds it.
  */
-function limitsBlockState(maxBlockMs: number, config: LimiterConfig): Pick<LimiterConfig, 'minWidth'> {
+function limitsBlockState(maxBlockMs: number, config: LimiterConfig): Pick<LimiterConfig, 'minWidth' | 'windowBlock'> {
+  if (config.algorithm === 'sliding-log') {
+    throw new TypeError("options.maxBlockMs is for block(), which a sliding log does not hold (its state is its admissions' stamps, not a block's end); " +
+      "this limiter runs 'sliding-log'");
+  }
   if (config.algorithm !== 'gcra') {
-    throw new TypeError(`options.maxBlockMs is for block(), which is built for GCRA limits; this limiter runs '${config.algorithm}'`);
+    if (maxBlockMs > BlockUntil.MAX_BLOCK_MS) {
+      throw new RangeError(`options.maxBlockMs ${maxBlockMs} is longer than a window key's block word holds (at most ${BlockUntil.MAX_BLOCK_MS} ms)`);
+    }
+    return { windowBlock: true };
   }
   if (limitsMaxBlockMs(config) >= maxBlockMs) return {};
   const wide = limitsMaxBlockMs({ ...config, minWidth: 64 });
@@ -124,7 +139,9 @@ export function compileConfig(config: LimiterConfig, named: boolean | string = f
   const oneLimit = config.algorithm === 'gcra' && config.limits.length === 1 && config.globalLimit === null;
   // Several limits (or one under a cap) whose blocks need 64 bits (maxBlockMs): wide GCRA states.
   const wide = wideGcra || (!oneLimit && config.minWidth === 64);
-  const key = group(config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wide)), baseParity);
+  const limits = config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wide));
+  // Windows made with maxBlockMs: the key's block word, a limit of its own after the others.
+  const key = group(config.windowBlock === true ? [...limits, new BlockUntil()] : limits, baseParity);
   const global = config.globalLimit === null
     ? null
     : group([compileLimit(config.algorithm, config.globalLimit, named ? 'options.globalLimit' : 'globalLimit', config.maxLogSize)]);
@@ -152,6 +169,7 @@ export function writeConfig(w: Int32Array, config: LimiterConfig, compiled: Comp
   w[H_WIDTH] = compiled.fast?.width ?? (config.minWidth === 64 ? 64 : 0);
   // In tenths of a ps: every tick of width 64 up to 1 us is a whole number of them (WIDE_TICKS_PS).
   w[H_WIDE_TICK] = Math.round((config.wideTickPs ?? 0) * 10);
+  w[H_WINDOW_BLOCK] = config.windowBlock === true ? 1 : 0;
   const f = new Float64Array(w.buffer, H_LIMITS_BYTE, (MAX_LIMITS + 1) * 3);
   [...config.limits, ...(config.globalLimit ? [config.globalLimit] : [])].forEach((l, i) => {
     f[i * 3] = l.permits;
@@ -174,6 +192,7 @@ export function readConfig(w: Int32Array): LimiterConfig {
     maxLogSize: w[H_MAX_LOG_SIZE] as number,
     minWidth: w[H_WIDTH] === 64 ? 64 : 32,
     wideTickPs: (w[H_WIDE_TICK] as number) / 10,
+    windowBlock: w[H_WINDOW_BLOCK] === 1,
   };
 }
 

@@ -383,7 +383,8 @@ export class RateLimiter {
   /**
    * Gives back `cost` intervals of what `key` has spent, never below a fresh key's state (a
    * reward), and returns its state after; null when the table holds no state for the key. Any
-   * thread, lock-free (a sliding log: under the key's lock). On several limits every one gives
+   * thread; under a short guard that decisions never take (docs/rate-limiter.md, Thread-safety;
+   * a sliding log: under the key's lock). On several limits every one gives
    * back; a global cap keeps its spend. On a window it takes from the window's count, never below
    * 0; on a sliding log it removes the newest entries that still count.
    */
@@ -397,7 +398,8 @@ export class RateLimiter {
   /**
    * Gives back everything `key` has spent: it reads as a fresh key (a global cap keeps what it
    * spent). True if it owed anything; a key the table does not hold is not inserted. Any thread:
-   * lock-free on GCRA limits and windows, under the key's lock with a sliding log.
+   * under a short guard on GCRA limits and windows, which decisions never take, under the key's
+   * lock with a sliding log.
    */
   reset(key: string): boolean {
     checkRequest(key, 0);
@@ -412,8 +414,10 @@ export class RateLimiter {
    * request of cost 1 passes once the block is over. A key already refused longer keeps its
    * state. Any thread, lock-free. Throws `RangeError` for a block longer than the key's state
    * holds (nothing is written: make the limiter with `maxBlockMs`), `TableFullError` when a new
-   * key finds no slot, and `TypeError` on a window or the sliding log (a window holds one
-   * window's count, not a time to refuse until).
+   * key finds no slot, and `TypeError` on the sliding log, and on windows made without
+   * `maxBlockMs` (a window holds one window's count, not a time to refuse until: `maxBlockMs`
+   * gives each key a block word, and the block then ends on the first whole second at or after
+   * its end).
    */
   block(key: string, ms: number): KeyState {
     checkRequest(key, 0);

@@ -74,10 +74,12 @@ export interface RateLimiterOptions {
   /** Largest `permits` a `'sliding-log'` limit may have (4 bytes per permit per key). Default 1,000. */
   maxLogSize?: number;
   /**
-   * The longest `block(key, ms)` the limiter must hold, in ms (GCRA limits).
-   * Without it a block may be as long as the key's state holds at the width the limit takes
-   * (at width 32 at least the burst's window: docs/rate-limiter.md, on `block`); with it,
-   * the state is 64 bits wide when 32 cannot hold such a block.
+   * The longest `block(key, ms)` the limiter must hold, in ms. GCRA limits: without it a block
+   * may be as long as the key's state holds at the width the limit takes (at width 32 at least
+   * the burst's window: docs/rate-limiter.md, on `block`); with it, the state is 64 bits wide
+   * when 32 cannot hold such a block. Fixed and sliding windows: with it (up to 68 years), every
+   * key keeps a block word, 4 bytes more, and `block` works; without it, `block` throws. Not for
+   * a sliding log.
    */
   maxBlockMs?: number;
   /** How many keys can be live at once. Memory for them is allocated up front. 1 to 4,194,304. */

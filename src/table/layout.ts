@@ -158,6 +158,11 @@ export const H_DIRECTORY_SEQS = 36;
 export const H_SLAB_CURSORS = 37;
 /** Word index of the reset marks (RESET_MARKS marks of MARK_WORDS words; reset-marks.ts). */
 export const H_RESET_MARKS = 38;
+/**
+ * 1 when every key of a RateLimiter of windows keeps a block word after its limits (made with
+ * `maxBlockMs`: algorithms/block-until.ts); 0 otherwise (limiter-config.ts).
+ */
+export const H_WINDOW_BLOCK = 39;
 /** H_LAYOUT values. */
 export const HASHED = 0;
 export const SLAB = 1;

@@ -124,7 +124,7 @@ describe('blocks of days: maxBlockMs', () => {
   it('bad maxBlockMs is refused by name', () => {
     expect(() => new RateLimiter({ limit: perSecond(1), maxKeys: 8, maxBlockMs: -5 })).toThrow(/options.maxBlockMs must be 0 to 2\^53 ms, got -5/);
     expect(() => new RateLimiter({ limit: perSecond(1), maxKeys: 8, maxBlockMs: '1' as unknown as number })).toThrow(/options.maxBlockMs must be a number/);
-    expect(() => new RateLimiter({ limit: perMinute(1), algorithm: 'fixed-window', maxKeys: 8, maxBlockMs: 1_000 })).toThrow(TypeError);
+    expect(() => new RateLimiter({ limit: perMinute(1), algorithm: 'sliding-log', maxKeys: 8, maxBlockMs: 1_000 })).toThrow(TypeError);
   });
 
   it.each([
@@ -138,9 +138,9 @@ describe('blocks of days: maxBlockMs', () => {
     expect(l.allow('k')).toBe(true);
   });
 
-  it('a window: block says what it is built for; unblock gives everything back, as reset (window-reset.test.ts)', () => {
+  it('a window without maxBlockMs: block says what it needs; unblock gives everything back, as reset (window-reset.test.ts)', () => {
     const l = new RateLimiter({ limit: perMinute(10), algorithm: 'fixed-window', maxKeys: 8, clock: new ManualClock(0) });
-    expect(() => l.block('k', 1)).toThrow(/block\(\) is built for a RateLimiter of GCRA limits on its lock-free paths \(a window holds one window's count, not a time to refuse until\); this one runs 'fixed-window'/);
+    expect(() => l.block('k', 1)).toThrow(/block\(\) on a RateLimiter of 'fixed-window' needs a block word in each key's state \(a window holds one window's count, not a time to refuse until\): make the limiter with maxBlockMs/);
     expect(l.unblock('k')).toBe(false);
     l.allow('k', 10);
     expect(l.unblock('k')).toBe(true);

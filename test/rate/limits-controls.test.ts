@@ -98,7 +98,12 @@ describe('penalty and block on several limits: limits of their own', () => {
     clock.advance(1.01);
     expect(other.allow('k')).toBe(true);
     expect(() => new RateLimiter({ limit: LIMITS, maxKeys: 8, maxBlockMs: 2 ** 53 })).toThrow(/options.maxBlockMs 9007199254740992 is longer than these limits' states can hold/);
-    expect(() => new RateLimiter({ limit: [perMinute(1), perMinute(10)], algorithm: 'fixed-window', maxKeys: 8, maxBlockMs: 1_000 })).toThrow(/built for GCRA limits; this limiter runs 'fixed-window'/);
+    // Windows keep a block word with maxBlockMs (window-block.test.ts), up to its 2^31 - 2 s; a sliding log cannot.
+    expect(new RateLimiter({ limit: [perMinute(1), perMinute(10)], algorithm: 'fixed-window', maxKeys: 8, maxBlockMs: 1_000 }).block('k', 1_000).remaining).toBe(0);
+    expect(() => new RateLimiter({ limit: [perMinute(1), perMinute(10)], algorithm: 'fixed-window', maxKeys: 8, maxBlockMs: 2 ** 31 * 1000 }))
+      .toThrow(/options.maxBlockMs 2147483648000 is longer than a window key's block word holds \(at most 2147483646000 ms\)/);
+    expect(() => new RateLimiter({ limit: [perMinute(1), perMinute(10)], algorithm: 'sliding-log', maxKeys: 8, maxBlockMs: 1_000 }))
+      .toThrow(/options.maxBlockMs is for block\(\), which a sliding log does not hold/);
   });
 
   it('bad input is refused by name and changes nothing; a full table throws TableFullError', () => {
@@ -112,9 +117,9 @@ describe('penalty and block on several limits: limits of their own', () => {
     expect(() => l.penalty('new', 1)).toThrow(TableFullError);
   });
 
-  it('the window algorithms say what block is built for', () => {
+  it('the window algorithms without maxBlockMs say what block needs', () => {
     const w = new RateLimiter({ limit: [perMinute(10), perMinute(100)], algorithm: 'fixed-window', maxKeys: 8 });
-    expect(() => w.block('k', 1)).toThrow(/block\(\) is built for a RateLimiter of GCRA limits on its lock-free paths \(a window holds one window's count/);
+    expect(() => w.block('k', 1)).toThrow(/block\(\) on a RateLimiter of 'fixed-window' needs a block word in each key's state .*make the limiter with maxBlockMs/);
     expect(w.unblock('k')).toBe(false); // reset, unblock, penalty and reward are built for windows (window-reset, window-controls)
   });
 

@@ -62,7 +62,7 @@ describe.each(FIXED)('penalty and reward on a fixed window (%s)', (_name, limit)
     expect(() => l.penalty('new', -1)).toThrow(RangeError);
     expect(() => l.reward('new', 1.5)).toThrow(RangeError);
     expect(() => l.penalty(7 as unknown as string, 1)).toThrow(TypeError);
-    expect(() => l.block('new', 1_000)).toThrow(/block\(\) is built for a RateLimiter of GCRA limits on its lock-free paths \(a window holds one window's count/);
+    expect(() => l.block('new', 1_000)).toThrow(/block\(\) on a RateLimiter of '.*' needs a block word in each key's state/);
     expect(l.get('new')?.remaining).toBe(P - 2);
   });
 });

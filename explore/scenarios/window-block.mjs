@@ -1,0 +1,79 @@
+// Blocks on a fixed window made with maxBlockMs (the key's block word after its limit, raised by
+// LockFreeEngine.force to the block's end, never lowered: algorithms/block-until.ts) racing each
+// other and decisions, which load the word with the window and write nothing to it. The set-up
+// admits the key once (2 a minute: one place left). Thread 0 blocks the key for 700 ms, then
+// checks it; thread 1 blocks it for 5 s; thread 2 checks it twice. Of two blocks the longer
+// stays: one whose compareExchange lost to the other decides again on what it finds. Checked:
+// every admission against the exact model, a fixed window with a block that refuses every
+// request until the first whole second at or after the longest block's end (refusals not judged:
+// a decision that read the window before a block and committed after it keeps its spend, and
+// one whose call overlaps a block may come before it); one live copy of the key.
+import { callsOf, linearizable } from '../models.mjs';
+import { liveCopies, tableNames, timeMoves } from './common.mjs';
+import { fixedWindowModel } from './_windows.mjs';
+
+const limit = { permits: 2, periodMs: 60_000 };
+const START_MS = 4999.75;
+const SHORT_MS = 700;
+const LONG_MS = 5_000;
+
+/** fixedWindowModel with a block: refused until `until`, raised (never lowered) by op 'block'. */
+function blockedWindowModel() {
+  const inner = fixedWindowModel(limit);
+  return {
+    init: () => ({ window: inner.init(), until: -Infinity }),
+    judge(state, o, reading) {
+      if (o.op === 'block') {
+        const until = Math.max(state.until, Math.ceil((reading + o.ms) / 1000) * 1000);
+        return { admit: true, refuses: false, next: { window: state.window, until } };
+      }
+      if (reading < state.until && o.cost > 0) return { admit: false, refuses: true, next: state };
+      const j = inner.judge(state.window, o, reading);
+      return { admit: j.admit, refuses: j.refuses, next: { window: j.next, until: state.until } };
+    },
+  };
+}
+
+export default {
+  name: 'window-block',
+  what: 'two blocks on a fixed window (its block word) racing each other and decisions',
+  time: timeMoves({ startMs: START_MS, tickMs: 1e-5, intervalMs: 1000 }),
+  bounds: { ci: { dfsBudgetMs: 3_000, pctBudgetMs: 500 } },
+  setup(lib) {
+    const rl = new lib.RateLimiter({ limit: lib.perMinute(2), algorithm: 'fixed-window', maxBlockMs: 60_000, maxKeys: 4, hashSeed: 7 });
+    return { buffers: [rl.handle.table], data: { handle: rl.handle } };
+  },
+  threads: [
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      rl.allow('k'); // set-up, at START_MS
+      ctx.ready();
+      ctx.call('block', () => rl.block('k', SHORT_MS).remaining);
+      ctx.call('allow', () => rl.allow('k'));
+    },
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.ready();
+      ctx.call('block-long', () => rl.block('k', LONG_MS).remaining);
+    },
+    (ctx, { handle }, lib) => {
+      const rl = lib.RateLimiter.attach(handle);
+      ctx.ready();
+      ctx.call('allow', () => rl.allow('k'));
+      ctx.call('allow', () => rl.allow('k'));
+    },
+  ],
+  names: tableNames,
+  check(exec, lib) {
+    const outcome = (c) => {
+      if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
+      if (c.label === 'block') return { key: 'k', cost: 0, admitted: true, op: 'block', ms: SHORT_MS };
+      if (c.label === 'block-long') return { key: 'k', cost: 0, admitted: true, op: 'block', ms: LONG_MS };
+      return null;
+    };
+    // The set-up's admission comes first, at START_MS.
+    const calls = [{ label: 'allow', readings: [START_MS], firstStep: -2, lastStep: -1, result: true, thread: 0, index: -1 }, ...callsOf(exec)];
+    return liveCopies(exec.buffers[0], lib, ['k'])
+      ?? linearizable(calls, blockedWindowModel(), outcome, { since: exec.startMs, judgeRefusals: false });
+  },
+};
