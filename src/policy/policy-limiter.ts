@@ -79,7 +79,7 @@ export interface PolicyLimiterHandle {
 /** A rule's set of limits (the engine's `LimitGroup`), and one of them. */
 type Limits = CompiledRule['limits'];
 
-/** `#forced`: the pair's rule (read under its lock) is not a GCRA rule: nothing was forced. */
+/** `#forced`: the pair's rule (read under its lock) cannot take the control (a block on a rule that is not GCRA): nothing was forced. */
 const NOT_GCRA = -1;
 /** How long to wait after a refusal because the pair's rules could not be read (see #prepare). */
 const UNREADABLE_RETRY_MS = 1;
@@ -369,9 +369,10 @@ export class PolicyLimiter {
   /**
    * Spends `cost` on the pair now under every limit of its rule, even beyond the burst (a
    * penalty), inserting the pair if needed, and returns its state after. Under the pair's lock,
-   * as its decisions are. GCRA rules only: `TypeError` for a pair whose rule runs another
-   * algorithm; `RangeError` when the pair's state cannot hold that much debt (nothing is spent);
-   * `TableFullError` when a new pair finds no slot.
+   * as its decisions are. Every algorithm: GCRA limits owe `cost` intervals more, a window's
+   * count rises by `cost` (a fixed window's at most to its permits), a sliding log takes `cost`
+   * entries at now. `RangeError` when the pair's state cannot hold that much debt (nothing is
+   * spent); `TableFullError` when a new pair finds no slot.
    */
   penalty(request: PolicyRequest, cost: number): KeyState {
     return this.#control('penalty', request, cost, -1) as KeyState;
@@ -380,8 +381,9 @@ export class PolicyLimiter {
   /**
    * Gives back `cost` intervals under every limit of the pair's rule, each never below a fresh
    * pair's state (a reward), and returns the pair's state after; null when the table holds no
-   * state for the pair (it is not inserted). Under the pair's lock, as its decisions are. GCRA
-   * rules only (`TypeError` otherwise, before anything is written).
+   * state for the pair (it is not inserted). Under the pair's lock, as its decisions are. Every
+   * algorithm: a window's count falls by `cost`, never below 0; a sliding log loses its `cost`
+   * newest entries that still count.
    */
   reward(request: PolicyRequest, cost: number): KeyState | null {
     return this.#control('reward', request, cost, -1);
@@ -427,8 +429,9 @@ export class PolicyLimiter {
    * Refuses every request of the pair for `ms` from now (a ban) under every limit of its rule,
    * inserting the pair if needed, and returns its state after: refusals meanwhile report the time
    * left as `retryAfterMs`, and a request of cost 1 passes at its end. A pair already refused
-   * longer keeps its state (one tick more). Errors as `penalty`'s; a `ms` not from 0 to 2^53 is a
-   * `TypeError` or `RangeError` naming it.
+   * longer keeps its state (one tick more). GCRA rules only (`TypeError` otherwise, before anything
+   * is written). Errors as `penalty`'s; a `ms` not from 0 to 2^53 is a `TypeError` or `RangeError`
+   * naming it.
    */
   block(request: PolicyRequest, ms: number): KeyState {
     checkBlockMs(ms);
@@ -448,11 +451,12 @@ export class PolicyLimiter {
     checkPolicyRequest(request, cost);
     this.#refreshRules();
     const algorithm = match(this.#compiled, request.user, request.api).rule.algorithm ?? 'gcra';
-    // A window rule's spend give-back (#forceWithin) is bounded by its windows; every other
-    // reward, penalty and block is for GCRA rules.
-    const windowGiveBack = this.#forceWithin !== null && (algorithm === 'fixed-window' || algorithm === 'sliding-window');
-    if (algorithm !== 'gcra' && !windowGiveBack) {
-      throw new TypeError(`${method}() is built for GCRA rules; the rule of ${describe(request)} runs '${algorithm}'`);
+    // A penalty and a reward work on every algorithm, under the pair's lock as its decisions: on a
+    // window's count (a fixed window's penalty fills at most the window, a reward never goes
+    // below 0), on a log's entries (SlidingLog.force). A block is for GCRA rules: a pair's state
+    // keeps no block word (a RateLimiter of windows made with maxBlockMs does).
+    if (method === 'block' && algorithm !== 'gcra') {
+      throw new TypeError(`block() is built for GCRA rules; the rule of ${describe(request)} runs '${algorithm}'`);
     }
     const reward = method === 'reward';
     this.#forcing = blockMs;
@@ -485,7 +489,10 @@ export class PolicyLimiter {
   #force(w: Int32Array, m: Moment, holds: () => boolean): boolean {
     if (this.#unreadable) return true; // nothing is decided or written
     const within = this.#forceWithin;
-    if (this.#rule.tickPs === null && (within === null || (this.#rule.rule.algorithm ?? 'gcra') === 'sliding-log')) {
+    // Under the pair's lock, the rule it runs now: a block needs a GCRA rule, and a spend's
+    // give-back (within) on a sliding log keeps the spend; a penalty and a reward take any rule.
+    const blocks = (this.#forcing as number) >= 0;
+    if (this.#rule.tickPs === null && (within === null ? blocks : (this.#rule.rule.algorithm ?? 'gcra') === 'sliding-log')) {
       this.#forced = NOT_GCRA;
       return true;
     }

@@ -27,9 +27,13 @@ const fixture = new URL('../fixtures/policy-reset-worker.mjs', import.meta.url);
  * overlapped (raceUntilLost: forced if a busy machine ran them one after another); `check` sees
  * each round's limiter and replies.
  */
-async function race<R>(burst: number, extra: object[], check: (policy: PolicyLimiter, r: R[]) => void, raced: (r: R[]) => boolean): Promise<void> {
+async function race<R>(
+  burst: number, extra: object[], check: (policy: PolicyLimiter, r: R[]) => void, raced: (r: R[]) => boolean, algorithm?: 'fixed-window' | 'sliding-window',
+): Promise<void> {
+  // A window rule: `burst` permits a second (a window admits its permits at once).
+  const first = algorithm === undefined ? { permits: 10, periodMs: 1_000, burst } : { permits: burst, periodMs: 1_000 };
   await raceUntilLost<R>(() => {
-    const policy = new PolicyLimiter({ rules: [{ limit: [{ permits: 10, periodMs: 1_000, burst }, perMinute(6_000)] }], maxKeys: 8, clock: new ManualClock(0) });
+    const policy = new PolicyLimiter({ rules: [{ limit: [first, perMinute(6_000)], ...(algorithm ? { algorithm } : {}) }], maxKeys: 8, clock: new ManualClock(0) });
     return {
       fixture,
       workers: extra.map((more) => ({ handle: policy.handle, user: 'u', api: 'x', attempts: 400, ...more })),
@@ -116,12 +120,10 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
   it('another algorithm, bad input, a state that cannot hold it, a full table: errors by name, nothing written', () => {
     const { policy } = make([{ limit: [perSecond(10)] }, { api: 'win', algorithm: 'fixed-window', limit: perMinute(5) } as never]);
     expect(() => policy.block({ user: 'u', api: 'win' }, 1_000)).toThrow(/block\(\) is built for GCRA rules; the rule of .* runs 'fixed-window'/);
-    expect(() => policy.penalty({ user: 'u', api: 'win' }, 1)).toThrow(/penalty\(\) is built for GCRA rules/);
-    expect(policy.stats().liveKeys).toBe(0);
+    expect(policy.stats().liveKeys).toBe(0); // penalty and reward work on windows (below)
     expect(() => policy.block(pair, -1)).toThrow(/ms must be 0 to 2\^53, got -1/);
     expect(() => policy.block(pair, 'soon' as never)).toThrow(/ms must be a number/);
     expect(() => policy.penalty(pair, -1)).toThrow(RangeError);
-    expect(() => policy.reward({ user: 'u', api: 'win' }, 1)).toThrow(/reward\(\) is built for GCRA rules/);
     expect(() => policy.reward(pair, -1)).toThrow(RangeError);
     expect(() => policy.reward(pair, 1.5)).toThrow(RangeError);
     expect(() => policy.block(pair, 2 ** 53)).toThrow(/block\(.*\) is more than the pair's state can hold; nothing was written/);
@@ -146,7 +148,11 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
     (r) => r.filter((x) => x.admitted > 0).length >= 2);
   }, 60_000);
 
-  it('4 workers spend and reward one pair at once: on a frozen clock, what each limit owes is exactly admissions less rewards', async () => {
+  it.each([
+    ['GCRA', undefined],
+    ['two fixed windows', 'fixed-window'],
+    ['two sliding windows', 'sliding-window'],
+  ] as const)('4 workers spend and reward one pair at once (%s): on a frozen clock, what each limit owes is exactly admissions less rewards', async (_name, algorithm) => {
     const burst = 40;
     // A forced round parks worker 0 after its first reward (raceUntilLost): its reward and the
     // others' spends and rewards are then in two workers.
@@ -161,8 +167,29 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
       expect(left?.limits?.map((l) => l.remaining)).toEqual([burst - owed, 6_000 - owed]);
     },
     // Admissions in two workers past the burst mean their spends and rewards overlapped.
-    (r) => r.reduce((n, x) => n + x.admitted, 0) > burst && r.filter((x) => x.rewards > 0).length >= 2);
+    (r) => r.reduce((n, x) => n + x.admitted, 0) > burst && r.filter((x) => x.rewards > 0).length >= 2, algorithm);
   }, 60_000);
+});
+
+describe('PolicyLimiter penalty and reward on window and log rules', () => {
+  const other = { user: 'v', api: 'x' };
+  it.each(['fixed-window', 'sliding-window', 'sliding-log'] as const)('%s: a penalty spends now, a reward gives back never below fresh; block is for GCRA rules', (algorithm) => {
+    const clock = new ManualClock(1_000_000);
+    const policy = new PolicyLimiter({ rules: [{ limit: { permits: 5, periodMs: 1_000 }, algorithm }], maxKeys: 8, clock });
+    expect(policy.allow(pair)).toBe(true);
+    expect(policy.penalty(pair, 2).remaining).toBe(2);
+    expect(policy.reward(pair, 1)?.remaining).toBe(3);
+    expect(policy.allow(pair, 3)).toBe(true);
+    expect(policy.allow(pair)).toBe(false);
+    expect(policy.reward(pair, 10)?.remaining).toBe(5); // never below fresh
+    expect(policy.allow(pair, 5)).toBe(true);
+    expect(policy.reward(other, 1)).toBeNull(); // an unknown pair is not inserted
+    expect(() => policy.block(pair, 1_000)).toThrow(new RegExp(`block\\(\\) is built for GCRA rules; the rule of .* runs '${algorithm}'`));
+    expect(policy.get(pair)?.remaining).toBe(0); // the block wrote nothing
+    clock.advance(2_000);
+    expect(policy.penalty(other, 100).remaining).toBe(0); // a new pair is inserted; past the window's permits
+    expect(policy.allow(other)).toBe(false);
+  });
 });
 
 describe('found by an attack: a control whose lock was taken over after its writes landed, the rules published again meanwhile', () => {
