@@ -1,8 +1,8 @@
 // Blocks on a fixed window made with maxBlockMs (the key's block word after its limit, raised by
 // LockFreeEngine.force to the block's end, never lowered: algorithms/block-until.ts) racing each
 // other and decisions, which load the word with the window and write nothing to it. The set-up
-// admits the key once (2 a minute: one place left). Thread 0 blocks the key for 700 ms, then
-// checks it; thread 1 blocks it for 5 s; thread 2 checks it twice. Of two blocks the longer
+// admits the key once (2 a minute: one place left). Thread 0 blocks the key for 0.5 ms (to the
+// next whole second), then checks it; thread 1 blocks it for 5 s; thread 2 checks it twice. Of two blocks the longer
 // stays: one whose compareExchange lost to the other decides again on what it finds. Checked:
 // every admission against the exact model, a fixed window with a block that refuses every
 // request until the first whole second at or after the longest block's end (refusals not judged:
@@ -13,8 +13,10 @@ import { liveCopies, tableNames, timeMoves } from './common.mjs';
 import { fixedWindowModel } from './_windows.mjs';
 
 const limit = { permits: 2, periodMs: 60_000 };
-const START_MS = 4999.75;
-const SHORT_MS = 700;
+// The short block ends at the next whole second (6,000 ms), one second edge away; the long one at
+// 11,000: a check one clock move after a short block that wrote over the long one passes.
+const START_MS = 5999.25;
+const SHORT_MS = 0.5;
 const LONG_MS = 5_000;
 
 /** fixedWindowModel with a block: refused until `until`, raised (never lowered) by op 'block'. */

@@ -132,6 +132,24 @@ describe('explorer', () => {
     expect(before.violation?.message).toMatch(/over-admission|phantom refusal|threw/);
   });
 
+  // The guards of 2026-12-06 and the window block word: each re-planted bug's schedule, found by a
+  // longer search than CI's (the DFS reaches cost 2 only on a quiet machine), replayed on the
+  // build and on the mutant, so that a busy machine cannot miss them.
+  it.each([
+    ['gcra-give-back-aba', 'a one-limit give-back without its mark guard', '9:1 33:1'],
+    ['gcra-give-back-aba-64', 'a width-64 one-limit give-back without its mark guard', '11:1 35:1'],
+    ['reserve-aba', 'a one-limit refund without its mark guard', '12:1 47:1'],
+    // The build decides the short block again after the long one landed: thread 2's second reading,
+    // the one moved to the next second, is two steps later there.
+    ['window-block', 'a window block that stores its end over a longer one', '8:1 51:2', '8:1 53:2'],
+  ])('%s: the schedule that breaks "%s" (%s) is clean on the build', async (name, mutation, schedule, onBuild = schedule) => {
+    const { url, scenario } = entry(name);
+    const fixed = await search(explorer(undefined, 3), url, scenario, new Replay(onBuild), { nextRun: () => false });
+    expect(fixed.violation).toBeNull();
+    const before = await search(explorer(mutant(mutation), 3), url, scenario, new Replay(schedule), { nextRun: () => false });
+    expect(before.violation?.message).toMatch(/over-admission/);
+  });
+
   it('a coarse clock publish stopped for four epochs no longer puts its old epoch back (found by the explorer)', async () => {
     // Thread 0 publishes 1000.51 ms and stops before it writes its epoch's slot; thread 1
     // publishes after a stop of four epochs (2^32 units), whose epoch takes the same slot. The
