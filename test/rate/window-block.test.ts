@@ -101,6 +101,33 @@ describe.each(CASES)('block and unblock on %s (maxBlockMs)', (_name, options) =>
     expect(long.allow('k')).toBe(true);
   });
 
+  it('found: a key never blocked stays unblocked after a clock jump of 2^31 s; an ended block is cleared by the next admission', () => {
+    // The word once held a fresh key's reading second, which read as a block of 68 years after
+    // such a jump (found by an attack). It holds 0 until a block; the first admission after the
+    // block ended writes 0 back, or the same jump would bring the ended block back.
+    const { clock, l } = make(1_000);
+    expect(l.allow('k')).toBe(true);
+    clock.advance((2 ** 31 + 5) * 1000);
+    expect(l.allow('k')).toBe(true);
+    l.block('k', 1_000);
+    clock.advance(1_000);
+    expect(l.allow('k')).toBe(true);
+    clock.advance((2 ** 31 + 10) * 1000);
+    expect(l.allow('k')).toBe(true);
+  });
+
+  it('found: at a Date.now-sized reading, no request passes before the end (the end\'s second is counted as readings are)', () => {
+    // Math.ceil((ms + blockMs) / 1000) ended a block made at 1.7e12 ms up to a microsecond early:
+    // a reading's second is rounded up within an ulp below a whole second (secondsAt).
+    let t = 1_700_000_000_000;
+    const l = new RateLimiter({ ...options, maxKeys: 8, clock: { now: () => t }, maxBlockMs: DAY });
+    l.block('k', 2_000);
+    t = 1_700_000_001_999.999;
+    expect(l.allow('k')).toBe(false);
+    t = 1_700_000_002_000;
+    expect(l.allow('k')).toBe(true);
+  });
+
   it('a reservation acts at the block\'s end at the earliest, or is refused when that is past its wait', () => {
     const { l, periodMs } = make();
     l.block('k', 500); // to 11,000
