@@ -458,6 +458,11 @@ export class PolicyLimiter {
     if (method === 'block' && algorithm !== 'gcra') {
       throw new TypeError(`block() is built for GCRA rules; the rule of ${describe(request)} runs '${algorithm}'`);
     }
+    // A spend's give-back (#spendGiveBack: #forceSince is its decision's reading) keeps a log's
+    // spend: its reward would give back the newest stamps, not the spend's.
+    if (this.#forceSince !== Infinity && algorithm === 'sliding-log') {
+      throw new TypeError(`a spend's give-back is for GCRA and window rules; the rule of ${describe(request)} runs 'sliding-log'`);
+    }
     const reward = method === 'reward';
     this.#forcing = blockMs;
     this.#forceCost = reward ? -cost : cost;
