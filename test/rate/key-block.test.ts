@@ -3,7 +3,7 @@
 // mode of the engine's compare-and-swap loop. Exact on a ManualClock; refused by name elsewhere.
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, TableFullError } from '../../src/index.js';
-import { raceUntilLost } from '../helpers/workers.js';
+import { raceBlocks } from '../helpers/block-race.js';
 
 const DAY = 86_400_000;
 
@@ -163,24 +163,7 @@ describe('block on 4 racing workers', () => {
     // halfway, and spends on. Whatever the order: every request a worker makes after its block
     // returned is refused (the debt only rose since), the key admits at most its burst, and the
     // state left is the longest block's. Run again until the workers lost races (raceUntilLost).
-    const forced = await raceUntilLost<{ before: number; after: number; casRetries: number }>(() => {
-      const burst = 40;
-      const clock = new ManualClock(0);
-      const l = new RateLimiter({ limit: { permits: 10, periodMs: 1_000, burst }, maxKeys: 8, clock });
-      const lengths = [1_500, 4_000, 900, 2_500];
-      return {
-        workers: lengths.map((ms, id) => ({ mode: 'block-race', handle: l.handle, id, key: 'k', attempts: 400, ms })),
-        check(replies) {
-          for (const r of replies) expect(r.after, 'admitted after its own block').toBe(0);
-          const admitted = replies.reduce((a, r) => a + r.before, 0);
-          expect(admitted).toBeLessThanOrEqual(burst);
-          const left = l.tryAcquire('k');
-          expect(left.allowed).toBe(false);
-          expect(left.retryAfterMs).toBeGreaterThanOrEqual(4_000);
-          expect(left.retryAfterMs).toBeLessThan(4_000.001);
-        },
-      };
-    }, tries);
+    const forced = await raceBlocks({ limit: { permits: 10, periodMs: 1_000, burst: 40 } }, 40, tries);
     if (tries === 0) expect(forced).toBe(true);
   }, 60_000);
 });

@@ -1,13 +1,13 @@
 // block and unblock on a RateLimiter of fixed or sliding windows made with maxBlockMs: every key
 // keeps a block word after its limits (algorithms/block-until.ts), the first whole second at
-// which it passes again. Exact on a ManualClock; 4 racing workers; a block staged between a
-// decision's snapshot and its compareExchange on the block word.
+// which it passes again. Exact on a ManualClock; 4 racing workers (helpers/block-race.ts); a block
+// staged after a decision's load of the block word, and two blocks racing.
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, RateLimiter, RateLimitTimeoutError, type Limit, type RateLimiterOptions } from '../../src/index.js';
 import { H_STATE_OFFSET, H_STATE_WORDS } from '../../src/table/layout.js';
 import { withAtomicsHooks } from '../helpers/atomics-spy.js';
 import { slotBaseOf } from '../helpers/slots.js';
-import { raceUntilLost } from '../helpers/workers.js';
+import { raceBlocks } from '../helpers/block-race.js';
 
 const DAY = 86_400_000;
 const MAX_BLOCK_MS = (2 ** 31 - 2) * 1000;
@@ -199,23 +199,7 @@ describe('block on windows: 4 racing workers', () => {
     // A frozen clock: one window. Each worker spends, blocks the key for its own length halfway,
     // and spends on. Whatever the order: every request a worker makes after its block returned is
     // refused, the window admits at most its permits, and the block left is the longest.
-    const forced = await raceUntilLost<{ before: number; after: number; casRetries: number }>(() => {
-      const permits = 40;
-      const clock = new ManualClock(0);
-      const l = new RateLimiter({ algorithm, limit: { permits, periodMs: 1_000 }, maxKeys: 8, clock, maxBlockMs: DAY });
-      const lengths = [1_500, 4_000, 900, 2_500];
-      return {
-        workers: lengths.map((ms, id) => ({ mode: 'block-race', handle: l.handle, id, key: 'k', attempts: 400, ms })),
-        check(replies) {
-          for (const r of replies) expect(r.after, 'admitted after its own block').toBe(0);
-          const admitted = replies.reduce((a, r) => a + r.before, 0);
-          expect(admitted).toBeLessThanOrEqual(permits);
-          const left = l.tryAcquire('k');
-          expect(left.allowed).toBe(false);
-          expect(left.retryAfterMs).toBe(4_000);
-        },
-      };
-    }, tries);
+    const forced = await raceBlocks({ algorithm, limit: { permits: 40, periodMs: 1_000 }, maxBlockMs: DAY }, 40, tries);
     if (tries === 0) expect(forced).toBe(true);
   }, 60_000);
 });
