@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { luaAlgorithms } from './lua-algorithms.js';
+import { fixedWindowScript } from './lua-fixed-window.js';
 import { gcraScript } from './lua-gcra.js';
 import { LUA_PUSH_LATE, luaPushDecision } from './script-reply.js';
 import type { RedisLimit } from './redis-limits.js';
@@ -33,7 +34,9 @@ import type { RedisLimit } from './redis-limits.js';
  * ARGV[3], tests only with ARGV[2]: ms added to every expiry written.
  * KEYS: per decision its key limits' keys, then the global limits' keys.
  *
- * A GCRA plan has a second script for one decision alone (`single`, lua-gcra.ts): ARGV[1..3]
+ * A GCRA plan's script and a fixed-window plan's are written out for their limits (lua-gcra.ts,
+ * lua-fixed-window.ts); sliding windows and logs use the generic algorithms. Those two kinds of
+ * plan have a second script for one decision alone (`single`): ARGV[1..3]
  * its cost, deadline and want, ARGV[4] and ARGV[5] the tests' time and pad; KEYS as for a batch
  * of one. Its reply holds the decision's part told apart by its length (script-reply.ts,
  * luaReturnDecision): none when late; [debt] (a plan of one key limit: its debt after, in units) or [remaining,
@@ -78,25 +81,105 @@ end
 `;
 }
 
-function scriptText(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[]): string {
-  const all = [...keyLimits, ...global];
-  const head = `${clock(2)}local arg = string.gmatch(ARGV[1], '[^,]+')
-local nd = tonumber(arg())
-`;
-  // A plan has one algorithm: GCRA's script is its own, straight-line (lua-gcra.ts).
-  if (all.every((l) => l.kind === 0)) return head + gcraScript(keyLimits, global, false) + reply(global.length > 0);
-  const lim = all.map((l) => `{ ${[l.kind, ...l.args].map(String).join(', ')} }`).join(', ');
-  return `${head}${luaAlgorithms(all.map((l) => l.kind))}
-local nl = ${keyLimits.length}
+/** The Lua table of the limits' kinds and numbers, for the generic algorithms (lua-algorithms.ts). */
+function luaLimits(all: readonly RedisLimit[]): string {
+  return `{ ${all.map((l) => `{ ${[l.kind, ...l.args].map(String).join(', ')} }`).join(', ')} }`;
+}
+
+/** Lua locals the generic algorithms' steps read: the limits, and keyOf(j, i) (limit i, from 1, of decision j). */
+function luaGenericLocals(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[]): string {
+  return `local nl = ${keyLimits.length}
 local ng = ${global.length}
-local lim = { ${lim} }
-local out = {}
-local states = {}
-local keys = {}
+local lim = ${luaLimits([...keyLimits, ...global])}
 local function keyOf(j, i)
   if i <= nl then return KEYS[j * nl + i] end
   return KEYS[nd * nl + i - nl]
+end`;
+}
+
+/**
+ * The generic algorithms' steps other than a decision, for decision j (its cost, deadline and
+ * want read), each a Lua block that writes and answers nothing:
+ * - reward: -cost given back now under each key limit, never below a fresh key's state;
+ * - refund: -cost spent at `deadline` taken back under every limit, the cap's too;
+ * - control: a penalty of cost (want -1), or a block of cost µs (want -2), under each key limit.
+ */
+const RARE_STEPS = {
+  reward: `for i = 1, nl do
+  local L = lim[i]
+  local A = ALGORITHMS[L[1]]
+  local key = keyOf(j, i)
+  A.force(key, L, A.load(key, L), cost)
+end`,
+  refund: `for i = 1, nl + ng do
+  local L = lim[i]
+  local A = ALGORITHMS[L[1]]
+  local key = keyOf(j, i)
+  A.refund(key, L, A.load(key, L), -cost, deadline)
+end`,
+  control: `for i = 1, nl do
+  local L = lim[i]
+  local A = ALGORITHMS[L[1]]
+  local key = keyOf(j, i)
+  if want == -1 then A.force(key, L, A.load(key, L), cost) else A.block(key, L, A.load(key, L), cost) end
+end`,
+};
+
+function indented(text: string, indent: string): string {
+  return text.split('\n').map((line) => indent + line).join('\n');
+}
+
+/**
+ * The Lua of an expression whose value is a function (j, cost, deadline, want) that applies a
+ * refund, a reward or a control of decision j with the generic algorithms: a script written out
+ * for decisions (lua-fixed-window.ts) evaluates it only when one of these comes, so that a call
+ * of decisions alone defines none of the algorithms' functions.
+ */
+function rareHandler(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[]): string {
+  return `(function()
+${luaAlgorithms([...keyLimits, ...global].map((l) => l.kind))}
+${luaGenericLocals(keyLimits, global)}
+return function(j, cost, deadline, want)
+  if cost < 0 and want == 0 then
+${indented(RARE_STEPS.reward, '    ')}
+  elseif cost < 0 then
+${indented(RARE_STEPS.refund, '    ')}
+  else
+${indented(RARE_STEPS.control, '    ')}
+  end
 end
+end)()`;
+}
+
+const head = `${clock(2)}local arg = string.gmatch(ARGV[1], '[^,]+')
+local nd = tonumber(arg())
+`;
+
+/** Whether every limit is a fixed window: the plan's decisions are written out (lua-fixed-window.ts). */
+function allFixedWindows(all: readonly RedisLimit[]): boolean {
+  return all.every((l) => l.kind === 1);
+}
+
+function scriptText(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[]): string {
+  const all = [...keyLimits, ...global];
+  // A plan has one algorithm: GCRA's script and the fixed windows' are written out for their
+  // limits (lua-gcra.ts, lua-fixed-window.ts).
+  if (all.every((l) => l.kind === 0)) return head + gcraScript(keyLimits, global, false) + reply(global.length > 0);
+  if (allFixedWindows(all)) return head + fixedWindowScript(keyLimits, global, false, rareHandler(keyLimits, global));
+  return genericScriptText(keyLimits, global);
+}
+
+/**
+ * The script of a plan with the generic algorithms (lua-algorithms.ts), each a table of
+ * functions: sliding windows and logs, and (in tests, to compare) fixed windows.
+ */
+export function genericScriptText(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[]): string {
+  const all = [...keyLimits, ...global];
+  return `${head}${luaAlgorithms(all.map((l) => l.kind))}
+${luaGenericLocals(keyLimits, global)}
+local out = {}
+local states = {}
+local keys = {}
 local function push(status, remaining, wait, reset, blocked, granted, cost)
   local n = #out
 ${luaPushDecision('granted', '  ')}
@@ -104,32 +187,15 @@ end
 for j = 0, nd - 1 do
   local cost, deadline, want = tonumber(arg()), tonumber(arg()), tonumber(arg())
   if cost < 0 and want == 0 then
-    -- A reward: -cost given back now under each key limit, never below a fresh key's state.
-    for i = 1, nl do
-      local L = lim[i]
-      local A = ALGORITHMS[L[1]]
-      local key = keyOf(j, i)
-      A.force(key, L, A.load(key, L), cost)
-    end
+${indented(RARE_STEPS.reward, '    ')}
     push(0, 0, 0, 0, 0, 0, 1)
   elseif cost < 0 then
-    for i = 1, nl + ng do
-      local L = lim[i]
-      local A = ALGORITHMS[L[1]]
-      local key = keyOf(j, i)
-      A.refund(key, L, A.load(key, L), -cost, deadline)
-    end
+${indented(RARE_STEPS.refund, '    ')}
     push(0, 0, 0, 0, 0, 0, 1)
   elseif deadline > 0 and now > deadline then
     ${LUA_PUSH_LATE}
   elseif want < 0 then
-    -- A penalty of cost (want -1), or a block of cost µs (want -2), under each key limit.
-    for i = 1, nl do
-      local L = lim[i]
-      local A = ALGORITHMS[L[1]]
-      local key = keyOf(j, i)
-      if want == -1 then A.force(key, L, A.load(key, L), cost) else A.block(key, L, A.load(key, L), cost) end
-    end
+${indented(RARE_STEPS.control, '    ')}
     push(0, 0, 0, 0, 0, 0, 1)
   else
     local keyRefused, keyNever, keyWait = false, false, 0
@@ -214,7 +280,7 @@ export interface ScriptText {
   readonly sha: string;
 }
 
-/** A plan's script, and its script for one decision alone (GCRA plans; null: the batch's serves). */
+/** A plan's script, and its script for one decision alone (GCRA and fixed-window plans; null: the batch's serves). */
 export interface LimitsScript extends ScriptText {
   readonly single: ScriptText | null;
 }
@@ -232,8 +298,11 @@ export function limitsScript(keyLimits: readonly RedisLimit[], global: readonly 
   if (s === undefined) {
     // Rules that keep changing would make new scripts for ever: keep the last few hundred.
     if (scripts.size >= MAX_SCRIPTS) scripts.clear();
-    const gcra = [...keyLimits, ...global].every((l) => l.kind === 0);
-    s = { ...withSha(text), single: gcra ? withSha(clock(4) + gcraScript(keyLimits, global, true)) : null };
+    const all = [...keyLimits, ...global];
+    const single = all.every((l) => l.kind === 0)
+      ? clock(4) + gcraScript(keyLimits, global, true)
+      : allFixedWindows(all) ? clock(4) + fixedWindowScript(keyLimits, global, true, rareHandler(keyLimits, global)) : null;
+    s = { ...withSha(text), single: single === null ? null : withSha(single) };
     scripts.set(text, s);
   }
   return s;

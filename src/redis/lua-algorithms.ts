@@ -1,7 +1,8 @@
 /**
  * The window and log algorithms of the Redis script, in Lua, as fragments: a script holds only
  * those its limits use (each function defined costs Redis time on every call). GCRA has a script
- * of its own (lua-gcra.ts). Each is the same decision as its shared-memory twin in
+ * of its own (lua-gcra.ts), and so do a fixed-window plan's decisions (lua-fixed-window.ts: its
+ * refunds and controls still run these). Each is the same decision as its shared-memory twin in
  * src/algorithms/ (the decision vectors are compared in test/redis/redis-vectors.test.ts). Every
  * algorithm is a table of functions over a limit `L` (its kind and parameters, constants in the script)
  * and a state `s` read once per decision by `load`:
