@@ -13,7 +13,8 @@ import { once } from '../rate/once.js';
 import { NO_MARK, resetDone, resetMark, resetSince, resetting } from '../table/reset-marks.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { limitStates } from '../rate/limit-set.js';
-import { checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
+import { blockable, checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
+import { BlockUntil } from '../algorithms/block-until.js';
 import { createRulesStore, halfStamp, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
 import { newer, NO_SHAPE, shapePair, ticksMatch } from './pair-shape.js';
 import type { AttachOptions, Decision, DecisionReason, KeyState, RateLimiterOptions, RateLimiterStats, TableGauges } from '../rate/rate-limiter.js';
@@ -21,7 +22,7 @@ import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decisio
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { TableFullError } from '../errors.js';
 import { namesOf } from '../config/option-names.js';
-import { DEAD, H_MAX_LOG_SIZE, H_STATE_WORDS, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import { DEAD, H_MAX_LOG_SIZE, H_STATE_WORDS, H_WINDOW_BLOCK, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import { lockAges, retireLocked } from '../table/slot-lock.js';
 import type { SlotState } from '../table/table.js';
 import { parseTableOptions } from '../table/table-options.js';
@@ -52,6 +53,13 @@ export interface PolicyLimiterOptions
   maxStateWords?: number;
   /** Room for the rules as JSON. Default 65,536 bytes. */
   maxRulesBytes?: number;
+  /**
+   * Given (any value from 0 to 68 years, in ms): every pair under a fixed or sliding window rule
+   * keeps a block word after its limits, 4 bytes more, and `block` works on those rules, up to 68
+   * years. Without it, `block` on a window rule throws. GCRA rules hold a block in their own
+   * state either way; a sliding log holds none.
+   */
+  maxBlockMs?: number;
 }
 
 /** `#decide` outcomes. */
@@ -63,7 +71,7 @@ const ABSENT = 3;
 
 const OPTION_NAMES = namesOf<PolicyLimiterOptions>()([
   'rules', 'maxKeys', 'clock', 'onFull', 'maxKeyBytes', 'maxStateWords', 'maxRulesBytes', 'maxLogSize', 'claimTimeoutMs', 'cacheSize',
-  'hashSeed', 'slotsPerKey', 'onDecision',
+  'hashSeed', 'slotsPerKey', 'onDecision', 'maxBlockMs',
 ]);
 
 /** A structured-cloneable reference to a policy limiter's shared memory. */
@@ -79,7 +87,10 @@ export interface PolicyLimiterHandle {
 /** A rule's set of limits (the engine's `LimitGroup`), and one of them. */
 type Limits = CompiledRule['limits'];
 
-/** `#forced`: the pair's rule (read under its lock) cannot take the control (a block on a rule that is not GCRA): nothing was forced. */
+/**
+ * `#forced`: the pair's rule (read under its lock) cannot take the control (a block on a rule
+ * that holds none: a sliding log, a window without maxBlockMs): nothing was forced.
+ */
 const NOT_GCRA = -1;
 /** How long to wait after a refusal because the pair's rules could not be read (see #prepare). */
 const UNREADABLE_RETRY_MS = 1;
@@ -125,6 +136,8 @@ export class PolicyLimiter {
   #engine!: LockedEngine;
   #owner = 0;
   #maxLogSize = DEFAULT_MAX_LOG_SIZE;
+  /** Made with `maxBlockMs`: window rules keep a block word (CompiledRule.blockWord). From the header (H_WINDOW_BLOCK). */
+  #windowBlock = false;
   #maxStateWords = 0;
   #stateOffset = 0;
   #compiled!: CompiledRules;
@@ -212,7 +225,17 @@ export class PolicyLimiter {
     checkOptionsObject(options, OPTION_NAMES, 'PolicyLimiter', '{ rules, maxKeys }');
     const onDecision = decisionHookOf<PolicyRequest>(options.onDecision);
     const maxLogSize = integerInRange('options.maxLogSize', options.maxLogSize ?? DEFAULT_MAX_LOG_SIZE, 1, 65_536);
-    const compiled = compileRules(options.rules, maxLogSize);
+    const maxBlockMs: unknown = options.maxBlockMs;
+    if (maxBlockMs !== undefined && typeof maxBlockMs !== 'number') {
+      throw new TypeError(`options.maxBlockMs must be a number of ms, got ${describe(maxBlockMs)}`);
+    }
+    if (maxBlockMs !== undefined && !(maxBlockMs >= 0 && maxBlockMs <= BlockUntil.MAX_BLOCK_MS)) {
+      throw new RangeError(
+        `options.maxBlockMs must be 0 to ${BlockUntil.MAX_BLOCK_MS} ms (what a window rule's block word holds), got ${describe(maxBlockMs)}`,
+      );
+    }
+    const windowBlock = maxBlockMs !== undefined;
+    const compiled = compileRules(options.rules, maxLogSize, undefined, windowBlock);
     const maxStateWords = integerInRange('options.maxStateWords', options.maxStateWords ?? Math.max(16, compiled.stateWords), compiled.stateWords, 65_537);
     const t = parseTableOptions(options);
     const maxRulesBytes = integerInRange('options.maxRulesBytes', options.maxRulesBytes ?? 65_536, 64, 2 ** 24);
@@ -222,6 +245,7 @@ export class PolicyLimiter {
     // for the rules: the rules version the key's state was shaped under.
     const table = createTable(t, { stateWords: maxStateWords + 1, globalWords: 0, align8: true, tableClass: 'PolicyLimiter' });
     new Int32Array(table)[H_MAX_LOG_SIZE] = maxLogSize;
+    new Int32Array(table)[H_WINDOW_BLOCK] = windowBlock ? 1 : 0;
     this.#setup(TableSite.created(table, 'PolicyLimiter', t.clock), rules, t.cacheSize);
     this.#onDecision = onDecision;
   }
@@ -234,6 +258,7 @@ export class PolicyLimiter {
     const forward = new ForwardClock(site.clock);
     this.#forward = forward;
     this.#maxLogSize = w[H_MAX_LOG_SIZE] as number;
+    this.#windowBlock = w[H_WINDOW_BLOCK] === 1;
     this.#maxStateWords = (w[H_STATE_WORDS] as number) - 1; // the last word holds the rules version
     this.#stateOffset = site.stateOffset;
     this.#freshState = new FreshState(this.#maxStateWords);
@@ -272,7 +297,7 @@ export class PolicyLimiter {
    * then nothing changes.
    */
   setRules(rules: readonly PolicyRule[]): void {
-    compileRules(rules, this.#maxLogSize, this.#maxStateWords);
+    compileRules(rules, this.#maxLogSize, this.#maxStateWords, this.#windowBlock);
     const json = JSON.stringify(rules);
     const bytes = new TextEncoder().encode(json).length;
     if (bytes > storeCapacity(this.#rulesWords.buffer as SharedArrayBuffer)) {
@@ -429,9 +454,14 @@ export class PolicyLimiter {
    * Refuses every request of the pair for `ms` from now (a ban) under every limit of its rule,
    * inserting the pair if needed, and returns its state after: refusals meanwhile report the time
    * left as `retryAfterMs`, and a request of cost 1 passes at its end. A pair already refused
-   * longer keeps its state (one tick more). GCRA rules only (`TypeError` otherwise, before anything
-   * is written). Errors as `penalty`'s; a `ms` not from 0 to 2^53 is a `TypeError` or `RangeError`
-   * naming it.
+   * longer keeps its state (one tick more). GCRA rules raise their limits' states; fixed and
+   * sliding window rules of a limiter made with `maxBlockMs` raise the pair's block word (their
+   * counts are left as they were; the block ends on the first whole second of the clock at or
+   * after its end, at most 1 s late, never early). `TypeError` before anything is written for a
+   * window rule without `maxBlockMs` and for a sliding-log rule. A change of the pair's rule
+   * that starts its state fresh (docs/policy.md) starts it unblocked. Errors as `penalty`'s; a
+   * `ms` not from 0 to 2^53 (68 years on a window rule) is a `TypeError` or `RangeError` naming
+   * it.
    */
   block(request: PolicyRequest, ms: number): KeyState {
     checkBlockMs(ms);
@@ -453,10 +483,22 @@ export class PolicyLimiter {
     const algorithm = match(this.#compiled, request.user, request.api).rule.algorithm ?? 'gcra';
     // A penalty and a reward work on every algorithm, under the pair's lock as its decisions: on a
     // window's count (a fixed window's penalty fills at most the window, a reward never goes
-    // below 0), on a log's entries (SlidingLog.force). A block is for GCRA rules: a pair's state
-    // keeps no block word (a RateLimiter of windows made with maxBlockMs does).
+    // below 0), on a log's entries (SlidingLog.force). A block raises a GCRA rule's states, or
+    // the block word a window rule keeps when the limiter was made with maxBlockMs.
     if (method === 'block' && algorithm !== 'gcra') {
-      throw new TypeError(`block() is built for GCRA rules; the rule of ${describe(request)} runs '${algorithm}'`);
+      if (!blockable(algorithm)) {
+        throw new TypeError(`block() holds no block on a sliding log (its state is its admissions' stamps); ` +
+          `the rule of ${describe(request)} runs '${algorithm}'`);
+      }
+      if (!this.#windowBlock) {
+        throw new TypeError(`block() on a '${algorithm}' rule needs a block word in each pair's state: make the PolicyLimiter with maxBlockMs; ` +
+          `the rule of ${describe(request)} runs '${algorithm}'`);
+      }
+      if (blockMs > BlockUntil.MAX_BLOCK_MS) {
+        throw new RangeError(
+          `block(${describe(request)}, ${blockMs}) is longer than a window rule's block word holds (${BlockUntil.MAX_BLOCK_MS} ms); nothing was written`,
+        );
+      }
     }
     // A spend's give-back (#spendGiveBack: #forceSince is its decision's reading) keeps a log's
     // spend: its reward would give back the newest stamps, not the spend's.
@@ -481,7 +523,8 @@ export class PolicyLimiter {
     if (this.#forced === NOT_GCRA) {
       // The rules changed under the call: the pair's rule now runs another algorithm.
       const now = this.#rule.rule.algorithm ?? 'gcra';
-      throw new TypeError(`${method}() is built for GCRA rules; the rule of ${describe(request)} now runs '${now}'; nothing was written`);
+      throw new TypeError(`${method}() holds no block on the rule of ${describe(request)}, which now runs '${now}'` +
+        `${blockable(now) ? ' (make the PolicyLimiter with maxBlockMs)' : ''}; nothing was written`);
     }
     if (this.#forced === PAST_HORIZON) {
       throw new RangeError(`${method}(${describe(request)}, ${blockMs < 0 ? cost : blockMs}) is more than the pair's state can hold; nothing was written`);
@@ -494,10 +537,11 @@ export class PolicyLimiter {
   #force(w: Int32Array, m: Moment, holds: () => boolean): boolean {
     if (this.#unreadable) return true; // nothing is decided or written
     const within = this.#forceWithin;
-    // Under the pair's lock, the rule it runs now: a block needs a GCRA rule, and a spend's
-    // give-back (within) on a sliding log keeps the spend; a penalty and a reward take any rule.
+    // Under the pair's lock, the rule it runs now: a block needs a GCRA rule or a window rule's
+    // block word, and a spend's give-back (within) on a sliding log keeps the spend; a penalty
+    // and a reward take any rule.
     const blocks = (this.#forcing as number) >= 0;
-    if (this.#rule.tickPs === null && (within === null ? blocks : (this.#rule.rule.algorithm ?? 'gcra') === 'sliding-log')) {
+    if (this.#rule.tickPs === null && (within === null ? blocks && !this.#rule.blockWord : (this.#rule.rule.algorithm ?? 'gcra') === 'sliding-log')) {
       this.#forced = NOT_GCRA;
       return true;
     }
@@ -638,7 +682,7 @@ export class PolicyLimiter {
     const { json, version: read } = readRules(this.#rulesWords);
     try {
       if (json === null) throw new Error(`the rules of version ${read} are being written by a writer whose lock was taken over (rules-store.ts)`);
-      this.#compiled = compileRules(JSON.parse(json), this.#maxLogSize);
+      this.#compiled = compileRules(JSON.parse(json), this.#maxLogSize, undefined, this.#windowBlock);
       this.#version = read;
       this.#rulesJson = json;
     } catch (e) {

@@ -33,6 +33,11 @@ export interface CompiledRule {
   readonly tickPs: readonly number[] | null;
   /** For GCRA rules: each limit's tick as an index in WIDE_TICKS_PS (as its state records it). */
   readonly tickIndex: readonly number[];
+  /**
+   * For fixed and sliding window rules of a PolicyLimiter made with `maxBlockMs`: the pair's
+   * state ends with a block word (BlockUntil, a limit of its own, last), which `block` raises.
+   */
+  readonly blockWord: boolean;
 }
 
 /** Rules ready for matching. */
@@ -69,11 +74,18 @@ function hash31(text: string): number {
  * many limits. Others: [0][hash of algorithm and limits]: any change means the key starts fresh
  * under the new rule.
  */
-function shapeOf(algorithm: AlgorithmName, limits: Required<Limit>[]): { shape: number; tickPs: number[] | null } {
+function shapeOf(algorithm: AlgorithmName, limits: Required<Limit>[], blockWord: boolean): { shape: number; tickPs: number[] | null } {
   if (algorithm === 'gcra') {
     return { shape: (1 << 30) | (limits.length << 24), tickPs: limits.map((l) => gcraParams(l, 'limit', 64).tickPs) };
   }
-  return { shape: (hash31(JSON.stringify([algorithm, limits])) & 0x3fffffff) || 1, tickPs: null }; // never 0: NO_SHAPE
+  // A state with a block word is another layout than one without (never read as each other).
+  const text = JSON.stringify(blockWord ? [algorithm, limits, 'block'] : [algorithm, limits]);
+  return { shape: (hash31(text) & 0x3fffffff) || 1, tickPs: null }; // never 0: NO_SHAPE
+}
+
+/** Whether a rule of `algorithm` keeps a block word when the limiter was made with `maxBlockMs` (a sliding log holds stamps). */
+export function blockable(algorithm: AlgorithmName): boolean {
+  return algorithm === 'fixed-window' || algorithm === 'sliding-window';
 }
 
 const RULE_FIELDS = namesOf<PolicyRule>()(['user', 'api', 'algorithm', 'limit']);
@@ -81,8 +93,10 @@ const RULE_FIELDS = namesOf<PolicyRule>()(['user', 'api', 'algorithm', 'limit'])
 /**
  * Checks and compiles `rules`. Throws `TypeError`/`RangeError` naming the rule (`rules[i] (user
  * "x", api "y")`) for an unknown algorithm, an invalid limit, a duplicate or a missing default.
+ * `windowBlock` (a PolicyLimiter made with `maxBlockMs`): fixed and sliding window rules keep a
+ * block word after their limits.
  */
-export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?: number): CompiledRules {
+export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?: number, windowBlock = false): CompiledRules {
   if (!Array.isArray(rules)) throw new TypeError(`rules must be an array of { user?, api?, algorithm?, limit }, got ${describe(rules)}`);
   let fallback: CompiledRule | undefined;
   const byUser = new Map<string, CompiledRule>();
@@ -107,15 +121,18 @@ export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?:
     const algorithm = checkAlgorithm(rule.algorithm ?? 'gcra', `${name}.algorithm`);
     const list = Array.isArray(rule.limit) ? rule.limit : [rule.limit];
     if (list.length === 0 || list.length > MAX_LIMITS) throw new RangeError(`${name}.limit must hold 1 to ${MAX_LIMITS} limits, got ${list.length}`);
+    const blockWord = windowBlock && blockable(algorithm);
     const compiled = compileConfig(
-      { algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize },
+      { algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize, windowBlock: blockWord },
       `${name}.limit`,
       true,
       1, // the state starts after the shape word: odd
     );
     const limits = compiled.key;
-    const { shape, tickPs } = shapeOf(algorithm, list.map((l) => ({ ...l, burst: l.burst ?? Math.max(1, Math.floor(l.permits)) })));
-    const entry: CompiledRule = { rule: { ...rule }, limits, shape, tickPs, tickIndex: (tickPs ?? []).map((t) => WIDE_TICKS_PS.indexOf(t)) };
+    const { shape, tickPs } = shapeOf(algorithm, list.map((l) => ({ ...l, burst: l.burst ?? Math.max(1, Math.floor(l.permits)) })), blockWord);
+    const entry: CompiledRule = {
+      rule: { ...rule }, limits, shape, tickPs, tickIndex: (tickPs ?? []).map((t) => WIDE_TICKS_PS.indexOf(t)), blockWord,
+    };
     stateWords = Math.max(stateWords, 1 + limits.words);
     if (maxStateWords !== undefined && 1 + limits.words > maxStateWords) {
       throw new RangeError(`${name} needs ${1 + limits.words} state words per key; this limiter has room for ${maxStateWords} (option maxStateWords)`);

@@ -160,7 +160,8 @@ export const H_SLAB_CURSORS = 37;
 export const H_RESET_MARKS = 38;
 /**
  * 1 when every key of a RateLimiter of windows keeps a block word after its limits (made with
- * `maxBlockMs`: algorithms/block-until.ts); 0 otherwise (limiter-config.ts).
+ * `maxBlockMs`: algorithms/block-until.ts), or every pair under a PolicyLimiter's window rules
+ * does (made with `maxBlockMs`: policy/rules.ts); 0 otherwise (limiter-config.ts).
  */
 export const H_WINDOW_BLOCK = 39;
 /** H_LAYOUT values. */

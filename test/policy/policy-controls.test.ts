@@ -29,11 +29,15 @@ const fixture = new URL('../fixtures/policy-reset-worker.mjs', import.meta.url);
  */
 async function race<R>(
   burst: number, extra: object[], check: (policy: PolicyLimiter, r: R[]) => void, raced: (r: R[]) => boolean, algorithm?: 'fixed-window' | 'sliding-window',
+  maxBlockMs?: number,
 ): Promise<void> {
   // A window rule: `burst` permits a second (a window admits its permits at once).
   const first = algorithm === undefined ? { permits: 10, periodMs: 1_000, burst } : { permits: burst, periodMs: 1_000 };
   await raceUntilLost<R>(() => {
-    const policy = new PolicyLimiter({ rules: [{ limit: [first, perMinute(6_000)], ...(algorithm ? { algorithm } : {}) }], maxKeys: 8, clock: new ManualClock(0) });
+    const policy = new PolicyLimiter({
+      rules: [{ limit: [first, perMinute(6_000)], ...(algorithm ? { algorithm } : {}) }], maxKeys: 8, clock: new ManualClock(0),
+      ...(maxBlockMs === undefined ? {} : { maxBlockMs }),
+    });
     return {
       fixture,
       workers: extra.map((more) => ({ handle: policy.handle, user: 'u', api: 'x', attempts: 400, ...more })),
@@ -119,7 +123,7 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
 
   it('another algorithm, bad input, a state that cannot hold it, a full table: errors by name, nothing written', () => {
     const { policy } = make([{ limit: [perSecond(10)] }, { api: 'win', algorithm: 'fixed-window', limit: perMinute(5) } as never]);
-    expect(() => policy.block({ user: 'u', api: 'win' }, 1_000)).toThrow(/block\(\) is built for GCRA rules; the rule of .* runs 'fixed-window'/);
+    expect(() => policy.block({ user: 'u', api: 'win' }, 1_000)).toThrow(/block\(\) on a 'fixed-window' rule needs a block word .* make the PolicyLimiter with maxBlockMs/);
     expect(policy.stats().liveKeys).toBe(0); // penalty and reward work on windows (below)
     expect(() => policy.block(pair, -1)).toThrow(/ms must be 0 to 2\^53, got -1/);
     expect(() => policy.block(pair, 'soon' as never)).toThrow(/ms must be a number/);
@@ -133,19 +137,24 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
     expect(() => full.block({ user: 'new', api: 'x' }, 1)).toThrow(TableFullError);
   });
 
-  it('4 workers spend and block one pair at once: no admission after a worker\'s own block returned, at most the burst, the longest block left', async () => {
+  it.each([
+    ['GCRA', undefined],
+    ['two fixed windows, maxBlockMs', 'fixed-window'],
+    ['two sliding windows, maxBlockMs', 'sliding-window'],
+  ] as const)('4 workers spend and block one pair at once (%s): no admission after a worker\'s own block returned, at most the burst, the longest block left', async (_name, algorithm) => {
     const burst = 40;
     await race<{ admitted: number; after: number }>(burst, [1_500, 4_000, 900, 2_500].map((blockMs) => ({ blockMs })), (policy, r) => {
       for (const x of r) expect(x.after, 'admitted after its own block').toBe(0);
       expect(r.reduce((n, x) => n + x.admitted, 0)).toBeLessThanOrEqual(burst);
       const left = policy.tryAcquire(pair);
       expect(left.allowed).toBe(false);
+      // GCRA's block ends a tick after 4 s; a window rule's on the whole second (the clock stands at 0).
       expect(left.retryAfterMs).toBeGreaterThanOrEqual(4_000);
       expect(left.retryAfterMs).toBeLessThan(4_000.01);
     },
     // Run one after another, the first worker would take the whole burst before its block and the
     // others nothing: admissions in two workers mean their spends and blocks overlapped.
-    (r) => r.filter((x) => x.admitted > 0).length >= 2);
+    (r) => r.filter((x) => x.admitted > 0).length >= 2, algorithm, algorithm === undefined ? undefined : 30 * DAY);
   }, 60_000);
 
   it.each([
@@ -173,7 +182,7 @@ describe('PolicyLimiter penalty, reward, block and unblock', () => {
 
 describe('PolicyLimiter penalty and reward on window and log rules', () => {
   const other = { user: 'v', api: 'x' };
-  it.each(['fixed-window', 'sliding-window', 'sliding-log'] as const)('%s: a penalty spends now, a reward gives back never below fresh; block is for GCRA rules', (algorithm) => {
+  it.each(['fixed-window', 'sliding-window', 'sliding-log'] as const)('%s: a penalty spends now, a reward gives back never below fresh; no block without maxBlockMs', (algorithm) => {
     const clock = new ManualClock(1_000_000);
     const policy = new PolicyLimiter({ rules: [{ limit: { permits: 5, periodMs: 1_000 }, algorithm }], maxKeys: 8, clock });
     expect(policy.allow(pair)).toBe(true);
@@ -184,7 +193,9 @@ describe('PolicyLimiter penalty and reward on window and log rules', () => {
     expect(policy.reward(pair, 10)?.remaining).toBe(5); // never below fresh
     expect(policy.allow(pair, 5)).toBe(true);
     expect(policy.reward(other, 1)).toBeNull(); // an unknown pair is not inserted
-    expect(() => policy.block(pair, 1_000)).toThrow(new RegExp(`block\\(\\) is built for GCRA rules; the rule of .* runs '${algorithm}'`));
+    expect(() => policy.block(pair, 1_000)).toThrow(algorithm === 'sliding-log'
+      ? /block\(\) holds no block on a sliding log .* runs 'sliding-log'/
+      : new RegExp(`block\\(\\) on a '${algorithm}' rule needs a block word .*maxBlockMs`));
     expect(policy.get(pair)?.remaining).toBe(0); // the block wrote nothing
     clock.advance(2_000);
     expect(policy.penalty(other, 100).remaining).toBe(0); // a new pair is inserted; past the window's permits
