@@ -40,9 +40,11 @@ export function fixedWindowScript(keyLimits: readonly RedisLimit[], global: read
   // A refund, a reward, or a control that is not late: the generic algorithms (`rare`). The
   // order of the tests is the generic script's: a refund is never late.
   const isRare = 'cost < 0 or (want < 0 and not (deadline > 0 and now > deadline))';
-  // Numbers are written with %d, which costs Redis less than %.0f: every window and count is a
-  // whole number below 2^53. `now` is one too but under the tests' time, where it may not be:
-  // it is written as %.0f writes it, formatted once per call at most.
+  // Windows are written with %d, which costs Redis less than %.0f: each is a whole number below
+  // 2^53 (but under the tests' time). A count is written with %.0f, as the generic script does:
+  // a stored value that is not a whole count (not one this script writes) is rounded alike.
+  // `now` is whole but under the tests' time, where it is written as %.0f writes it, formatted
+  // once per call at most.
   // Functions the decisions call, as locals: a global's function is two table lookups a call.
   emit(`local floor, ceil, max, min, format, call = math.floor, math.ceil, math.max, math.min, string.format, redis.call
 local bornCache = nil
@@ -114,7 +116,8 @@ for j = 0, nd - 1 do
     `local ok, w = true, 0`,
     `if ${c} > ${permits(i)} then ok, w = false, -1`,
     'else',
-    `  if c${i} + ${spent} + ${c} > ${permits(i)} then ok, w = false, (w${i} + 1) * ${period(i)} - now`,
+    // Written as the generic check's negation: a count that is not a number refuses there.
+    `  if not (c${i} + ${spent} + ${c} <= ${permits(i)}) then ok, w = false, (w${i} + 1) * ${period(i)} - now`,
     `  elseif a${i} then ok, w = false, w${i} * ${period(i)} - now end`,
     `  if u${i} > now then ok = false; if u${i} - now > w then w = u${i} - now end end`,
     'end',
@@ -178,8 +181,8 @@ ${check(i, 'cost', '0', '    ')}
   all.forEach((_, i) => {
     emit(`    do
       local v
-      if t${i} == nil then v = format('%d:%d:0:', w${i}, c${i} + spent) .. bornText()
-      else v = format('%d:%d', w${i}, c${i} + spent) .. t${i} end
+      if t${i} == nil then v = format('%d:%.0f:0:', w${i}, c${i} + spent) .. bornText()
+      else v = format('%d:%.0f', w${i}, c${i} + spent) .. t${i} end
       call('SET', ${keyOf(i)}, v, 'PX', max(1, ceil((max((w${i} + 1) * ${period(i)}, u${i}) - now) / 1000)) + pad)
     end`);
   });

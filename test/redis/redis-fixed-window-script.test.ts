@@ -38,6 +38,37 @@ describe.skipIf(!available)('the fixed-window script written out', () => {
     expect(limitsScript([sliding], []).single).toBeNull();
   });
 
+  it('found: a stored count that is not a number refuses, as the generic script does; one that is not whole is rounded alike', async () => {
+    // An attack stored "window:nan" (a value the library never writes: another program on the
+    // prefix, or corruption): the written-out check passed it (a comparison with NaN is false)
+    // and then admitted every request of that window; the generic check refuses it.
+    const io = redisServer.io;
+    const plan = { key: [fw(3, 1_000)], cap: [fw(5, 1_000)] };
+    const generic = genericScriptText(plan.key, plan.cap);
+    const sp = scriptPlan(plan.key, plan.cap, 'p:');
+    const single = sp.script.single as { text: string };
+    const now = 1_700_000_000_000_000;
+    const w = Math.floor(now / 1_000_000);
+    for (const stored of [`${w}:nan`, `${w}:0.5`, `${w}:2.5:0:${now - 1}`, `${w}:1`, `${w}:-1`]) {
+      const seen: unknown[] = [];
+      for (const [side, run] of [
+        ['g', (k: string[]) => io.eval(generic, k.length, ...k, '1,1,0,1', now)],
+        ['b', (k: string[]) => io.eval(sp.script.text, k.length, ...k, '1,1,0,1', now)],
+        ['s', (k: string[]) => io.eval(single.text, k.length, ...k, 1, 0, 1, now)],
+      ] as const) {
+        const keys = [`bad:${side}:{k}:0`, `bad:${side}:cap:0`];
+        await io.del(...keys);
+        await io.set(keys[0] as string, stored);
+        const reply = await run(keys) as number[];
+        const outcome = side === 's' ? aloneOutcome(reply, sp, 1) : (batchOutcomes(reply, sp, [1]))[0];
+        seen.push({ outcome, after: await io.mget(...keys) });
+      }
+      expect(seen[1], `${stored}: batch`).toEqual(seen[0]);
+      expect(seen[2], `${stored}: single`).toEqual(seen[0]);
+      if (stored.endsWith(':nan')) expect(seen[0]).toMatchObject({ outcome: { status: 1 }, after: [stored, null] });
+    }
+  });
+
   it('answers, stores and expires exactly as the generic script, over random steps', async () => {
     const io = redisServer.io;
     const plans: Plan[] = [
