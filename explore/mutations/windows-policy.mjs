@@ -42,4 +42,11 @@ export default [
       to: 'Atomics.store(w, at, this.#next);\n        return true;',
     }],
   },
+  {
+    name: 'a policy window rule that lets a blocked pair pass',
+    what: "BlockUntil.check admits while the block runs: a PolicyLimiter pair under a fixed-window rule made with maxBlockMs "
+      + 'passes after a block() on it returned (planted: shows policy-window-block judges the block word)',
+    scenario: 'policy-window-block',
+    edits: [{ file: 'algorithms/block-until.js', from: 'v.allowed = wait === 0 || cost <= 0;', to: 'v.allowed = true;' }],
+  },
 ];

@@ -20,6 +20,26 @@
 
 const fresh = { win: -Infinity, count: 0 };
 
+/**
+ * fixedWindowModel of `limit` with a block: refused until `until`, raised (never lowered) by op
+ * 'block' (o.ms from its reading, to the first whole second at or after the end).
+ */
+export function blockedWindowModel(limit) {
+  const inner = fixedWindowModel(limit);
+  return {
+    init: () => ({ window: inner.init(), until: -Infinity }),
+    judge(state, o, reading) {
+      if (o.op === 'block') {
+        const until = Math.max(state.until, Math.ceil((reading + o.ms) / 1000) * 1000);
+        return { admit: true, refuses: false, next: { window: state.window, until } };
+      }
+      if (reading < state.until && o.cost > 0) return { admit: false, refuses: true, next: state };
+      const j = inner.judge(state.window, o, reading);
+      return { admit: j.admit, refuses: j.refuses, next: { window: j.next, until: state.until } };
+    },
+  };
+}
+
 /** Fixed window of `permits` per `periodMs`, per key. */
 export function fixedWindowModel({ permits, periodMs }) {
   const windowOf = (ms) => Math.floor(ms / periodMs);

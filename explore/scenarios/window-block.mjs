@@ -10,7 +10,7 @@
 // one whose call overlaps a block may come before it); one live copy of the key.
 import { callsOf, linearizable } from '../models.mjs';
 import { liveCopies, tableNames, timeMoves } from './common.mjs';
-import { fixedWindowModel } from './_windows.mjs';
+import { blockedWindowModel } from './_windows.mjs';
 
 const limit = { permits: 2, periodMs: 60_000 };
 // The short block ends at the next whole second (6,000 ms), one second edge away; the long one at
@@ -18,23 +18,6 @@ const limit = { permits: 2, periodMs: 60_000 };
 const START_MS = 5999.25;
 const SHORT_MS = 0.5;
 const LONG_MS = 5_000;
-
-/** fixedWindowModel with a block: refused until `until`, raised (never lowered) by op 'block'. */
-function blockedWindowModel() {
-  const inner = fixedWindowModel(limit);
-  return {
-    init: () => ({ window: inner.init(), until: -Infinity }),
-    judge(state, o, reading) {
-      if (o.op === 'block') {
-        const until = Math.max(state.until, Math.ceil((reading + o.ms) / 1000) * 1000);
-        return { admit: true, refuses: false, next: { window: state.window, until } };
-      }
-      if (reading < state.until && o.cost > 0) return { admit: false, refuses: true, next: state };
-      const j = inner.judge(state.window, o, reading);
-      return { admit: j.admit, refuses: j.refuses, next: { window: j.next, until: state.until } };
-    },
-  };
-}
 
 export default {
   name: 'window-block',
@@ -76,6 +59,6 @@ export default {
     // The set-up's admission comes first, at START_MS.
     const calls = [{ label: 'allow', readings: [START_MS], firstStep: -2, lastStep: -1, result: true, thread: 0, index: -1 }, ...callsOf(exec)];
     return liveCopies(exec.buffers[0], lib, ['k'])
-      ?? linearizable(calls, blockedWindowModel(), outcome, { since: exec.startMs, judgeRefusals: false });
+      ?? linearizable(calls, blockedWindowModel(limit), outcome, { since: exec.startMs, judgeRefusals: false });
   },
 };
