@@ -18,7 +18,29 @@
 // 'reward' (fixed window: the decided window's count raised by cost, at most to permits, or
 // lowered by it, never below 0).
 
+import { callsOf, linearizable } from '../models.mjs';
+import { liveCopies } from './common.mjs';
+
 const fresh = { win: -Infinity, count: 0 };
+
+/**
+ * The check of window-block and policy-window-block: after a set-up admission at `startMs`,
+ * calls 'allow', 'block' (`shortMs`) and 'block-long' (`longMs`) on one key, judged against
+ * blockedWindowModel (refusals not judged: a decision that read the window before a block and
+ * committed after it keeps its spend, and one whose call overlaps a block may come before it);
+ * `liveKey` (the key as the table stores it) has one live copy.
+ */
+export function checkBlocks(exec, lib, { limit, startMs, shortMs, longMs, liveKey }) {
+  const outcome = (c) => {
+    if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
+    if (c.label === 'block') return { key: 'k', cost: 0, admitted: true, op: 'block', ms: shortMs };
+    if (c.label === 'block-long') return { key: 'k', cost: 0, admitted: true, op: 'block', ms: longMs };
+    return null;
+  };
+  const calls = [{ label: 'allow', readings: [startMs], firstStep: -2, lastStep: -1, result: true, thread: 0, index: -1 }, ...callsOf(exec)];
+  return liveCopies(exec.buffers[0], lib, [liveKey])
+    ?? linearizable(calls, blockedWindowModel(limit), outcome, { since: exec.startMs, judgeRefusals: false });
+}
 
 /**
  * fixedWindowModel of `limit` with a block: refused until `until`, raised (never lowered) by op

@@ -6,9 +6,8 @@
 // 1 blocks it for 5 s; thread 2 checks it twice. Checked: every admission against a fixed window
 // with a block that refuses every request until the first whole second at or after the longest
 // block's end (refusals not judged, as in window-block); one live copy of the pair.
-import { callsOf, linearizable } from '../models.mjs';
-import { liveCopies, tableNames, timeMoves } from './common.mjs';
-import { blockedWindowModel } from './_windows.mjs';
+import { tableNames, timeMoves } from './common.mjs';
+import { checkBlocks } from './_windows.mjs';
 
 const limit = { permits: 2, periodMs: 60_000 };
 const START_MS = 5999.25;
@@ -48,15 +47,6 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    const outcome = (c) => {
-      if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
-      if (c.label === 'block') return { key: 'k', cost: 0, admitted: true, op: 'block', ms: SHORT_MS };
-      if (c.label === 'block-long') return { key: 'k', cost: 0, admitted: true, op: 'block', ms: LONG_MS };
-      return null;
-    };
-    // The set-up's admission comes first, at START_MS.
-    const calls = [{ label: 'allow', readings: [START_MS], firstStep: -2, lastStep: -1, result: true, thread: 0, index: -1 }, ...callsOf(exec)];
-    return liveCopies(exec.buffers[0], lib, ['1:ux'])
-      ?? linearizable(calls, blockedWindowModel(limit), outcome, { since: exec.startMs, judgeRefusals: false });
+    return checkBlocks(exec, lib, { limit, startMs: START_MS, shortMs: SHORT_MS, longMs: LONG_MS, liveKey: '1:ux' });
   },
 };

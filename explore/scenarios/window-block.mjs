@@ -8,9 +8,8 @@
 // request until the first whole second at or after the longest block's end (refusals not judged:
 // a decision that read the window before a block and committed after it keeps its spend, and
 // one whose call overlaps a block may come before it); one live copy of the key.
-import { callsOf, linearizable } from '../models.mjs';
-import { liveCopies, tableNames, timeMoves } from './common.mjs';
-import { blockedWindowModel } from './_windows.mjs';
+import { tableNames, timeMoves } from './common.mjs';
+import { checkBlocks } from './_windows.mjs';
 
 const limit = { permits: 2, periodMs: 60_000 };
 // The short block ends at the next whole second (6,000 ms), one second edge away; the long one at
@@ -50,15 +49,6 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    const outcome = (c) => {
-      if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
-      if (c.label === 'block') return { key: 'k', cost: 0, admitted: true, op: 'block', ms: SHORT_MS };
-      if (c.label === 'block-long') return { key: 'k', cost: 0, admitted: true, op: 'block', ms: LONG_MS };
-      return null;
-    };
-    // The set-up's admission comes first, at START_MS.
-    const calls = [{ label: 'allow', readings: [START_MS], firstStep: -2, lastStep: -1, result: true, thread: 0, index: -1 }, ...callsOf(exec)];
-    return liveCopies(exec.buffers[0], lib, ['k'])
-      ?? linearizable(calls, blockedWindowModel(limit), outcome, { since: exec.startMs, judgeRefusals: false });
+    return checkBlocks(exec, lib, { limit, startMs: START_MS, shortMs: SHORT_MS, longMs: LONG_MS, liveKey: 'k' });
   },
 };
