@@ -32,7 +32,9 @@ import type { LimitAlgorithm, Moment, Verdict } from './types.js';
  * rounded up to a whole second, and a reading is judged against that second's start in ms (its
  * own second, `secondsAt`, is rounded up within an ulp below a whole second: found, a block made
  * at a reading of 1.7e12 ms, judged by seconds alone, passed a request 0.001 ms before its end):
- * it refuses at most 1 s longer than asked, never less.
+ * it refuses at most 1 s longer than asked, never less; 2 s when the end's second is a multiple
+ * of 2^32 (the word's 0, which means none, so the end moves on a second: February 2106 on a
+ * clock of epoch ms; found by an attack, left as it is).
  *
  * Thread-safety: one instance per thread (it holds the snapshot); the word is shared and written
  * only by compareExchange.

@@ -361,7 +361,8 @@ export class PolicyLimiter {
     if (outcome === UNREADABLE) return { allowed: false, remaining: 0, retryAfterMs: UNREADABLE_RETRY_MS, resetAfterMs: 0, reason: 'limited' };
     const r = this.#engine.result;
     const reason = this.#reasonOf(outcome);
-    const n = this.#limits.algorithms.length;
+    // The rule's own limits: a window rule's block word (made with maxBlockMs) is not one of them.
+    const n = this.#limits.algorithms.length - (this.#rule.blockWord ? 1 : 0);
     // Waits from the clock's own reading: a decision at a later one (the clock stepped back)
     // adds what the clock needs to catch up.
     const behind = this.#engine.nowMs - this.#forward.rawMs;
@@ -457,7 +458,7 @@ export class PolicyLimiter {
    * longer keeps its state (one tick more). GCRA rules raise their limits' states; fixed and
    * sliding window rules of a limiter made with `maxBlockMs` raise the pair's block word (their
    * counts are left as they were; the block ends on the first whole second of the clock at or
-   * after its end, at most 1 s late, never early). `TypeError` before anything is written for a
+   * after its end, at most 1 s late (2 s on a second that is a multiple of 2^32), never early). `TypeError` before anything is written for a
    * window rule without `maxBlockMs` and for a sliding-log rule. A change of the pair's rule
    * that starts its state fresh (docs/policy.md) starts it unblocked. Errors as `penalty`'s; a
    * `ms` not from 0 to 2^53 (68 years on a window rule) is a `TypeError` or `RangeError` naming
@@ -543,6 +544,13 @@ export class PolicyLimiter {
     const blocks = (this.#forcing as number) >= 0;
     if (this.#rule.tickPs === null && (within === null ? blocks && !this.#rule.blockWord : (this.#rule.rule.algorithm ?? 'gcra') === 'sliding-log')) {
       this.#forced = NOT_GCRA;
+      return true;
+    }
+    // The rule matched under the lock may be newer than the one #control checked the block's
+    // length against: a window rule's word holds up to BlockUntil.MAX_BLOCK_MS (found by an
+    // attack: a GCRA rule changed to a window rule under a 136-year block, which wrapped to 5 s).
+    if (blocks && this.#rule.blockWord && (this.#forcing as number) > BlockUntil.MAX_BLOCK_MS) {
+      this.#forced = PAST_HORIZON;
       return true;
     }
     // A spend's give-back gives nothing once the rules changed since its decision (the pair's

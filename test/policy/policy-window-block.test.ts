@@ -3,8 +3,9 @@
 // (algorithms/block-until.ts, as a RateLimiter of windows does), raised under the pair's lock.
 // Exact on a ManualClock; 4 racing workers in policy-controls.test.ts.
 import { describe, expect, it } from 'vitest';
-import { ManualClock, perMinute, PolicyLimiter, type PolicyRule } from '../../src/index.js';
+import { ManualClock, perMinute, PolicyLimiter, rateLimitHeaders, type PolicyRule } from '../../src/index.js';
 import { markedPolicyTryAcquire, policyGiveBack } from '../../src/policy/policy-limiter.js';
+import { withAtomicsHooks } from '../helpers/atomics-spy.js';
 
 const DAY = 86_400_000;
 const MAX_BLOCK_MS = (2 ** 31 - 2) * 1000;
@@ -165,5 +166,60 @@ describe('PolicyLimiter maxBlockMs: what it accepts and what blocks need', () =>
     const bare = new PolicyLimiter({ rules, maxKeys: 8, maxStateWords: 3 });
     expect(() => new PolicyLimiter({ rules, maxKeys: 8, maxStateWords: 3, maxBlockMs: 0 })).toThrow(/options.maxStateWords must be an integer from 4 to/);
     expect(bare.allow(pair)).toBe(true);
+  });
+});
+
+describe('found by an attack on PolicyLimiter window blocks', () => {
+  it('a decision reports its rule\'s own limits: the block word is not one of them', () => {
+    // Decision.limits listed the block word as a limit ({ remaining: Infinity }): a one-limit
+    // rule's decision carried two states, and rateLimitHeaders threw on it.
+    const clock = new ManualClock(10_000);
+    const one: PolicyRule = { algorithm: 'fixed-window', limit: { permits: 3, periodMs: 1_000 } };
+    const two: PolicyRule = { api: 'two', algorithm: 'sliding-window', limit: [{ permits: 3, periodMs: 1_000 }, perMinute(100)] };
+    const p = new PolicyLimiter({ rules: [one, two], maxKeys: 8, clock, maxBlockMs: 0 });
+    const d = p.tryAcquire(pair);
+    expect(d.limits).toBeUndefined();
+    expect(() => rateLimitHeaders(d, p.ruleFor(pair).limit)).not.toThrow();
+    expect(p.get(pair)?.limits).toBeUndefined();
+    const other = { user: 'u', api: 'two' };
+    expect(p.tryAcquire(other).limits?.map((l) => l.remaining)).toEqual([2, 99]);
+    p.block(other, 2_000);
+    expect(p.tryAcquire(other).limits?.map((l) => l.remaining)).toEqual([0, 0]);
+  });
+
+  it('a block longer than a window rule\'s word holds is a RangeError even when the rules turn to a window rule under the call', () => {
+    // block() checked the length against the rule matched before the pair's lock; under the lock
+    // the pair moved to newer rules (a window rule), and a block of 136 years wrapped to 5 s.
+    const clock = new ManualClock(10_000);
+    const a = new PolicyLimiter({ rules: [{ limit: { permits: 3, periodMs: 1_000 } }], maxKeys: 8, clock, maxBlockMs: 0 });
+    const b = PolicyLimiter.attach(a.handle);
+    expect(a.allow(pair)).toBe(true);
+    const ms = (2 ** 32 + 15) * 1000 - 10_000;
+    let changed = false;
+    expect(() => withAtomicsHooks({
+      cas: (arr) => {
+        if (changed || arr.buffer !== a.handle.table) return;
+        changed = true; // at a's first compareExchange on the table: its lock on the pair
+        b.setRules([{ algorithm: 'fixed-window', limit: { permits: 3, periodMs: 1_000 } }]);
+        expect(b.allow(pair)).toBe(true); // the pair shaped under the new rules
+      },
+    }, () => a.block(pair, ms))).toThrow(/is more than the pair's state can hold; nothing was written/);
+    expect(changed).toBe(true);
+    expect(a.tryAcquire(pair).allowed).toBe(true); // nothing was written: one admission of 3
+  });
+
+  it('at a second that is a multiple of 2^32 (the word\'s 0, none), a block ends at most 2 s late, never early', () => {
+    // Found by the attack and left: the end's second would be stored as 0, which means none, so
+    // the block runs a second more (documented in block-until.ts and rate-limiter.md).
+    const T = 2 ** 32 * 1000;
+    const clock = new ManualClock(T - 500);
+    const p = new PolicyLimiter({ rules: [{ algorithm: 'fixed-window', limit: { permits: 3, periodMs: 1_000 } }], maxKeys: 8, clock, maxBlockMs: 0 });
+    p.block(pair, 400); // ends at T - 100: stored as the second after T
+    clock.set(T - 100.001);
+    expect(p.allow(pair)).toBe(false);
+    clock.set(T + 999.999);
+    expect(p.allow(pair)).toBe(false);
+    clock.set(T + 1_000);
+    expect(p.allow(pair)).toBe(true);
   });
 });
