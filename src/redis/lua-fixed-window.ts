@@ -40,12 +40,12 @@ export function fixedWindowScript(keyLimits: readonly RedisLimit[], global: read
   // A refund, a reward, or a control that is not late: the generic algorithms (`rare`). The
   // order of the tests is the generic script's: a refund is never late.
   const isRare = 'cost < 0 or (want < 0 and not (deadline > 0 and now > deadline))';
+  // Functions the decisions call, as locals: a global's function is two table lookups a call.
   // Windows are written with %d, which costs Redis less than %.0f: each is a whole number below
   // 2^53 (but under the tests' time). A count is written with %.0f, as the generic script does:
   // a stored value that is not a whole count (not one this script writes) is rounded alike.
-  // `now` is whole but under the tests' time, where it is written as %.0f writes it, formatted
-  // once per call at most.
-  // Functions the decisions call, as locals: a global's function is two table lookups a call.
+  // `now` (a new state's birth, bornText) is whole but under the tests' time, where it is written
+  // as %.0f writes it, formatted once per call at most.
   emit(`local floor, ceil, max, min, format, call = math.floor, math.ceil, math.max, math.min, string.format, redis.call
 local bornCache = nil
 local function bornText()
@@ -79,10 +79,6 @@ for j = 0, nd - 1 do
   local status, remaining, wait, reset, blocked, spent = 0, 0, 0, 0, 0, 0`);
   }
 
-  // Each limit's state at now, as FIXED.load reads it: w (the window; a later stored one when
-  // this server's clock went back, `a` then true), c its count, u the end of a block when ahead
-  // of now (else 0), t the stored tail after the count (nil for a missing key). One match reads
-  // the window, the count, the tail and the block's end in it.
   /**
    * Lua that declares limit i's state (w, c, a, u; and t when `withTail`) read from its key. One
    * match reads the window, the count, the tail and the block's end in it.
