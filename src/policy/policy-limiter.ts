@@ -458,11 +458,11 @@ export class PolicyLimiter {
    * longer keeps its state (one tick more). GCRA rules raise their limits' states; fixed and
    * sliding window rules of a limiter made with `maxBlockMs` raise the pair's block word (their
    * counts are left as they were; the block ends on the first whole second of the clock at or
-   * after its end, at most 1 s late (2 s on a second that is a multiple of 2^32), never early). `TypeError` before anything is written for a
-   * window rule without `maxBlockMs` and for a sliding-log rule. A change of the pair's rule
-   * that starts its state fresh (docs/policy.md) starts it unblocked. Errors as `penalty`'s; a
-   * `ms` not from 0 to 2^53 (68 years on a window rule) is a `TypeError` or `RangeError` naming
-   * it.
+   * after its end: at most 1 s late, 2 s on a second that is a multiple of 2^32, never early).
+   * `TypeError` before anything is written for a window rule without `maxBlockMs` and for a
+   * sliding-log rule. A change of the pair's rule that starts its state fresh (docs/policies.md)
+   * starts it unblocked. Errors as `penalty`'s; a `ms` not from 0 to 2^53 (68 years on a window
+   * rule) is a `TypeError` or `RangeError` naming it.
    */
   block(request: PolicyRequest, ms: number): KeyState {
     checkBlockMs(ms);
@@ -524,8 +524,11 @@ export class PolicyLimiter {
     if (this.#forced === NOT_GCRA) {
       // The rules changed under the call: the pair's rule now runs another algorithm.
       const now = this.#rule.rule.algorithm ?? 'gcra';
-      throw new TypeError(`${method}() holds no block on the rule of ${describe(request)}, which now runs '${now}'` +
-        `${blockable(now) ? ' (make the PolicyLimiter with maxBlockMs)' : ''}; nothing was written`);
+      // A block on a rule that holds none, or a spend's give-back on a sliding log.
+      throw new TypeError(method === 'block'
+        ? `block() holds no block on the rule of ${describe(request)}, which now runs '${now}'` +
+          `${blockable(now) ? ' (make the PolicyLimiter with maxBlockMs)' : ''}; nothing was written`
+        : `a spend's give-back is for GCRA and window rules; the rule of ${describe(request)} now runs '${now}'; nothing was written`);
     }
     if (this.#forced === PAST_HORIZON) {
       throw new RangeError(`${method}(${describe(request)}, ${blockMs < 0 ? cost : blockMs}) is more than the pair's state can hold; nothing was written`);

@@ -208,6 +208,23 @@ describe('found by an attack on PolicyLimiter window blocks', () => {
     expect(a.tryAcquire(pair).allowed).toBe(true); // nothing was written: one admission of 3
   });
 
+  it('a block whose pair turns to a sliding-log rule under the call is a TypeError that writes nothing', () => {
+    const clock = new ManualClock(10_000);
+    const a = new PolicyLimiter({ rules: [{ algorithm: 'fixed-window', limit: { permits: 3, periodMs: 1_000 } }], maxKeys: 8, clock, maxBlockMs: 0 });
+    const b = PolicyLimiter.attach(a.handle);
+    expect(a.allow(pair)).toBe(true);
+    let changed = false;
+    expect(() => withAtomicsHooks({
+      cas: (arr) => {
+        if (changed || arr.buffer !== a.handle.table) return;
+        changed = true;
+        b.setRules([{ algorithm: 'sliding-log', limit: { permits: 3, periodMs: 1_000 } }]);
+        expect(b.allow(pair)).toBe(true);
+      },
+    }, () => a.block(pair, 5_000))).toThrow(/block\(\) holds no block on the rule of .*, which now runs 'sliding-log'; nothing was written/);
+    expect(a.tryAcquire(pair).allowed).toBe(true); // the log holds one of 3: nothing was blocked
+  });
+
   it('at a second that is a multiple of 2^32 (the word\'s 0, none), a block ends at most 2 s late, never early', () => {
     // Found by the attack and left: the end's second would be stored as 0, which means none, so
     // the block runs a second more (documented in block-until.ts and rate-limiter.md).
