@@ -155,17 +155,22 @@ const head = `${clock(2)}local arg = string.gmatch(ARGV[1], '[^,]+')
 local nd = tonumber(arg())
 `;
 
-/** Whether every limit is a fixed window: the plan's decisions are written out (lua-fixed-window.ts). */
-function allFixedWindows(all: readonly RedisLimit[]): boolean {
-  return all.every((l) => l.kind === 1);
+/**
+ * The body of a plan's script written out for its limits, after its first lines (the batch's
+ * `head`, or a single decision's clock): GCRA's (lua-gcra.ts) or the fixed windows'
+ * (lua-fixed-window.ts), in the batch form or the one for a decision alone; null for the other
+ * plans, which run the generic algorithms. A plan has one algorithm.
+ */
+function writtenOut(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[], single: boolean): string | null {
+  const all = [...keyLimits, ...global];
+  if (all.every((l) => l.kind === 0)) return gcraScript(keyLimits, global, single) + (single ? '' : reply(global.length > 0));
+  if (all.every((l) => l.kind === 1)) return fixedWindowScript(keyLimits, global, single, rareHandler(keyLimits, global));
+  return null;
 }
 
 function scriptText(keyLimits: readonly RedisLimit[], global: readonly RedisLimit[]): string {
-  const all = [...keyLimits, ...global];
-  // A plan has one algorithm: GCRA's script and the fixed windows' are written out for their
-  // limits (lua-gcra.ts, lua-fixed-window.ts).
-  if (all.every((l) => l.kind === 0)) return head + gcraScript(keyLimits, global, false) + reply(global.length > 0);
-  if (allFixedWindows(all)) return head + fixedWindowScript(keyLimits, global, false, rareHandler(keyLimits, global));
+  const body = writtenOut(keyLimits, global, false);
+  if (body !== null) return head + body;
   return genericScriptText(keyLimits, global);
 }
 
@@ -298,11 +303,8 @@ export function limitsScript(keyLimits: readonly RedisLimit[], global: readonly 
   if (s === undefined) {
     // Rules that keep changing would make new scripts for ever: keep the last few hundred.
     if (scripts.size >= MAX_SCRIPTS) scripts.clear();
-    const all = [...keyLimits, ...global];
-    const single = all.every((l) => l.kind === 0)
-      ? clock(4) + gcraScript(keyLimits, global, true)
-      : allFixedWindows(all) ? clock(4) + fixedWindowScript(keyLimits, global, true, rareHandler(keyLimits, global)) : null;
-    s = { ...withSha(text), single: single === null ? null : withSha(single) };
+    const single = writtenOut(keyLimits, global, true);
+    s = { ...withSha(text), single: single === null ? null : withSha(clock(4) + single) };
     scripts.set(text, s);
   }
   return s;
