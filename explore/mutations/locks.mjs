@@ -67,6 +67,14 @@ export default [
     }],
   },
   {
+    name: 'a stamp ahead of the reading read as old',
+    what: 'ageMs reads a lock or guard stamp 1 s ahead of the reading as 2^20 - 1,000 ms old: a penalty takes a live give-back '
+      + 'guard over, and the take-back subtracts from the count the penalty filled',
+    scenario: 'window-penalty',
+    deep: true, // found by PCT: '0:1 11:2 28:1 29:1 43:1 46:5'
+    edits: [{ file: 'table/slot-lock.js', from: 'return age >= AGE_LIMIT ? 0 : age;', to: 'return age;' }],
+  },
+  {
     name: 'a lease stamped at or below a reset\'s floor',
     what: 'ConcurrencyLimiter stamps a lease now + lease even at or below the floor a reset raised: a lease taken before the reset, '
       + 'released after it in the same tick, frees the place of a lease taken after it',

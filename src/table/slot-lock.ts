@@ -29,12 +29,20 @@ import { processNow } from '../time/clock.js';
  * over" while the mark is young) and a reclaim treats like a token: reclaimed only once it is
  * that old.
  *
- * Ages are ms modulo 2^20 (1,048,576 ms, about 17.5 minutes): every `stealAfterMs` the package
- * passes is at most 600,000 (10x MAX_CLAIM_TIMEOUT_MS, a rules writer's), and `reclaimAfterMs` is
- * at most 2^19 (or stealAfterMs, if longer), so a dead holder's lock is always taken over once it
- * is that old. A word that nobody tries for 2^20 ms reads young again: the next try takes it over
- * at most that age later than it could have, and a stale `released` word marks a takeover that
- * needs no mark.
+ * Ages are ms modulo 2^20 (1,048,576 ms, about 17.5 minutes), read as signed: a difference from
+ * 2^20 - AHEAD_MS up is a stamp up to AHEAD_MS (65,536 ms) ahead of the reading, and reads as 0
+ * ms old. Stamps come from `processNow()`, one timeline for every thread, but a thread may judge a
+ * word with a reading taken before another thread stamped it, and on Bun and Deno each thread's
+ * timeline is anchored to the wall clock at its start, so two threads can disagree by a clock
+ * step (see `timelineShiftMs`). Read unsigned, a stamp 1 ms ahead was 2^20 - 1 ms old, and a live
+ * holder's lock was taken over at once (found by the explorer: a give-back guard 1 s ahead of a
+ * penalty's reading, whose take-back then subtracted from the count the penalty filled). Every
+ * `stealAfterMs` the package passes is at most 600,000 (10x MAX_CLAIM_TIMEOUT_MS, a rules
+ * writer's), and `reclaimAfterMs` is at most 2^19 (or stealAfterMs, if longer), both below
+ * 2^20 - AHEAD_MS, so a dead holder's lock is always taken over once it is that old. A word that
+ * nobody tries for 2^20 - AHEAD_MS ms reads young again: the next try takes it over at most
+ * AHEAD_MS plus that age later than it could have, and a stale `released` word marks a takeover
+ * that needs no mark.
  *
  * Thread-safety: all functions are safe on any thread.
  */
@@ -59,9 +67,18 @@ function releasedWord(nowMs: number): number {
   return ((Math.floor(nowMs) & LOCK_STAMP_MASK) << 11) | 2;
 }
 
-/** How long ago (ms, modulo 2^20) `word` (a token or a released word) was stamped, at `nowMs`. */
+/** How far ahead of a reading a stamp may be and still read as young (0 ms old): see above. */
+export const AHEAD_MS = 2 ** 16;
+/** Ages (modulo 2^20) from this up are stamps ahead of the reading. */
+const AGE_LIMIT = 2 ** 20 - AHEAD_MS;
+
+/**
+ * How long ago (ms, modulo 2^20) `word` (a token or a released word) was stamped, at `nowMs`;
+ * 0 for a stamp up to AHEAD_MS ahead of `nowMs`.
+ */
 export function ageMs(word: number, nowMs: number): number {
-  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) - (word >>> 11)) & LOCK_STAMP_MASK;
+  const age = ((Math.floor(nowMs) & LOCK_STAMP_MASK) - (word >>> 11)) & LOCK_STAMP_MASK;
+  return age >= AGE_LIMIT ? 0 : age;
 }
 
 /** How old a lock word must be before a decision, or a reclaim, takes it over (`lockAges`). */

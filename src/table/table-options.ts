@@ -45,8 +45,9 @@ export const MAX_KEYS = 2 ** 22;
 
 /**
  * The longest `claimTimeoutMs`: one minute. Every age measured against it must fit the stamp it
- * is read from. Lock tokens carry ms modulo 2^20 (slot-lock.ts), and the longest wait on one is
- * `setRules`'s 10x claimTimeoutMs: 600,000 ms, inside 2^20 (1,048,576). Claim stamps (table.ts)
+ * is read from. Lock tokens carry ms modulo 2^20 (slot-lock.ts), read as ages up to 983,040 ms
+ * (the rest is a stamp ahead of the reading), and the longest wait on one is `setRules`'s 10x
+ * claimTimeoutMs: 600,000 ms, inside that. Claim stamps (table.ts)
  * are read up to 30x claimTimeoutMs (1,800,000 ms), inside their 2^28 ms signed range.
  */
 export const MAX_CLAIM_TIMEOUT_MS = 60_000;

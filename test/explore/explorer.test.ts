@@ -142,6 +142,9 @@ describe('explorer', () => {
     // The build decides the short block again after the long one landed: thread 2's second reading,
     // the one moved to the next second, is two steps later there.
     ['window-block', 'a window block that stores its end over a longer one', '8:1 51:2', '8:1 53:2'],
+    // Found by the deep run of 2026-12-06 (PCT): the penalty's reading is 1 s behind the give-back
+    // guard's stamp, which read as 2^20 - 1,000 ms old and was taken over.
+    ['window-penalty', 'a stamp ahead of the reading read as old', '0:1 11:2 28:1 29:1 43:1 46:5'],
   ])('%s: the schedule that breaks "%s" (%s) is clean on the build', async (name, mutation, schedule, onBuild = schedule) => {
     const { url, scenario } = entry(name);
     const fixed = await search(explorer(undefined, 3), url, scenario, new Replay(onBuild), { nextRun: () => false });

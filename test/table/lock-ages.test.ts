@@ -5,7 +5,7 @@
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConcurrencyLimiter, perHour, PolicyLimiter, RateLimiter } from '../../src/index.js';
-import { FREE, lock, lockAges, lockToken, tryLock, unlock } from '../../src/table/slot-lock.js';
+import { AHEAD_MS, ageMs, FREE, lock, lockAges, lockToken, tryLock, unlock } from '../../src/table/slot-lock.js';
 import { reuseAfterMsFor } from '../../src/table/insert.js';
 import { MAX_CLAIM_TIMEOUT_MS } from '../../src/table/table-options.js';
 
@@ -97,6 +97,39 @@ describe('lock ages', () => {
       expect(w[0]).toBe(FREE);
     },
   );
+
+  // Found by the explorer (window-penalty, deep run of 2026-12-06): a stamp ahead of the reading
+  // that judges it (a reading taken before another thread stamped the word; on Bun and Deno, two
+  // threads whose timelines disagree) read as 2^20 - 1,000 ms old, and a live holder was taken over.
+  it.each([1, 1_000, AHEAD_MS])('a stamp %i ms ahead of the reading reads as 0 ms old, and is not taken over', (ahead) => {
+    const stampedAt = 7 * 2 ** 20 + 3; // just past a wrap: the reading is on the other side of it
+    const held = lockToken(3, stampedAt);
+    expect(ageMs(held, stampedAt - ahead)).toBe(0);
+    const w = new Int32Array(new SharedArrayBuffer(8));
+    const ages = lockAges(1, reuseAfterMsFor(1));
+    w[0] = held;
+    nowAt(stampedAt - ahead);
+    expect(tryLock(w, 0, 4, ages)).toBe(FREE); // a reclaim leaves it
+    expect(w[0]).toBe(held);
+    // A decision waits: it takes the lock over only once its readings are stealAfterMs past the stamp.
+    let reads = 0;
+    vi.spyOn(performance, 'now').mockImplementation(() => (++reads <= 100 ? stampedAt - ahead : stampedAt + 2));
+    const token = lock(w, 0, 5, ages);
+    expect(reads).toBeGreaterThan(100);
+    expect(w[0]).toBe(token);
+    expect(token).not.toBe(held);
+  });
+
+  it('a stamp more than AHEAD_MS ahead reads as the age it wraps to, past every wait the package uses', () => {
+    const stampedAt = 2 ** 20 + 11;
+    const held = lockToken(3, stampedAt);
+    expect(ageMs(held, stampedAt - AHEAD_MS - 1)).toBe(2 ** 20 - AHEAD_MS - 1);
+    expect(2 ** 20 - AHEAD_MS - 1).toBeGreaterThan(10 * MAX_CLAIM_TIMEOUT_MS);
+    expect(2 ** 20 - AHEAD_MS - 1).toBeGreaterThan(lockAges(MAX_CLAIM_TIMEOUT_MS, reuseAfterMsFor(MAX_CLAIM_TIMEOUT_MS)).reclaimAfterMs);
+    // Behind the reading, every age up to the wrap reads as itself.
+    expect(ageMs(held, stampedAt + 2 ** 20 - AHEAD_MS - 1)).toBe(2 ** 20 - AHEAD_MS - 1);
+    expect(ageMs(held, stampedAt + 10 * MAX_CLAIM_TIMEOUT_MS + 1)).toBe(10 * MAX_CLAIM_TIMEOUT_MS + 1);
+  });
 
   it('a terminated holder of a key lock is taken over after the longest claimTimeoutMs', async () => {
     const limiter = new RateLimiter({ limit: perHour(3), algorithm: 'sliding-log', maxKeys: 8, claimTimeoutMs: MAX_CLAIM_TIMEOUT_MS, clock: { now: () => 5_000 } });
