@@ -84,18 +84,28 @@ export function callsOf(exec) {
  * message naming what no order explains.
  */
 export function linearizable(calls, model, outcome, { since = -Infinity, judgeRefusals = true } = {}) {
-  const deciding = calls.map((c) => ({ c, o: outcome(c) })).filter((x) => x.o !== null);
-  const n = deciding.length;
-  const before = deciding.map((a) => deciding.map((b) => b.c.lastStep < a.c.firstStep && b !== a));
+  const all = calls.map((c) => ({ c, o: outcome(c) }));
+  // Calls the model does not judge (a sweep) still read the clock: placed in the order too, as
+  // readings a later call may be judged at (a reclaim's reading is the floor of a key inserted
+  // again after it: table/reclaim-floor.ts).
+  const items = all.filter((x) => x.o !== null || x.c.readings.length > 0);
+  const deciding = items.filter((x) => x.o !== null);
+  const n = items.length;
+  const before = items.map((a) => items.map((b) => b.c.lastStep < a.c.firstStep && b !== a));
   const placed = new Array(n).fill(false);
   const tried = (admissionsOnly) => {
     const go = (count, state, high) => {
       if (count === n) return true;
       for (let i = 0; i < n; i++) {
         if (placed[i] || before[i].some((b, j) => b && !placed[j])) continue;
-        const { c, o } = deciding[i];
+        const { c, o } = items[i];
         placed[i] = true;
         const top = Math.max(high, ...c.readings);
+        if (o === null) {
+          if (go(count + 1, state, top)) { placed[i] = false; return true; }
+          placed[i] = false;
+          continue;
+        }
         // A call that saw the clock behind a reading made before it may refuse until the clock
         // catches up, or judge at that later reading (clamp): both are what a limiter may do.
         const behind = c.readings.some((r, k) => r < Math.max(high, ...c.readings.slice(0, k)));

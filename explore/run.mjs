@@ -229,7 +229,7 @@ async function mutations(args, log) {
       // A ReferenceError or SyntaxError is the edit's own fault (a name the build no longer has),
       // not the planted bug found: such a mutation has gone stale and must be written again.
       if (v && /\b(ReferenceError|SyntaxError)\b/.test(v.message)) { missed++; log(`BROKEN  ${m.name.padEnd(52)} ${s}  ${m.scenario}: ${v.message.slice(0, 100)}`); }
-      else if (v) log(`found   ${m.name.padEnd(52)} ${s}  ${m.scenario}: ${v.message.slice(0, 100)}`);
+      else if (v) log(`found   ${m.name.padEnd(52)} ${s}  ${m.scenario}: ${v.message.slice(0, 100)} (schedule "${v.schedule}")`);
       else { missed++; log(`MISSED  ${m.name.padEnd(52)} ${s}  ${m.scenario}`); }
     } finally {
       await explorer.close();
