@@ -99,4 +99,12 @@ export default [
     scenario: 'slab-reuse',
     edits: [{ file: 'table/slab-directory.js', from: 'if ((from & 3) !== EMPTY)', to: 'if (false)' }],
   },
+  {
+    name: 'an insert below the reclaim floor',
+    what: 'an insert writes its fresh state at its own reading, behind the reading a sweep reclaimed the key at: a second admission '
+      + 'in the window of the first (found by the deep explorer run of 2026-12-06 on fixed-window)',
+    scenario: 'reclaim-floor',
+    deep: true, // two clock moves: the window's edge, then a step back
+    edits: [{ file: 'table/insert.js', from: "        t.noteFloor(); // after the scans that found the key missing: a reclaim's floor reaches initSlot\n", to: '' }],
+  },
 ];

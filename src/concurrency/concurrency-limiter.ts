@@ -165,7 +165,8 @@ export class ConcurrencyLimiter {
     this.#forward = new ForwardClock(site.clock);
     this.#p = p;
     this.#owner = site.newOwner();
-    site.open(leaseSlotState(p, site.stateOffset, this.#owner, site.lockAges, this.#forward), cacheSize);
+    const forward = this.#forward;
+    site.open(leaseSlotState(p, site.stateOffset, this.#owner, site.lockAges, forward, (ms) => forward.raiseTo(ms)), cacheSize);
     this.#words = site.words;
     this.#lease = { words: this.#words, clock: this.#clock, p, stateOffset: site.stateOffset };
     this.#seen = new Int32Array(p.maxInFlight);

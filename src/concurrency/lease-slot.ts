@@ -8,6 +8,7 @@ import {
 } from '../table/layout.js';
 import { FREE, retireLocked, type LockAges } from '../table/slot-lock.js';
 import type { SlotState, SlotTable } from '../table/table.js';
+import type { ReclaimFloor } from '../table/reclaim-floor.js';
 
 /**
  * A concurrency limiter's view of a slot: its parameters in the table header, the meaning of its
@@ -177,8 +178,15 @@ export function placesHeldIn(table: SlotTable, stateOffset: number, nowMs: numbe
  * A reclaimed key's stamps all lie at or before now, and the slot's next key stamps now + lease
  * or later, so a late `release` (compareExchange from its own stamp) cannot hit the new key.
  */
-export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: number, ages: LockAges, clock: Clock): SlotState {
-  const idle = (w: Int32Array, base: number): boolean => countHeld(w, base, stateOffset, clock.now(), p, false) === 0;
+export function leaseSlotState(
+  p: LeaseParams, stateOffset: number, owner: number, ages: LockAges, clock: Clock, raiseTo: (ms: number) => void,
+): SlotState {
+  const idle = (w: Int32Array, base: number, floor: ReclaimFloor): boolean => {
+    const nowMs = clock.now();
+    if (countHeld(w, base, stateOffset, nowMs, p, false) !== 0) return false;
+    floor.raise(nowMs); // before the reclaim: its key comes back fresh at no earlier reading
+    return true;
+  };
   return {
     initSlot(w, base) {
       // Stores while the slot is BUSY: nobody reads its state before the publishing
@@ -191,9 +199,10 @@ export function leaseSlotState(p: LeaseParams, stateOffset: number, owner: numbe
     isDead(w, base) {
       return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
     },
-    retire(w, base) {
+    retire(w, base, floor) {
       // The clock after the lock: later than every acquire's reading, so stamps decode exactly.
-      return retireLocked(w, base, owner, ages, idle);
+      return retireLocked(w, base, owner, ages, idle, floor);
     },
+    raiseTo,
   };
 }

@@ -25,6 +25,7 @@ import { namesOf } from '../config/option-names.js';
 import { DEAD, H_MAX_LOG_SIZE, H_STATE_WORDS, H_WINDOW_BLOCK, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import { lockAges, retireLocked } from '../table/slot-lock.js';
 import type { SlotState } from '../table/table.js';
+import type { ReclaimFloor } from '../table/reclaim-floor.js';
 import { parseTableOptions } from '../table/table-options.js';
 import { AttachRequest, attachRequest, checkOptionsObject, createTable, TableSite } from '../table/table-site.js';
 
@@ -765,11 +766,11 @@ export class PolicyLimiter {
   }
 
   /** Whether the pair at `base` is idle, judged under its lock (the reclaim hook's test). */
-  readonly #idle = (w: Int32Array, base: number): boolean => {
+  readonly #idle = (w: Int32Array, base: number, floor: ReclaimFloor): boolean => {
     const at = base + this.#stateOffset;
     // Atomics.load under the key's lock: the shape word is written only under it.
     const shape = Atomics.load(w, at);
-    if (shape === NO_SHAPE) return true;
+    if (shape === NO_SHAPE) return true; // never decided: fresh at every reading, no floor to raise
     // The current rule of that shape whose ticks the state records. A state of no current
     // rule is not judged: it is kept until its next request moves it over.
     const rule = this.#compiled.byShape.get(shape)?.find((r) => ticksMatch(w, at, r));
@@ -779,7 +780,9 @@ export class PolicyLimiter {
     // A stamp ahead of the reading: the clock stepped back behind the pair's latest admission,
     // which a decision would raise its reading to (see Clock): not idle.
     if (unitsAhead(m.sec, lastSec) !== 0) return false;
-    return rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
+    if (!rule.limits.algorithms.every((a, i) => a.idle(w, at + 1 + (rule.limits.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)))) return false;
+    floor.raise(m.ms); // before the reclaim: its pair comes back fresh at no earlier reading
+    return true;
   };
 
   #slotState(): SlotState {
@@ -795,7 +798,8 @@ export class PolicyLimiter {
       isDead: (w, base) => {
         return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
       },
-      retire: (w, base) => retireLocked(w, base, this.#owner, this.#site.lockAges, this.#idle),
+      retire: (w, base, floor) => retireLocked(w, base, this.#owner, this.#site.lockAges, this.#idle, floor),
+      raiseTo: (ms) => this.#forward.raiseTo(ms),
     };
   }
 }

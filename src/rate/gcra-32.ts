@@ -438,6 +438,17 @@ export class Gcra32 {
   }
 
   /**
+   * No decision from now on at a reading earlier than `ms` (a reclaim's floor: see
+   * table/reclaim-floor.ts). The converted reading is dropped, so the next one is taken anew.
+   */
+  #raiseTo(ms: number): void {
+    if (ms > this.#latestMs) {
+      this.#latestMs = ms;
+      this.#readMs = NaN;
+    }
+  }
+
+  /**
    * Decides at the start of second `sec` (a key's stamp ahead of the reading): `nowMs` and its
    * ticks. Leaves the instance's latest reading alone: the raise holds for this key only.
    */
@@ -524,6 +535,10 @@ export class Gcra32 {
       initSlot: (w: Int32Array, base: number, generation: number): void => this.#initSlot(w, base, generation),
       isDead: plain.isDead,
       retire: plain.retire,
+      raiseTo: (ms: number): void => {
+        plain.raiseTo(ms);
+        this.#raiseTo(ms);
+      },
     };
   }
 }

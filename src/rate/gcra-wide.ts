@@ -470,7 +470,7 @@ export class WideGcra {
         Atomics.store(w, base + S_LAST_SEC, this.#unit(nowMs) | 0);
       },
       isDead: (_words, base) => Atomics.load(big, (base + tatOffset) >> 1) === DEAD64, // one 64-bit read
-      retire: (_words, base) => {
+      retire: (_words, base, floor) => {
         // The whole word at once (a reclaim must not act on a torn value), then lastSec, then
         // the clock: the same order and argument as a decision.
         const value = Atomics.load(big, (base + tatOffset) >> 1);
@@ -489,8 +489,13 @@ export class WideGcra {
           : (hi >>> 0) < (now.hi >>> 0) || (hi === now.hi && lo < now.lo);
         const idle = behind || (this.#staleOn && isStale(this.#unit(nowMs), last, this.#p.staleSec));
         if (!idle) return NOT_IDLE;
+        floor.raise(nowMs); // before the reclaim: its key comes back fresh at no earlier reading
         // compareExchange to the marker: the linearisation point of the reclaim.
         return Atomics.compareExchange(big, (base + tatOffset) >> 1, value, DEAD64) === value ? RETIRED : NOT_IDLE;
+      },
+      raiseTo: (ms) => {
+        // No reading earlier than a reclaim's floor from now on, a fresh state's included.
+        if (ms > this.#latestMs) this.#latestMs = ms;
       },
     };
   }

@@ -4,6 +4,7 @@ import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './
 import { lock, retireLocked, underKeyLock, unlock, type LockAges, type LockedDecision } from '../table/slot-lock.js';
 import { DEAD, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
+import type { ReclaimFloor } from '../table/reclaim-floor.js';
 
 export { group, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 
@@ -230,9 +231,9 @@ export class LockedEngine implements LockedDecision {
    * (only if free right now) and its token returned as the word to turn into DEAD, so no decision
    * can run between the idle check and the reclaim.
    */
-  static slotState(key: LimitGroup, stateOffset: number, owner: number, ages: LockAges, now: () => Moment): SlotState {
+  static slotState(key: LimitGroup, stateOffset: number, owner: number, ages: LockAges, now: () => Moment, raiseTo: (ms: number) => void): SlotState {
     // Idle, judged under the key's lock: every limit's state equals a fresh key's. Made once.
-    const idle = (w: Int32Array, base: number): boolean => {
+    const idle = (w: Int32Array, base: number, floor: ReclaimFloor): boolean => {
       const lastSec = Atomics.load(w, base + S_LAST_SEC); // before the clock (see LockFreeEngine.retire)
       const m = now();
       // A stamp ahead of the reading: the clock stepped back behind the key's latest admission,
@@ -242,6 +243,7 @@ export class LockedEngine implements LockedDecision {
         const a = key.algorithms[i] as LimitAlgorithm;
         if (!a.idle(w, base + stateOffset + (key.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec))) return false;
       }
+      floor.raise(m.ms); // before the reclaim: its key comes back fresh at no earlier reading
       return true;
     };
     return {
@@ -251,9 +253,10 @@ export class LockedEngine implements LockedDecision {
       isDead(w, base) {
         return Atomics.load(w, base + S_TAT) === DEAD; // the lock word holds the reclaim marker
       },
-      retire(w, base) {
-        return retireLocked(w, base, owner, ages, idle);
+      retire(w, base, floor) {
+        return retireLocked(w, base, owner, ages, idle, floor);
       },
+      raiseTo,
     };
   }
 }

@@ -19,7 +19,7 @@ import { processNow } from '../time/clock.js';
  * give-back epoch word is, from the state's start (-1: none).
  */
 export function lockFreeSlotState(
-  key: LimitGroup, stateOffset: number, owner: number, ages: LockAges, now: () => Moment, epochOffset: number,
+  key: LimitGroup, stateOffset: number, owner: number, ages: LockAges, now: () => Moment, epochOffset: number, raiseTo: (ms: number) => void,
 ): SlotState {
   const stealAfterMs = ages.stealAfterMs;
   return {
@@ -34,7 +34,8 @@ export function lockFreeSlotState(
     isDead(w, base) {
       return Atomics.load(w, base + S_TAT) === DEAD; // the guard word holds the reclaim marker
     },
-    retire(w, base) {
+    raiseTo,
+    retire(w, base, floor) {
       const cur = Atomics.load(w, base + S_TAT);
       if (cur === DEAD) return ALREADY_DEAD;
       // The free value of the incarnation the table judged (its ctrl is LIVE).
@@ -69,7 +70,10 @@ export function lockFreeSlotState(
       }
       // compareExchange from our token: fails if a decision cancelled it (it committed after our
       // reads began) or another reclaimer replaced it.
-      if (idle) return Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token ? RETIRED : NOT_IDLE;
+      if (idle) {
+        floor.raise(m.ms); // before the reclaim: its key comes back fresh at no earlier reading
+        return Atomics.compareExchange(w, base + S_TAT, token, DEAD) === token ? RETIRED : NOT_IDLE;
+      }
       Atomics.compareExchange(w, base + S_TAT, token, free); // give the guard back, unless cancelled
       return NOT_IDLE;
     },

@@ -224,12 +224,13 @@ export class RateLimiter {
     } else {
       const owner = site.newOwner();
       const now = (): Moment => this.#now();
+      const raiseTo = (ms: number): void => this.#forward.raiseTo(ms);
       // Every limit commits in one compareExchange: no lock. A sliding log keeps one.
       const lockFree = compiled.key.lockFree && compiled.global?.lockFree !== false && w[H_FORCE_LOCKED] !== 1;
       const epochOffset = epochOffsetOf(compiled);
       site.open(lockFree
-        ? lockFreeSlotState(compiled.key, site.stateOffset, owner, site.lockAges, now, epochOffset)
-        : LockedEngine.slotState(compiled.key, site.stateOffset, owner, site.lockAges, now), cacheSize);
+        ? lockFreeSlotState(compiled.key, site.stateOffset, owner, site.lockAges, now, epochOffset, raiseTo)
+        : LockedEngine.slotState(compiled.key, site.stateOffset, owner, site.lockAges, now, raiseTo), cacheSize);
       const globalBase = w[H_GLOBAL_BASE] as number;
       const area = { lock: globalBase, lastSec: globalBase + 1, state: globalBase + GLOBAL_HEADER_WORDS };
       const global = compiled.global === null ? null : { group: compiled.global, area };

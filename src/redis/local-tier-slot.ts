@@ -196,8 +196,11 @@ export function tierSlotState(stateOffset: number, leaseMs: number, clock: Clock
       return Atomics.load(w, base + stateOffset + REFUSAL + 1) === DEAD_HI;
     },
     retire(w: Int32Array, base: number): number {
+      // No reclaim floor: a fresh tier slot caches nothing, so its first check asks Redis, whose
+      // clock decides (a reading behind a reclaim's changes no answer).
       return retireSlot(w, base + stateOffset, leaseMs, clock);
     },
+    raiseTo(): void {},
   };
 }
 

@@ -112,6 +112,8 @@ export interface InsertHost {
   count(slot: number, word: number, delta: number): void;
   /** Reclaims every idle key of the stripe of slot `first` and compacts it; true if any slot was freed. */
   reclaimStripeOf(first: number): boolean;
+  /** Raises this instance's readings to the reclaim floor if it moved (SlotTable.noteFloor). */
+  noteFloor(): void;
 }
 
 /** A table's inserts on this thread. */
@@ -233,6 +235,7 @@ export class SlotInserter {
     // Its writes go to our own slot, which stays BUSY until our publish, or, if our claim was
     // cancelled, until reuseAfterMs: they never reach another key's state (see
     // REUSE_AFTER_TIMEOUTS for a stall longer than that).
+    t.noteFloor(); // after the scans that found the key missing: a reclaim's floor reaches initSlot
     this.#state.initSlot(w, base, gen & PAYLOAD_MASK);
     // compareExchange from our claim (release: our key and state are visible to whoever loads
     // LIVE). It fails if our claim was cancelled (we stalled past claimTimeoutMs and an inserter

@@ -9,6 +9,7 @@
  * | maxKeys | algorithm | limitCount | hasGlobal | maxLogSize | stateWords | ownerSeq | global  |
  * | stateOffset | width | forceLocked | class (which limiter class made the table)            |
  * | inlineKeyWords (key words a slot holds; a longer key's tail is in the key heap) | wideTick |
+ * | @ byte 192: reclaim floor (float64 bits, one 64-bit word) | reclaim seq  (reclaim-floor.ts) |
  * | @ byte 256: float64 [permits, periodMs, burst] per limit, then the global limit's          |
  * +---------------------------------- stripe 0 ------------------------------------------------+
  * | slot 0 | slot 1 | ... | slot S-1 |     a key only ever lives in the stripe its hash picks,  |
@@ -83,7 +84,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 14;
+export const LAYOUT_VERSION = 15;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -164,6 +165,15 @@ export const H_RESET_MARKS = 38;
  * does (made with `maxBlockMs`: policy/rules.ts); 0 otherwise (limiter-config.ts).
  */
 export const H_WINDOW_BLOCK = 39;
+/**
+ * The reclaim floor (reclaim-floor.ts): the latest clock reading at which a reclaim judged a key
+ * idle, as the bits of a float64 in one 64-bit word (BigInt64, byte 192: its own cache line, with
+ * H_RECLAIM_SEQ), -Infinity until the first. A thread that inserts a key, or meets a key's new
+ * incarnation, decides at no earlier reading.
+ */
+export const H_RECLAIM_FLOOR = 48;
+/** Incremented after each raise of the reclaim floor: a thread loads the floor only when it moved. */
+export const H_RECLAIM_SEQ = 50;
 /** H_LAYOUT values. */
 export const HASHED = 0;
 export const SLAB = 1;

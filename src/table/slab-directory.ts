@@ -245,6 +245,7 @@ export class SlabDirectory {
     // 5. Fresh state, then publish (insert.ts, step 4: the same reasons). Our publish failing
     // (claim cancelled or taken over) leaves our entry pointing at a slot that is no longer ours:
     // its next claimer clears it.
+    t.noteFloor(); // after the scans that found the key missing: a reclaim's floor reaches initSlot
     this.#state.initSlot(w, base, gen & PAYLOAD_MASK);
     if (Atomics.compareExchange(w, base + S_CTRL, claim, ctrlWord(LIVE, gen)) !== claim) return RETRY;
     t.count(slot, C_LIVE, 1);

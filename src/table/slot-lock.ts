@@ -2,6 +2,7 @@ import { DEAD, S_CTRL, S_TAT } from './layout.js';
 import { RELOCATE } from './slot-index.js';
 import { ALREADY_DEAD, NOT_IDLE, RETIRED } from './table.js';
 import { processNow } from '../time/clock.js';
+import type { ReclaimFloor } from './reclaim-floor.js';
 
 /**
  * A per-key lock in one int32 word (the slot's `tat` word, for keys whose state spans several
@@ -262,9 +263,12 @@ function settle(w: Int32Array, base: number, ctrl: number, token: number): boole
  * The reclaim hook of a locked slot (`SlotState.retire`): try the key's lock (only if free, or
  * its word older than `ages.reclaimAfterMs`: a holder that died, or a takeover long
  * past), judge the key idle under it, and turn our own token into DEAD, so no decision can run
- * between the check and the reclaim. RETIRED, ALREADY_DEAD or NOT_IDLE.
+ * between the check and the reclaim. RETIRED, ALREADY_DEAD or NOT_IDLE. `idle` raises `floor` to
+ * the reading it judged the key idle at (reclaim-floor.ts), if it took one.
  */
-export function retireLocked(w: Int32Array, base: number, owner: number, ages: LockAges, idle: (w: Int32Array, base: number) => boolean): number {
+export function retireLocked(
+  w: Int32Array, base: number, owner: number, ages: LockAges, idle: (w: Int32Array, base: number, floor: ReclaimFloor) => boolean, floor: ReclaimFloor,
+): number {
   const lockAt = base + S_TAT;
   // Atomics.load: a DEAD lock word is a reclaim past its linearisation point; the table ends it.
   if (Atomics.load(w, lockAt) === DEAD) return ALREADY_DEAD;
@@ -273,7 +277,7 @@ export function retireLocked(w: Int32Array, base: number, owner: number, ages: L
   // have stopped there) is finished by the table now rather than left for a later sweep.
   if (token === FREE) return Atomics.load(w, lockAt) === DEAD ? ALREADY_DEAD : NOT_IDLE;
   // compareExchange from our own token to DEAD: the linearisation point of the reclaim.
-  if (idle(w, base) && Atomics.compareExchange(w, lockAt, token, DEAD) === token) return RETIRED;
+  if (idle(w, base, floor) && Atomics.compareExchange(w, lockAt, token, DEAD) === token) return RETIRED;
   unlock(w, lockAt, token);
   return NOT_IDLE;
 }

@@ -7,6 +7,7 @@ import {
   SLAB, H_SLAB_SLOTS, H_DIRECTORY, H_DIRECTORY_SEQS, H_LAYOUT, HASHED, H_RESET_MARKS, MARK_WORDS, RESET_MARKS,
 } from './layout.js';
 import { slabSlotsFor, ENTRIES_PER_SLOT, directoryStripeFor } from './slab-layout.js';
+import { initReclaimFloor } from './reclaim-floor.js';
 
 /**
  * A table's buffer as a whole: its allocation and header (`allocateTable`), the check that a
@@ -187,5 +188,6 @@ export function allocateTable(spec: TableSpec): SharedArrayBuffer {
   w[H_INLINE_KEY_WORDS] = inlineWords;
   w[H_COUNTERS] = counters;
   w[H_RESET_MARKS] = resetMarks;
+  initReclaimFloor(buffer);
   return buffer;
 }

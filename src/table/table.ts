@@ -10,6 +10,7 @@ import { claimAge, RETRY, SlotInserter, TABLE_FULL } from './insert.js';
 import { TableCounters } from './table-counters.js';
 import { SlabDirectory, RETRY_AFTER_FULL } from './slab-directory.js';
 import { SlabSweeper } from './slab-sweep.js';
+import { ReclaimFloor } from './reclaim-floor.js';
 import { checkTableBuffer, hasKeyHeap, inlineKeyWordsOf, keyOffsetOf, keyRefOffsetOf, stateOffsetOf } from './table-buffer.js';
 
 /**
@@ -29,9 +30,17 @@ export interface SlotState {
   /**
    * If the slot's key is strictly idle (its state equals a fresh key's, and has since before
    * now), replaces its state with the reclaim marker in one compare-and-swap and returns
-   * RETIRED; ALREADY_DEAD if the marker is there; else NOT_IDLE.
+   * RETIRED; ALREADY_DEAD if the marker is there; else NOT_IDLE. Before that compareExchange it
+   * raises `floor` to the reading it judged the key idle at (reclaim-floor.ts).
    */
-  retire(words: Int32Array, base: number): number;
+  retire(words: Int32Array, base: number, floor: ReclaimFloor): number;
+  /**
+   * A reclaim judged a key idle at the reading `ms`: from now on this instance decides at no
+   * earlier reading, and `initSlot` writes no fresher state (reclaim-floor.ts). The table calls
+   * it before `initSlot` and when it finds a key without the thread's cache, once per move of
+   * the floor.
+   */
+  raiseTo(ms: number): void;
 }
 
 /** `SlotState.retire` results. */
@@ -101,6 +110,8 @@ export class SlotTable {
   readonly #inserter: SlotInserter;
   /** The gauges' counters (table-counters.ts). */
   readonly #counters: TableCounters;
+  /** The reclaim floor (reclaim-floor.ts): raised by this thread's reclaims, read by its lookups. */
+  readonly floor: ReclaimFloor;
   /** A SLAB table's directory and its sweeps (slab-directory.ts, slab-sweep.ts); null in a HASHED table. */
   readonly #slab: SlabDirectory | null;
   readonly #slabSweeper: SlabSweeper | null;
@@ -133,11 +144,22 @@ export class SlotTable {
     this.#hashSeed = words[H_HASH_SEED] as number;
     this.encoder = new KeyEncoder(this.maxKeyBytes, this.#hashSeed);
     this.#state = state;
+    this.floor = new ReclaimFloor(words);
     this.#counters = new TableCounters(words, this.slotsPerStripe);
     this.#sweeper = new StripeSweeper(this);
     this.#inserter = new SlotInserter(this, state, this.#inlineWords, this.#refOffset);
     this.#slab = words[H_LAYOUT] === SLAB ? new SlabDirectory(this, state, this.#inlineWords, this.#refOffset) : null;
     this.#slabSweeper = this.#slab === null ? null : new SlabSweeper(this, this.#slab);
+  }
+
+  /**
+   * After the loads that found a key, or found it missing and claimed a slot for it: when the
+   * reclaim floor moved since this thread last looked, the slot hooks raise this instance's
+   * readings to it (reclaim-floor.ts). One Atomics.load when it has not.
+   */
+  noteFloor(): void {
+    const ms = this.floor.moved();
+    if (ms === ms) this.#state.raiseTo(ms); // not NaN: the floor moved
   }
 
   /** Counts a transition of `slot` (TableCounters.count), right after the compareExchange that made it: once each. */
@@ -181,6 +203,7 @@ export class SlotTable {
       const found = this.#find(bytes, hash);
       if (found >= 0) {
         this.foundNew = false;
+        this.noteFloor();
         return found;
       }
       const free = this.#missFree;
@@ -204,6 +227,7 @@ export class SlotTable {
       if (found >= 0) {
         this.foundCtrl = slab.foundCtrl;
         this.foundNew = false;
+        this.noteFloor();
         return found;
       }
       const inserted = slab.insert(bytes, hash);
@@ -226,12 +250,13 @@ export class SlotTable {
    */
   find(bytes: number, hash: number): number {
     this.foundNew = false;
+    let found: number;
     if (this.#slab !== null) {
-      const found = this.#slab.find(bytes, hash);
+      found = this.#slab.find(bytes, hash);
       if (found >= 0) this.foundCtrl = this.#slab.foundCtrl;
-      return found;
-    }
-    return this.#find(bytes, hash);
+    } else found = this.#find(bytes, hash);
+    if (found >= 0) this.noteFloor();
+    return found;
   }
 
   /** The slot's first word index. */
@@ -369,7 +394,7 @@ export class SlotTable {
    * the slot changed before this call's compareExchange), and 0 when it reclaimed nothing.
    */
   reclaimLive(base: number, ctrl: number): number {
-    const outcome = this.#state.retire(this.words, base);
+    const outcome = this.#state.retire(this.words, base, this.floor);
     if (outcome === NOT_IDLE) return 0;
     if (this.finishReclaim(base, ctrl)) return ctrlWord(TOMB, ctrl >>> 2);
     // ALREADY_DEAD: a reclaim already past its linearisation point (its thread may have died)

@@ -8,7 +8,7 @@ import { describe } from '../config/check.js';
  *
  * A clock that does step back (`Date.now()` under an NTP step, a machine restored from a
  * snapshot) never makes a limiter admit more than it would on a clock that stood still through
- * the step and moved on once it had caught up. Two rules keep it so, for every algorithm, at both
+ * the step and moved on once it had caught up. Three rules keep it so, for every algorithm, at both
  * widths, for global caps, reservations and leases:
  * - each limiter instance (each thread's) never decides at a reading earlier than the latest it
  *   has already used: behind it, the instance decides at that latest reading, whatever the step;
@@ -18,6 +18,9 @@ import { describe } from '../config/check.js';
  *   of the stamp's second (or unit). Within that second the state decodes relative to the reading
  *   as more spent than at its last admission: a GCRA debt, a later window, a log entry or a lease
  *   that has not expired. (A 64-bit TAT in ticks of 1 us or more never wraps: it is exact alone.)
+ * - a key reclaimed at one reading and inserted again (or met in its new incarnation) by an
+ *   instance whose clock reads earlier is decided at the reclaim's reading: the table keeps the
+ *   latest one (table/reclaim-floor.ts).
  * So no key reads as fresh after a step, nor is reclaimed by a sweep; while the clock is behind,
  * time stands still for the key (nothing refills, no lease expires), and the gap is not credited
  * again once the clock is back. Waits (`retryAfterMs`, a reservation's `delayMs`) count from the
@@ -50,6 +53,14 @@ export class ForwardClock {
 
   constructor(clock: Clock) {
     this.#clock = clock;
+  }
+
+  /**
+   * From now on, no reading earlier than `ms`: another thread's reading that a reclaim judged a
+   * key idle at (table/reclaim-floor.ts). Like a reading of this clock that went no further.
+   */
+  raiseTo(ms: number): void {
+    if (ms > this.#latestMs) this.#latestMs = ms;
   }
 
   /** The clock's reading, or the latest one returned before if that is later. */

@@ -80,13 +80,14 @@ describe('explorer', () => {
     // state was reset under an admission decided after the insert. A 32-bit first check is now
     // admitted by its insert (Gcra32.pendingCost), and that schedule is gone; the width-64 path
     // still decides after its insert, and this is the schedule the search finds there with the
-    // bug planted again (10:1 16:4 since an insert reads the clock once more, right after its
-    // claim: insert.ts, bornOld; it was 9:1 11:4).
+    // bug planted again (11:1 17:4 since a lookup loads the reclaim floor's sequence; 10:1 16:4
+    // since an insert reads the clock once more, right after its claim: insert.ts, bornOld; it was
+    // 9:1 11:4).
     const { url, scenario } = entry('gcra-64');
-    const fixed = await search(explorer(), url, scenario, new Replay('10:1 16:4'), { nextRun: () => false });
+    const fixed = await search(explorer(), url, scenario, new Replay('11:1 17:4'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('claim judged by an older reading');
-    const before = await search(explorer(build), url, scenario, new Replay('10:1 16:4'), { nextRun: () => false });
+    const before = await search(explorer(build), url, scenario, new Replay('11:1 17:4'), { nextRun: () => false });
     expect(before.violation?.message).toMatch(/over-admission/);
   });
 
@@ -119,21 +120,23 @@ describe('explorer', () => {
     expect(before.violation?.message).toMatch(/over-admission/);
   });
 
-  it('an old TAT under a stamp a pending decision raised reads as owing nothing (deep schedule 24:4 27:1 52:3)', async () => {
+  it('an old TAT under a stamp a pending decision raised reads as owing nothing (deep schedule 25:4 28:1 54:3)', async () => {
     // Thread 1 loaded k's TAT (5499.75 ms), the clock wrapped (2^31 ticks later), and it raised
     // k's stamp and stopped before its compareExchange. Thread 2 then read the old TAT under the
     // new stamp as 21.4 s of debt: its block('k', 700) threw RangeError (past the horizon).
-    // (Found as 18:4 21:1 40:3; the steps moved when reward and reset took their mark's guard.)
+    // (Found as 18:4 21:1 40:3; the steps moved when reward and reset took their mark's guard, to
+    // 24:4 27:1 52:3, and when lookups loaded the reclaim floor's sequence.)
     const { url, scenario } = entry('key-controls');
-    const fixed = await search(explorer(undefined, 3), url, scenario, new Replay('24:4 27:1 52:3'), { nextRun: () => false });
+    const fixed = await search(explorer(undefined, 3), url, scenario, new Replay('25:4 28:1 54:3'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('an old TAT under a raised stamp read as debt');
-    const before = await search(explorer(build, 3), url, scenario, new Replay('24:4 27:1 52:3'), { nextRun: () => false });
+    const before = await search(explorer(build, 3), url, scenario, new Replay('25:4 28:1 54:3'), { nextRun: () => false });
     expect(before.violation?.message).toMatch(/over-admission|phantom refusal|threw/);
   });
 
-  // The guards of 2026-12-06 and the window block word: each re-planted bug's schedule, found by a
-  // longer search than CI's (the DFS reaches cost 2 only on a quiet machine), replayed on the
+  // The guards of 2026-12-06, the window block word, a stamp ahead of its reading and the reclaim
+  // floor: each re-planted bug's schedule, found by a longer search than CI's (the DFS reaches
+  // cost 2 only on a quiet machine), replayed on the
   // build and on the mutant, so that a busy machine cannot miss them.
   it.each([
     ['gcra-give-back-aba', 'a one-limit give-back without its mark guard', '9:1 33:1'],
@@ -141,10 +144,14 @@ describe('explorer', () => {
     ['reserve-aba', 'a one-limit refund without its mark guard', '12:1 47:1'],
     // The build decides the short block again after the long one landed: thread 2's second reading,
     // the one moved to the next second, is two steps later there.
-    ['window-block', 'a window block that stores its end over a longer one', '8:1 51:2', '8:1 53:2'],
-    // Found by the deep run of 2026-12-06 (PCT): the penalty's reading is 1 s behind the give-back
+    ['window-block', 'a window block that stores its end over a longer one', '8:1 53:2', '8:1 55:2'],
+    // Found by the deep run of 2026-12-06 (PCT, as 0:1 11:2 28:1 29:1 43:1 46:5 before lookups
+    // loaded the reclaim floor's sequence): the penalty's reading is 1 s behind the give-back
     // guard's stamp, which read as 2^20 - 1,000 ms old and was taken over.
-    ['window-penalty', 'a stamp ahead of the reading read as old', '0:1 11:2 28:1 29:1 43:1 46:5'],
+    ['window-penalty', 'a stamp ahead of the reading read as old', '0:1 11:2 29:1 30:1 45:1 48:5'],
+    // The key reclaimed by a sweep at 5000 ms, inserted again at 4999.99999 ms: without the
+    // reclaim floor, fresh in the first window (found on fixed-window as 0:1 32:1 40:2 66:4).
+    ['reclaim-floor', 'an insert below the reclaim floor', '0:1 8:2 36:1 37:4'],
   ])('%s: the schedule that breaks "%s" (%s) is clean on the build', async (name, mutation, schedule, onBuild = schedule) => {
     const { url, scenario } = entry(name);
     const fixed = await search(explorer(undefined, 3), url, scenario, new Replay(onBuild), { nextRun: () => false });
