@@ -228,10 +228,13 @@ export function onTickGrid(tickMs) {
   };
 }
 
-/** The run's calls with their readings in whole ticks (`onTickGrid`), and the conversion itself. */
+/**
+ * The run's calls with their readings in whole ticks (`onTickGrid`), and the conversion itself.
+ * Each call keeps its readings in ms as `rawReadings`, for what the limiter compares in ms.
+ */
 export function callsOnTickGrid(exec, tickMs) {
   const ticks = onTickGrid(tickMs);
-  return { ticks, calls: callsOf(exec).map((c) => ({ ...c, readings: c.readings.map(ticks) })) };
+  return { ticks, calls: callsOf(exec).map((c) => ({ ...c, readings: c.readings.map(ticks), rawReadings: c.readings })) };
 }
 
 /**

@@ -57,8 +57,12 @@ export function reservationOutcome(calls, toModel = (ms) => ms) {
       const { delayMs, actAtMs } = c.result;
       return { kind: 'reserve', key: 'k', cost: 1, admitted: true, delayMs: toModel(delayMs), actAtMs: toModel(actAtMs), rawReading: c.readings.at(-1) };
     }
-    const actAtMs = toModel(reserveOf.get(c.thread).result.actAtMs);
-    return { kind: 'cancel', key: 'k', cost: 1, admitted: c.result === true, firstReading: c.readings[0], actAtMs };
+    // Reservation.cancel compares its first reading with the act time in ms, not on a model's
+    // tick grid: a reading one ulp before the act (found: 4,096,000.0000079996 against
+    // 4,096,000.000008, deep run of 2026-12-06 on reserve-64) is before it, though both name one tick.
+    const rawActAt = reserveOf.get(c.thread).result.actAtMs;
+    const timeCame = (c.rawReadings ?? c.readings)[0] >= rawActAt;
+    return { kind: 'cancel', key: 'k', cost: 1, admitted: c.result === true, timeCame, actAtMs: toModel(rawActAt) };
   };
 }
 
@@ -111,9 +115,10 @@ export function reservationModel({ permits, periodMs, burst }, slackMs) {
         const exact = Math.abs(o.actAtMs - actAt) <= slackMs && Math.abs(o.delayMs - (toMs(wait) + lead)) <= slackMs;
         return { admit: exact, refuses: !exact, next: new Map(state).set(o.key, end) };
       }
-      // cancel: its time has come (by its first reading), or nothing of it is ahead: no refund.
+      // cancel: its time has come (by its first reading, in ms: reservationOutcome), or nothing
+      // of it is ahead: no refund.
       const debt = tat === null || tat <= r ? 0n : tat - r;
-      const timeCame = o.firstReading >= o.actAtMs;
+      const timeCame = o.timeCame;
       const back = debt < cost ? debt : cost;
       return { admit: !timeCame && debt > 0n, refuses: timeCame || debt <= slack, next: new Map(state).set(o.key, (tat ?? r) - back) };
     },

@@ -160,6 +160,17 @@ describe('explorer', () => {
     expect(before.violation?.message).toMatch(/over-admission/);
   });
 
+  it('reserve-64: a cancel one ulp before its act time is judged before it, as the limiter compares (deep schedule 0:1 17:2 31:3)', async () => {
+    // The clock's "interval edge" move lands at 4,096,000.0000079996 ms, the double just below the
+    // reservation's act time 4,096,000.000008. Reservation.cancel compares the two in ms and gives
+    // back; the checker put both on one tick of its grid, judged the cancel too late, and called
+    // the refund an over-admission (deep run of 2026-12-06, then 0:1 16:2 30:3). It now judges
+    // "before its act" on the readings in ms.
+    const { url, scenario } = entry('reserve-64');
+    const r = await search(explorer(), url, scenario, new Replay('0:1 17:2 31:3'), { nextRun: () => false });
+    expect(r.violation).toBeNull();
+  });
+
   it('a coarse clock publish stopped for four epochs no longer puts its old epoch back (found by the explorer)', async () => {
     // Thread 0 publishes 1000.51 ms and stops before it writes its epoch's slot; thread 1
     // publishes after a stop of four epochs (2^32 units), whose epoch takes the same slot. The
