@@ -55,6 +55,11 @@ export function holderAgeMs(word: number, nowMs: number): number {
  * have written and not moved it on); an undo never does.
  */
 export function hold(w: Int32Array, base: number, ctrl: number, owner: number, takeOverMs: number, wait: boolean, epochAt = -1): number {
+  // The holder token this call waits on, first seen at `since` by its own readings: the same token
+  // waited on for takeOverMs is taken over whatever its stamp says (one ahead of our readings
+  // reads as young: slot-lock.ts, ageMs).
+  let waitedOn = 0;
+  let since = 0;
   for (let spins = 0; ; spins++) {
     // Atomics.load of the guard, then of ctrl: a guard written by a later incarnation (its
     // insert's stores follow its claim of ctrl) makes that claim visible to the ctrl load.
@@ -63,7 +68,11 @@ export function hold(w: Int32Array, base: number, ctrl: number, owner: number, t
     const now = processNow();
     if (isHolderToken(guard)) {
       if (!wait) return BUSY;
-      if (holderAgeMs(guard, now) <= takeOverMs) {
+      if (guard !== waitedOn) {
+        waitedOn = guard;
+        since = now;
+      }
+      if (holderAgeMs(guard, now) <= takeOverMs && !(now - since > takeOverMs)) {
         if (spins > 64) Atomics.wait(w, base + S_TAT, guard, 0.05);
         continue;
       }

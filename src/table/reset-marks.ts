@@ -174,12 +174,20 @@ export class MarkGuard {
   take(base: number): number {
     const w = this.#w;
     const at = markAt(w, base) + 2;
+    // The token this call waits on, first seen at `since` by its own readings: the same token
+    // waited on for the take-over age is taken over whatever its stamp says (slot-lock.ts, ageMs).
+    let waitedOn = 0;
+    let since = 0;
     for (let spins = 0; ; spins++) {
       // Atomics.load of the guard, then a compareExchange from the exact word seen: one holder at
       // a time, and a holder taken over learns it at its release (below).
       const seen = Atomics.load(w, at);
       const now = processNow();
-      if ((seen & 1) === 1 && ageMs(seen, now) <= this.#takeOverMs) {
+      if ((seen & 1) === 1 && (seen & ~WAITING) !== waitedOn) {
+        waitedOn = seen & ~WAITING;
+        since = now;
+      }
+      if ((seen & 1) === 1 && ageMs(seen, now) <= this.#takeOverMs && !(now - since > this.#takeOverMs)) {
         if (spins > SPINS) {
           // compareExchange of the WAITING bit into the holder's word, so that its release wakes
           // us; Atomics.wait returns once the word is no longer that (or after WAIT_MS).

@@ -41,9 +41,10 @@ import type { ReclaimFloor } from './reclaim-floor.js';
  * `stealAfterMs` the package passes is at most 600,000 (10x MAX_CLAIM_TIMEOUT_MS, a rules
  * writer's), and `reclaimAfterMs` is at most 2^19 (or stealAfterMs, if longer), both below
  * 2^20 - AHEAD_MS, so a dead holder's lock is always taken over once it is that old. A word that
- * nobody tries for 2^20 - AHEAD_MS ms reads young again: the next try takes it over at most
- * AHEAD_MS plus that age later than it could have, and a stale `released` word marks a takeover
- * that needs no mark.
+ * nobody tries for 2^20 - AHEAD_MS ms reads young again; a decision waiting on it takes it over
+ * once it has waited stealAfterMs itself (`lock`), as it would a right stamp, while a reclaim,
+ * which never waits, leaves it to a later sweep (at most AHEAD_MS plus its age later than it
+ * could have); a stale `released` word marks a takeover that needs no mark.
  *
  * Thread-safety: all functions are safe on any thread.
  */
@@ -117,13 +118,25 @@ function successor(cur: number, owner: number, now: number, ages: LockAges, forR
 
 /**
  * Takes the lock at `index`; returns the token now held, or GONE. Spins briefly, then sleeps in
- * short `Atomics.wait`s (which return at once when the word changes).
+ * short `Atomics.wait`s (which return at once when the word changes). A held token is taken over
+ * once it is `stealAfterMs` old, or once this call has waited that long on the same word by its
+ * own readings: a token whose stamp reads ahead of them (young, see `ageMs`) then costs a waiter
+ * no more than one whose stamp is right.
  */
 export function lock(w: Int32Array, index: number, owner: number, ages: LockAges): number {
+  let waitedOn = FREE; // the held token this call waits on, first seen at `since`
+  let since = 0;
   for (let spins = 0; ; spins++) {
     const cur = Atomics.load(w, index);
     if (cur === DEAD) return GONE;
-    const token = successor(cur, owner, processNow(), ages, false);
+    const now = processNow();
+    let token = successor(cur, owner, now, ages, false);
+    if (token === FREE) {
+      if (cur !== waitedOn) {
+        waitedOn = cur;
+        since = now;
+      } else if (now - since > ages.stealAfterMs) token = lockToken(owner, now, true);
+    }
     if (token !== FREE) {
       // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
       if (token !== cur && Atomics.compareExchange(w, index, cur, token) === cur) return token;

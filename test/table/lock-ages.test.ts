@@ -8,6 +8,9 @@ import { ConcurrencyLimiter, perHour, PolicyLimiter, RateLimiter } from '../../s
 import { AHEAD_MS, ageMs, FREE, lock, lockAges, lockToken, tryLock, unlock } from '../../src/table/slot-lock.js';
 import { reuseAfterMsFor } from '../../src/table/insert.js';
 import { MAX_CLAIM_TIMEOUT_MS } from '../../src/table/table-options.js';
+import { hold } from '../../src/rate/give-back-guard.js';
+import { MarkGuard } from '../../src/table/reset-marks.js';
+import { H_RESET_MARKS, S_CTRL, S_TAT } from '../../src/table/layout.js';
 
 const stallWorker = new URL('../fixtures/stall-worker.mjs', import.meta.url);
 
@@ -118,6 +121,68 @@ describe('lock ages', () => {
     expect(reads).toBeGreaterThan(100);
     expect(w[0]).toBe(token);
     expect(token).not.toBe(held);
+  });
+
+  it('a decision that waited stealAfterMs on one token stamped ahead of its readings takes it over (a dead holder costs no more)', () => {
+    // A token young by its stamp (5 s ahead of the waiter's readings) is still taken over once
+    // the waiter itself has seen it unchanged for stealAfterMs: without that, a dead holder's word
+    // found in the part of the 2^20 ms cycle that reads as ahead held a decision up to AHEAD_MS.
+    const stampedAt = 3 * 2 ** 20 + 17;
+    const held = lockToken(3, stampedAt);
+    const w = new Int32Array(new SharedArrayBuffer(8));
+    const ages = lockAges(1_000, reuseAfterMsFor(1_000));
+    w[0] = held;
+    let reads = 0;
+    const t0 = stampedAt - 5_000;
+    vi.spyOn(performance, 'now').mockImplementation(() => {
+      reads++;
+      if (reads <= 50) return t0;
+      if (reads <= 100) return t0 + 1_001; // waited past stealAfterMs; the stamp still reads as ahead
+      return stampedAt + 2_000; // the stamp's own age past stealAfterMs (the old rule's only way)
+    });
+    const token = lock(w, 0, 5, ages);
+    expect(reads).toBe(51);
+    expect(w[0]).toBe(token);
+    expect(ageMs(held, t0 + 1_001)).toBe(0);
+  });
+
+  /** performance.now() for a waiter: 50 readings at t0, 50 at t0 + waitedMs, then `after`. */
+  function waiterClock(t0: number, waitedMs: number, after: number): () => number {
+    let reads = 0;
+    vi.spyOn(performance, 'now').mockImplementation(() => {
+      reads++;
+      return reads <= 50 ? t0 : reads <= 100 ? t0 + waitedMs : after;
+    });
+    return () => reads;
+  }
+
+  it('a give-back that waited its take-over age on one holder token stamped ahead takes the guard over', () => {
+    const stampedAt = 3 * 2 ** 20 + 17;
+    const w = new Int32Array(new SharedArrayBuffer(64));
+    const base = 4;
+    const ctrl = (5 << 2) | 2; // LIVE, generation 5
+    w[base + S_CTRL] = ctrl;
+    w[base + S_TAT] = -lockToken(3, stampedAt); // a holder's token, 5 s ahead of the readings below
+    const reads = waiterClock(stampedAt - 5_000, 1_001, stampedAt + 2_000);
+    const token = hold(w, base, ctrl, 6, 1_000, true);
+    expect(reads()).toBe(51);
+    expect(w[base + S_TAT]).toBe(token);
+  });
+
+  it('a reset mark guard waited on for its take-over age, stamped ahead, is taken over', () => {
+    const limiter = new RateLimiter({ limit: perHour(5), maxKeys: 8 });
+    const w = new Int32Array(limiter.handle.table);
+    const guard = new MarkGuard(w, 9, 1_000);
+    const base = 128 + 40;
+    const mine = guard.take(base);
+    const at = w.indexOf(mine, w[H_RESET_MARKS]); // the guard word of the base's mark
+    expect(at).toBeGreaterThan(0);
+    const stampedAt = 3 * 2 ** 20 + 17;
+    w[at] = lockToken(3, stampedAt); // another holder's token, 5 s ahead of the readings below
+    const reads = waiterClock(stampedAt - 5_000, 1_001, stampedAt + 2_000);
+    const token = guard.take(base);
+    expect(reads()).toBe(51);
+    expect(w[at]).toBe(token);
   });
 
   it('a stamp more than AHEAD_MS ahead reads as the age it wraps to, past every wait the package uses', () => {
