@@ -427,7 +427,8 @@ export class Gcra32 {
    */
   #convert(rawMs: number): void {
     this.#rawMs = rawMs;
-    if (rawMs === this.#readMs) return;
+    // The same reading as the last one converted, and no raise since (#raiseTo): nothing to do.
+    if (rawMs === this.#readMs && rawMs >= this.#latestMs) return;
     const nowMs = rawMs >= this.#latestMs ? rawMs : this.#latestMs;
     this.#latestMs = nowMs;
     if (nowMs !== this.#readMs) {
@@ -439,13 +440,11 @@ export class Gcra32 {
 
   /**
    * No decision from now on at a reading earlier than `ms` (a reclaim's floor: see
-   * table/reclaim-floor.ts). The converted reading is dropped, so the next one is taken anew.
+   * table/reclaim-floor.ts). The last decision's reading (`readingMs`) stays what it was: a
+   * give-back bounds itself by it.
    */
   #raiseTo(ms: number): void {
-    if (ms > this.#latestMs) {
-      this.#latestMs = ms;
-      this.#readMs = NaN;
-    }
+    if (ms > this.#latestMs) this.#latestMs = ms;
   }
 
   /**

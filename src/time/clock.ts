@@ -20,7 +20,10 @@ import { describe } from '../config/check.js';
  *   that has not expired. (A 64-bit TAT in ticks of 1 us or more never wraps: it is exact alone.)
  * - a key reclaimed at one reading and inserted again (or met in its new incarnation) by an
  *   instance whose clock reads earlier is decided at the reclaim's reading: the table keeps the
- *   latest one (table/reclaim-floor.ts).
+ *   latest one (table/reclaim-floor.ts), and the instance decides at no earlier reading from then
+ *   on. (An instance whose clock runs behind the others' for good, which the first sentence above
+ *   rules out, so decides at the readings of other threads' reclaims until its clock passes them:
+ *   between two reclaims, time stands still for it. Never more admissions; fewer.)
  * So no key reads as fresh after a step, nor is reclaimed by a sweep; while the clock is behind,
  * time stands still for the key (nothing refills, no lease expires), and the gap is not credited
  * again once the clock is back. Waits (`retryAfterMs`, a reservation's `delayMs`) count from the

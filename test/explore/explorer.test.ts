@@ -171,6 +171,17 @@ describe('explorer', () => {
     expect(r.violation).toBeNull();
   });
 
+  it('fixed-window: a cancel after its key was reclaimed under a call is not judged (an attack\'s PCT schedule)', async () => {
+    // T0's allow lost its compareExchange, decided again and kept a spend in the key's new
+    // incarnation (conservative: it reports a refusal). That spend moved T1's reservation to the
+    // next window, and its cancel gave that window back: a place the model, which has no such
+    // spend, never placed, so the checker called the cancel an over-admission. Only the set-up's
+    // admission happened.
+    const { url, scenario } = entry('fixed-window');
+    const r = await search(explorer(undefined, 3), url, scenario, new Replay('0:2 8:3 15:1 21:1 44:1 50:2'), { nextRun: () => false });
+    expect(r.violation).toBeNull();
+  });
+
   it('a coarse clock publish stopped for four epochs no longer puts its old epoch back (found by the explorer)', async () => {
     // Thread 0 publishes 1000.51 ms and stops before it writes its epoch's slot; thread 1
     // publishes after a stop of four epochs (2^32 units), whose epoch takes the same slot. The
