@@ -76,7 +76,8 @@ export function fixedWindowModel({ permits, periodMs }) {
       if (op === 'cancel') {
         const gives = reading < o.actAtMs && st.win === o.win && st.count >= o.cost;
         const next = gives ? new Map(state).set(o.key, { win: st.win, count: st.count - o.cost }) : state;
-        return { admit: gives, refuses: !gives, next };
+        // lenient: whatever the limiter answered, it stands; the model gives back what it holds.
+        return o.lenient === true ? { admit: true, refuses: true, next: o.admitted ? next : state } : { admit: gives, refuses: !gives, next };
       }
       // The window decided: the stored one if it is the reading's or later, else the reading's.
       let win = st.win >= now ? st.win : now;

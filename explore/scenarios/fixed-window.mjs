@@ -62,15 +62,15 @@ export default {
     const outcome = (c) => {
       if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true, op: 'allow' };
       if (c.label === 'reserve') return { key: 'k', cost: 1, admitted: c.result.admitted, op: 'reserve', maxWaitMs: MAX_WAIT_MS, win: null };
-      // A cancel is not judged where the key was reclaimed under a call: a decision that lost its
-      // race there may keep a spend in the key's new incarnation (conservative), which can move a
-      // reservation to a later window than the model's; its cancel then gives back a place the
-      // model never placed (found by an attack: "0:2 8:3 15:1 21:1 44:1 50:2", PCT).
-      if (c.label === 'cancel' && reclaimed) return null;
       if (c.label === 'cancel') {
         // A place with a wait starts its window; one without is in the reading's window.
         const win = reserved.delayMs > 0 ? Math.round(reserved.actAtMs / limit.periodMs) : Math.floor(reserved.actAtMs / limit.periodMs);
-        return { key: 'k', cost: 1, admitted: c.result === true, op: 'cancel', actAtMs: reserved.actAtMs, win };
+        // Where the key was reclaimed under a call, a decision that lost its race there may keep a
+        // spend in the key's new incarnation (conservative), which can move a reservation to a
+        // later window than the model's; its cancel then gives back a place the model never
+        // placed (found by an attack: "0:2 8:3 15:1 21:1 44:1 50:2", PCT). Such a cancel is
+        // taken as it comes (lenient): it gives back what the model holds, if anything.
+        return { key: 'k', cost: 1, admitted: c.result === true, op: 'cancel', actAtMs: reserved.actAtMs, win, lenient: reclaimed };
       }
       return null; // sweep: not a decision
     };
