@@ -7,8 +7,9 @@
 // reading, so a cancelled place in a later window must keep the key (a reclaim would open the
 // reading's window a second time).
 // Checked: admissions, reservations and cancels against the exact fixed-window model
-// (_windows.mjs), judged at readings the calls made (admissions and reservations only where the
-// key was reclaimed under a call, see reclaimedUnderCall); one live copy of the key.
+// (_windows.mjs), judged at readings the calls made (where the key was reclaimed under a call,
+// see reclaimedUnderCall: refusals not judged, and cancels taken as they come); one live copy of
+// the key.
 import { callsOf, linearizable } from '../models.mjs';
 import { liveCopies, reclaimedUnderCall, tableNames, timeMoves } from './common.mjs';
 import { fixedWindowModel } from './_windows.mjs';
