@@ -108,7 +108,7 @@ export class ReclaimFloor {
 }
 
 /** The bits of -Infinity as a signed 64-bit integer (0xfff0000000000000): the floor of a new table. */
-export const NEG_INFINITY_BITS = -(2n ** 52n);
+const NEG_INFINITY_BITS = -(2n ** 52n);
 
 /** Writes a new table's floor (-Infinity), before the buffer is shared. */
 export function initReclaimFloor(buffer: SharedArrayBuffer): void {

@@ -111,7 +111,7 @@ export class SlotTable {
   /** The gauges' counters (table-counters.ts). */
   readonly #counters: TableCounters;
   /** The reclaim floor (reclaim-floor.ts): raised by this thread's reclaims, read by its lookups. */
-  readonly floor: ReclaimFloor;
+  readonly #floor: ReclaimFloor;
   /** A SLAB table's directory and its sweeps (slab-directory.ts, slab-sweep.ts); null in a HASHED table. */
   readonly #slab: SlabDirectory | null;
   readonly #slabSweeper: SlabSweeper | null;
@@ -144,7 +144,7 @@ export class SlotTable {
     this.#hashSeed = words[H_HASH_SEED] as number;
     this.encoder = new KeyEncoder(this.maxKeyBytes, this.#hashSeed);
     this.#state = state;
-    this.floor = new ReclaimFloor(words);
+    this.#floor = new ReclaimFloor(words);
     this.#counters = new TableCounters(words, this.slotsPerStripe);
     this.#sweeper = new StripeSweeper(this);
     this.#inserter = new SlotInserter(this, state, this.#inlineWords, this.#refOffset);
@@ -158,7 +158,7 @@ export class SlotTable {
    * readings to it (reclaim-floor.ts). One Atomics.load when it has not.
    */
   noteFloor(): void {
-    const ms = this.floor.moved();
+    const ms = this.#floor.moved();
     if (ms === ms) this.#state.raiseTo(ms); // not NaN: the floor moved
   }
 
@@ -394,7 +394,7 @@ export class SlotTable {
    * the slot changed before this call's compareExchange), and 0 when it reclaimed nothing.
    */
   reclaimLive(base: number, ctrl: number): number {
-    const outcome = this.#state.retire(this.words, base, this.floor);
+    const outcome = this.#state.retire(this.words, base, this.#floor);
     if (outcome === NOT_IDLE) return 0;
     if (this.finishReclaim(base, ctrl)) return ctrlWord(TOMB, ctrl >>> 2);
     // ALREADY_DEAD: a reclaim already past its linearisation point (its thread may have died)
