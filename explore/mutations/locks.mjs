@@ -11,6 +11,13 @@ export default [
     edits: [{ file: 'rate/limit-set.js', from: '            if (holds !== null && !holds())\n                return false;\n', to: '' }],
   },
   {
+    name: 'a policy reshape that wiped another pair\'s spends',
+    what: 'a reshape taken over under its pair lock reads the words of the pair that took the slot after a reclaim and writes '
+      + 'a fresh state over them, with no lock check between its reads and its writes (fix f353f07)',
+    scenario: 'policy-reshape-reuse',
+    edits: [{ file: 'policy/pair-shape.js', from: '    if (!holds())\n        return false;\n', to: '' }],
+  },
+  {
     name: 'dead lock holder kept its key',
     what: 'a reclaim only takes a free lock, so an idle key whose holder died is never swept (fix efbeb96)',
     scenario: 'locked-dead-holder',

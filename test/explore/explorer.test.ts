@@ -134,10 +134,10 @@ describe('explorer', () => {
     expect(before.violation?.message).toMatch(/over-admission|phantom refusal|threw/);
   });
 
-  // The guards of 2026-12-06, the window block word, a stamp ahead of its reading and the reclaim
-  // floor: each re-planted bug's schedule, found by a longer search than CI's (the DFS reaches
-  // cost 2 only on a quiet machine), replayed on the
-  // build and on the mutant, so that a busy machine cannot miss them.
+  // The guards of 2026-12-06, the window block word, a stamp ahead of its reading, the reclaim
+  // floor and a policy reshape's lock check: each re-planted bug's schedule, found by a longer
+  // search than CI's (the DFS reaches cost 2 only on a quiet machine, or only in deep mode),
+  // replayed on the build and on the mutant, so that a busy machine cannot miss them.
   it.each([
     ['gcra-give-back-aba', 'a one-limit give-back without its mark guard', '9:1 33:1'],
     ['gcra-give-back-aba-64', 'a width-64 one-limit give-back without its mark guard', '11:1 35:1'],
@@ -152,6 +152,11 @@ describe('explorer', () => {
     // The key reclaimed by a sweep at 5000 ms, inserted again at 4999.99999 ms: without the
     // reclaim floor, fresh in the first window (found on fixed-window as 0:1 32:1 40:2 66:4).
     ['reclaim-floor', 'an insert below the reclaim floor', '0:1 8:2 36:1 37:4'],
+    // Thread 0 stops under k's lock after its ctrl check; thread 1, past the reclaim wait, sweeps
+    // (k is reclaimed, its lock taken over) and spends j, which takes k's slot. Thread 0 then reads
+    // j's words for k's reshape: without the lock check between its reads and its writes, it
+    // writes a fresh fixed window over them, and j is admitted again (the bug f353f07 fixed).
+    ['policy-reshape-reuse', "a policy reshape that wiped another pair's spends", '12:4'],
   ])('%s: the schedule that breaks "%s" (%s) is clean on the build', async (name, mutation, schedule, onBuild = schedule) => {
     const { url, scenario } = entry(name);
     const fixed = await search(explorer(undefined, 3), url, scenario, new Replay(onBuild), { nextRun: () => false });
