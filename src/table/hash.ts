@@ -50,31 +50,45 @@ export class KeyEncoder {
     const n = key.length;
     if (n > this.#maxKeyBytes) return TOO_LONG; // UTF-8 never has fewer bytes than UTF-16 units
     // ASCII (most keys: IPs, ids, tenant names): one byte per unit, packed four to a word in
-    // memory order, as the byte view would hold them; nothing to check, nothing to clear. Each
-    // whole word goes into the hash at once (mixWord, as hashWords does).
+    // memory order, as the byte view would hold them; nothing to check, nothing to clear. Four
+    // units at a time, each whole word into the hash at once (mixWord, as hashWords does); a
+    // group with a unit past ASCII sends the key to the general path below.
     const words = this.words;
-    const littleEndian = LITTLE_ENDIAN;
     let h = this.#seed;
-    let word = 0;
     let i = 0;
-    for (; i < n; i++) {
-      const c = key.charCodeAt(i);
-      if (c >= 0x80) break;
-      const at = i & 3;
-      word |= c << ((littleEndian ? at : 3 - at) << 3);
-      if (at === 3) {
-        words[i >> 2] = word;
-        h = mixWord(h, word);
-        word = 0;
+    let ascii = true;
+    for (; i + 4 <= n; i += 4) {
+      const a = key.charCodeAt(i);
+      const b = key.charCodeAt(i + 1);
+      const c = key.charCodeAt(i + 2);
+      const d = key.charCodeAt(i + 3);
+      if ((a | b | c | d) >= 0x80) {
+        ascii = false;
+        break;
       }
+      const word = LITTLE_ENDIAN ? a | (b << 8) | (c << 16) | (d << 24) : (a << 24) | (b << 16) | (c << 8) | d;
+      words[i >> 2] = word;
+      h = mixWord(h, word);
     }
-    if (i === n) {
-      if ((n & 3) !== 0) {
-        words[n >> 2] = word;
-        h = mixWord(h, word);
+    if (ascii) {
+      // The last one to three units, zero-padded.
+      let word = 0;
+      for (let at = 0; i < n; i++, at++) {
+        const c = key.charCodeAt(i);
+        if (c >= 0x80) {
+          ascii = false;
+          break;
+        }
+        word |= c << ((LITTLE_ENDIAN ? at : 3 - at) << 3);
       }
-      this.hash = finish(h, keyWords(n));
-      return n;
+      if (ascii) {
+        if ((n & 3) !== 0) {
+          words[n >> 2] = word;
+          h = mixWord(h, word);
+        }
+        this.hash = finish(h, keyWords(n));
+        return n;
+      }
     }
     if (!isWellFormed(key)) return NOT_WELL_FORMED;
     this.words.fill(0);

@@ -45,6 +45,16 @@ describe('KeyEncoder', () => {
     expect(a.hash).not.toBe(b.hash);
   });
 
+  it('sends a key to the UTF-8 path wherever its first unit past ASCII stands: a whole group of four, or the last one to three', () => {
+    const encoder = new KeyEncoder(24, 5);
+    for (const key of ['\u00e9abc', 'abc\u00e9', 'abcd\u00e9', 'abcdefg\u00e9', 'abcdefgh\u0080', 'abcde\u20acf', 'abcdefgh\u{1F600}', 'abcd\u007f']) {
+      const bytes = encoder.encode(key);
+      expect(bytes).toBe(new TextEncoder().encode(key).length);
+      expect(Array.from(encoder.words.subarray(0, keyWords(bytes)))).toEqual(Array.from(utf8Words(key)));
+      expect(encoder.hash).toBe(hashWords(utf8Words(key), keyWords(bytes), 5));
+    }
+  });
+
   it('tells a key one byte too long, in ASCII and in UTF-8, and a lone surrogate', () => {
     const encoder = new KeyEncoder(8);
     expect(encoder.encode('12345678')).toBe(8);
