@@ -22,9 +22,27 @@ import { processGroup } from './process-group.js';
 export { redisAvailable } from './redis-server.js';
 
 const HOST = '127.0.0.1';
-/** A node's cluster bus listens on its port plus this. */
-const BUS_OFFSET = 10_000;
+/** A node's cluster bus listens on its port plus this (Redis's fixed offset). */
+export const BUS_OFFSET = 10_000;
 const PRIMARIES = 3;
+/**
+ * Where the test helpers pick TCP ports, [from, to): every port and every cluster bus port below
+ * Linux's ephemeral range (32768 and up), where an outgoing connection of any test may take a port
+ * as its own between a probe and a bind (found: a cluster node's bus port taken so, "Address
+ * already in use", on a busy run of the whole suite); and the ranges apart, so that a cluster and a
+ * Sentinel set started at once by two test files never probe the same port.
+ */
+export const PORT_RANGES = {
+  cluster: { from: 10_000, to: 16_000 }, // their buses: 20,000 to 25,999
+  sentinel: { from: 26_000, to: 32_000 },
+} as const;
+/** Starts of a cluster that lost a port it had probed free to another process before binding it. */
+const START_TRIES = 3;
+
+/** A port of `range`, drawn at random. */
+export function drawPort(range: { from: number; to: number }): number {
+  return range.from + Math.floor(Math.random() * (range.to - range.from));
+}
 
 export interface ClusterNode {
   host: string;
@@ -76,8 +94,7 @@ async function freePorts(count: number): Promise<number[]> {
   const ports: number[] = [];
   for (let tries = 0; ports.length < count; tries++) {
     if (tries > 1000) throw new Error(`found only ${ports.length} of ${count} free port pairs (port and port + ${BUS_OFFSET}) on ${HOST}`);
-    // Below the usual ephemeral range (32768 and up), so that the bus port stays under 65536.
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const port = drawPort(PORT_RANGES.cluster);
     if (ports.some((p) => p === port || Math.abs(p - port) === BUS_OFFSET)) continue;
     if (await portFree(port) && await portFree(port + BUS_OFFSET)) ports.push(port);
   }
@@ -108,8 +125,22 @@ export async function until(what: string, ms: number, check: () => Promise<boole
   }
 }
 
-/** Starts three primaries, makes them a cluster and waits until every node reports it ok. */
+/**
+ * Starts three primaries, makes them a cluster and waits until every node reports it ok. A start
+ * whose node lost a port to another process between its probe and its bind is stopped and tried
+ * again with new ports, up to START_TRIES times.
+ */
 export async function startCluster(): Promise<TestCluster> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await startOnce();
+    } catch (e) {
+      if (tries >= START_TRIES || !String((e as Error).message).includes('Address already in use')) throw e;
+    }
+  }
+}
+
+async function startOnce(): Promise<TestCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-cluster-'));
   // Should the test process die without stop(), the nodes must not outlive it.
   const group = processGroup(dir);

@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { portFree, until } from './redis-cluster.js';
+import { drawPort, PORT_RANGES, portFree, until } from './redis-cluster.js';
 import { processGroup } from './process-group.js';
 
 const HOST = '127.0.0.1';
@@ -31,7 +31,7 @@ export interface SentinelSet {
 
 async function freePort(taken: number[]): Promise<number> {
   for (let tries = 0; tries < 1000; tries++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const port = drawPort(PORT_RANGES.sentinel);
     if (!taken.includes(port) && await portFree(port)) return port;
   }
   throw new Error('no free port on 127.0.0.1');
