@@ -87,8 +87,8 @@ export function portFree(port: number): Promise<boolean> {
 
 /**
  * `count` ports that are free, with their bus ports free too, and none another's bus port.
- * Another process may take one before its node binds it; that node then exits, and the start
- * fails with its output.
+ * Another process may take one before its node binds it; that node then exits, and
+ * `startCluster` tries again with new ports.
  */
 async function freePorts(count: number): Promise<number[]> {
   const ports: number[] = [];
