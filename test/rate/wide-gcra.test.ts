@@ -7,6 +7,7 @@ import {
   ManualClock, RateLimiter, RateLimitTimeoutError, type Decision, type Limit, type RateLimiterHandle,
   type Reservation,
 } from '../../src/index.js';
+import { soakOr } from '../helpers/soak.js';
 import { openGate, result } from '../helpers/workers.js';
 
 // The width-64 GCRA path, specified three ways: against an exact sequential reference in BigInt
@@ -683,7 +684,8 @@ describe('real worker_threads on one 64-bit key', () => {
     const spentCalls = (): number => (burst - limiter.tryAcquire('hot', 0).remaining) / cost;
     let counted = 0;
     let killed = 0;
-    for (let round = 0; round < 3; round++) {
+    // One round of kills under `npm test`, three under `npm run test:soak`.
+    for (let round = 0; round < soakOr(1, 3); round++) {
       const gate = new SharedArrayBuffer(8);
       const counters = new SharedArrayBuffer(4 * 4);
       const count = new Int32Array(counters);

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perSecond, RateLimiter, type RateLimiterHandle } from '../../src/index.js';
 
 import { duplicateKeys, openClaims } from '../helpers/table-scan.js';
+import { soakOr } from '../helpers/soak.js';
 import { openGate, raceUntilLost, result, spawn } from '../helpers/workers.js';
 
 interface HammerResult {
@@ -123,7 +124,8 @@ describe('real worker_threads sharing one limiter', () => {
     const clock = new ManualClock();
     const limiter = new RateLimiter({ limit: perSecond(3), maxKeys: maxKeys ?? 24, clock, forceHash: 5, claimTimeoutMs: 20 });
     if (suffix !== '') expect(limiter.handle.keys).not.toBeNull();
-    for (let round = 0; round < 3; round++) {
+    // One round of kills under `npm test`, three under `npm run test:soak`.
+    for (let round = 0; round < soakOr(1, 3); round++) {
       const gate = new SharedArrayBuffer(8);
       const counters = new SharedArrayBuffer(4 * 4);
       const count = new Int32Array(counters);
