@@ -9,11 +9,7 @@
 import { parseArgs } from 'node:util';
 import type { Limit } from '../config/limit.js';
 import { RateLimiter, type RateLimiterOptions } from '../rate/rate-limiter.js';
-
-/** A mistake on the command line: printed with the subcommand's usage, exit status 2. */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
+import { show, UsageError } from './usage.js';
 
 /** The `parseArgs` option table of one subcommand. */
 export type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>;
@@ -62,11 +58,6 @@ function explainParseError(error: unknown): string {
     default:
       return error.message.split('\n')[0] ?? error.message;
   }
-}
-
-/** Quotes a command-line value for a message, cut short so the message fits on a line. */
-export function show(value: string): string {
-  return JSON.stringify(value.length > 24 ? `${value.slice(0, 21)}...` : value);
 }
 
 /** Milliseconds per duration unit. `m` is minutes, as in `5m`. */

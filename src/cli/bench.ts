@@ -9,20 +9,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseOptions } from './args.js';
 import { print, wrap } from './output.js';
-
-/** `sluice bench --help`. */
-export const BENCH_USAGE = `Usage: sluice bench [--quick] [suite ...]
-
-Runs the benchmarks in the package's bench/ folder (node bench/run.js). With
-no suite and no --quick, every suite runs in full (minutes) and rewrites
-bench/RESULTS.md; otherwise the results are printed only. Needs the source
-repository, built (npm run build): the installed package has no bench/.
-
-Options:
-  --quick          a short smoke run of each suite
-  -h, --help       show this help
-
-Suites: core, peers, contention, algorithms, race, scaling, width.`;
+import { BENCH_USAGE } from './usage.js';
 
 /** The package root: `dist/cli/` is two levels below it. */
 const PACKAGE_ROOT = new URL('../../', import.meta.url);

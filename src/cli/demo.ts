@@ -13,20 +13,7 @@ import {
 import { mostAdmitted } from './bounds.js';
 import { hammer, type LiveView } from './hammer.js';
 import { fmt, print, startProgress, table, wrap } from './output.js';
-
-/** `sluice demo --help`. */
-export const DEMO_USAGE = `Usage: sluice demo [options]
-
-A few worker threads share one limiter. Every worker serves three tenants:
-acme sends as fast as it can, globex 40 and initech 10 requests per second in
-all. Each tenant has its own limit in shared memory: acme is held to it, the
-others get every request through. Ends with what each worker and tenant got.
-
-Options:
-  --workers N      worker threads (default 4, at most 64)
-  --seconds T      how long to run, in seconds (default 2)
-  --limit RATE     each tenant's limit: 50/s, 20/min, 5/100ms (default 50/s)
-  -h, --help       show this help`;
+import { DEMO_USAGE } from './usage.js';
 
 const OPTIONS = {
   workers: { type: 'string' },

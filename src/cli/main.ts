@@ -6,26 +6,8 @@
  * Thread-safety: main thread only.
  */
 import { readFileSync } from 'node:fs';
-import { show, UsageError } from './args.js';
-import { BENCH_USAGE, runBench } from './bench.js';
-import { DEMO_USAGE, runDemo } from './demo.js';
 import { print, wrap } from './output.js';
-import { runSimulate, SIMULATE_USAGE } from './simulate.js';
-import { runStress, STRESS_USAGE } from './stress.js';
-
-/** `sluice --help`. */
-const MAIN_USAGE = `Usage: sluice <command> [options]
-
-A rate limiter for worker threads whose per-key state lives in shared memory.
-
-Commands:
-  demo       worker threads share one limiter across three tenants
-  stress     hammer one limiter from N threads; check nothing got past it
-  simulate   replay one client against the four algorithms on a manual clock
-  bench      run the benchmark suites (needs the source repository)
-
-Run sluice help <command> (or sluice <command> --help) for the options of a
-command, sluice --version for the version.`;
+import { BENCH_USAGE, DEMO_USAGE, MAIN_USAGE, show, SIMULATE_USAGE, STRESS_USAGE, UsageError } from './usage.js';
 
 /** The installed package's version, from its package.json (two folders above dist/cli/). */
 function version(): string {
@@ -33,12 +15,15 @@ function version(): string {
   return String(pkg.version);
 }
 
-/** Each subcommand: how it runs and its usage text. */
-const COMMANDS: Readonly<Record<string, { run: (argv: readonly string[]) => number | Promise<number>; usage: string }>> = {
-  demo: { run: runDemo, usage: DEMO_USAGE },
-  stress: { run: runStress, usage: STRESS_USAGE },
-  simulate: { run: runSimulate, usage: SIMULATE_USAGE },
-  bench: { run: runBench, usage: BENCH_USAGE },
+/**
+ * Each subcommand: its usage text, and how to load its code. A command loads the library only
+ * when it runs, so that `--help`, `--version` and usage errors start quickly.
+ */
+const COMMANDS: Readonly<Record<string, { load: () => Promise<(argv: readonly string[]) => number | Promise<number>>; usage: string }>> = {
+  demo: { load: async () => (await import('./demo.js')).runDemo, usage: DEMO_USAGE },
+  stress: { load: async () => (await import('./stress.js')).runStress, usage: STRESS_USAGE },
+  simulate: { load: async () => (await import('./simulate.js')).runSimulate, usage: SIMULATE_USAGE },
+  bench: { load: async () => (await import('./bench.js')).runBench, usage: BENCH_USAGE },
 };
 
 /** Runs the command line `argv` (without `node` and the script); resolves with the exit status. */
@@ -74,7 +59,8 @@ async function main(argv: readonly string[]): Promise<number> {
     return usageError(`sluice: ${why}`, MAIN_USAGE);
   }
   try {
-    return await command.run(rest);
+    const run = await command.load();
+    return await run(rest);
   } catch (error: unknown) {
     if (error instanceof UsageError) return usageError(`sluice ${name}: ${error.message}`, command.usage);
     const why = error instanceof Error ? error.message : String(error);

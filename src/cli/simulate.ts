@@ -11,26 +11,9 @@ import type { Limit } from '../config/limit.js';
 import { RateLimiter } from '../rate/rate-limiter.js';
 import {
   checkLimiter, formatDuration, formatRate, parseDuration, parseInteger, parseOptions, parseRate, stringOption,
-  UsageError,
 } from './args.js';
 import { fmt, print, table, wrap } from './output.js';
-
-/** `sluice simulate --help`. */
-export const SIMULATE_USAGE = `Usage: sluice simulate [options]
-
-Replays one client against each of the four algorithms on a manual clock: the
-client tries once every EVERY for FOR, starting at clock time START. Prints
-how many tries each algorithm allowed, and the most it allowed in any span as
-long as the limit's period: what a client can get past it at worst.
-
-Options:
-  --limit RATE     100/s, 20/min, 1000/h, 5/100ms (default 100/min)
-  --every DUR      time between tries: 10ms, 2s, 5m, 1h (default 10ms)
-  --for DUR        how long the client keeps trying (default 5m)
-  --start DUR      clock time of the first try (default 30s); windows start at
-                   multiples of the period, so 30s starts halfway into a minute
-  --burst B        GCRA bucket capacity (default: the limit's permits)
-  -h, --help       show this help`;
+import { SIMULATE_USAGE, UsageError } from './usage.js';
 
 const OPTIONS = {
   limit: { type: 'string' },

@@ -8,32 +8,12 @@ import { ALGORITHMS, type AlgorithmName } from '../algorithms/index.js';
 import type { Limit } from '../config/limit.js';
 import { RateLimiter, type RateLimiterOptions } from '../rate/rate-limiter.js';
 import {
-  checkLimiter, formatRate, parseInteger, parseOptions, parseRate, parseSeconds, show, stringOption, UsageError,
+  checkLimiter, formatRate, parseInteger, parseOptions, parseRate, parseSeconds, stringOption,
 } from './args.js';
 import { mostAdmitted } from './bounds.js';
 import { hammer, type LiveView } from './hammer.js';
 import { fmt, print, startProgress, table, wrap } from './output.js';
-
-/** `sluice stress --help`. */
-export const STRESS_USAGE = `Usage: sluice stress [options]
-
-Hammers one limiter from N worker threads for T seconds on the real clock,
-counting every admission in shared memory, then checks each key against the
-most its algorithm can admit in the time that passed. Exits 0 when no key got
-more, 1 when one did.
-
-Options:
-  --workers N      worker threads (default 4, at most 64)
-  --seconds T      how long to run, in seconds (default 2)
-  --limit RATE     the limit of each key: 100/s, 20/min, 1000/h, 5/100ms
-                   (default 100/s)
-  --burst B        GCRA bucket capacity (default: the limit's permits)
-  --algorithm A    gcra, fixed-window, sliding-window or sliding-log
-                   (default gcra)
-  --keys K         keys every worker tries in turn (default 1)
-  -h, --help       show this help
-
-Example: sluice stress --workers 8 --seconds 10 --algorithm sliding-log`;
+import { show, STRESS_USAGE, UsageError } from './usage.js';
 
 const OPTIONS = {
   workers: { type: 'string' },

@@ -2,7 +2,8 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { formatDuration, formatRate, parseDuration, parseRate, UsageError } from '../../src/cli/args.js';
+import { formatDuration, formatRate, parseDuration, parseRate } from '../../src/cli/args.js';
+import { UsageError } from '../../src/cli/usage.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const main = 'dist/cli/main.js';
