@@ -37,7 +37,10 @@ function explorer(lib = DIST, threads = 2) {
   return e;
 }
 
-/** One explorer of the build per thread count, shared by the replays that find nothing wrong on it (each first run loads the build in every thread). */
+/**
+ * One explorer of the build per thread count, shared by the replays that run on the build (a new
+ * explorer first loads the build in every thread: about 0.3 s).
+ */
 const builds = new Map<number, ReturnType<typeof explorer>>();
 function buildExplorer(threads: number) {
   let e = builds.get(threads);
@@ -92,7 +95,7 @@ describe('explorer', () => {
     // since an insert reads the clock once more, right after its claim: insert.ts, bornOld; it was
     // 9:1 11:4).
     const { url, scenario } = entry('gcra-64');
-    const fixed = await search(explorer(), url, scenario, new Replay('11:1 17:4'), { nextRun: () => false });
+    const fixed = await search(buildExplorer(2), url, scenario, new Replay('11:1 17:4'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('claim judged by an older reading');
     const before = await search(explorer(build), url, scenario, new Replay('11:1 17:4'), { nextRun: () => false });
@@ -106,7 +109,7 @@ describe('explorer', () => {
     // lock lost and tried again, found the key fresh, and answered false: "nothing owed" for a
     // key it had just reset.
     const { url, scenario } = entry('locked-reset');
-    const fixed = await search(explorer(), url, scenario, new Replay('19:1 40:1 56:2'), { nextRun: () => false });
+    const fixed = await search(buildExplorer(2), url, scenario, new Replay('19:1 40:1 56:2'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('a locked reset answered by its last try alone');
     const before = await search(explorer(build), url, scenario, new Replay('19:1 40:1 56:2'), { nextRun: () => false });
@@ -121,7 +124,7 @@ describe('explorer', () => {
     // called that an over-admission; a delay without the lead would let the caller act 1,000 ms
     // before the time it was given.
     const { url, scenario } = entry('reserve');
-    const fixed = await search(explorer(), url, scenario, new Replay('4:6'), { nextRun: () => false });
+    const fixed = await search(buildExplorer(2), url, scenario, new Replay('4:6'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('a reservation whose delay forgets the clamp');
     const before = await search(explorer(build), url, scenario, new Replay('4:6'), { nextRun: () => false });
@@ -135,7 +138,7 @@ describe('explorer', () => {
     // (Found as 18:4 21:1 40:3; the steps moved when reward and reset took their mark's guard, to
     // 24:4 27:1 52:3, and when lookups loaded the reclaim floor's sequence.)
     const { url, scenario } = entry('key-controls');
-    const fixed = await search(explorer(undefined, 3), url, scenario, new Replay('25:4 28:1 54:3'), { nextRun: () => false });
+    const fixed = await search(buildExplorer(3), url, scenario, new Replay('25:4 28:1 54:3'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('an old TAT under a raised stamp read as debt');
     const before = await search(explorer(build, 3), url, scenario, new Replay('25:4 28:1 54:3'), { nextRun: () => false });
@@ -184,7 +187,7 @@ describe('explorer', () => {
     // the refund an over-admission (deep run of 2026-12-06, then 0:1 16:2 30:3). It now judges
     // "before its act" on the readings in ms.
     const { url, scenario } = entry('reserve-64');
-    const r = await search(explorer(), url, scenario, new Replay('0:1 17:2 31:3'), { nextRun: () => false });
+    const r = await search(buildExplorer(2), url, scenario, new Replay('0:1 17:2 31:3'), { nextRun: () => false });
     expect(r.violation).toBeNull();
   });
 
@@ -200,7 +203,7 @@ describe('explorer', () => {
     ['a cancel whose place a later check takes', '0:1 33:1 41:2'],
   ])('fixed-window, its key reclaimed under a call: %s (%s) is taken as it comes', async (_what, schedule) => {
     const { url, scenario } = entry('fixed-window');
-    const r = await search(explorer(undefined, 3), url, scenario, new Replay(schedule), { nextRun: () => false });
+    const r = await search(buildExplorer(3), url, scenario, new Replay(schedule), { nextRun: () => false });
     expect(r.violation).toBeNull();
   });
 
@@ -210,7 +213,7 @@ describe('explorer', () => {
     // plain store thread 0 then made put epoch 0 back under the new word, and its next reading
     // was 1000.51 ms again, 42,950 s behind.
     const { url, scenario } = entry('coarse-clock-stall');
-    const fixed = await search(explorer(), url, scenario, new Replay('0:1 3:3'), { nextRun: () => false });
+    const fixed = await search(buildExplorer(2), url, scenario, new Replay('0:1 3:3'), { nextRun: () => false });
     expect(fixed.violation).toBeNull();
     const build = mutant('stalled publish put an old epoch back');
     const before = await search(explorer(build), url, scenario, new Replay('0:1 3:3'), { nextRun: () => false });
