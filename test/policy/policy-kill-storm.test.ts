@@ -26,7 +26,7 @@ const workerUrl = new URL('../fixtures/policy-storm-worker.mjs', import.meta.url
 const SPENT = 4;
 const PROBED = 24;
 const WORKERS = 4;
-const ROUNDS = soakOr(6, 12);
+const ROUNDS = soakOr(4, 12);
 const hour = (permits: number) => ({ permits, periodMs: 3_600_000 });
 
 /** Rules for round `r`, and each spent pair's limit under them. */

@@ -5,15 +5,17 @@ import { DEAD, H_SLOT_WORDS, HEADER_WORDS, LIVE, S_CTRL, S_KEY_BYTES, S_TAT } fr
 import { keyOffsetOf } from '../../src/table/table-buffer.js';
 import { replayFixedWindow, replaySlidingWindow, type Admission, type ModelReport } from '../helpers/model.js';
 import { mulberry32 } from '../helpers/random.js';
-import { fastCases, SOAK } from '../helpers/soak.js';
+import { fastCases, SOAK, soakOr } from '../helpers/soak.js';
 import { stagedReuse, STORM_REUSE_MS } from '../helpers/park.js';
 
-// For every configuration of RateLimiter: 20 rounds of four workers that hammer three hot keys,
+// For every configuration of RateLimiter: rounds of four workers that hammer three hot keys,
 // insert keys (probes of a shared pool) and sweep, each worker terminated at a random moment of
 // real time (a seeded generator picks the moments), so that terminations land inside decisions,
-// inserts, reclaims and sweeps, and leave locks and claims behind. The rounds come in 10 epochs of
-// 2 (npm run test:soak; npm test runs three configurations for 2 epochs). Each epoch starts by moving the clock far ahead: every key is then idle, so the hot keys
-// are reclaimed by sweeps and inserted again by racing workers while they are being spent.
+// inserts, reclaims and sweeps, and leave locks and claims behind. npm run test:soak runs every
+// configuration for 10 epochs of 2 rounds; npm test runs seven of them (FAST, FAST_CONTROLS,
+// FAST_RESERVE) for 2 epochs of 1 round. Each epoch starts by moving the clock far ahead: every
+// key is then idle, so the hot keys are reclaimed by sweeps and inserted again by racing workers
+// while they are being spent.
 // Within an epoch the clock stands still (see STEP_MS), so what may pass is exact:
 // - the admissions counted in an epoch never exceed any key's limit, nor the global cap;
 // - no key ever has two live copies, and every live slot holds a key that was used;
@@ -33,7 +35,7 @@ import { stagedReuse, STORM_REUSE_MS } from '../helpers/park.js';
 const workerUrl = new URL('../fixtures/storm-worker.mjs', import.meta.url);
 
 const EPOCHS = 10;
-const ROUNDS_PER_EPOCH = 2;
+const ROUNDS_PER_EPOCH = soakOr(1, 2);
 const WORKERS = 4;
 const HOT = ['hot-0', 'hot-1', 'hot-2'];
 /** Keys in the shared pool that workers probe (insert). */
@@ -412,8 +414,8 @@ async function storm(c: Case): Promise<void> {
   }
 }
 
-// npm test: three configurations, two epochs each (and three of the controls' and one of the
-// reservations'); npm run test:soak: every one, at full length.
+// npm test: three configurations, two epochs of one round each (and three of the controls' and
+// one of the reservations'); npm run test:soak: every one, at full length.
 const FAST = ['gcra, one limit', 'sliding log with a global cap', 'gcra, one limit, slotsPerKey 1.25'];
 const FAST_CONTROLS = ['two gcra limits, with per-key controls', 'fixed window, two limits, with per-key controls (no block)', 'sliding log, with per-key controls (no block)'];
 const FAST_RESERVE = ['fixed window with a global cap'];
