@@ -58,29 +58,48 @@ export function typeCheck(root: string, blocks: readonly DocBlock[]): BlockRepor
     ...parsed.options, noEmit: true, allowJs: true, checkJs: true, noUnusedLocals: false, noUnusedParameters: false,
     moduleDetection: ts.ModuleDetectionKind.Force,
   };
-  const exported = exportedTypeNames(root, options);
+  // The exports and the ts blocks are checked under the same options: they share what the
+  // compiler read (the standard library, @types/node, the package's declarations).
+  const shared = sharingHost(options);
+  const exported = exportedTypeNames(root, options, shared);
   const ts_ = blocks.filter((b) => b.lang === 'ts');
   const js = blocks.filter((b) => b.lang === 'js');
+  const jsOptions = { ...options, strict: false, noImplicitAny: false, strictNullChecks: false };
   return [
-    ...checkGroup(root, ts_, 'ts', options, exported),
-    ...checkGroup(root, js, 'js', { ...options, strict: false, noImplicitAny: false, strictNullChecks: false }, exported),
+    ...checkGroup(root, ts_, 'ts', options, exported, shared),
+    ...checkGroup(root, js, 'js', jsOptions, exported, ts.createCompilerHost(jsOptions)),
   ];
 }
 
-function checkGroup(root: string, blocks: readonly DocBlock[], ext: string, options: ts.CompilerOptions, exported: Map<string, string>): BlockReport[] {
+/** A compiler host that parses each file once, for programs made under the same options. */
+function sharingHost(options: ts.CompilerOptions): ts.CompilerHost {
+  const host = ts.createCompilerHost(options);
+  const parsed = new Map<string, ts.SourceFile | undefined>();
+  const { getSourceFile } = host;
+  host.getSourceFile = (p, lang, onError, create) => {
+    if (!parsed.has(p)) parsed.set(p, getSourceFile.call(host, p, lang, onError, create));
+    return parsed.get(p);
+  };
+  return host;
+}
+
+function checkGroup(
+  root: string, blocks: readonly DocBlock[], ext: string, options: ts.CompilerOptions, exported: Map<string, string>, base: ts.CompilerHost,
+): BlockReport[] {
   const virtual = new Map<string, DocBlock>();
   blocks.forEach((b, n) => virtual.set(join(root, `doc-block-${n}.${ext}`), b));
   const source = (b: DocBlock): string => (b.lang === 'ts' ? b.code + typeEqualities(b.code, exported) : b.code);
-  const host = ts.createCompilerHost(options);
-  const { getSourceFile, fileExists, readFile } = host;
-  host.fileExists = (p) => virtual.has(p) || fileExists.call(host, p);
-  host.readFile = (p) => {
-    const b = virtual.get(p);
-    return b === undefined ? readFile.call(host, p) : source(b);
-  };
-  host.getSourceFile = (p, lang, onError, create) => {
-    const b = virtual.get(p);
-    return b === undefined ? getSourceFile.call(host, p, lang, onError, create) : ts.createSourceFile(p, source(b), lang, true);
+  const host: ts.CompilerHost = {
+    ...base,
+    fileExists: (p) => virtual.has(p) || base.fileExists(p),
+    readFile: (p) => {
+      const b = virtual.get(p);
+      return b === undefined ? base.readFile(p) : source(b);
+    },
+    getSourceFile: (p, lang, onError, create) => {
+      const b = virtual.get(p);
+      return b === undefined ? base.getSourceFile(p, lang, onError, create) : ts.createSourceFile(p, source(b), lang, true);
+    },
   };
   const program = ts.createProgram([...virtual.keys()], options, host);
   const reports: BlockReport[] = [];
@@ -100,9 +119,9 @@ function checkGroup(root: string, blocks: readonly DocBlock[], ext: string, opti
 }
 
 /** The type names the package exports (its built index.d.ts and sluice/fastify). */
-function exportedTypeNames(root: string, options: ts.CompilerOptions): Map<string, string> {
+function exportedTypeNames(root: string, options: ts.CompilerOptions, host: ts.CompilerHost): Map<string, string> {
   const entries = { sluice: join(root, 'dist/index.d.ts'), 'sluice/fastify': join(root, 'dist/http/fastify.d.ts') };
-  const program = ts.createProgram(Object.values(entries), options);
+  const program = ts.createProgram(Object.values(entries), options, host);
   const checker = program.getTypeChecker();
   const names = new Map<string, string>();
   for (const [spec, path] of Object.entries(entries)) {
