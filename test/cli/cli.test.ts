@@ -45,7 +45,7 @@ describe('sluice help', () => {
     expect(sluice('help')).toEqual(sluice('--help'));
   });
 
-  it.each(['demo', 'stress', 'simulate', 'bench'])('help %s prints what %s --help prints', (command) => {
+  it.each(['demo', 'stress', 'simulate', 'bench'])('help %s prints what that command prints for --help', (command) => {
     const r = sluice('help', command);
     expect(r).toEqual(sluice(command, '--help'));
     expect(r.stdout).toMatch(new RegExp(`^Usage: sluice ${command} `));
