@@ -98,8 +98,16 @@ describe.skipIf(!available)('Redis limiters on a Cluster', () => {
   each('every algorithm and several limits on a Cluster', async (redis) => {
     for (const algorithm of ['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const) {
       const r = make(redis, { algorithm, limit: [perHour(4), perMinute(3)] });
-      const got = [];
-      for (let i = 0; i < 5; i++) got.push((await r.tryAcquire(`k-${algorithm}`)).allowed);
+      // The windows start on the minute (Redis's clock, this machine's): five calls that straddle
+      // one may take a fourth in the next minute's window (found beside two busy loops). Such a
+      // run goes again on a new key, up to three times.
+      let got: boolean[] = [];
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const start = Date.now();
+        got = [];
+        for (let i = 0; i < 5; i++) got.push((await r.tryAcquire(`k-${algorithm}-${attempt}`)).allowed);
+        if (Math.floor(start / 60_000) === Math.floor(Date.now() / 60_000)) break;
+      }
       expect(got, algorithm).toEqual([true, true, true, false, false]);
     }
   });
