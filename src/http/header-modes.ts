@@ -99,42 +99,48 @@ function draft8Value(decision: Decision, fields: PolicyFields): string {
  */
 export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: () => number = Date.now): FieldList | null {
   if (mode === null && !legacy) return null;
+  const stacking = mode === 'draft-8' || mode === 'draft-11' ? 2 : 0;
+  if (mode === 'draft-8' || mode === 'draft-11') {
+    const value = mode === 'draft-8' ? draft8Value : rateLimitValue;
+    const write = (decision: Decision, fields: PolicyFields): string[] => {
+      const out = ['ratelimit-policy', fields.policy, 'ratelimit', value(decision, fields)];
+      if (legacy) {
+        const i = binding(decision, fields.policies.length);
+        const reset = String(Math.ceil((wallMs() + resetMsOf(decision, i)) / 1000));
+        out.push('x-ratelimit-limit', fields.quota[i] as string, 'x-ratelimit-remaining', String(remainingOf(decision, i)), 'x-ratelimit-reset', reset);
+      }
+      return out;
+    };
+    return Object.assign(write, { stacking });
+  }
+  // Drafts 6 and 7 and the legacy fields: one limit, the binding one, whose figures each is
+  // written from (found once per decision).
   const write = (decision: Decision, fields: PolicyFields): string[] => {
+    const i = binding(decision, fields.policies.length);
+    const remaining = String(remainingOf(decision, i));
+    const resetMs = resetMsOf(decision, i);
+    const quota = fields.quota[i] as string;
     let out: string[];
-    // The binding limit (drafts 6 and 7, legacy): found once per decision, -1 until needed.
-    let i = -1;
     switch (mode) {
-      case 'draft-11':
-        out = ['ratelimit-policy', fields.policy, 'ratelimit', rateLimitValue(decision, fields)];
-        break;
-      case 'draft-8':
-        out = ['ratelimit-policy', fields.policy, 'ratelimit', draft8Value(decision, fields)];
-        break;
       case 'draft-7':
-        i = binding(decision, fields.policies.length);
-        out = [
-          'ratelimit-policy', fields.quotaWindow[i] as string,
-          'ratelimit', `limit=${fields.quota[i] as string}, remaining=${remainingOf(decision, i)}, reset=${seconds(resetMsOf(decision, i))}`,
-        ];
+        out = ['ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit', `limit=${quota}, remaining=${remaining}, reset=${seconds(resetMs)}`];
         break;
       case 'draft-6':
-        i = binding(decision, fields.policies.length);
-        out = [
-          'ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit-limit', fields.quota[i] as string,
-          'ratelimit-remaining', String(remainingOf(decision, i)), 'ratelimit-reset', String(seconds(resetMsOf(decision, i))),
-        ];
-        break;
+        if (legacy) {
+          return [
+            'ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit-limit', quota, 'ratelimit-remaining', remaining,
+            'ratelimit-reset', String(seconds(resetMs)),
+            'x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)),
+          ];
+        }
+        return ['ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit-limit', quota, 'ratelimit-remaining', remaining, 'ratelimit-reset', String(seconds(resetMs))];
       default:
         out = [];
     }
-    if (legacy) {
-      if (i < 0) i = binding(decision, fields.policies.length);
-      const reset = String(Math.ceil((wallMs() + resetMsOf(decision, i)) / 1000));
-      out.push('x-ratelimit-limit', fields.quota[i] as string, 'x-ratelimit-remaining', String(remainingOf(decision, i)), 'x-ratelimit-reset', reset);
-    }
+    if (legacy) out.push('x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)));
     return out;
   };
-  return Object.assign(write, { stacking: mode === 'draft-8' || mode === 'draft-11' ? 2 : 0 });
+  return Object.assign(write, { stacking });
 }
 
 /** `fields` with the `degraded` field last when the decision is degraded and the option names one. */
