@@ -113,8 +113,8 @@ export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: ()
     };
     return Object.assign(write, { stacking });
   }
-  // Drafts 6 and 7 and the legacy fields: one limit, the binding one, whose figures each is
-  // written from (found once per decision).
+  // Drafts 6 and 7 and the legacy fields carry one limit, the binding one: its figures are read
+  // once per decision.
   const write = (decision: Decision, fields: PolicyFields): string[] => {
     const i = binding(decision, fields.policies.length);
     const remaining = String(remainingOf(decision, i));
@@ -133,11 +133,16 @@ export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: ()
             'x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)),
           ];
         }
-        return ['ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit-limit', quota, 'ratelimit-remaining', remaining, 'ratelimit-reset', String(seconds(resetMs))];
+        return [
+          'ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit-limit', quota, 'ratelimit-remaining', remaining,
+          'ratelimit-reset', String(seconds(resetMs)),
+        ];
       default:
         out = [];
     }
-    if (legacy) out.push('x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)));
+    if (legacy) {
+      out.push('x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)));
+    }
     return out;
   };
   return Object.assign(write, { stacking });
