@@ -148,10 +148,10 @@ describe('sluice simulate', () => {
 });
 
 describe('sluice stress', () => {
-  it('--workers 2 --seconds 1: workers on the real clock never get past the limit; exit 0', () => {
-    const r = sluice('stress', '--workers', '2', '--seconds', '1');
+  it('--workers 2 --seconds 0.5: workers on the real clock never get past the limit; exit 0', () => {
+    const r = sluice('stress', '--workers', '2', '--seconds', '0.5');
     expect(r).toMatchObject({ status: 0, stderr: '' });
-    expect(r.stdout).toMatch(/^Ran 1\.\d{3} s\. .*no key may have more than\nburst 100 \+ 100 per s x 1\.\d{3} s = (\d+)\.$/m);
+    expect(r.stdout).toMatch(/^Ran 0\.\d{3} s\. .*no key may have more than\nburst 100 \+ 100 per s x 0\.\d{3} s = (\d+)\.$/m);
     const row = /^key:0 +([\d,]+) +([\d,]+) +([\d,]+) +ok$/m.exec(r.stdout);
     expect(row).not.toBeNull();
     const [tried, allowed, most] = (row as RegExpExecArray).slice(1).map((s) => Number(s.replace(/,/g, '')));
@@ -162,10 +162,10 @@ describe('sluice stress', () => {
     expect(r.stdout).toMatch(/\nok: no key was admitted more than gcra permits\n$/);
   });
 
-  // The 64-bit path on the real clock: a million a day with a small burst (interval 86.4 ms, so
-  // the ceiling is reached within the second), and 7e9 per second (interval 0.14 ns, 0.1 ps ticks).
+  // The 64-bit path on the real clock: a million a day with a small burst (interval 86.4 ms: the
+  // burst is spent at once, then a permit every 86.4 ms), and 7e9 per second (interval 0.14 ns, 0.1 ps ticks).
   it.each([['1000000/d', '10'], ['7000000000/s', '1000']])('--limit %s --burst %s: the 64-bit path never gets past the limit', (limit, burst) => {
-    const r = sluice('stress', '--workers', '2', '--seconds', '1', '--limit', limit, '--burst', burst, '--keys', '2');
+    const r = sluice('stress', '--workers', '2', '--seconds', '0.5', '--limit', limit, '--burst', burst, '--keys', '2');
     expect(r).toMatchObject({ status: 0, stderr: '' });
     expect(r.stdout).toMatch(/\nok: no key was admitted more than gcra permits\n$/);
   });
@@ -173,15 +173,15 @@ describe('sluice stress', () => {
   // Window algorithms on the real clock: the regression test for a decision whose clock reading
   // predates a newer window moving that window back (and so admitting a second window's worth).
   it.each(['fixed-window', 'sliding-window', 'sliding-log'])('%s: 2 workers, 3 keys, windows of 100 ms, never past the bound', (algorithm) => {
-    const r = sluice('stress', '--workers', '2', '--seconds', '1', '--limit', '50/100ms', '--algorithm', algorithm, '--keys', '3');
+    const r = sluice('stress', '--workers', '2', '--seconds', '0.5', '--limit', '50/100ms', '--algorithm', algorithm, '--keys', '3');
     expect(r).toMatchObject({ status: 0, stderr: '' });
     expect(r.stdout).toMatch(new RegExp(`\\nok: no key was admitted more than ${algorithm} permits\\n$`));
   });
 });
 
 describe('sluice demo', () => {
-  it('--seconds 1: three tenants on four workers, then the summary; exit 0', () => {
-    const r = sluice('demo', '--seconds', '1');
+  it('--seconds 0.5: three tenants on four workers, then the summary; exit 0', () => {
+    const r = sluice('demo', '--seconds', '0.5');
     expect(r).toMatchObject({ status: 0, stderr: '' });
     expect(r.stdout).toMatch(/^sluice demo: 4 worker threads share one limiter/);
     expect(r.stdout).toMatch(/^worker +acme +globex +initech$/m);
