@@ -1,7 +1,7 @@
 // RedisRateLimiter against a real redis-server (started by the test, on its own socket), through
 // both clients: the same decisions as the shared-memory limiter, exact under processes racing,
 // and never a hang or a late spend when the server freezes or dies.
-import { execFile, fork } from 'node:child_process';
+import { type ChildProcess, execFile, fork } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { perDay, perHour, perSecond, RateLimiter, RateLimitTimeoutError, RedisRateLimiter, type RedisRateLimiterOptions } from '../../src/index.js';
@@ -291,10 +291,21 @@ describe.skipIf(!available)('RedisRateLimiter: breaker, local fallback, acquire 
 
 describe.skipIf(!available)('RedisRateLimiter from racing processes', () => {
   let server: TestRedis;
+  // Four racing processes, started once: each case sends them a job and waits for their counts.
+  let children: ChildProcess[] = [];
   beforeAll(async () => {
     server = await startRedis();
+    children = Array.from({ length: 4 }, () => fork(new URL('../fixtures/redis-hammer.mjs', import.meta.url), [], {
+      env: { ...process.env, SOCKET: server.socket },
+    }));
   });
   afterAll(async () => {
+    await Promise.all(children.map((c) => new Promise<void>((resolve) => {
+      if (c.exitCode !== null || c.signalCode !== null) return resolve();
+      c.once('exit', () => resolve());
+      if (c.connected) c.send('stop');
+      else c.kill();
+    })));
     await server.stop();
   });
 
@@ -318,14 +329,19 @@ describe.skipIf(!available)('RedisRateLimiter from racing processes', () => {
     ['rules', { rules: [{ limit: perDay(10) }, { user: 'u1', limit: perDay(20) }, { user: 'u1', api: 'search', algorithm: 'sliding-log', limit: perHour(250) }] }, 250],
     ['fixed windows, two limits and a cap', { algorithm: 'fixed-window', limit: [{ permits: 900, periodMs: 50 * YEAR_MS }, { permits: 450, periodMs: 40 * YEAR_MS }], globalLimit: { permits: 350, periodMs: 50 * YEAR_MS } }, 350],
   ])('4 processes x 64 calls in flight on one key admit exactly the limit: %s', async (_name, options, expected) => {
-    const prefix = `race${expected}${_name.length}:`;
-    const children = Array.from({ length: 4 }, () => fork(new URL('../fixtures/redis-hammer.mjs', import.meta.url), [], {
-      env: { ...process.env, SOCKET: server.socket, PREFIX: prefix, OPTIONS: JSON.stringify(options), CALLS: '2000', IN_FLIGHT: '64' },
-    }));
+    // Each process makes as many calls as the limit: four times the limit in all, 256 in flight
+    // while the count crosses it.
+    const job = { prefix: `race${expected}${_name.length}:`, options, calls: expected, inFlight: 64 };
     const results = await Promise.all(children.map((c) => new Promise<{ admitted: number; unavailable: number }>((resolve, reject) => {
-      c.once('message', (m) => resolve(m as { admitted: number; unavailable: number }));
-      c.once('error', reject);
-      c.once('exit', (code) => { if (code !== 0) reject(new Error(`child exited ${code}`)); });
+      const onExit = (code: number | null) => reject(new Error(`child exited ${code}`));
+      c.once('exit', onExit);
+      c.once('message', (m) => {
+        c.off('exit', onExit);
+        const r = m as { admitted: number; unavailable: number; error?: string };
+        if (r.error !== undefined) reject(new Error(r.error));
+        else resolve(r);
+      });
+      c.send(job);
     })));
     expect(results.reduce((a, r) => a + r.unavailable, 0)).toBe(0);
     expect(results.reduce((a, r) => a + r.admitted, 0)).toBe(expected);
