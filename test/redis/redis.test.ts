@@ -335,8 +335,10 @@ describe.skipIf(!available)('RedisRateLimiter from racing processes', () => {
     const results = await Promise.all(children.map((c) => new Promise<{ admitted: number; unavailable: number }>((resolve, reject) => {
       const onExit = (code: number | null) => reject(new Error(`child exited ${code}`));
       c.once('exit', onExit);
+      c.once('error', reject);
       c.once('message', (m) => {
         c.off('exit', onExit);
+        c.off('error', reject);
         const r = m as { admitted: number; unavailable: number; error?: string };
         if (r.error !== undefined) reject(new Error(r.error));
         else resolve(r);
