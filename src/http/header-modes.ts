@@ -99,19 +99,22 @@ function draft8Value(decision: Decision, fields: PolicyFields): string {
  */
 export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: () => number = Date.now): FieldList | null {
   if (mode === null && !legacy) return null;
-  const stacking = mode === 'draft-8' || mode === 'draft-11' ? 2 : 0;
+  /** The legacy X-RateLimit-Reset: the Unix time, in whole seconds, at which the limit is full. */
+  const legacyReset = (resetMs: number): string => String(Math.ceil((wallMs() + resetMs) / 1000));
   if (mode === 'draft-8' || mode === 'draft-11') {
     const value = mode === 'draft-8' ? draft8Value : rateLimitValue;
     const write = (decision: Decision, fields: PolicyFields): string[] => {
       const out = ['ratelimit-policy', fields.policy, 'ratelimit', value(decision, fields)];
       if (legacy) {
         const i = binding(decision, fields.policies.length);
-        const reset = String(Math.ceil((wallMs() + resetMsOf(decision, i)) / 1000));
-        out.push('x-ratelimit-limit', fields.quota[i] as string, 'x-ratelimit-remaining', String(remainingOf(decision, i)), 'x-ratelimit-reset', reset);
+        out.push(
+          'x-ratelimit-limit', fields.quota[i] as string, 'x-ratelimit-remaining', String(remainingOf(decision, i)),
+          'x-ratelimit-reset', legacyReset(resetMsOf(decision, i)),
+        );
       }
       return out;
     };
-    return Object.assign(write, { stacking });
+    return Object.assign(write, { stacking: 2 });
   }
   // Drafts 6 and 7 and the legacy fields carry one limit, the binding one: its figures are read
   // once per decision.
@@ -130,7 +133,7 @@ export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: ()
           return [
             'ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit-limit', quota, 'ratelimit-remaining', remaining,
             'ratelimit-reset', String(seconds(resetMs)),
-            'x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)),
+            'x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', legacyReset(resetMs),
           ];
         }
         return [
@@ -141,11 +144,11 @@ export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: ()
         out = [];
     }
     if (legacy) {
-      out.push('x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', String(Math.ceil((wallMs() + resetMs) / 1000)));
+      out.push('x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', legacyReset(resetMs));
     }
     return out;
   };
-  return Object.assign(write, { stacking });
+  return Object.assign(write, { stacking: 0 });
 }
 
 /** `fields` with the `degraded` field last when the decision is degraded and the option names one. */
