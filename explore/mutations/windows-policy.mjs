@@ -13,7 +13,7 @@ export default [
       // fresh SlotRef's 0 rarely is: that check goes too, or the old bug cannot show.
       {
         file: 'rate/lockfree-engine.js',
-        from: 'const guess = ref.secKnown && ref.sec === this.#sec && first !== null && first.loaded === ref.tat;',
+        from: 'const guess = first !== null && first.loaded === ref.tat && ref.knowsSec(this.#secHi, this.#secLo);',
         to: 'const guess = ref.sec === this.#sec;',
       },
       { file: 'rate/lockfree-engine.js', from: '    #sec = 0;', to: '    #sec = -2;' },

@@ -1,14 +1,14 @@
 import type { Clock } from '../time/clock.js';
 import { admit, blockDebtTicks, keyDebtOf, MAX_AHEAD_TICKS, remainingAt, unspentTicks, waitTicks, type GcraParams } from '../math/gcra.js';
 import { raiseStamp, unitsAhead } from '../time/stamps.js';
-import { ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
+import { fineTicksAt, ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
 import { ALLOWED, REFUSED, TOO_LONG } from './gcra-wide.js';
 import { gcraSlotState } from './gcra-slot.js';
 import { backoff } from './backoff.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import type { SlotState } from '../table/table.js';
-import type { SlotRef } from '../table/slot-ref.js';
+import { secHi, secLo, type SlotRef } from '../table/slot-ref.js';
 import { type MarkGuard, RefundMark, resetDone, resetMark, resetting } from '../table/reset-marks.js';
 
 /**
@@ -59,8 +59,13 @@ export class Gcra32 {
   waitTicks = 0;
   /** Compare-and-swap attempts lost to other threads. */
   retries = 0;
-  /** The second of this thread's latest reading: a guess only (see #spend: when to skip the lastSec load). */
+  /**
+   * The second of this thread's latest reading: a guess only (see #spend: when to skip the lastSec
+   * load); set by #setSec, with its parts as SlotRef stores a second (SlotRef.knowsSec).
+   */
   #sec = 0;
+  #secHi = 0;
+  #secLo = 0;
   // The latest reading converted (#convert): a clock that repeats its reading (coarseClock(), a
   // ManualClock) converts it once. Per thread, plain: a cache of a pure function of the reading.
   // NarrowGcra#debt keeps the same cache of ticks, inline in both (a shared helper object costs a
@@ -68,6 +73,8 @@ export class Gcra32 {
   #readMs = NaN;
   #readSec = 0;
   #readTicks = 0;
+  /** Ticks per ms for ticks of at most 1 ms (fineTicksAt), else 0 (ticksAt). */
+  readonly #perMs: number;
   /** The clock's own last reading (earlier than #readMs after a step back). */
   #rawMs = 0;
   /** The latest clock reading this instance has decided at: no decision uses an earlier one (see Clock). */
@@ -92,6 +99,7 @@ export class Gcra32 {
   constructor(words: Int32Array, p: GcraParams, clock: Clock, guard: MarkGuard) {
     this.#w = words;
     this.#p = p;
+    this.#perMs = p.tickPs <= 1e9 ? 1e9 / p.tickPs : 0;
     this.#clock = clock;
     this.#guard = guard;
     this.#plainSlot = gcraSlotState(p, clock);
@@ -105,17 +113,17 @@ export class Gcra32 {
     // An admission in the second of this thread's own latest write to the key starts from that
     // write (`ref.tat`) instead of a load ("A thread's own write", docs/design.md, section 2).
     // Written out here, apart from #spend's loop, to keep the common admission short.
-    if (cost > 0 && ref.secKnown && ref.sec === this.#sec) {
+    if (cost > 0 && ref.knowsSec(this.#secHi, this.#secLo)) {
       if (ref.ownSkip !== 0) {
         ref.ownSkip--; // another thread wrote this key since our own write lately: load, for a while
         return this.#spend(ref, cost, ADMIT, 0);
       }
       this.#convert(this.#clock.now());
       const sec = this.#readSec;
-      if (sec !== ref.sec) {
-        // A new second: our write no longer stands for it; #spend loads tat and lastSec, then
-        // reads the clock again.
-        this.#sec = sec;
+      if (sec !== this.#sec) {
+        // A new second (ref.sec is #sec): our write no longer stands for it; #spend loads tat and
+        // lastSec, then reads the clock again.
+        this.#setSec(sec);
       } else {
         const p = this.#p;
         const w = this.#w;
@@ -292,8 +300,8 @@ export class Gcra32 {
       // another thread wrote may come from a later reading than ours if the clock stepped back,
       // and then only the loaded stamp tells (see Clock, and "A clock that steps back" in
       // docs/design.md, section 5).
-      const guess = ref.secKnown && ref.sec === this.#sec && tat === ref.tat;
-      let lastSec = guess ? ref.sec : Atomics.load(w, base + S_LAST_SEC);
+      const guess = tat === ref.tat && ref.knowsSec(this.#secHi, this.#secLo);
+      let lastSec = guess ? this.#sec : Atomics.load(w, base + S_LAST_SEC);
       this.#convert(this.#clock.now());
       let nowSec = this.#readSec;
       if (guess && nowSec !== lastSec) {
@@ -309,7 +317,7 @@ export class Gcra32 {
         this.#convertAt(nowSec + ahead);
         nowSec = this.#readSec;
       }
-      this.#sec = nowSec;
+      this.#setSec(nowSec);
       // ctrl by a plain read: the tat load (seq-cst) makes any reuse of the slot that wrote the
       // value it saw visible to this read (docs/design.md, "Plain reads of ctrl").
       if (w[base + S_CTRL] !== ctrl || tat === DEAD) return RELOCATE;
@@ -434,8 +442,17 @@ export class Gcra32 {
     if (nowMs !== this.#readMs) {
       this.#readMs = nowMs;
       this.#readSec = Math.floor(nowMs * SECONDS_PER_MS);
-      this.#readTicks = ticksAt(nowMs, this.#p);
+      const perMs = this.#perMs;
+      this.#readTicks = perMs === 0 ? ticksAt(nowMs, this.#p) : fineTicksAt(nowMs, perMs);
     }
+  }
+
+  /** Sets #sec, and its parts for SlotRef.knowsSec (once per second of readings, not per decision). */
+  #setSec(sec: number): void {
+    if (sec === this.#sec) return;
+    this.#sec = sec;
+    this.#secHi = secHi(sec);
+    this.#secLo = secLo(sec);
   }
 
   /**
@@ -516,7 +533,7 @@ export class Gcra32 {
     let tat = (this.#readTicks + next) | 0;
     if (tat === DEAD) tat = (tat + 1) | 0; // never store the reclaim marker: one tick later
     const sec = this.#readSec;
-    this.#sec = sec;
+    this.#setSec(sec);
     // Stores while the slot is BUSY: no other thread decides on its key until the publishing
     // compareExchange on ctrl, which orders these writes before it.
     Atomics.store(w, base + S_TAT, tat);

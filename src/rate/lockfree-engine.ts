@@ -5,7 +5,7 @@ import { FixedWindow32 } from '../algorithms/fixed-window-32.js';
 import { GlobalBatch, TAKEN } from './global-batch.js';
 import { LimitSet, type LimitGroup, type LockedResult, type StateArea } from './limit-set.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../table/layout.js';
-import type { SlotRef } from '../table/slot-ref.js';
+import { secHi, secLo, type SlotRef } from '../table/slot-ref.js';
 // DONE and RELOCATE: the outcomes of every multi-word engine, locked or not (rate-limiter.ts reads both alike).
 import { RELOCATE } from '../table/slot-index.js';
 import { DONE } from '../table/slot-lock.js';
@@ -74,8 +74,13 @@ export class LockFreeEngine {
    */
   readonly #plainCtrl: boolean;
   #retries = 0;
-  /** The second of this thread's latest reading: a guess only (#stampThenRead: when to skip the lastSec load). */
+  /**
+   * The second of this thread's latest reading: a guess only (#stampThenRead: when to skip the
+   * lastSec load); with its parts as SlotRef stores a second (SlotRef.knowsSec).
+   */
   #sec = 0;
+  #secHi = 0;
+  #secLo = 0;
   /** Whether #stampThenRead raised the reading to the key's stamp (the clock stepped back behind a decision on the key). */
   #raised = false;
   /**
@@ -669,8 +674,8 @@ export class LockFreeEngine {
     // wrote may come from a later reading than ours if the clock stepped back, and then only the
     // loaded stamp tells (see Clock). Other first limits always load.
     const first = this.#first;
-    const guess = ref.secKnown && ref.sec === this.#sec && first !== null && first.loaded === ref.tat;
-    let lastSec = guess ? ref.sec : Atomics.load(this.#w, at);
+    const guess = first !== null && first.loaded === ref.tat && ref.knowsSec(this.#secHi, this.#secLo);
+    let lastSec = guess ? this.#sec : Atomics.load(this.#w, at);
     let m = this.#read();
     if (guess && m.sec !== lastSec) {
       lastSec = Atomics.load(this.#w, at); // a new second: load, then read again
@@ -679,7 +684,11 @@ export class LockFreeEngine {
     // A stamp ahead of the reading: the clock stepped back behind a decision on this key. Decide
     // at the start of the stamp's second instead (arithmetic on what was loaded; no load).
     this.#raised = raiseToStamp(m, lastSec);
-    this.#sec = m.sec;
+    if (m.sec !== this.#sec) {
+      this.#sec = m.sec;
+      this.#secHi = secHi(m.sec);
+      this.#secLo = secLo(m.sec);
+    }
     return lastSec;
   }
 

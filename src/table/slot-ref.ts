@@ -55,6 +55,16 @@ export function fillRecord(w: Int32Array, at: number, base: number, ctrl: number
   w[at + R_SKIP] = 0;
 }
 
+/** The part of second `second` above its low 32 bits, as `sec` stores it (for `knowsSec`). */
+export function secHi(second: number): number {
+  return Math.floor(second / TWO_32);
+}
+
+/** The low 32 bits of second `second`, as `sec` stores them (int32; for `knowsSec`). */
+export function secLo(second: number): number {
+  return second | 0;
+}
+
 export class SlotRef {
   /** The records this reference reads: its own, or its index's (moved by `point` and `over`). */
   #w: Int32Array;
@@ -115,9 +125,20 @@ export class SlotRef {
   }
 
   set sec(second: number) {
-    const hi = Math.floor(second / TWO_32);
+    const hi = secHi(second);
     this.#w[this.#at + R_SEC_HI] = hi;
     this.#w[this.#at + R_SEC_LO] = second - hi * TWO_32; // stored modulo 2^32, read back unsigned
+  }
+
+  /**
+   * Whether `secKnown` holds and `sec` is the second whose `secParts` are `hi` and `lo`: three
+   * int32 reads and compares, where reading `sec` builds a double (the one-limit path asks this
+   * on every admission).
+   */
+  knowsSec(hi: number, lo: number): boolean {
+    const w = this.#w;
+    const at = this.#at;
+    return w[at + R_SEC_LO] === lo && w[at + R_SEC_HI] === hi && w[at + R_KNOWN] !== 0;
   }
 
   /**

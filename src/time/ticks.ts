@@ -48,7 +48,15 @@ export function readingSlackMs(nowMs: number): number {
  */
 export function ticksAt(nowMs: number, p: { tickPs: number }): number {
   if (p.tickPs > 1e9) return coarseTicks(nowMs, p.tickPs / 1e9, false) | 0;
-  const perMs = 1e9 / p.tickPs;
+  return fineTicksAt(nowMs, 1e9 / p.tickPs);
+}
+
+/**
+ * `ticksAt` for ticks of at most 1 ms, given as `perMs`, ticks per ms (`1e9 / tickPs`, a whole
+ * number): for a caller that converts a reading on every decision and keeps `perMs`, which spares
+ * the division.
+ */
+export function fineTicksAt(nowMs: number, perMs: number): number {
   const whole = Math.floor(nowMs);
   const part = (nowMs - whole) * perMs;
   return (Math.imul(whole | 0, perMs) + snapFloor(part, readingSlackMs(nowMs) * perMs + part * 2 ** -51)) | 0;
