@@ -5,7 +5,7 @@ import { clientKey } from './client-address.js';
 import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
-import { markedTryAcquire, RateLimiter, spendGiveBack, windowGiveBack, type Decision } from '../rate/rate-limiter.js';
+import { givingBackTryAcquire, RateLimiter, type Decision } from '../rate/rate-limiter.js';
 import { keepRedisPolicySpends, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
 import { markedPolicyTryAcquire, policyGiveBack, policyGivesBack } from '../policy/policy-limiter.js';
 import { keepRedisSpends, RedisRateLimiter, redisSpendGiveBack } from '../redis/redis-rate-limiter.js';
@@ -320,17 +320,12 @@ function checkOf<Req>(
       }), name);
     }
     if (!givesBack) return keyed(keyOf, (key, n) => outcome(limiter.tryAcquire(key, n), fixed), name);
-    // Windows give back only into the admission's own windows (windowGiveBack, made right after it).
-    if (limiter.algorithm !== 'gcra') {
-      return keyed(keyOf, (key, n) => {
-        const o = outcome(limiter.tryAcquire(key, n), fixed);
-        return admitted(o, n) ? givingBack(o, n, windowGiveBack(limiter, key, n)) : o;
-      }, name);
-    }
-    // GCRA: a reward, marked with the admission (markedTryAcquire, spendGiveBack), made right after it.
+    // GCRA: a reward, marked with the admission; windows: only into the admission's own windows.
+    // Made with the decision, before onDecision runs (givingBackTryAcquire).
     return keyed(keyOf, (key, n) => {
-      const o = outcome(markedTryAcquire(limiter, key, n), fixed);
-      return admitted(o, n) ? givingBack(o, n, spendGiveBack(limiter, key, n)) : o;
+      const [d, back] = givingBackTryAcquire(limiter, key, n);
+      const o = outcome(d, fixed);
+      return back !== undefined && admitted(o, n) ? givingBack(o, n, back) : o;
     }, name);
   }
   if (limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter) {

@@ -330,18 +330,21 @@ export class PolicyLimiter {
     this.#spendMark = NO_MARK;
     this.#spendRule = null;
     this.#marking = true;
+    let d: Decision;
     try {
-      const d = this.#decision(this.#decide(request, cost, false));
+      d = this.#decision(this.#decide(request, cost, false));
       // What decided: its rule and version (#prepare may have moved to newer rules under the
       // lock) and its reading, before anything else reads the rules.
       this.#spendRule = this.#rule;
       this.#spendVersion = this.#version;
       this.#spendSince = this.#engine.nowMs;
-      if (this.#onDecision !== null) tellDecision(this.#onDecision, request, d.allowed, d.reason, cost);
-      return d;
     } finally {
       this.#marking = false;
     }
+    // Told once the marking is over: a hook's own decision on this limiter must not load its
+    // pair's mark over the spend's (found: the give-back then named the hook's pair, and gave nothing).
+    if (this.#onDecision !== null) tellDecision(this.#onDecision, request, d.allowed, d.reason, cost);
+    return d;
   }
 
   /**

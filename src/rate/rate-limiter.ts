@@ -42,6 +42,7 @@ const OPTION_NAMES = namesOf<RateLimiterOptions>()([
 let windowGiveBackOf: (limiter: RateLimiter, key: string, cost: number) => () => void;
 let spendGiveBackOf: (limiter: RateLimiter, key: string, cost: number) => () => void;
 let markedTryAcquireOf: (limiter: RateLimiter, key: string, cost: number) => Decision;
+let givingBackTryAcquireOf: (limiter: RateLimiter, key: string, cost: number) => [Decision, (() => void) | undefined];
 let windowsOf: (limiter: RateLimiter) => boolean;
 
 /**
@@ -96,6 +97,19 @@ export function markedTryAcquire(limiter: RateLimiter, key: string, cost: number
 }
 
 /**
+ * The middleware's check when it may give the spend back (skipSuccessfulRequests,
+ * skipFailedRequests): `markedTryAcquire` on GCRA, `tryAcquire` on windows, and for an admission
+ * (allowed, `cost` > 0, reason 'allowed') its give-back, `spendGiveBack` or `windowGiveBack`, made
+ * before the limiter's onDecision hook is told. Made after it, as two calls would, a hook that
+ * decides on the same limiter would be the latest decision the give-back reads: bounded by the
+ * hook's later reading, or in its later window, it gave back more than the spend left (found).
+ * @internal
+ */
+export function givingBackTryAcquire(limiter: RateLimiter, key: string, cost: number): [Decision, (() => void) | undefined] {
+  return givingBackTryAcquireOf(limiter, key, cost);
+}
+
+/**
  * A GCRA rate limiter whose per-key state lives in shared memory. Create it once, pass `handle`
  * to workers, and `RateLimiter.attach(handle)` there: every instance sees and changes one state.
  *
@@ -108,6 +122,7 @@ export class RateLimiter {
     windowGiveBackOf = (limiter, key, cost) => limiter.#windowGiveBack(key, cost);
     spendGiveBackOf = (limiter, key, cost) => limiter.#spendGiveBack(key, cost);
     markedTryAcquireOf = (limiter, key, cost) => limiter.#markedTryAcquire(key, cost);
+    givingBackTryAcquireOf = (limiter, key, cost) => limiter.#givingBackTryAcquire(key, cost);
     windowsOf = (limiter) => limiter.#limitsControls !== null && (limiter.algorithm === 'fixed-window' || limiter.algorithm === 'sliding-window');
   }
 
@@ -309,8 +324,26 @@ export class RateLimiter {
 
   /** `markedTryAcquire` (above the class). */
   #markedTryAcquire(key: string, cost: number): Decision {
+    const d = this.#markedDecision(key, cost);
+    if (this.#hook !== null) tellDecision(this.#hook, key, d.allowed, d.reason, cost);
+    return d;
+  }
+
+  /** `givingBackTryAcquire` (above the class). */
+  #givingBackTryAcquire(key: string, cost: number): [Decision, (() => void) | undefined] {
+    const gcra = this.algorithm === 'gcra';
+    const d = gcra ? this.#markedDecision(key, cost) : RateLimiter.prototype.tryAcquire.call(this, key, cost);
+    const admitted = d.allowed && cost > 0 && d.reason === 'allowed';
+    const back = !admitted ? undefined : gcra ? this.#spendGiveBack(key, cost) : this.#windowGiveBack(key, cost);
+    if (this.#hook !== null) tellDecision(this.#hook, key, d.allowed, d.reason, cost);
+    return [d, back];
+  }
+
+  /** `markedTryAcquire`'s decision, without telling the hook. */
+  #markedDecision(key: string, cost: number): Decision {
     const one = this.#one;
-    if (this.#controls === null || one === null) return this.tryAcquire(key, cost);
+    // The class's own tryAcquire: an instance with a hook has one of its own that tells it.
+    if (this.#controls === null || one === null) return RateLimiter.prototype.tryAcquire.call(this, key, cost);
     checkRequest(key, cost);
     const w = this.#site.words;
     // Not #decideFirst's way: a key new to the table is inserted fresh, then decided as a cached
@@ -336,9 +369,7 @@ export class RateLimiter {
       entry = this.#relocate(key);
     }
     const reason = this.#reason;
-    const d = reason === 'table-full' ? this.#fullDecision(allowed) : this.#oneDecision(allowed, reason);
-    if (this.#hook !== null) tellDecision(this.#hook, key, d.allowed, d.reason, cost);
-    return d;
+    return reason === 'table-full' ? this.#fullDecision(allowed) : this.#oneDecision(allowed, reason);
   }
 
   /**

@@ -354,6 +354,64 @@ describe('skipFailedRequests with a PolicyLimiter (Express 5)', () => {
   });
 });
 
+// Found (docs/testing.md listed it as reasoned, not staged): the onDecision hook ran inside the
+// decision, before the middleware made the spend's give-back, and the give-back then read what
+// the latest decision of the limiter left behind. A hook that decides on the same limiter (here
+// once, after moving the clock on) made that the hook's decision: a GCRA give-back bounded by
+// the hook's later reading gave back more than what of the spend was still ahead, and a window's
+// went into the hook's later window. The give-back is now made before the hook is told.
+describe('skipFailedRequests with an onDecision hook that decides on the same limiter (Express 5)', () => {
+  /** A hook that, once, moves the clock `ms` on and spends 1 on `key`, as a second request would. */
+  function spendingHook(clock: ManualClock, ms: number, key: () => unknown, decide: (k: unknown) => unknown) {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      clock.advance(ms);
+      decide(key());
+    };
+  }
+
+  it.each([
+    ['one GCRA limit', perSecond(10)],
+    ['two GCRA limits', [perSecond(10), perMinute(600)]],
+  ])('found: %s: the give-back is bounded by its own admission\'s reading, not the hook\'s decision\'s', async (_name, limit) => {
+    const clock = new ManualClock(1_000);
+    const l: RateLimiter = new RateLimiter({ limit, maxKeys: 16, clock, onDecision: spendingHook(clock, 50, () => CLIENT, (k) => l.tryAcquire(k as string)) });
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
+    // Admitted at 1,000 ms (its slot 1,000-1,100 ms); the hook's spend at 1,050 ms (1,100-1,200 ms).
+    clock.advance(10);
+    await held.finish();
+    // At 1,060 ms, 40 ms of the failed spend are still ahead: given back, the key owes 100 ms, not
+    // the 50 ms left by a give-back bounded by the hook's reading (90 ms given).
+    expect(l.get(CLIENT)?.resetAfterMs).toBe(100);
+  });
+
+  it('found: a fixed window: the give-back goes into its own window, not into the hook\'s later one', async () => {
+    const clock = new ManualClock(1_000);
+    const l: RateLimiter = new RateLimiter({
+      algorithm: 'fixed-window', limit: perSecond(2), maxKeys: 16, clock, onDecision: spendingHook(clock, 1_000, () => CLIENT, (k) => l.tryAcquire(k as string)),
+    });
+    const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
+    // The spend in the window of 1-2 s; the hook's in 2-3 s, where the failed response ends.
+    await held.finish();
+    expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 429]);
+  });
+
+  it('found: a PolicyLimiter GCRA rule: a hook that decides on another pair leaves the give-back its own mark', async () => {
+    const clock = new ManualClock(1_000);
+    const policy: PolicyLimiter = new PolicyLimiter({
+      rules: [{ limit: perHour(2) }], maxKeys: 16, clock,
+      onDecision: spendingHook(clock, 0, () => ({ user: 'other', api: 'x' }), (r) => policy.tryAcquire(r as { user: string; api: string })),
+    });
+    const pair = { user: 'c', api: 'x' };
+    const held = await heldRequest(rateLimit({ limiter: policy, key: () => pair, skipFailedRequests: true }));
+    await held.finish();
+    expect(policy.get(pair)?.remaining).toBe(2);
+    expect(await statuses(held.url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
+  });
+});
+
 describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (Express 5, a real redis-server)', () => {
   const redisServer = privateRedis();
 
