@@ -7,7 +7,7 @@ import type { Limit } from '../config/limit.js';
 import { PolicyLimiter, type PolicyRequest } from '../policy/policy-limiter.js';
 import { givingBackTryAcquire, RateLimiter, type Decision } from '../rate/rate-limiter.js';
 import { keepRedisPolicySpends, RedisPolicyLimiter, redisPolicyGiveBack } from '../redis/redis-policy-limiter.js';
-import { markedPolicyTryAcquire, policyGiveBack, policyGivesBack } from '../policy/policy-limiter.js';
+import { givingBackPolicyTryAcquire } from '../policy/policy-limiter.js';
 import { keepRedisSpends, RedisRateLimiter, redisSpendGiveBack } from '../redis/redis-rate-limiter.js';
 import { fieldWriter, headerMode, stacked, withDegraded, type FieldList, type HeaderMode } from './header-modes.js';
 import { advertisePolicies, policyFields, retryAfterSeconds, type PolicyFields } from './headers.js';
@@ -346,13 +346,13 @@ function checkOf<Req>(
       }), user);
     }
     if (!givesBack) return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
-    // A reward bounded by the admission's reading (GCRA) or its windows, and marked with it
-    // (markedPolicyTryAcquire, policyGiveBack), made right after it.
+    // A reward bounded by the admission's reading (GCRA) or its windows, and marked with it, by the
+    // rule that decided (a sliding log keeps its spend; nothing once the rules changed). Made with
+    // the decision, before onDecision runs (givingBackPolicyTryAcquire).
     return keyed(keyOf, (request, n) => {
-      const o = outcome(markedPolicyTryAcquire(limiter, request, n), fields(request));
-      // By the rule that decided: GCRA (a reward bounded by the spend's reading) or a window (into
-      // the spend's windows); a sliding log keeps its spend. Nothing once the rules changed.
-      return admitted(o, n) && policyGivesBack(limiter) ? givingBack(o, n, policyGiveBack(limiter, request, n)) : o;
+      const [d, back] = givingBackPolicyTryAcquire(limiter, request, n);
+      const o = outcome(d, fields(request));
+      return back !== undefined && admitted(o, n) ? givingBack(o, n, back) : o;
     }, user);
   }
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);

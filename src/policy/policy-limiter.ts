@@ -96,10 +96,10 @@ const NOT_GCRA = -1;
 /** How long to wait after a refusal because the pair's rules could not be read (see #prepare). */
 const UNREADABLE_RETRY_MS = 1;
 
-/** Set by PolicyLimiter's static block: `policyGiveBack` and `markedPolicyTryAcquire` read its privates. */
+/** Set by PolicyLimiter's static block: `policyGiveBack`, `markedPolicyTryAcquire` and `givingBackPolicyTryAcquire` read its privates. */
 let policyGiveBackOf: (limiter: PolicyLimiter, request: PolicyRequest, cost: number) => () => void;
 let markedTryAcquireOf: (limiter: PolicyLimiter, request: PolicyRequest, cost: number) => Decision;
-let givesBackOf: (limiter: PolicyLimiter) => boolean;
+let givingBackTryAcquireOf: (limiter: PolicyLimiter, request: PolicyRequest, cost: number) => [Decision, (() => void) | undefined];
 
 /**
  * Rate limits chosen per request from rules: per user, per API, per (user, api), and a default.
@@ -124,7 +124,7 @@ export class PolicyLimiter {
   static {
     policyGiveBackOf = (limiter, request, cost) => limiter.#spendGiveBack(request, cost);
     markedTryAcquireOf = (limiter, request, cost) => limiter.#markedTryAcquire(request, cost);
-    givesBackOf = (limiter) => limiter.#spendRule !== null && (limiter.#spendRule.rule.algorithm ?? 'gcra') !== 'sliding-log';
+    givingBackTryAcquireOf = (limiter, request, cost) => limiter.#givingBackTryAcquire(request, cost);
   }
 
   #site!: TableSite;
@@ -327,6 +327,27 @@ export class PolicyLimiter {
 
   /** `markedPolicyTryAcquire` (below the class): `tryAcquire`, with the slot's reset mark loaded under the lock. */
   #markedTryAcquire(request: PolicyRequest, cost: number): Decision {
+    const d = this.#markedDecision(request, cost);
+    if (this.#onDecision !== null) tellDecision(this.#onDecision, request, d.allowed, d.reason, cost);
+    return d;
+  }
+
+  /** `givingBackPolicyTryAcquire` (below the class). */
+  #givingBackTryAcquire(request: PolicyRequest, cost: number): [Decision, (() => void) | undefined] {
+    const d = this.#markedDecision(request, cost);
+    const admitted = d.allowed && cost > 0 && d.reason === 'allowed';
+    const back = admitted && this.#givesBack() ? this.#spendGiveBack(request, cost) : undefined;
+    if (this.#onDecision !== null) tellDecision(this.#onDecision, request, d.allowed, d.reason, cost);
+    return [d, back];
+  }
+
+  /** Whether the rule that decided the latest marked decision gives a spend back (GCRA or a window, not a sliding log). */
+  #givesBack(): boolean {
+    return this.#spendRule !== null && (this.#spendRule.rule.algorithm ?? 'gcra') !== 'sliding-log';
+  }
+
+  /** `markedPolicyTryAcquire`'s decision, without telling the hook. */
+  #markedDecision(request: PolicyRequest, cost: number): Decision {
     this.#spendMark = NO_MARK;
     this.#spendRule = null;
     this.#marking = true;
@@ -341,9 +362,6 @@ export class PolicyLimiter {
     } finally {
       this.#marking = false;
     }
-    // Told once the marking is over: a hook's own decision on this limiter must not load its
-    // pair's mark over the spend's (found: the give-back then named the hook's pair, and gave nothing).
-    if (this.#onDecision !== null) tellDecision(this.#onDecision, request, d.allowed, d.reason, cost);
     return d;
   }
 
@@ -846,10 +864,14 @@ export function markedPolicyTryAcquire(limiter: PolicyLimiter, request: PolicyRe
 }
 
 /**
- * Whether the rule that decided `limiter`'s latest `markedPolicyTryAcquire` gives a spend back
- * (GCRA, or a fixed or sliding window; not a sliding log), whatever rule the pair matches now.
+ * The middleware's check when it may give the spend back: `markedPolicyTryAcquire`'s decision and,
+ * for an admission (allowed, `cost` > 0, reason 'allowed') under a rule that gives back (not a
+ * sliding log), its `policyGiveBack`, made before the onDecision hook is told (as RateLimiter's
+ * `givingBackTryAcquire`): a hook that decides on this limiter, or runs a marked check of its own,
+ * must not become the decision the give-back is bound to (found: one bounded by the hook's later
+ * reading gave back more than the spend left; one marked by the hook's pair gave nothing).
  * @internal
  */
-export function policyGivesBack(limiter: PolicyLimiter): boolean {
-  return givesBackOf(limiter);
+export function givingBackPolicyTryAcquire(limiter: PolicyLimiter, request: PolicyRequest, cost: number): [Decision, (() => void) | undefined] {
+  return givingBackTryAcquireOf(limiter, request, cost);
 }

@@ -2,6 +2,7 @@
 // request's spend is given back (reward) once its response shows it should not count. On a real
 // Express 5 app and a real Fastify 5 app driven by fetch, with a ManualClock that stands still:
 // every count is exact.
+import { EventEmitter } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import express from 'express';
@@ -396,6 +397,43 @@ describe('skipFailedRequests with an onDecision hook that decides on the same li
     // The spend in the window of 1-2 s; the hook's in 2-3 s, where the failed response ends.
     await held.finish();
     expect(await statuses(held.url, ['/ok', '/ok'])).toEqual([200, 429]);
+  });
+
+  // Found by an attack on the fix: PolicyLimiter still made its give-back after the hook, and a
+  // hook that ran the middleware's own check (cost 0) marked that check's decision over the spend's.
+  it.each(['RateLimiter', 'PolicyLimiter'] as const)('found: %s, a hook that runs the middleware\'s check again: the give-back keeps its own admission', (kind) => {
+    const clock = new ManualClock(1_000);
+    const pair = { user: 'c', api: 'x' };
+    const req = { socket: { remoteAddress: CLIENT }, headers: {} };
+    /** A response the middleware can watch: `fail()` ends it with a 500. */
+    const response = () => {
+      const res = Object.assign(new EventEmitter(), {
+        statusCode: 200, writableFinished: false, headersSent: false,
+        setHeader: () => undefined, getHeader: () => undefined, removeHeader: () => undefined,
+      });
+      return { res, fail: () => { res.statusCode = 500; res.writableFinished = true; res.emit('finish'); res.emit('close'); } };
+    };
+    let nested = false;
+    const onDecision = () => {
+      if (nested) return;
+      nested = true;
+      clock.advance(50);
+      if (kind === 'RateLimiter') (l as RateLimiter).tryAcquire(CLIENT);
+      else (l as PolicyLimiter).tryAcquire(pair);
+      mw({ ...req, probe: true }, response().res, () => undefined); // the same check, cost 0
+    };
+    const l: RateLimiter | PolicyLimiter = kind === 'RateLimiter'
+      ? new RateLimiter({ limit: perSecond(10), maxKeys: 16, clock, onDecision })
+      : new PolicyLimiter({ rules: [{ limit: perSecond(10) }], maxKeys: 16, clock, onDecision });
+    const mw = rateLimit({
+      limiter: l, skipFailedRequests: true, cost: (r: { probe?: boolean }) => (r.probe === true ? 0 : 1), ...(kind === 'PolicyLimiter' ? { key: () => pair } : {}),
+    } as Parameters<typeof rateLimit>[0]) as unknown as (req: unknown, res: unknown, next: () => void) => void;
+    const held = response();
+    mw(req, held.res, () => undefined); // admitted at 1,000 ms; the hook's spend at 1,050 ms
+    clock.advance(10);
+    held.fail(); // at 1,060 ms: 40 ms of the failed spend still ahead
+    const state = kind === 'RateLimiter' ? (l as RateLimiter).get(CLIENT) : (l as PolicyLimiter).get(pair);
+    expect(state?.resetAfterMs).toBe(100);
   });
 
   it('found: a PolicyLimiter GCRA rule: a hook that decides on another pair leaves the give-back its own mark', async () => {
