@@ -37,6 +37,14 @@ const OFF_WINDOWS = 32;
  */
 const NEW_PER_WINDOW = 1_024;
 /**
+ * Bits of the doorkeeper (see #admit) per entry of the cache: a window sets at most one per
+ * lookup that found its key in the table, so few of a window's bits are set and a key seen once
+ * is rarely taken for one seen twice. 16 per entry: 128 KiB for the default 65,536 entries.
+ */
+const DOOR_BITS_PER_ENTRY = 16;
+/** The doorkeeper's size at least, in bits. */
+const MIN_DOOR_BITS = 32_768;
+/**
  * Lookups in one proof of an unproven cache: every PROOF_SPAN lookups of a window, a cache with
  * at most MAX_MISS_SHARE misses among them has proven itself, without waiting for its window's
  * end (a working set is cached a few thousand lookups after it is first seen twice; a window is
@@ -65,7 +73,9 @@ const INITIAL_RECORDS = 1_024;
  * evenly, hit it rarely). So it judges itself over windows of lookups: two windows in a row with more
  * than 25% misses turn it off (`cached` then answers at once and `locate` keeps nothing), and
  * after OFF_WINDOWS windows it is tried again, from empty. Until a window has gone well, it keeps
- * few of the keys its lookups insert (NEW_PER_WINDOW), so that a stream of new keys costs little.
+ * few of the keys its lookups insert (NEW_PER_WINDOW); after, only keys a window's lookups found
+ * in the table twice (#admit). So a stream of new keys costs little, and leaves the keys that come
+ * back their entries.
  *
  * Thread-safety: one instance per thread (the cache and the table's scratch are per-thread).
  */
@@ -113,6 +123,12 @@ export class SlotIndex {
   #proven = false;
   /** Inserted keys this window may still keep while not #proven. */
   #newLeft = NEW_PER_WINDOW;
+  /**
+   * The doorkeeper: a bit per hashed slot number, set by the first lookup of a window that found a
+   * key there without the cache; the second keeps the key (#admit). Made at its first use, cleared
+   * at each window's end.
+   */
+  #door: Int32Array | null = null;
   /** #misses at the start of the current proof span. */
   #spanMisses = 0;
   /** Whether `cached` consults the Map on every lookup: on, and not bypassing it (SAMPLE_EVERY). */
@@ -195,16 +211,18 @@ export class SlotIndex {
 
   /**
    * The location of `key` at `slot` (just found, with `foundCtrl` and `foundNew`): a new cache
-   * entry while the cache runs, else the scratch record; the view moved to it. Until the cache has
-   * proven itself (#proven), a key the lookup itself inserted is cached only among the window's
-   * first NEW_PER_WINDOW such keys: past those, a first check of a new key is likely one of a
-   * stream that would fill the cache with keys seen once.
+   * entry while the cache runs and keeps the key, else the scratch record; the view moved to it.
+   * Until the cache has proven itself (#proven), it keeps every key found, and a key the lookup
+   * itself inserted only among the window's first NEW_PER_WINDOW such keys: past those, a first
+   * check of a new key is likely one of a stream that would fill the cache with keys seen once.
+   * Once proven, it keeps only keys the doorkeeper admits (#admit).
    */
   #remember(key: string, slot: number): SlotRef {
     const table = this.#table;
     const base = table.base(slot);
     const ctrl = table.foundCtrl;
-    if (!this.#on || (table.foundNew && !this.#proven && this.#newLeft-- <= 0)) {
+    const keep = this.#on && (this.#proven ? !table.foundNew && this.#admit(slot) : !table.foundNew || this.#newLeft-- > 0);
+    if (!keep) {
       fillRecord(this.#records, 0, base, ctrl);
       return this.#view.point(0);
     }
@@ -216,6 +234,32 @@ export class SlotIndex {
     fillRecord(this.#records, record * RECORD_WORDS, base, ctrl);
     this.#cache.set(key, record);
     return this.#view.point(record);
+  }
+
+  /**
+   * Whether a proven cache keeps a key found in the table at `slot` without it: at the second such
+   * lookup in a window (the doorkeeper of TinyLFU, by slot number). A key this thread's own lookup
+   * inserted it never keeps (the caller asks only for keys found). So a stream of keys each checked
+   * once or twice, a server's new clients, leaves the cache to the keys that come back: keeping them
+   * emptied a full cache every few thousand new keys, and the working set lost its entries each
+   * time (measured below). A slot reused by another key since its bit was set lets that key in one
+   * lookup early; nothing else changes.
+   */
+  #admit(slot: number): boolean {
+    const door = this.#door ?? this.#newDoor();
+    const h = Math.imul(slot + 1, 0x9e3779b1) >>> 0;
+    const at = h % door.length;
+    const bit = 1 << (h >>> 27);
+    const word = door[at] as number;
+    if ((word & bit) !== 0) return true;
+    door[at] = word | bit;
+    return false;
+  }
+
+  #newDoor(): Int32Array {
+    const door = new Int32Array(Math.max(MIN_DOOR_BITS, DOOR_BITS_PER_ENTRY * this.#cacheSize) >>> 5);
+    this.#door = door;
+    return door;
   }
 
   /** Drops every entry and takes their records back. */
@@ -287,6 +331,7 @@ export class SlotIndex {
   #judge(): void {
     this.#left = this.#window;
     this.#newLeft = NEW_PER_WINDOW;
+    this.#door?.fill(0);
     if (this.#on) {
       const missed = this.#misses > this.#window * MAX_MISS_SHARE;
       if (missed && this.#missedLast) {
