@@ -552,7 +552,7 @@ export async function runChurn({ quick = false, svgDir } = {}) {
     'The rows run at the default density (slotsPerKey 1.25) but the last two (slotsPerKey 2; the SLAB layout, not yet the default). ' +
     'A new limiter\'s key cache starts on, unproven: it keeps 1,024 of the keys it inserts per window, consults its Map on one lookup in 64 after a span ' +
     'of 4,096 lookups without a hit, and turns itself off after two windows of lookups in which more than a quarter missed (131,072 each at the default size): ' +
-    'the default rows have all three. ' +
+    'the default rows have all three (once proven, a cache keeps no key it inserts, and a found key at its second find in a window). ' +
     '"Map get + set" is the bare Map work of a first check, `if (m.get(k) === undefined) m.set(k, n)`.', '');
   pairedTable(lines, f, 'Map get + set');
 
