@@ -323,9 +323,9 @@ function checkOf<Req>(
     // GCRA: a reward, marked with the admission; windows: only into the admission's own windows.
     // Made with the decision, before onDecision runs (givingBackTryAcquire).
     return keyed(keyOf, (key, n) => {
-      const [d, back] = givingBackTryAcquire(limiter, key, n);
+      const [d, back] = givingBackTryAcquire(limiter, key, n); // a give-back for an admission only
       const o = outcome(d, fixed);
-      return back !== undefined && admitted(o, n) ? givingBack(o, n, back) : o;
+      return back === undefined ? o : givingBack(o, n, back);
     }, name);
   }
   if (limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter) {
@@ -350,9 +350,9 @@ function checkOf<Req>(
     // rule that decided (a sliding log keeps its spend; nothing once the rules changed). Made with
     // the decision, before onDecision runs (givingBackPolicyTryAcquire).
     return keyed(keyOf, (request, n) => {
-      const [d, back] = givingBackPolicyTryAcquire(limiter, request, n);
+      const [d, back] = givingBackPolicyTryAcquire(limiter, request, n); // a give-back for an admission only
       const o = outcome(d, fields(request));
-      return back !== undefined && admitted(o, n) ? givingBack(o, n, back) : o;
+      return back === undefined ? o : givingBack(o, n, back);
     }, user);
   }
   throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);

@@ -839,8 +839,9 @@ function windowsOf(rule: CompiledRule, ms: number): ((at: number) => boolean) | 
 }
 
 /**
- * The HTTP give-back of a PolicyLimiter's latest admission of `request` (`cost`; called on the
- * limiter's thread right after it, decided by `markedPolicyTryAcquire`): under a GCRA rule a
+ * The HTTP give-back of a PolicyLimiter's latest admission of `request` (`cost`; made on the
+ * limiter's thread right after it, decided by `markedPolicyTryAcquire`, before anything else
+ * decides there: the middleware makes it through `givingBackPolicyTryAcquire`): under a GCRA rule a
  * reward of no more than what of that admission's spend is still ahead when it runs (math/gcra.ts
  * `unspentTicks`); under a fixed or sliding window rule a reward into the spend's windows only,
  * at a reading in them, and none into a window stored ahead of that reading. Nothing once the
@@ -853,8 +854,8 @@ export function policyGiveBack(limiter: PolicyLimiter, request: PolicyRequest, c
 }
 
 /**
- * `tryAcquire` for an admission that `policyGiveBack` may give back (the middleware's
- * skipSuccessfulRequests and skipFailedRequests): its decision loads the reset mark of the pair's
+ * `tryAcquire` for an admission that `policyGiveBack` may give back (skipSuccessfulRequests and
+ * skipFailedRequests, through `givingBackPolicyTryAcquire`): its decision loads the reset mark of the pair's
  * slot under the pair's lock, before its commit, and the give-back gives nothing once a reset or
  * block of the pair moved it (as RateLimiter's markedTryAcquire).
  * @internal

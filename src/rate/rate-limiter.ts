@@ -56,8 +56,9 @@ export function givesBackInWindows(limiter: RateLimiter): boolean {
 
 /**
  * For the HTTP give-backs (skipSuccessfulRequests, skipFailedRequests; http/give-back.ts) on a
- * RateLimiter of fixed or sliding windows on its lock-free paths. Called on the limiter's thread
- * right after the admission it is for (the limiter's latest decision): a give-back of `cost` that
+ * RateLimiter of fixed or sliding windows on its lock-free paths. Made on the limiter's thread
+ * right after the admission it is for, while that is the limiter's latest decision (the middleware
+ * makes it through `givingBackTryAcquire`, before the hook runs): a give-back of `cost` that
  * lands only in the windows that admission was counted in. It gives nothing at a reading in a
  * later window of any limit, nor into a window stored ahead of its reading (LockFreeEngine.giveBack's
  * `within`, judged at the reading its commit is made at), so a spend never comes back as room in
@@ -70,7 +71,8 @@ export function windowGiveBack(limiter: RateLimiter, key: string, cost: number):
 
 /**
  * The HTTP give-back of a GCRA RateLimiter's latest admission (`cost` on `key`, decided by
- * `markedTryAcquire`; called on the limiter's thread right after it): a reward of no more than
+ * `markedTryAcquire`; made on the limiter's thread right after it, before anything else decides
+ * there: the middleware makes it through `givingBackTryAcquire`): a reward of no more than
  * what of that admission's spend is still ahead when it runs (math/gcra.ts `unspentTicks`, from
  * the admission's reading): what has drained stays spent. A reset or block of the key since gives
  * nothing (its fresh state counts only later admissions): on the engine's paths (several limits, a
@@ -84,8 +86,8 @@ export function spendGiveBack(limiter: RateLimiter, key: string, cost: number): 
 }
 
 /**
- * `tryAcquire` for an admission that `spendGiveBack` may give back (the middleware's
- * skipSuccessfulRequests and skipFailedRequests on GCRA). On the one-limit path it loads the reset
+ * `tryAcquire` for an admission that `spendGiveBack` may give back (skipSuccessfulRequests and
+ * skipFailedRequests on GCRA, through `givingBackTryAcquire`). On the one-limit path it loads the reset
  * mark of the key's slot before the decision, for the give-back to tell whether a reset or block
  * of the key came after the spend. A mark loaded after the decision could miss one: a reset that
  * wrote after the spend's commit and finished before that load would read as one before it.
@@ -154,7 +156,7 @@ export class RateLimiter {
   #index!: SlotIndex;
   // The reason of the last #decide call, read by tryAcquire (avoids allocating on `allow`).
   #reason: DecisionReason = 'allowed';
-  /** The decision hook (options.onDecision), for acquire's reservations; null without one. */
+  /** The decision hook (options.onDecision), for the decisions not made through #tell's wrappers; null without one. */
   #hook: DecisionHook | null = null;
   /**
    * The reset mark and the slot of the latest `markedTryAcquire` on the one-limit path, loaded

@@ -37,13 +37,11 @@ const OFF_WINDOWS = 32;
  */
 const NEW_PER_WINDOW = 1_024;
 /**
- * Bits of the doorkeeper (see #admit) per entry of the cache: a window sets at most one per
- * lookup that found its key in the table, so few of a window's bits are set and a key seen once
- * is rarely taken for one seen twice. 16 per entry: 128 KiB for the default 65,536 entries.
+ * Bits of the doorkeeper (see #admit) per lookup of a window: a window sets at most one per lookup
+ * (one that found its key in the table), so at most an eighth of them, and a key seen once is
+ * rarely taken for one seen twice. 128 KiB for the default 65,536 entries (a window of 131,072).
  */
-const DOOR_BITS_PER_ENTRY = 16;
-/** The doorkeeper's size at least, in bits. */
-const MIN_DOOR_BITS = 32_768;
+const DOOR_BITS_PER_LOOKUP = 8;
 /**
  * Lookups in one proof of an unproven cache: every PROOF_SPAN lookups of a window, a cache with
  * at most MAX_MISS_SHARE misses among them has proven itself, without waiting for its window's
@@ -238,12 +236,12 @@ export class SlotIndex {
 
   /**
    * Whether a proven cache keeps a key found in the table at `slot` without it: at the second such
-   * lookup in a window (the doorkeeper of TinyLFU, by slot number). A key this thread's own lookup
-   * inserted it never keeps (the caller asks only for keys found). So a stream of keys each checked
-   * once or twice, a server's new clients, leaves the cache to the keys that come back: keeping them
-   * emptied a full cache every few thousand new keys, and the working set lost its entries each
-   * time (measured below). A slot reused by another key since its bit was set lets that key in one
-   * lookup early; nothing else changes.
+   * lookup in a window (the doorkeeper of TinyLFU, by slot number; DOOR_BITS_PER_LOOKUP). A key
+   * this thread's own lookup inserted it never keeps (the caller asks only for keys found). So a
+   * stream of keys each checked once or twice, a server's new clients, leaves the cache to the keys
+   * that come back: keeping them emptied a full cache every few thousand new keys, and the working
+   * set lost its entries each time (docs/design.md, section 8). A slot reused by another key since
+   * its bit was set lets that key in one lookup early; nothing else changes.
    */
   #admit(slot: number): boolean {
     const door = this.#door ?? this.#newDoor();
@@ -257,7 +255,7 @@ export class SlotIndex {
   }
 
   #newDoor(): Int32Array {
-    const door = new Int32Array(Math.max(MIN_DOOR_BITS, DOOR_BITS_PER_ENTRY * this.#cacheSize) >>> 5);
+    const door = new Int32Array((DOOR_BITS_PER_LOOKUP * this.#window) >>> 5);
     this.#door = door;
     return door;
   }

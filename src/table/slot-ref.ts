@@ -131,7 +131,7 @@ export class SlotRef {
   }
 
   /**
-   * Whether `secKnown` holds and `sec` is the second whose `secParts` are `hi` and `lo`: three
+   * Whether `secKnown` holds and `sec` is the second whose `secHi` and `secLo` are `hi` and `lo`: three
    * int32 reads and compares, where reading `sec` builds a double (the one-limit path asks this
    * on every admission).
    */
