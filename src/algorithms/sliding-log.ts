@@ -1,6 +1,6 @@
 import { ticksAt, ticksCeilAt, ticksToMs } from '../time/ticks.js';
 import type { Limit } from '../config/limit.js';
-import { swap, type LimitAlgorithm, type Verdict } from './types.js';
+import { FRESH_ALL, FRESH_NONE, swap, type LimitAlgorithm, type Verdict } from './types.js';
 import { windowLimit } from './window-limit.js';
 
 /** An unused log entry. A timestamp that would equal it is stored one tick later. */
@@ -77,6 +77,32 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
     init(w, at) {
       Atomics.store(w, at, 0);
       for (let i = 1; i <= permits; i++) Atomics.store(w, at + i, NO_ENTRY);
+    },
+    /**
+     * A reset under the key's lock (fresh-state.ts): the head word first, its commit count moved
+     * on and its index kept, then every entry cleared in time order, oldest first, each from the
+     * value read. Whoever takes the lock over meanwhile finds a log in time order whose oldest
+     * entries expired, as a clock's move would leave it, and admits only into those. Found (kill
+     * storm, test/algorithms/sliding-log-reset-takeover.test.ts): a head written back to the
+     * ring's first word, entries cleared in the order of the words, left the ring out of time
+     * order; a decision that took the lock over counted stamped entries as free, and the reset,
+     * failing on the word it had changed, ran again and cleared its admissions: reset twice.
+     * Never fails once the head landed: an entry that changed since it was read was written by a
+     * newer holder, and stays. Its spends write only into entries they find free: those this
+     * reset cleared already, or entries expired when it read them, whose stamps no new one
+     * equals. A penalty, which writes over counted entries too, may write one this reset clears
+     * next, and an equal stamp is then cleared with it, as if the penalty had come first.
+     */
+    writeFresh(w, at, before, from) {
+      const read = before[from] as number;
+      const index = (read & 0xffff) % permits; // as entry() reads it
+      if (!swap(w, at, read, (((read >>> 16) + 1) & 0xffff) << 16 | index)) return FRESH_NONE;
+      for (let k = 0; k < permits; k++) {
+        const i = (index + k) % permits;
+        const v = before[from + 1 + i] as number;
+        if (v !== NO_ENTRY) swap(w, at + 1 + i, v, NO_ENTRY);
+      }
+      return FRESH_ALL;
     },
     load(w, at) {
       words = w;

@@ -74,6 +74,15 @@ export interface LimitAlgorithm {
   readonly lockFree: boolean;
   /** Writes a fresh state at `at` (the slot is not visible to other threads yet, or locked). */
   init(w: Int32Array, at: number, m: Moment): void;
+  /**
+   * Optional: writes the state at `at` fresh over its words as a reset under the key's lock read
+   * them (`before`, from index `from`), for a state whose word-by-word rewrite in index order
+   * could show a decision that takes the lock over a state no sequence of decisions leaves (the
+   * log). `FRESH_ALL` once its first write landed: every later write is a compareExchange from
+   * the value read, and a word that changed since is a newer holder's and stays. `FRESH_NONE`
+   * when its first write did not land (nothing written).
+   */
+  writeFresh?(w: Int32Array, at: number, before: Int32Array, from: number): number;
   /** Takes the snapshot of the state at `at`. */
   load(w: Int32Array, at: number): void;
   /** Decides on the snapshot. `stale` says the key's state is certainly fresh. */
@@ -136,6 +145,10 @@ export interface LimitAlgorithm {
   /** Whether the state equals a fresh key's (so the key may be reclaimed). Loads its own snapshot. */
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean;
 }
+
+/** `writeFresh` (and `FreshState.writeLimit`): every word of the limit landed, or none did. */
+export const FRESH_ALL = 0;
+export const FRESH_NONE = 1;
 
 /** Writes `next` over `prev` at `i` only if it still holds `prev`. */
 export function swap(w: Int32Array, i: number, prev: number, next: number): boolean {

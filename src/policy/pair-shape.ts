@@ -66,7 +66,10 @@ export function shapePair(
     for (let i = 0; i < oldCount; i++) {
       if (!carryDebt(w, at + 1 + (g.offsets[i] as number), before, 4 * i, m.ms, tickPs[i] as number)) return false;
     }
-  } else if (!fresh.write(w, at + 1, g, m)) {
+  } else if (!fresh.write(w, at + 1, g, m, resetting && stored === rule.shape)) {
+    // A reset of the pair's own shape writes each limit once over its tries (PolicyLimiter.reset
+    // sets `landed` to 0 before the first), and a log its own way (FreshState); a move to another
+    // rule writes every limit on every try.
     return false;
   }
   // The version, then the shape word last, each from the value read above: a holder whose lock

@@ -404,6 +404,7 @@ export class PolicyLimiter {
    */
   reset(request: PolicyRequest): boolean {
     this.#resetting = true;
+    this.#freshState.landed = 0; // each limit written fresh once, whatever the tries (FreshState)
     let outcome: number;
     try {
       outcome = this.#decide(request, 0, true);

@@ -1,11 +1,11 @@
 import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
-import { swap } from '../algorithms/types.js';
+import { FRESH_ALL, FRESH_NONE, swap } from '../algorithms/types.js';
 import { cas64 } from '../math/word64.js';
 import type { LimitGroup } from './limit-set.js';
 
 /** `FreshState.writeLimit`: every word of the limit landed; none did; its state did, a later word not. */
-export const ALL = 0;
-export const NONE = 1;
+export const ALL = FRESH_ALL;
+export const NONE = FRESH_NONE;
 export const SOME = 2;
 
 /**
@@ -24,6 +24,15 @@ export class FreshState {
   readonly before: Int32Array;
   /** Set by `write` when one of its compareExchanges landed (the caller clears it). */
   wrote = false;
+  /**
+   * The limits `write` wrote fresh in earlier tries of the same reset (`own`; the caller sets it
+   * to 0 once, before the first). A try that fails on a later limit (its lock was taken over, and a
+   * newer holder wrote) is run again by the locked protocol, and writing the limits before it
+   * fresh again would reset them twice: once before the newer holder's admissions and once
+   * after, clearing those (found by test/algorithms/sliding-log-reset-takeover.test.ts, two
+   * logs). Each try writes only the limits after them.
+   */
+  landed = 0;
   /** The fresh state, built in private scratch first (one word more: a state base of either parity). */
   readonly #fresh: Int32Array;
 
@@ -40,13 +49,22 @@ export class FreshState {
 
   /**
    * Writes a fresh state for `g` at `state` at reading `m`, every word by compareExchange from
-   * its value in `before` (a 64-bit word in one). False if a word changed since it was read (the
-   * lock was taken over): the caller's decision starts again. `wrote` says whether any word
-   * landed, in this try or an earlier one since the caller cleared it.
+   * its value in `before` (a 64-bit word in one), from limit `landed` on. False if a word changed
+   * since it was read (the lock was taken over): the caller's decision starts again, from the
+   * first limit whose state did not land. `wrote` says whether any word landed, in this try or
+   * an earlier one since the caller cleared it. `own`: `before` holds `g`'s own state (a reset),
+   * not a state of another shape (PolicyLimiter's move to another rule), so an algorithm that
+   * writes its fresh state its own way (`writeFresh`) may read it.
    */
-  write(w: Int32Array, state: number, g: LimitGroup, m: Moment): boolean {
+  write(w: Int32Array, state: number, g: LimitGroup, m: Moment, own = false): boolean {
     this.prepare(state, g, m);
-    for (let i = 0; i < g.algorithms.length; i++) if (this.writeLimit(w, state, g, i) !== ALL) return false;
+    if (!own) this.landed = 0; // another shape's words: every limit is written, on every try
+    for (let i = this.landed; i < g.algorithms.length; i++) {
+      const r = this.writeLimit(w, state, g, i, own);
+      if (r === NONE) return false;
+      this.landed = i + 1; // its state landed (ALL, or SOME: a later word not): never written again
+      if (r !== ALL) return false;
+    }
     return true;
   }
 
@@ -60,14 +78,20 @@ export class FreshState {
    * Writes limit `i` of `g` fresh (as `prepare` built it), every word by compareExchange from its
    * value in `before`, stopping at the first word that changed since it was read: ALL, NONE (its
    * first word, the state itself, changed), or SOME (the state landed, a later word such as a
-   * 64-bit GCRA's staleness unit did not). Sets `wrote` when a word landed.
+   * 64-bit GCRA's staleness unit did not). Sets `wrote` when a word landed. `own`: as in
+   * `write`.
    */
-  writeLimit(w: Int32Array, state: number, g: LimitGroup, i: number): number {
+  writeLimit(w: Int32Array, state: number, g: LimitGroup, i: number, own = false): number {
     const before = this.before;
     const fresh = this.#fresh;
     const p = state & 1;
     const a = g.algorithms[i] as LimitAlgorithm;
     const off = g.offsets[i] as number;
+    if (own && a.writeFresh !== undefined) {
+      const r = a.writeFresh(w, state + off, before, off);
+      if (r !== NONE) this.wrote = true;
+      return r;
+    }
     let j = 0;
     if (a.align8 === true) {
       // Its 64-bit word in one compareExchange: another thread never reads it half written.

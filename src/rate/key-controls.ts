@@ -270,9 +270,10 @@ export function checkBlockMs(ms: number): void {
  * `reset`, `penalty` and `reward` on a RateLimiter whose decisions take the key's lock (a sliding
  * log, with or without other limits and a cap). A penalty or reward forces every limit in the
  * prepare step (forced-state.ts forceUnderLock, SlidingLog.force). A reset: under the key's lock,
- * every limit of the key is written fresh (the
- * locked protocol's `Prepare` step, FreshState: read, check the lock is still held, write by
- * compareExchange from what was read), then a decision of cost 0 follows and writes nothing. Every
+ * every limit of the key is written fresh (the locked protocol's `Prepare` step, FreshState: read,
+ * check the lock is still held, write by compareExchange from what was read; a log its own way,
+ * `writeFresh`; each limit once over the tries), then a decision of cost 0 follows and writes
+ * nothing. Every
  * decision on the key takes the same lock, so the reset falls between two of them: exact. A
  * global cap keeps what the key spent (the admissions happened). PolicyLimiter's reset is the
  * same steps.
@@ -350,6 +351,7 @@ export class LockedControls {
       this.#state = entry.base + site.stateOffset;
       this.#lastSec = entry.base + S_LAST_SEC;
       this.#fresh.wrote = false;
+      this.#fresh.landed = 0; // each limit written fresh once, whatever the tries (FreshState)
       // Whether it owed anything: whether some try wrote. A try whose lock was taken over may
       // have written before it found out (its compareExchanges land when nobody wrote since it
       // read: the reset then took effect there) and the next try then finds the key fresh.
@@ -380,6 +382,6 @@ export class LockedControls {
     const lastSec = Atomics.load(w, this.#lastSec);
     const owes = g.algorithms.some((a, i) => !a.idle(w, state + (g.offsets[i] as number), m, isStale(m.sec, lastSec, a.staleSec)));
     if (!owes) return true; // already fresh: nothing to write
-    return holds() && this.#fresh.write(w, state, g, m);
+    return holds() && this.#fresh.write(w, state, g, m, true);
   }
 }

@@ -1,0 +1,163 @@
+// A reset of a sliding log whose lock is taken over while it writes the log fresh, replayed step
+// by step: a worker resets the key and parks before a chosen compare-and-swap on the log's words
+// (fixtures/cas-park-worker.mjs); the lock's timeout passes, and the main thread, taking the lock
+// over, admits while the reset is half written; then the reset goes on, and the main thread
+// admits until refused. The clock is a ManualClock that stands still meanwhile.
+//
+// Found by the kill storm (test/rate/kill-storm.test.ts, 'sliding log, with per-key controls') on
+// a loaded machine: a key past its bound by 28 after the storm. The reset wrote the head word
+// first, anchored at the ring's first word, then cleared the entries in the order of the words.
+// A decision that took the lock over in between read the old entries from the new anchor: out of
+// time order, so its binary search counted stamped entries as free, and it admitted over them.
+// The reset's next compareExchange then failed (a word it had read had changed), and the reset
+// ran again from the start, clearing the admissions made in between: the key was reset twice,
+// once before them and once after. With a clock that stands still, the stalled reset's clearing
+// also landed on a newer admission's stamp equal to the old one it had read.
+//
+// What may pass: the reset falls somewhere among the main thread's admissions made while it was
+// parked, so before it at most what the set-up left free, after it at most the whole log (of
+// each limit).
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+import { ManualClock, PolicyLimiter, RateLimiter, type Limit } from '../../src/index.js';
+import { HEADER_WORDS, H_SLOT_WORDS, H_STATE_OFFSET, LIVE, S_CTRL } from '../../src/table/layout.js';
+import { pastTimeout } from '../helpers/park.js';
+
+const fixture = new URL('../fixtures/cas-park-worker.mjs', import.meta.url);
+/** Releases a parked worker for good. */
+const ALL = 1_000_000;
+
+interface Reply {
+  allowed: boolean;
+  writes: { n: number; word: string; expected: number; replacement: number; landed: boolean }[];
+}
+
+async function until(what: string, done: () => boolean): Promise<void> {
+  const end = Date.now() + 20_000;
+  while (!done()) {
+    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
+/** The first word of the only live key's state. */
+function keyState(w: Int32Array): number {
+  const found: number[] = [];
+  for (let b = HEADER_WORDS; b + (w[H_SLOT_WORDS] as number) <= w.length; b += w[H_SLOT_WORDS] as number) {
+    if (((w[b + S_CTRL] as number) & 3) === LIVE) found.push(b);
+  }
+  expect(found).toHaveLength(1);
+  return (found[0] as number) + (w[H_STATE_OFFSET] as number);
+}
+
+/** What the test drives: a RateLimiter's key, or a PolicyLimiter's pair under a rule of the same limits. */
+interface Subject {
+  allow(): boolean;
+  handle: { table: SharedArrayBuffer };
+  /** Where the first log's head word is, from the key's state. */
+  logOffset: number;
+  /** For the worker: the key or request, and whether it attaches a PolicyLimiter. */
+  key: unknown;
+  policy: boolean;
+}
+
+function subject(policy: boolean, limit: Limit[], clock: ManualClock): Subject {
+  if (!policy) {
+    const limiter = new RateLimiter({ algorithm: 'sliding-log', limit, maxKeys: 8, clock, claimTimeoutMs: 1 });
+    return { allow: () => limiter.allow('k'), handle: limiter.handle, logOffset: 0, key: 'k', policy };
+  }
+  const pair = { user: 'u', api: 'a' };
+  const limiter = new PolicyLimiter({ rules: [{ algorithm: 'sliding-log', limit }], maxKeys: 8, clock, claimTimeoutMs: 1 });
+  // A pair's state starts with its shape word (policy/pair-shape.ts).
+  return { allow: () => limiter.allow(pair), handle: limiter.handle, logOffset: 1, key: pair, policy };
+}
+
+/** Admits cost-1 requests until one is refused; returns how many passed. */
+function drain(s: Subject): number {
+  let n = 0;
+  while (s.allow() && n < 1_000) n++;
+  return n;
+}
+
+interface Case {
+  name: string;
+  limit: Limit[];
+  /** Set-up admissions: [clock reading, how many], in order. */
+  setup: [number, number][];
+  /** Where the clock stands from the reset on. */
+  atMs: number;
+  /** Entries that still count at `atMs` after the set-up, per limit. */
+  counted: number[];
+  /** The reset's compare-and-swaps on the log's words: it parks before each in turn. */
+  writes: number;
+}
+
+const win = (permits: number, periodMs = 1000): Limit => ({ permits, periodMs });
+
+const CASES: Case[] = [
+  // One admission: the ring's head word points past the first entry.
+  { name: 'a log of 2, one entry', limit: [win(2)], setup: [[1000, 1]], atMs: 1000, counted: [1], writes: 3 },
+  // Three admissions expire, two more wrap the ring: its oldest entry is its second word.
+  { name: 'a wrapped log of 4', limit: [win(4)], setup: [[1000, 3], [2100, 2]], atMs: 2100, counted: [2], writes: 5 },
+  // The same, the admissions made while the reset is parked stamped later than the entries it clears.
+  { name: 'a wrapped log of 4, later stamps', limit: [win(4)], setup: [[1000, 3], [2100, 2]], atMs: 2200, counted: [2], writes: 5 },
+  // The stamps of the reset's clearing equal those of admissions made over the entries it has
+  // yet to clear (a reset that never wrote a limit twice still cleared them here).
+  { name: 'a log of 4, equal stamps', limit: [win(4)], setup: [[1000, 1], [2100, 2]], atMs: 2100, counted: [2], writes: 5 },
+  // Two logs: the first written fresh, the second's head taken over, the reset tried again.
+  { name: 'two logs', limit: [win(2), win(3)], setup: [[1000, 1]], atMs: 1000, counted: [1, 1], writes: 6 },
+];
+
+describe('a sliding log\'s reset taken over while it writes the log fresh', () => {
+  // Every case on a RateLimiter's key; on a PolicyLimiter's pair (the same steps: policy/pair-shape.ts),
+  // those of four and of two logs, parked after the head word.
+  const parks = (c: Case, policy: boolean) => Array.from({ length: c.writes }, (_, i) => ({ ...c, policy, parkBefore: i + 1 }));
+  const runs = [
+    ...CASES.flatMap((c) => parks(c, false)),
+    ...CASES.filter((c) => ['a wrapped log of 4', 'a log of 4, equal stamps', 'two logs'].includes(c.name)).flatMap((c) => parks(c, true).slice(1)),
+  ];
+
+  it.each(runs)('$name (PolicyLimiter: $policy), parked before write $parkBefore: never more than the log allows', async (c) => {
+    const clock = new ManualClock(c.setup[0]?.[0] ?? 1000);
+    const s = subject(c.policy, c.limit, clock);
+    for (const [at, n] of c.setup) {
+      clock.set(at);
+      for (let i = 0; i < n; i++) expect(s.allow()).toBe(true);
+    }
+    clock.set(c.atMs);
+    const w = new Int32Array(s.handle.table);
+    const log = keyState(w) + s.logOffset;
+    const words = c.limit.reduce((sum, l) => sum + 2 + l.permits, 0); // each log's words, with room for a pad word
+    const flags = new Int32Array(new SharedArrayBuffer(8));
+    const worker = new Worker(fixture, {
+      workerData: { handle: s.handle, key: s.key, policy: s.policy, flags: flags.buffer, logFrom: log, logTo: log + words, parkBefore: [c.parkBefore], parkAtHead: false, op: 'reset' },
+    });
+    const reply = new Promise<Reply>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    const release = (upTo: number): void => {
+      Atomics.store(flags, 1, upTo);
+      Atomics.notify(flags, 1);
+    };
+    try {
+      await until('the reset parks or finishes', () => Atomics.load(flags, 0) !== 0);
+      const parked = Atomics.load(flags, 0) === c.parkBefore;
+      pastTimeout(5); // older than claimTimeoutMs: the reset's lock may be taken over
+      const during = drain(s);
+      release(ALL);
+      const r = await reply;
+      expect(r.allowed, 'the key held state: the reset says so').toBe(true);
+      const after = drain(s);
+      // Before the reset, what the set-up left free; after it, the whole log: of every limit.
+      const bound = Math.min(...c.limit.map((l, i) => l.permits - (c.counted[i] as number) + l.permits));
+      expect(during + after, JSON.stringify({ parked, during, after, writes: r.writes })).toBeLessThanOrEqual(bound);
+      // And once every entry has expired, the key admits exactly its log again.
+      clock.advance(3000);
+      expect(drain(s)).toBe(Math.min(...c.limit.map((l) => l.permits)));
+    } finally {
+      release(ALL);
+      await worker.terminate();
+    }
+  });
+});
