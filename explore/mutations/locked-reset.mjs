@@ -3,10 +3,18 @@
 // scenarios must find.
 export default [
   {
-    name: '(planted) a locked reset writes only the first word of each limit',
-    what: "the fresh write stops after each limit's first word: a sliding log's head goes back, its entries stay and still count",
+    name: '(planted) a locked reset writes only the head of a log',
+    what: "the log's fresh write moves its head word on and clears no entry: they stay and still count",
     scenario: 'locked-reset',
-    edits: [{ file: 'rate/fresh-state.js', from: 'for (; j < a.stateWords; j++) {', to: 'for (; j < Math.min(a.stateWords, 1); j++) {' }],
+    edits: [{ file: 'algorithms/sliding-log.js', from: 'for (let k = 0; k < permits; k++) {\n                const i', to: 'for (let k = 0; k < 0; k++) {\n                const i' }],
+  },
+  {
+    name: 'a locked reset written again in full on its next try',
+    what: 'a reset try that fails on a later limit (or a probe after it, its lock taken over) writes every limit fresh again: '
+      + 'the admissions a decision made over the lock in between are cleared, the key reset twice',
+    scenario: 'locked-reset-takeover',
+    budgetS: 30,
+    edits: [{ file: 'rate/fresh-state.js', from: 'for (let i = this.landed; i < g.algorithms.length; i++) {', to: 'for (let i = 0; i < g.algorithms.length; i++) {' }],
   },
   {
     name: '(planted) a locked reset that reports nothing owed',
