@@ -9,25 +9,18 @@ export default [
     edits: [{ file: 'algorithms/sliding-log.js', from: 'for (let k = 0; k < permits; k++) {\n                const i', to: 'for (let k = 0; k < 0; k++) {\n                const i' }],
   },
   {
-    name: 'a locked reset written again in full on its next try',
-    what: 'a reset try that fails on a later limit (or a probe after it, its lock taken over) writes every limit fresh again: '
-      + 'the admissions a decision made over the lock in between are cleared, the key reset twice',
+    name: '(planted) a log reset taken over at the steal age',
+    what: "a decision takes a log reset's guarded lock over after claimTimeoutMs, as any other: it admits over the half-cleared "
+      + 'log, and the reset, tried again, clears those admissions (the guard of table/slot-lock.ts reverted)',
     scenario: 'locked-reset-takeover',
     budgetS: 30,
-    edits: [{ file: 'rate/fresh-state.js', from: 'for (let i = this.landed; i < g.algorithms.length; i++) {', to: 'for (let i = 0; i < g.algorithms.length; i++) {' }],
+    edits: [{ file: 'table/slot-lock.js', from: 'return (cur & GUARDED) === 0 ? ages.stealAfterMs : ages.reclaimAfterMs;', to: 'return ages.stealAfterMs;' }],
   },
   {
     name: '(planted) a locked reset that reports nothing owed',
     what: 'reset answers false whatever the key held: an operator is told the key was already fresh',
     scenario: 'locked-reset',
     edits: [{ file: 'rate/key-controls.js', from: 'return this.#fresh.wrote;', to: 'return false;' }],
-  },
-  {
-    name: 'a locked reset answered by its last try alone',
-    what: "reset's answer is the last try's judgement: a try taken over after its write landed, then a try that finds the key fresh, answer false",
-    scenario: 'locked-reset',
-    deep: true,
-    edits: [{ file: 'rate/key-controls.js', from: 'if (!owes)\n            return true; // already fresh', to: 'if (!owes) {\n            this.#fresh.wrote = false;\n            return true;\n        } //' }],
   },
   {
     name: '(planted) a log reward that clears its entries and leaves the head',

@@ -64,9 +64,9 @@ export default [
       from: '    const cur = Atomics.load(w, index);\n' +
         '    // The clock after the load, as in `lock`: a reading taken before it could be older than the\n' +
         '    // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.\n' +
-        '    const token = successor(cur, owner, processNow(), ages, true);',
+        '    const token = successor(cur, owner, processNow(), ages, true, false);',
       to: '    const now = processNow();\n    const cur = Atomics.load(w, index);\n' +
-        '    const token = successor(cur, owner, now, ages, true);',
+        '    const token = successor(cur, owner, now, ages, true, false);',
     }],
   },
   {

@@ -148,11 +148,14 @@ export function logCommits(exec, lib, key) {
   return commits === admitted ? null : `key ${key}'s log committed ${commits} time(s) for ${admitted} admitted call(s)`;
 }
 
+/** A lock token's "guarded" bit (src/table/slot-lock.ts): a log's reset or reward. */
+const GUARDED = 4;
+
 /**
  * Every takeover of a key lock (a successful compareExchange of a lock word from another
  * holder's token to a new token) must come at a reading more than `stealAfterMs` whole ms after
- * the reading at which that token was taken: otherwise two threads held the lock at once while
- * neither was stale. And a reclaim (a token turned DEAD) must have taken its token from a free
+ * the reading at which that token was taken (a guarded token: the reclaim age below): otherwise
+ * two threads held the lock at once while neither was stale. And a reclaim (a token turned DEAD) must have taken its token from a free
  * word, or from one stamped more than the table's reuse age before (its header's
  * H_REUSE_AFTER_MS, as LockAges in slot-lock.ts caps it; STAGED_REUSE sets it here):
  * a holder stalled past the steal age may still write, and must not write into the slot's next
@@ -186,10 +189,12 @@ export function lockTakeovers(exec, lib, stealAfterMs, isLock) {
     const reading = last.get(e.thread);
     if (e.a0 !== 0) {
       const held = taken.get(`${e.buf}:${e.byte}:${e.a0}`);
-      if (held !== undefined && !(Math.floor(reading) - Math.floor(held.reading) > stealAfterMs)) {
+      // A guarded token (a log's reset or reward: bit 4) is taken over only past the reclaim age.
+      const after = (e.a0 & GUARDED) !== 0 ? reclaimAfterMs : stealAfterMs;
+      if (held !== undefined && !(Math.floor(reading) - Math.floor(held.reading) > after)) {
         return `lock taken over while fresh: T${e.thread} at step ${e.step} (reading ${reading}) took the lock word ` +
           `(buffer ${e.buf} byte ${e.byte}) from T${held.thread}'s token ${e.a0}, taken at step ${held.step} at reading ${held.reading} ` +
-          `(steal after ${stealAfterMs} ms)`;
+          `(steal after ${after} ms${after === stealAfterMs ? '' : ', a guarded token'})`;
       }
     }
     taken.set(`${e.buf}:${e.byte}:${token}`, { thread: e.thread, reading, step: e.step, from: e.a0 });

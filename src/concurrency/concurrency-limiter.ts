@@ -131,6 +131,7 @@ export class ConcurrencyLimiter {
   constructor(options: ConcurrencyLimiterOptions | AttachRequest<ConcurrencyLimiterHandle>) {
     this.#step = {
       restarts: 0,
+      guarded: false,
       spent: false,
       run: (token) => this.#decideLocked(token),
       // The stamps went with a reclaim: a DEAD slot's are wiped by its next insert; in a slot

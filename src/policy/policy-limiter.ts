@@ -405,11 +405,14 @@ export class PolicyLimiter {
   reset(request: PolicyRequest): boolean {
     this.#resetting = true;
     this.#freshState.landed = 0; // each limit written fresh once, whatever the tries (FreshState)
+    // A reset may clear a log's entries: under a guarded token (table/slot-lock.ts).
+    this.#engine.guarded = true;
     let outcome: number;
     try {
       outcome = this.#decide(request, 0, true);
     } finally {
       this.#resetting = false;
+      this.#engine.guarded = false;
     }
     if (outcome === UNREADABLE) throw new Error(`reset: the rules of ${describe(request)} are being rewritten and cannot be read yet; nothing was reset`);
     return outcome !== ABSENT;
@@ -535,11 +538,14 @@ export class PolicyLimiter {
     this.#forced = FORCED;
     this.#forceProgress.landed = 0;
     this.#forceProgress.at = -1;
+    // A reward may clear a log's entries: under a guarded token (table/slot-lock.ts).
+    this.#engine.guarded = reward;
     let outcome: number;
     try {
       outcome = this.#decide(request, 0, reward);
     } finally {
       this.#forcing = null;
+      this.#engine.guarded = false;
     }
     if (outcome === ABSENT) return null;
     if (outcome === FULL) throw new TableFullError(`${request.user} / ${request.api}`);

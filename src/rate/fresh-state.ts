@@ -33,6 +33,10 @@ export class FreshState {
    * logs). Each try writes only the limits after them.
    */
   landed = 0;
+  // The state and group `landed` counts for: a try on another slot (the key found again elsewhere)
+  // or under another rule (PolicyLimiter) writes every limit.
+  #landedAt = -1;
+  #landedOf: LimitGroup | null = null;
   /** The fresh state, built in private scratch first (one word more: a state base of either parity). */
   readonly #fresh: Int32Array;
 
@@ -58,7 +62,12 @@ export class FreshState {
    */
   write(w: Int32Array, state: number, g: LimitGroup, m: Moment, own = false): boolean {
     this.prepare(state, g, m);
-    if (!own) this.landed = 0; // another shape's words: every limit is written, on every try
+    if (!own || this.#landedAt !== state || this.#landedOf !== g) {
+      // Another shape's words (every limit is written, on every try), or another slot or rule.
+      this.landed = 0;
+      this.#landedAt = state;
+      this.#landedOf = g;
+    }
     for (let i = this.landed; i < g.algorithms.length; i++) {
       const r = this.writeLimit(w, state, g, i, own);
       if (r === NONE) return false;

@@ -11,7 +11,7 @@ import type { ReclaimFloor } from './reclaim-floor.js';
  *
  *   FREE (0)     nobody holds it
  *   DEAD         the key was reclaimed
- *   token        held:  stamp (20 bits, ms modulo 2^20) << 11 | owner (9 bits) << 2 | took over << 1 | 1
+ *   token        held:  stamp (20 bits, ms modulo 2^20) << 11 | owner (8 bits) << 3 | guarded << 2 | took over << 1 | 1
  *   released     free, after a takeover:  stamp << 11 | 2
  *
  * A holder that died (`worker.terminate()`) cannot release; after `stealAfterMs` others take the
@@ -29,6 +29,17 @@ import type { ReclaimFloor } from './reclaim-floor.js';
  * word stamped with the release time, which a decision takes like FREE (its token marked "took
  * over" while the mark is young) and a reclaim treats like a token: reclaimed only once it is
  * that old.
+ *
+ * A guarded token is a log's reset or reward (`lock`'s `guarded`), whose writes clear entries, each
+ * by compareExchange from the stamp it read. On a clock that does not move with real time (a
+ * ManualClock, a custom coarse one), a newer holder may write that very stamp again into the
+ * entry (a penalty over an entry that counts, an admission into one a reward cleared), and a
+ * clearing that goes on after a takeover would land on it: an admission cleared, the ring's
+ * newest entry gone (found by an attack: a reset parked mid-clear, its lock taken over after
+ * claimTimeoutMs, a penalty; 3 admitted on a log of 2). So a decision takes a guarded token over
+ * only once it is `reclaimAfterMs` old, as a reclaim does (the table's one timing assumption): a
+ * holder that died leaves the key refused that long; one that stalls that long is outside the
+ * assumption. A held token that settles an admission (`settle`) leaves a guarded token alone.
  *
  * Ages are ms modulo 2^20 (1,048,576 ms, about 17.5 minutes), read as signed: a difference from
  * 2^20 - AHEAD_MS up is a stamp up to AHEAD_MS (65,536 ms) ahead of the reading, and reads as 0
@@ -58,10 +69,17 @@ const LOCK_STAMP_MASK = 0xfffff;
 const HELD = 1;
 /** A token's "took over" bit: its holder took the lock from another holder, or from a young `released` word. */
 const TOOK_OVER = 2;
+/** A token's "guarded" bit: a decision takes it over only once it is `reclaimAfterMs` old (see above). */
+const GUARDED = 4;
 
-/** A token for `owner` (any integer; 9 bits are kept) taken at `nowMs` (real time). */
-export function lockToken(owner: number, nowMs: number, tookOver = false): number {
-  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) << 11) | ((owner & 0x1ff) << 2) | (tookOver ? TOOK_OVER : 0) | HELD;
+/** A token for `owner` (any integer; 8 bits are kept) taken at `nowMs` (real time); `guarded`: see above. */
+export function lockToken(owner: number, nowMs: number, tookOver = false, guarded = false): number {
+  return ((Math.floor(nowMs) & LOCK_STAMP_MASK) << 11) | ((owner & 0xff) << 3) | (guarded ? GUARDED : 0) | (tookOver ? TOOK_OVER : 0) | HELD;
+}
+
+/** How old the held token `cur` must be before a decision takes it over. */
+function stealAge(cur: number, ages: LockAges): number {
+  return (cur & GUARDED) === 0 ? ages.stealAfterMs : ages.reclaimAfterMs;
 }
 
 /** The `released` word: free, but a holder that was taken over may still write until it is old. */
@@ -102,40 +120,42 @@ export function lockAges(stealAfterMs: number, reuseAfterMs: number): LockAges {
 
 /**
  * The token that would replace `cur` at `now`, or FREE when `cur` cannot be taken. A decision
- * (`forReclaim` false) takes FREE and released words, and held tokens older than `stealAfterMs`;
- * a reclaim takes FREE, and tokens and released words older than `reclaimAfterMs`.
+ * (`forReclaim` false) takes FREE and released words, and held tokens older than `stealAfterMs`
+ * (guarded ones: `reclaimAfterMs`); a reclaim takes FREE, and tokens and released words older
+ * than `reclaimAfterMs`. The new token is `guarded` when asked.
  */
-function successor(cur: number, owner: number, now: number, ages: LockAges, forReclaim: boolean): number {
-  if (cur === FREE) return lockToken(owner, now);
+function successor(cur: number, owner: number, now: number, ages: LockAges, forReclaim: boolean, guarded: boolean): number {
+  if (cur === FREE) return lockToken(owner, now, false, guarded);
   if (cur === DEAD) return FREE;
   const age = ageMs(cur, now);
   const guard = ages.reclaimAfterMs;
   if (forReclaim) return age > guard ? lockToken(owner, now) : FREE;
   // A released word is free; its mark goes on with the new token while it is young.
-  if ((cur & HELD) === 0) return lockToken(owner, now, !(age > guard));
-  return age > ages.stealAfterMs ? lockToken(owner, now, true) : FREE;
+  if ((cur & HELD) === 0) return lockToken(owner, now, !(age > guard), guarded);
+  return age > stealAge(cur, ages) ? lockToken(owner, now, true, guarded) : FREE;
 }
 
 /**
  * Takes the lock at `index`; returns the token now held, or GONE. Spins briefly, then sleeps in
  * short `Atomics.wait`s (which return at once when the word changes). A held token is taken over
- * once it is `stealAfterMs` old, or once this call has waited that long on the same word by its
- * own readings: a token whose stamp reads ahead of them (young, see `ageMs`) then costs a waiter
- * no more than one whose stamp is right.
+ * once it is `stealAfterMs` old (a guarded one: `reclaimAfterMs`), or once this call has waited
+ * that long on the same word by its own readings: a token whose stamp reads ahead of them
+ * (young, see `ageMs`) then costs a waiter no more than one whose stamp is right. `guarded`: the
+ * token taken is guarded (a log's reset or reward, see above).
  */
-export function lock(w: Int32Array, index: number, owner: number, ages: LockAges): number {
+export function lock(w: Int32Array, index: number, owner: number, ages: LockAges, guarded = false): number {
   let waitedOn = FREE; // the held token this call waits on, first seen at `since`
   let since = 0;
   for (let spins = 0; ; spins++) {
     const cur = Atomics.load(w, index);
     if (cur === DEAD) return GONE;
     const now = processNow();
-    let token = successor(cur, owner, now, ages, false);
+    let token = successor(cur, owner, now, ages, false, guarded);
     if (token === FREE) {
       if (cur !== waitedOn) {
         waitedOn = cur;
         since = now;
-      } else if (now - since > ages.stealAfterMs) token = lockToken(owner, now, true);
+      } else if (now - since > stealAge(cur, ages)) token = lockToken(owner, now, true, guarded);
     }
     if (token !== FREE) {
       // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
@@ -154,7 +174,7 @@ export function tryLock(w: Int32Array, index: number, owner: number, ages: LockA
   const cur = Atomics.load(w, index);
   // The clock after the load, as in `lock`: a reading taken before it could be older than the
   // token loaded, whose age would then wrap to 2^20 - 1 ms and a fresh lock be taken over.
-  const token = successor(cur, owner, processNow(), ages, true);
+  const token = successor(cur, owner, processNow(), ages, true, false);
   // compareExchange from the exact word seen: one winner among threads that saw it free or stale.
   return token !== FREE && token !== cur && Atomics.compareExchange(w, index, cur, token) === cur ? token : FREE;
 }
@@ -180,6 +200,8 @@ export const DONE = 0;
 export interface LockedDecision {
   /** Decisions started again (a word changed under one, or its lock was taken over). */
   restarts: number;
+  /** Whether the next decision takes the key's lock as a guarded token (a log's reset or reward: see above). */
+  guarded: boolean;
   /**
    * Decides and commits with the key's lock held as `token`. Its reads come first; then, before
    * its first write, it checks that the lock word still holds `token` (a takeover before that
@@ -220,7 +242,7 @@ export interface LockedDecision {
 export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: number, ages: LockAges, d: LockedDecision): number {
   const lockAt = base + S_TAT;
   for (;;) {
-    const token = lock(w, lockAt, owner, ages);
+    const token = lock(w, lockAt, owner, ages, d.guarded);
     if (token === GONE) return RELOCATE;
     // Atomics.load of ctrl after taking the lock: a reclaim needs this lock, so while we hold it
     // an unchanged ctrl means the slot still holds our key.
@@ -252,7 +274,8 @@ export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: n
  * to another key (storing FREE into this word). While ctrl shows the slot still holds our key, a
  * token that is not ours is cancelled (compareExchange to a released word: we were taken over,
  * and the mark keeps a reclaim off for its guard time), so such a reclaim fails; a free or
- * released word means the newer holder finished. DEAD, or a changed ctrl, means a reclaim
+ * released word means the newer holder finished, and a guarded one is a log's reset or reward,
+ * never a reclaim, which is left to finish. DEAD, or a changed ctrl, means a reclaim
  * already succeeded.
  */
 function settle(w: Int32Array, base: number, ctrl: number, token: number): boolean {
@@ -265,7 +288,11 @@ function settle(w: Int32Array, base: number, ctrl: number, token: number): boole
     // Atomics.load of ctrl after seeing the lock lost: changed, the key left the slot (a
     // reclaim finished; the slot may hold another key, the word being that key's).
     if (Atomics.load(w, base + S_CTRL) !== ctrl) return false;
-    if ((cur & HELD) === 0) return true;
+    if ((cur & HELD) === 0) return true; // free or released: the newer holder finished
+    // Guarded: a log's reset or reward took over (a reclaim never holds a guarded token), and its
+    // writes, from what it read, fail where ours landed since; releasing it would let a decision
+    // run beside its clearing (see above).
+    if ((cur & GUARDED) !== 0) return true;
     // compareExchange from the exact word seen: a newer holder's lock is released (its own
     // writes are still checked against their snapshots), a reclaim's final step fails.
     if (Atomics.compareExchange(w, lockAt, cur, releasedWord(processNow())) === cur) return true;

@@ -1,8 +1,8 @@
 // A reset of a sliding log whose lock is taken over while it writes the log fresh, replayed step
 // by step: a worker resets the key and parks before a chosen compare-and-swap on the log's words
-// (fixtures/cas-park-worker.mjs); the lock's timeout passes, and the main thread, taking the lock
-// over, admits while the reset is half written; then the reset goes on, and the main thread
-// admits until refused. The clock is a ManualClock that stands still meanwhile.
+// (fixtures/cas-park-worker.mjs); the main thread takes the lock over and admits while the reset
+// is half written; then the reset goes on, and the main thread admits until refused. The clock is
+// a ManualClock that stands still meanwhile.
 //
 // Found by the kill storm (test/rate/kill-storm.test.ts, 'sliding log, with per-key controls') on
 // a loaded machine: a key past its bound by 28 after the storm. The reset wrote the head word
@@ -14,21 +14,32 @@
 // once before them and once after. With a clock that stands still, the stalled reset's clearing
 // also landed on a newer admission's stamp equal to the old one it had read.
 //
-// What may pass: the reset falls somewhere among the main thread's admissions made while it was
-// parked, so before it at most what the set-up left free, after it at most the whole log (of
-// each limit).
+// Then an attack on that fix: a penalty (which writes over entries that count) by the thread that
+// took the lock over wrote the very stamp a stalled reset or reward had read, and the clearing
+// went on over it (3 admitted on a log of 2). A log's reset and reward now hold a guarded token,
+// which a decision takes over only once it is the table's reuse age old (table/slot-lock.ts), as
+// a reclaim does: the table's one timing assumption. So the first describe below takes the lock
+// over only past that age (a resetter that died there, or stalled past the assumption; the
+// reset's own writes then still keep admissions within the log), and the second shows that a
+// decision waits for a live reset or reward rather than take its lock over at claimTimeoutMs.
+//
+// What may pass: the reset falls somewhere among the admissions made while it was parked, so
+// before it at most what the set-up left free, after it at most the whole log (of each limit).
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, PolicyLimiter, RateLimiter, type Limit } from '../../src/index.js';
 import { HEADER_WORDS, H_SLOT_WORDS, H_STATE_OFFSET, LIVE, S_CTRL } from '../../src/table/layout.js';
-import { pastTimeout } from '../helpers/park.js';
+import { pastTimeout, stagedReuse } from '../helpers/park.js';
 
 const fixture = new URL('../fixtures/cas-park-worker.mjs', import.meta.url);
 /** Releases a parked worker for good. */
 const ALL = 1_000_000;
+/** The tables' reuseAfterMs (claimTimeoutMs 1): a guarded token is taken over once this old. */
+const REUSE_MS = 30;
 
 interface Reply {
   allowed: boolean;
+  results: (boolean | number | undefined)[];
   writes: { n: number; word: string; expected: number; replacement: number; landed: boolean }[];
 }
 
@@ -61,13 +72,13 @@ interface Subject {
   policy: boolean;
 }
 
-function subject(policy: boolean, limit: Limit[], clock: ManualClock): Subject {
+function subject(policy: boolean, limit: Limit[], clock: ManualClock, reuseMs = REUSE_MS): Subject {
   if (!policy) {
-    const limiter = new RateLimiter({ algorithm: 'sliding-log', limit, maxKeys: 8, clock, claimTimeoutMs: 1 });
+    const limiter = new RateLimiter({ algorithm: 'sliding-log', limit, maxKeys: 8, clock, ...stagedReuse(1, reuseMs) });
     return { allow: () => limiter.allow('k'), handle: limiter.handle, logOffset: 0, key: 'k', policy };
   }
   const pair = { user: 'u', api: 'a' };
-  const limiter = new PolicyLimiter({ rules: [{ algorithm: 'sliding-log', limit }], maxKeys: 8, clock, claimTimeoutMs: 1 });
+  const limiter = new PolicyLimiter({ rules: [{ algorithm: 'sliding-log', limit }], maxKeys: 8, clock, ...stagedReuse(1, reuseMs) });
   // A pair's state starts with its shape word (policy/pair-shape.ts).
   return { allow: () => limiter.allow(pair), handle: limiter.handle, logOffset: 1, key: pair, policy };
 }
@@ -108,7 +119,7 @@ const CASES: Case[] = [
   { name: 'two logs', limit: [win(2), win(3)], setup: [[1000, 1]], atMs: 1000, counted: [1, 1], writes: 6 },
 ];
 
-describe('a sliding log\'s reset taken over while it writes the log fresh', () => {
+describe('a sliding log\'s reset taken over while it writes the log fresh (past the reuse age)', () => {
   // Every case on a RateLimiter's key; on a PolicyLimiter's pair (the same steps: policy/pair-shape.ts),
   // those of four and of two logs, parked after the head word.
   const parks = (c: Case, policy: boolean) => Array.from({ length: c.writes }, (_, i) => ({ ...c, policy, parkBefore: i + 1 }));
@@ -143,7 +154,7 @@ describe('a sliding log\'s reset taken over while it writes the log fresh', () =
     try {
       await until('the reset parks or finishes', () => Atomics.load(flags, 0) !== 0);
       const parked = Atomics.load(flags, 0) === c.parkBefore;
-      pastTimeout(5); // older than claimTimeoutMs: the reset's lock may be taken over
+      pastTimeout(REUSE_MS + 5); // older than the reuse age: the reset's guarded lock may be taken over
       const during = drain(s);
       release(ALL);
       const r = await reply;
@@ -158,6 +169,80 @@ describe('a sliding log\'s reset taken over while it writes the log fresh', () =
     } finally {
       release(ALL);
       await worker.terminate();
+    }
+  });
+});
+
+interface GuardCase {
+  name: string;
+  permits: number;
+  /** The parked worker's call, parked before its compare-and-swap number `parkBefore` on the log's words. */
+  op: 'reset' | 'reward';
+  parkBefore: number;
+  /** The other thread's calls meanwhile: [what, cost]; its admissions count. */
+  calls: ['allow' | 'penalty', number][];
+  /** The most that may pass, its calls' admissions and the drain after, from a full log. */
+  bound: number;
+}
+
+// From the attack, on a full log: the parked reset has cleared the oldest entry (or, with a log of
+// 4, two), the parked reward has moved the head back and checked it before its clearing.
+const GUARD_CASES: GuardCase[] = [
+  { name: 'a reset, then an admission and a penalty', permits: 2, op: 'reset', parkBefore: 3, calls: [['allow', 1], ['penalty', 1]], bound: 2 },
+  { name: 'a reset, then an admission of 2 and a penalty of 2', permits: 4, op: 'reset', parkBefore: 4, calls: [['allow', 2], ['penalty', 2]], bound: 4 },
+  { name: 'a reward of 1, then a penalty', permits: 2, op: 'reward', parkBefore: 2, calls: [['penalty', 1]], bound: 1 },
+];
+
+describe('a sliding log\'s reset or reward holds its lock against decisions until the reuse age', () => {
+  const runs = [false, true].flatMap((policy) => GUARD_CASES.map((c) => ({ ...c, policy })));
+
+  it.each(runs)('$name (PolicyLimiter: $policy): the other thread waits, and never more than the log allows', async (c) => {
+    const clock = new ManualClock(1000);
+    // A reuse age far past anything the test waits: a decision never takes the guarded lock over.
+    const s = subject(c.policy, [win(c.permits)], clock, 10_000);
+    for (let i = 0; i < c.permits; i++) expect(s.allow()).toBe(true);
+    const w = new Int32Array(s.handle.table);
+    const log = keyState(w) + s.logOffset;
+    const start = (op: string, parkBefore: number[], then: ['allow' | 'penalty', number][]) => {
+      const flags = new Int32Array(new SharedArrayBuffer(8));
+      const worker = new Worker(fixture, {
+        workerData: { handle: s.handle, key: s.key, policy: s.policy, flags: flags.buffer, logFrom: log, logTo: log + c.permits + 1, parkBefore, parkAtHead: false, op, then },
+      });
+      const reply = new Promise<Reply>((resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+      });
+      const release = (upTo: number): void => {
+        Atomics.store(flags, 1, upTo);
+        Atomics.notify(flags, 1);
+      };
+      return { worker, flags, reply, release };
+    };
+    const a = start(c.op, [c.parkBefore], []);
+    let b: ReturnType<typeof start> | null = null;
+    try {
+      await until('the reset or reward parks', () => Atomics.load(a.flags, 0) !== 0);
+      expect(Atomics.load(a.flags, 0)).toBe(c.parkBefore);
+      const [first, ...rest] = c.calls;
+      const other = start((first as ['allow' | 'penalty', number])[0], [], rest);
+      b = other;
+      // The other thread's calls: taking the lock over from a live holder after claimTimeoutMs
+      // (before: at 1 ms), they would finish while it is parked. Given 300 ms, they do not.
+      let done = false;
+      void other.reply.then(() => { done = true; });
+      const end = Date.now() + 300;
+      while (!done && Date.now() < end) await new Promise((r) => setTimeout(r, 1));
+      const tookOver = done;
+      a.release(ALL);
+      const [ra, rb] = await Promise.all([a.reply, other.reply]);
+      expect(ra.allowed).toBeTruthy();
+      const theirs = [rb.allowed, ...rb.results].filter((r, i) => (c.calls[i] as ['allow' | 'penalty', number])[0] === 'allow' && r === true).length;
+      const after = drain(s);
+      expect(theirs + after, JSON.stringify({ theirs, after, a: ra.writes, b: rb.writes })).toBeLessThanOrEqual(c.bound);
+      expect(tookOver, 'the other thread took the lock of a live reset or reward over').toBe(false);
+    } finally {
+      a.release(ALL);
+      await Promise.all([a.worker.terminate(), b?.worker.terminate()]);
     }
   });
 });
