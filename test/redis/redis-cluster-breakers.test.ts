@@ -184,12 +184,17 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
       await new Promise<void>((resolve) => (redis as unknown as { refreshSlotsCache(done: () => void): void }).refreshSlotsCache(() => resolve()));
       kill(cluster, stopped, 'SIGSTOP');
       // The keys left on the stopped primary degrade (its breaker opens); the moved key never does.
+      // The breaker is looked at after every round, as stoppedRounds does: after its cooldown it is
+      // half open and reads as closed until its probe fails, so a single look after the last round
+      // missed it once in a full quiet run (2026-12-07).
+      let opened = false;
       for (let r = 0; r < 4; r++) {
         const [degraded, d] = await Promise.all([round(limiter), limiter.tryAcquire(moved)]);
+        if (limiter.breakerOpen) opened = true;
         expect(d.degraded, `round ${r}: the moved key degraded`).toBeUndefined();
         for (const k of stay) expect(degraded.has(k), `round ${r}: ${k} on the stopped primary`).toBe(true);
       }
-      expect(limiter.breakerOpen).toBe(true);
+      expect(opened, 'the stopped primary\'s breaker was never seen open').toBe(true);
     } finally {
       kill(cluster, stopped, 'SIGCONT');
       // Back where nodeOfSlot says it is, for the other tests (if it moved: an error before that
