@@ -430,6 +430,14 @@ export function insertStalledPast(exec, lib) {
   return false;
 }
 
+/** lockedLogVerdict's outcome of calls labelled 'allow' (cost 1) and 'reset' (its answer: whether the key owed anything). */
+export function resetOrAllow(c) {
+  if (c.error !== null) return null;
+  if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
+  if (c.label === 'reset') return { key: 'k', cost: 0, admitted: true, op: 'reset', owed: c.result === true };
+  return null;
+}
+
 /**
  * The verdict of a two-per-second log scenario whose calls `outcome` maps (locked-reset,
  * locked-controls): one live copy of key 'k', no lock taken over before it was stale, and every

@@ -9,7 +9,7 @@
 // clearing landed on it. A log's reset holds a guarded token, which a decision takes over only
 // past the table's reuse age (3 s here): in the runs judged, never. Checked as locked-reset is,
 // the takeover check (lockTakeovers) with the guarded token's age.
-import { lockedLogVerdict, tableNames, twoPerSecondLog } from './_locks.mjs';
+import { lockedLogVerdict, resetOrAllow, tableNames, twoPerSecondLog } from './_locks.mjs';
 
 const base = twoPerSecondLog();
 
@@ -37,12 +37,6 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    const outcome = (c) => {
-      if (c.error !== null) return null;
-      if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
-      if (c.label === 'reset') return { key: 'k', cost: 0, admitted: true, op: 'reset', owed: c.result === true };
-      return null;
-    };
-    return lockedLogVerdict(exec, lib, outcome);
+    return lockedLogVerdict(exec, lib, resetOrAllow);
   },
 };

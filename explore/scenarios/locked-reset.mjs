@@ -8,7 +8,7 @@
 // key owed anything), against the exact sliding log with the reset emptying the log where it took
 // effect; one live copy of the key; no lock taken over before its token was older than the steal
 // age. Refusals are judged only in runs without a takeover, as in locked-log.
-import { lockedLogVerdict, tableNames, twoPerSecondLog } from './_locks.mjs';
+import { lockedLogVerdict, resetOrAllow, tableNames, twoPerSecondLog } from './_locks.mjs';
 
 export default {
   name: 'locked-reset',
@@ -31,12 +31,6 @@ export default {
   ],
   names: tableNames,
   check(exec, lib) {
-    const outcome = (c) => {
-      if (c.error !== null) return null;
-      if (c.label === 'allow') return { key: 'k', cost: 1, admitted: c.result === true };
-      if (c.label === 'reset') return { key: 'k', cost: 0, admitted: true, op: 'reset', owed: c.result === true };
-      return null;
-    };
-    return lockedLogVerdict(exec, lib, outcome);
+    return lockedLogVerdict(exec, lib, resetOrAllow);
   },
 };

@@ -25,41 +25,13 @@
 //
 // What may pass: the reset falls somewhere among the admissions made while it was parked, so
 // before it at most what the set-up left free, after it at most the whole log (of each limit).
-import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, PolicyLimiter, RateLimiter, type Limit } from '../../src/index.js';
-import { HEADER_WORDS, H_SLOT_WORDS, H_STATE_OFFSET, LIVE, S_CTRL } from '../../src/table/layout.js';
+import { ALL, onlyKeyState, startCasPark, until } from '../helpers/cas-park.js';
 import { pastTimeout, stagedReuse } from '../helpers/park.js';
 
-const fixture = new URL('../fixtures/cas-park-worker.mjs', import.meta.url);
-/** Releases a parked worker for good. */
-const ALL = 1_000_000;
 /** The tables' reuseAfterMs (claimTimeoutMs 1): a guarded token is taken over once this old. */
 const REUSE_MS = 30;
-
-interface Reply {
-  allowed: boolean;
-  results: (boolean | number | undefined)[];
-  writes: { n: number; word: string; expected: number; replacement: number; landed: boolean }[];
-}
-
-async function until(what: string, done: () => boolean): Promise<void> {
-  const end = Date.now() + 20_000;
-  while (!done()) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 1));
-  }
-}
-
-/** The first word of the only live key's state. */
-function keyState(w: Int32Array): number {
-  const found: number[] = [];
-  for (let b = HEADER_WORDS; b + (w[H_SLOT_WORDS] as number) <= w.length; b += w[H_SLOT_WORDS] as number) {
-    if (((w[b + S_CTRL] as number) & 3) === LIVE) found.push(b);
-  }
-  expect(found).toHaveLength(1);
-  return (found[0] as number) + (w[H_STATE_OFFSET] as number);
-}
 
 /** What the test drives: a RateLimiter's key, or a PolicyLimiter's pair under a rule of the same limits. */
 interface Subject {
@@ -138,27 +110,16 @@ describe('a sliding log\'s reset taken over while it writes the log fresh (past 
     }
     clock.set(c.atMs);
     const w = new Int32Array(s.handle.table);
-    const log = keyState(w) + s.logOffset;
+    const log = onlyKeyState(w) + s.logOffset;
     const words = c.limit.reduce((sum, l) => sum + 2 + l.permits, 0); // each log's words, with room for a pad word
-    const flags = new Int32Array(new SharedArrayBuffer(8));
-    const worker = new Worker(fixture, {
-      workerData: { handle: s.handle, key: s.key, policy: s.policy, flags: flags.buffer, logFrom: log, logTo: log + words, parkBefore: [c.parkBefore], parkAtHead: false, op: 'reset' },
-    });
-    const reply = new Promise<Reply>((resolve, reject) => {
-      worker.once('message', resolve);
-      worker.once('error', reject);
-    });
-    const release = (upTo: number): void => {
-      Atomics.store(flags, 1, upTo);
-      Atomics.notify(flags, 1);
-    };
+    const a = startCasPark({ handle: s.handle, key: s.key, policy: s.policy, logFrom: log, logTo: log + words, parkBefore: [c.parkBefore], op: 'reset' });
     try {
-      await until('the reset parks or finishes', () => Atomics.load(flags, 0) !== 0);
-      const parked = Atomics.load(flags, 0) === c.parkBefore;
+      await until('the reset parks or finishes', () => a.parkedAt() !== 0);
+      const parked = a.parkedAt() === c.parkBefore;
       pastTimeout(REUSE_MS + 5); // older than the reuse age: the reset's guarded lock may be taken over
       const during = drain(s);
-      release(ALL);
-      const r = await reply;
+      a.release(ALL);
+      const r = await a.reply;
       expect(r.allowed, 'the key held state: the reset says so').toBe(true);
       const after = drain(s);
       // Before the reset, what the set-up left free; after it, the whole log: of every limit.
@@ -168,8 +129,8 @@ describe('a sliding log\'s reset taken over while it writes the log fresh (past 
       clock.advance(3000);
       expect(drain(s)).toBe(Math.min(...c.limit.map((l) => l.permits)));
     } finally {
-      release(ALL);
-      await worker.terminate();
+      a.release(ALL);
+      await a.worker.terminate();
     }
   });
 });
@@ -203,27 +164,14 @@ describe('a sliding log\'s reset or reward holds its lock against decisions unti
     const s = subject(c.policy, [win(c.permits)], clock, 10_000);
     for (let i = 0; i < c.permits; i++) expect(s.allow()).toBe(true);
     const w = new Int32Array(s.handle.table);
-    const log = keyState(w) + s.logOffset;
-    const start = (op: string, parkBefore: number[], then: ['allow' | 'penalty', number][]) => {
-      const flags = new Int32Array(new SharedArrayBuffer(8));
-      const worker = new Worker(fixture, {
-        workerData: { handle: s.handle, key: s.key, policy: s.policy, flags: flags.buffer, logFrom: log, logTo: log + c.permits + 1, parkBefore, parkAtHead: false, op, then },
-      });
-      const reply = new Promise<Reply>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-      });
-      const release = (upTo: number): void => {
-        Atomics.store(flags, 1, upTo);
-        Atomics.notify(flags, 1);
-      };
-      return { worker, flags, reply, release };
-    };
+    const log = onlyKeyState(w) + s.logOffset;
+    const start = (op: string, parkBefore: number[], then: ['allow' | 'penalty', number][]) =>
+      startCasPark({ handle: s.handle, key: s.key, policy: s.policy, logFrom: log, logTo: log + c.permits + 1, parkBefore, op, then });
     const a = start(c.op, [c.parkBefore], []);
     let b: ReturnType<typeof start> | null = null;
     try {
-      await until('the reset or reward parks', () => Atomics.load(a.flags, 0) !== 0);
-      expect(Atomics.load(a.flags, 0)).toBe(c.parkBefore);
+      await until('the reset or reward parks', () => a.parkedAt() !== 0);
+      expect(a.parkedAt()).toBe(c.parkBefore);
       const [first, ...rest] = c.calls;
       const other = start((first as ['allow' | 'penalty', number])[0], [], rest);
       b = other;

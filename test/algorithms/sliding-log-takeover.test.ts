@@ -19,47 +19,19 @@
 //
 // The lock had passed to B between A's steps 1 and 3: deciding again is for a holder only. A
 // holder that lost its lock writes nothing more and decides again under the lock (locked-engine.ts).
-import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
-import { GLOBAL_HEADER_WORDS, HEADER_WORDS, H_GLOBAL_BASE, H_SLOT_WORDS, H_STATE_OFFSET, LIVE, S_CTRL } from '../../src/table/layout.js';
+import { GLOBAL_HEADER_WORDS, H_GLOBAL_BASE } from '../../src/table/layout.js';
+import { ALL, onlyKeyState, startCasPark, until } from '../helpers/cas-park.js';
 import { replaySlidingLog, type Admission } from '../helpers/model.js';
 import { pastTimeout } from '../helpers/park.js';
 
-const fixture = new URL('../fixtures/cas-park-worker.mjs', import.meta.url);
 const PERIOD_MS = 1000;
-/** Releases a parked worker for good. */
-const ALL = 1_000_000;
-
-interface Reply {
-  allowed: boolean;
-  readings: number[];
-  writes: { n: number; word: string; expected: number; replacement: number; landed: boolean }[];
-}
-
-
-async function until(what: string, done: () => boolean): Promise<void> {
-  const end = Date.now() + 20_000;
-  while (!done()) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 1));
-  }
-}
-
-/** The first word of the slot holding `key`'s state (the only live key in the table). */
-function keyLog(w: Int32Array): number {
-  const found: number[] = [];
-  for (let b = HEADER_WORDS; b + (w[H_SLOT_WORDS] as number) <= w.length; b += w[H_SLOT_WORDS] as number) {
-    if (((w[b + S_CTRL] as number) & 3) === LIVE) found.push(b);
-  }
-  expect(found).toHaveLength(1);
-  return (found[0] as number) + (w[H_STATE_OFFSET] as number);
-}
 
 describe('a sliding-log holder taken over while it commits', () => {
   const cases: [string, Partial<RateLimiterOptions>, (w: Int32Array) => number, [string, string, string]][] = [
     // The key's own log: A and B decide on one key, and so do the late requests.
-    ['the key\'s log', { limit: { permits: 2, periodMs: PERIOD_MS } }, keyLog, ['k', 'k', 'k']],
+    ['the key\'s log', { limit: { permits: 2, periodMs: PERIOD_MS } }, onlyKeyState, ['k', 'k', 'k']],
     // The global cap's log, under the cap's lock: A, B and the late requests each on a key of
     // their own, with room to spare.
     [
@@ -76,23 +48,10 @@ describe('a sliding-log holder taken over while it commits', () => {
     // The keys exist before anyone parks (a first decision inserts its key).
     for (const k of [keyA, keyB, keyLate]) expect(limiter.tryAcquire(k, 0).allowed).toBe(true);
     const w = new Int32Array(limiter.handle.table);
-    const log = keyA === keyB ? keyLog(w) : logOf(w);
+    const log = keyA === keyB ? onlyKeyState(w) : logOf(w);
     const permits = 2;
-    const start = (key: string, parkBefore: number[]) => {
-      const flags = new Int32Array(new SharedArrayBuffer(8));
-      const worker = new Worker(fixture, {
-        workerData: { handle: limiter.handle, key, flags: flags.buffer, logFrom: log, logTo: log + permits, parkBefore, parkAtHead: true },
-      });
-      const reply = new Promise<Reply>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-      });
-      const release = (upTo: number): void => {
-        Atomics.store(flags, 1, upTo);
-        Atomics.notify(flags, 1);
-      };
-      return { worker, parkedAt: () => Atomics.load(flags, 0), release, reply };
-    };
+    const start = (key: string, parkBefore: number[]) =>
+      startCasPark({ handle: limiter.handle, key, logFrom: log, logTo: log + permits, parkBefore, parkAtHead: true });
 
     const a = start(keyA, [1]); // before its first write, and before its first head write
     let b: ReturnType<typeof start> | null = null;
