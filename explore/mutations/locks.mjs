@@ -18,7 +18,7 @@ export default [
     what: 'a reshape taken over under its pair lock reads the words of the pair that took the slot after a reclaim and writes '
       + 'a fresh state over them, with no lock check between its reads and its writes (fix f353f07)',
     scenario: 'policy-reshape-reuse',
-    deep: true, // a preemption and a clock move over runs of about 150 steps: '12:4'
+    deep: true, // a preemption and a clock move over runs of about 150 steps: '21:4' (the reshape's guarded try)
     budgetS: 600, // found after 127.9 s of deep search beside another deep run
     edits: [{ file: 'policy/pair-shape.js', from: '    if (!holds())\n        return false;\n', to: '' }],
   },

@@ -41,7 +41,7 @@ export function shapePair(
   w: Int32Array, at: number, versionAt: number, stored: number, storedVersion: number,
   rule: CompiledRule, version: number, resetting: boolean, fresh: FreshState, m: Moment, holds: () => boolean,
 ): boolean {
-  if (!resetting && stored === rule.shape && ticksMatch(w, at, rule)) {
+  if (!writesState(w, at, stored, rule, resetting)) {
     // The same state under the same or newer rules: record the newer version, so that threads
     // still holding older rules catch up before they decide.
     return storedVersion === version || (holds() && swap(w, versionAt, storedVersion, version));
@@ -75,6 +75,17 @@ export function shapePair(
   // The version, then the shape word last, each from the value read above: a holder whose lock
   // was taken over fails here once another holder has moved the pair on.
   return swap(w, versionAt, storedVersion, version) && swap(w, at, stored, rule.shape);
+}
+
+/**
+ * Whether `shapePair` writes the pair's state (a reset, another shape, or GCRA state in other
+ * ticks), not only its version. Such writes are compareExchanges from the words read, and on a
+ * clock that stands still a newer holder can write those very values again (a log's stamp over an
+ * entry it cleared, a window's count back to the same): so they are made under a guarded token
+ * (table/slot-lock.ts), which a decision takes over only past the table's reuse age.
+ */
+export function writesState(w: Int32Array, at: number, stored: number, rule: CompiledRule, resetting: boolean): boolean {
+  return resetting || stored !== rule.shape || !ticksMatch(w, at, rule);
 }
 
 /**

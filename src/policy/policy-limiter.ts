@@ -16,7 +16,7 @@ import { limitStates } from '../rate/limit-set.js';
 import { blockable, checkPolicyRequest, compileRules, match, type CompiledRule, type CompiledRules, type PolicyRule } from './rules.js';
 import { BlockUntil } from '../algorithms/block-until.js';
 import { createRulesStore, halfStamp, readRules, storeCapacity, storeVersion, writeRules } from './rules-store.js';
-import { newer, NO_SHAPE, shapePair, ticksMatch } from './pair-shape.js';
+import { newer, NO_SHAPE, shapePair, ticksMatch, writesState } from './pair-shape.js';
 import type { AttachOptions, Decision, DecisionReason, KeyState, RateLimiterOptions, RateLimiterStats, TableGauges } from '../rate/rate-limiter.js';
 import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decision-hook.js';
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
@@ -168,6 +168,8 @@ export class PolicyLimiter {
   #unreadable = false;
   /** Set for `reset`'s decision: #prepare writes the key's state fresh whatever it held. */
   #resetting = false;
+  /** #prepare or #decide set the engine's `guarded` to write a pair's state over (#decide clears it after the decision). */
+  #guardedByPrepare = false;
   /** Writes a key's state fresh (reset, a change of rules); its `before` holds what #prepare read. */
   #freshState!: FreshState;
   /**
@@ -405,7 +407,7 @@ export class PolicyLimiter {
   reset(request: PolicyRequest): boolean {
     this.#resetting = true;
     this.#freshState.landed = 0; // each limit written fresh once, whatever the tries (FreshState)
-    // A reset may clear a log's entries: under a guarded token (table/slot-lock.ts).
+    // A reset writes the pair's state over what it read: under a guarded token (table/slot-lock.ts).
     this.#engine.guarded = true;
     let outcome: number;
     try {
@@ -538,7 +540,7 @@ export class PolicyLimiter {
     this.#forced = FORCED;
     this.#forceProgress.landed = 0;
     this.#forceProgress.at = -1;
-    // A reward may clear a log's entries: under a guarded token (table/slot-lock.ts).
+    // A reward (a give-back too) writes over what it read: under a guarded token (table/slot-lock.ts).
     this.#engine.guarded = reward;
     let outcome: number;
     try {
@@ -659,11 +661,27 @@ export class PolicyLimiter {
     this.#api = api;
     this.#unreadable = false;
     this.#use(match(this.#compiled, user, api));
-    let entry = peek ? this.#site.peek(key) : this.#site.find(key);
+    const index = this.#site.index;
+    let entry = peek ? index.peek(key) : index.cached(key);
+    if (entry === undefined && !peek) {
+      entry = index.locate(key);
+      // A pair this lookup inserted is shaped by its first decision, which writes its state
+      // (#prepare): take the guarded token at once rather than deciding again for it.
+      if (entry !== undefined && index.insertedLast && !this.#engine.guarded) {
+        this.#engine.guarded = true;
+        this.#guardedByPrepare = true;
+      }
+    }
     for (;;) {
       if (entry === undefined) return peek ? ABSENT : FULL;
       this.#shapeAt = entry.base + this.#stateOffset;
-      if (this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn) !== RELOCATE) break;
+      const outcome = this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn);
+      if (this.#guardedByPrepare) {
+        // #prepare asked for a guarded token to write the pair's state: only for that decision.
+        this.#guardedByPrepare = false;
+        this.#engine.guarded = false;
+      }
+      if (outcome !== RELOCATE) break;
       entry = peek ? this.#site.peekAgain(key) : this.#site.findAgain(key);
     }
     if (this.#unreadable) {
@@ -781,6 +799,13 @@ export class PolicyLimiter {
       // before the commit; again on every try.
       this.#spendMark = resetMark(w, base);
       this.#spendAt = at;
+    }
+    if (!this.#engine.guarded && writesState(w, at, stored, this.#rule, this.#resetting)) {
+      // The pair's state is about to be written over (another shape, or none yet): under a
+      // guarded token (pair-shape.ts, writesState). Decided again with one; #decide lets it go.
+      this.#engine.guarded = true;
+      this.#guardedByPrepare = true;
+      return false;
     }
     if (!this.#resetting) return shapePair(w, at, versionAt, stored, storedVersion, this.#rule, this.#version, false, this.#freshState, m, holds);
     // A reset is counted in the slot's reset mark around its writes (table/reset-marks.ts): a

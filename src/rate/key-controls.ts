@@ -331,7 +331,8 @@ export class LockedControls {
     this.#forceCost = cost;
     this.#progress.landed = 0; // this slot's tries (forceUnderLock): a slot found moved starts over
     this.#engine.detail = true;
-    // A reward clears a log's entries: under a guarded token (table/slot-lock.ts); a penalty only writes.
+    // A reward writes the state over what it read (a log's entries cleared): under a guarded token
+    // (table/slot-lock.ts); a penalty only adds.
     this.#engine.guarded = cost < 0;
     try {
       return this.#engine.decide(entry.base, entry.ctrl, this.#state, 0, this.#key, this.#force) !== RELOCATE;
@@ -359,7 +360,7 @@ export class LockedControls {
       // have written before it found out (its compareExchanges land when nobody wrote since it
       // read: the reset then took effect there) and the next try then finds the key fresh.
       // Found by the explorer (locked-reset, deep bounds): such a reset answered false.
-      // Under a guarded token: a reset clears a log's entries (table/slot-lock.ts).
+      // Under a guarded token: a reset writes the state over what it read (table/slot-lock.ts).
       this.#engine.guarded = true;
       try {
         if (this.#engine.decide(entry.base, entry.ctrl, this.#state, 0, this.#key, this.#prepare) !== RELOCATE) return this.#fresh.wrote;

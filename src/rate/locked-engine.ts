@@ -49,8 +49,9 @@ export class LockedEngine implements LockedDecision {
   /** Decisions started again under the locked protocol (LockedDecision). */
   restarts = 0;
   /**
-   * Whether the next decisions take the key's lock as a guarded token (LockedDecision; a log's
-   * reset or reward, whose callers set it around the decision: table/slot-lock.ts).
+   * Whether the next decisions take the key's lock as a guarded token (LockedDecision; a reset,
+   * a reward, a PolicyLimiter pair's reshape, whose callers set it around the decision:
+   * table/slot-lock.ts).
    */
   guarded = false;
   /** Whether the latest `prepare` reading was raised to the key's stamp (the clock stepped back behind a decision on the key). */

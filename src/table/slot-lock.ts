@@ -30,16 +30,19 @@ import type { ReclaimFloor } from './reclaim-floor.js';
  * over" while the mark is young) and a reclaim treats like a token: reclaimed only once it is
  * that old.
  *
- * A guarded token is a log's reset or reward (`lock`'s `guarded`), whose writes clear entries, each
- * by compareExchange from the stamp it read. On a clock that does not move with real time (a
- * ManualClock, a custom coarse one), a newer holder may write that very stamp again into the
- * entry (a penalty over an entry that counts, an admission into one a reward cleared), and a
- * clearing that goes on after a takeover would land on it: an admission cleared, the ring's
- * newest entry gone (found by an attack: a reset parked mid-clear, its lock taken over after
- * claimTimeoutMs, a penalty; 3 admitted on a log of 2). So a decision takes a guarded token over
- * only once it is `reclaimAfterMs` old, as a reclaim does (the table's one timing assumption): a
- * holder that died leaves the key refused that long; one that stalls that long is outside the
- * assumption. A held token that settles an admission (`settle`) leaves a guarded token alone.
+ * A guarded token is a writer that writes a key's state over from what it read (`lock`'s
+ * `guarded`): a reset or reward under the lock (RateLimiter's locked configurations,
+ * PolicyLimiter's pairs, where give-backs are rewards), and a PolicyLimiter decision that shapes its
+ * pair (its first decision, a change of rules). Its writes are compareExchanges from the words it
+ * read, and on a clock that does not move with real time (a ManualClock, a custom coarse one) a
+ * newer holder may write those very values again (a log's stamp over an entry that counts or
+ * that a reward cleared; a fresh pair's 0 words at a reading of 0): a write that goes on after a
+ * takeover would land on it, an admission cleared (found by attacks: a reset parked mid-clear,
+ * its lock taken over after claimTimeoutMs, a penalty: 3 admitted on a log of 2; the same by a
+ * pair's reshape). So a decision takes a guarded token over only once it is `reclaimAfterMs` old,
+ * as a reclaim does (the table's one timing assumption): a holder that died leaves the key
+ * refused that long; one that stalls that long is outside the assumption. A held token that
+ * settles an admission (`settle`) leaves a guarded token alone.
  *
  * Ages are ms modulo 2^20 (1,048,576 ms, about 17.5 minutes), read as signed: a difference from
  * 2^20 - AHEAD_MS up is a stamp up to AHEAD_MS (65,536 ms) ahead of the reading, and reads as 0
@@ -141,7 +144,7 @@ function successor(cur: number, owner: number, now: number, ages: LockAges, forR
  * once it is `stealAfterMs` old (a guarded one: `reclaimAfterMs`), or once this call has waited
  * that long on the same word by its own readings: a token whose stamp reads ahead of them
  * (young, see `ageMs`) then costs a waiter no more than one whose stamp is right. `guarded`: the
- * token taken is guarded (a log's reset or reward, see above).
+ * token taken is guarded (a writer of the key's state over what it read, see above).
  */
 export function lock(w: Int32Array, index: number, owner: number, ages: LockAges, guarded = false): number {
   let waitedOn = FREE; // the held token this call waits on, first seen at `since`
@@ -200,7 +203,7 @@ export const DONE = 0;
 export interface LockedDecision {
   /** Decisions started again (a word changed under one, or its lock was taken over). */
   restarts: number;
-  /** Whether the next decision takes the key's lock as a guarded token (a log's reset or reward: see above). */
+  /** Whether the next decision takes the key's lock as a guarded token (a reset, a reward, a reshape: see above). */
   guarded: boolean;
   /**
    * Decides and commits with the key's lock held as `token`. Its reads come first; then, before
@@ -274,7 +277,7 @@ export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: n
  * to another key (storing FREE into this word). While ctrl shows the slot still holds our key, a
  * token that is not ours is cancelled (compareExchange to a released word: we were taken over,
  * and the mark keeps a reclaim off for its guard time), so such a reclaim fails; a free or
- * released word means the newer holder finished, and a guarded one is a log's reset or reward,
+ * released word means the newer holder finished, and a guarded one is a reset, reward or reshape,
  * never a reclaim, which is left to finish. DEAD, or a changed ctrl, means a reclaim
  * already succeeded.
  */
@@ -289,7 +292,7 @@ function settle(w: Int32Array, base: number, ctrl: number, token: number): boole
     // reclaim finished; the slot may hold another key, the word being that key's).
     if (Atomics.load(w, base + S_CTRL) !== ctrl) return false;
     if ((cur & HELD) === 0) return true; // free or released: the newer holder finished
-    // Guarded: a log's reset or reward took over (a reclaim never holds a guarded token), and its
+    // Guarded: a reset, reward or reshape took over (a reclaim never holds a guarded token), and its
     // writes, from what it read, fail where ours landed since; releasing it would let a decision
     // run beside its clearing (see above).
     if ((cur & GUARDED) !== 0) return true;

@@ -195,3 +195,59 @@ describe('a sliding log\'s reset or reward holds its lock against decisions unti
     }
   });
 });
+
+// Found by the second attack: a PolicyLimiter decision that writes its pair's state over (a change
+// of rules to another shape, or the pair's first decision, NO_SHAPE) clears a log's entries by
+// compareExchange from the words it read, as a reset does, and held an ordinary token: another
+// decision took its lock over at claimTimeoutMs, wrote a stamp equal to a word it had read, and
+// its clearing landed on it (3 admitted on a log of 2, both cases). Such a decision now takes a
+// guarded token (pair-shape.ts, writesState).
+describe('a PolicyLimiter decision that writes its pair\'s state over holds its lock against decisions', () => {
+  const NO_ENTRY = -0x80000000;
+  const cases = [
+    { name: 'a change of rules to another shape', startMs: 1000, rulesChange: true },
+    { name: 'the pair\'s first decision, on a clock at 0', startMs: 0, rulesChange: false },
+  ];
+
+  it.each(cases)('$name: the other thread waits, and never more than the log allows', async (c) => {
+    const clock = new ManualClock(c.startMs);
+    const pair = { user: 'u', api: 'a' };
+    const limiter = new PolicyLimiter({ rules: [{ algorithm: 'sliding-log', limit: win(2) }], maxKeys: 8, clock, ...stagedReuse(1, 10_000) });
+    const w = new Int32Array(limiter.handle.table);
+    let range: { logFrom: number; logTo: number; parkBefore: number[]; parkOn?: [number, number] };
+    if (c.rulesChange) {
+      expect(limiter.allow(pair)).toBe(true);
+      expect(limiter.allow(pair)).toBe(true); // the log is full
+      // Another shape, stamps in the same ticks: the reshape clears entries holding today's stamp.
+      limiter.setRules([{ algorithm: 'sliding-log', limit: win(2, 2000) }]);
+      const log = onlyKeyState(w) + 1;
+      range = { logFrom: log, logTo: log + 2, parkBefore: [2] }; // its head written, before its first entry
+    } else {
+      // The pair's words are 0 until its first decision shapes it, and so is a stamp at 0 ms.
+      range = { logFrom: 0, logTo: w.length - 1, parkBefore: [], parkOn: [0, NO_ENTRY] };
+    }
+    const a = startCasPark({ handle: limiter.handle, key: pair, policy: true, ...range });
+    let b: ReturnType<typeof startCasPark> | null = null;
+    try {
+      await until('the first decision parks', () => a.parkedAt() !== 0);
+      expect(a.parkedAt()).toBeGreaterThan(0);
+      const other = startCasPark({ handle: limiter.handle, key: pair, policy: true, logFrom: 0, logTo: -1, parkBefore: [] });
+      b = other;
+      let done = false;
+      void other.reply.then(() => { done = true; });
+      const end = Date.now() + 300;
+      while (!done && Date.now() < end) await new Promise((r) => setTimeout(r, 1));
+      const tookOver = done;
+      a.release(ALL);
+      const [ra, rb] = await Promise.all([a.reply, other.reply]);
+      let after = 0;
+      while (limiter.allow(pair) && after < 100) after++;
+      const admitted = [ra.allowed, rb.allowed].filter((x) => x === true).length + after;
+      expect(admitted, JSON.stringify({ a: ra.allowed, b: rb.allowed, after, writes: ra.writes })).toBeLessThanOrEqual(2);
+      expect(tookOver, 'the other thread took the lock of a live reshape over').toBe(false);
+    } finally {
+      a.release(ALL);
+      await Promise.all([a.worker.terminate(), b?.worker.terminate()]);
+    }
+  });
+});

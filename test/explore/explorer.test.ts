@@ -168,8 +168,10 @@ describe('explorer', () => {
     // Thread 0 stops under k's lock after its ctrl check; thread 1, past the reclaim wait, sweeps
     // (k is reclaimed, its lock taken over) and spends j, which takes k's slot. Thread 0 then reads
     // j's words for k's reshape: without the lock check between its reads and its writes, it
-    // writes a fresh fixed window over them, and j is admitted again (the bug f353f07 fixed).
-    ['policy-reshape-reuse', "a policy reshape that wiped another pair's spends", '12:4'],
+    // writes a fresh fixed window over them, and j is admitted again (the bug f353f07 fixed). Since
+    // a reshape holds a guarded token (pair-shape.ts, writesState), it stops in its second try: 21,
+    // was 12.
+    ['policy-reshape-reuse', "a policy reshape that wiped another pair's spends", '21:4'],
     // Thread 0 passes its lock check; thread 1 moves the clock past the steal age, takes the lock
     // over and writes its log entry; thread 0's compareExchange fails, and without the lock check
     // in its retry it decides the lost race again and writes over thread 1's entry (53b46f4).

@@ -29,12 +29,12 @@ export interface CasPark {
 /**
  * Starts the worker on `handle` (a RateLimiter's, or with `policy` a PolicyLimiter's): `op` on
  * `key` ('allow', 'reset' or 'reward'), then `then` ([what, cost] each), parking before the CAS
- * numbers in `parkBefore` on the words [logFrom, logTo], and before its first head word write
- * with `parkAtHead`.
+ * numbers in `parkBefore` on the words [logFrom, logTo], before its first head word write with
+ * `parkAtHead`, and before its first CAS there from and to the values `parkOn`.
  */
 export function startCasPark(options: {
   handle: unknown; key: unknown; logFrom: number; logTo: number; parkBefore: number[];
-  parkAtHead?: boolean; op?: string; policy?: boolean; then?: [string, number][];
+  parkAtHead?: boolean; op?: string; policy?: boolean; then?: [string, number][]; parkOn?: [number, number];
 }): CasPark {
   const flags = new Int32Array(new SharedArrayBuffer(8));
   const worker = new Worker(fixture, { workerData: { parkAtHead: false, ...options, flags: flags.buffer } });
