@@ -6,7 +6,11 @@ export default [
     name: '(planted) a locked reset writes only the head of a log',
     what: "the log's fresh write moves its head word on and clears no entry: they stay and still count",
     scenario: 'locked-reset',
-    edits: [{ file: 'algorithms/sliding-log.js', from: 'for (let k = 0; k < permits; k++) {\n                const i', to: 'for (let k = 0; k < 0; k++) {\n                const i' }],
+    edits: [{
+      file: 'algorithms/sliding-log.js',
+      from: 'for (let k = 0; k < permits; k++) {\n                const i',
+      to: 'for (let k = 0; k < 0; k++) {\n                const i',
+    }],
   },
   {
     name: '(planted) a log reset taken over at the steal age',

@@ -148,7 +148,7 @@ export function logCommits(exec, lib, key) {
   return commits === admitted ? null : `key ${key}'s log committed ${commits} time(s) for ${admitted} admitted call(s)`;
 }
 
-/** A lock token's "guarded" bit (src/table/slot-lock.ts): a log's reset or reward. */
+/** A lock token's "guarded" bit, value 4 (src/table/slot-lock.ts): a reset, a reward or a PolicyLimiter reshape under the lock. */
 const GUARDED = 4;
 
 /**
@@ -189,7 +189,7 @@ export function lockTakeovers(exec, lib, stealAfterMs, isLock) {
     const reading = last.get(e.thread);
     if (e.a0 !== 0) {
       const held = taken.get(`${e.buf}:${e.byte}:${e.a0}`);
-      // A guarded token (a log's reset or reward: bit 4) is taken over only past the reclaim age.
+      // A guarded token (its bit of value 4) is taken over only past the reclaim age.
       const after = (e.a0 & GUARDED) !== 0 ? reclaimAfterMs : stealAfterMs;
       if (held !== undefined && !(Math.floor(reading) - Math.floor(held.reading) > after)) {
         return `lock taken over while fresh: T${e.thread} at step ${e.step} (reading ${reading}) took the lock word ` +

@@ -81,17 +81,16 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
     /**
      * A reset under the key's lock (fresh-state.ts): the head word first, its commit count moved
      * on and its index kept, then every entry cleared in time order, oldest first, each from the
-     * value read. Whoever takes the lock over meanwhile finds a log in time order whose oldest
-     * entries expired, as a clock's move would leave it, and admits only into those. Found (kill
-     * storm, test/algorithms/sliding-log-reset-takeover.test.ts): a head written back to the
-     * ring's first word, entries cleared in the order of the words, left the ring out of time
-     * order; a decision that took the lock over counted stamped entries as free, and the reset,
-     * failing on the word it had changed, ran again and cleared its admissions: reset twice.
-     * Never fails once the head landed: an entry that changed since it was read was written by a
-     * newer holder, and stays. Its spends write only into entries they find free: those this
-     * reset cleared already, or entries expired when it read them, whose stamps no new one
-     * equals. A penalty, which writes over counted entries too, may write one this reset clears
-     * next, and an equal stamp is then cleared with it, as if the penalty had come first.
+     * value read. Found (kill storm, test/algorithms/sliding-log-reset-takeover.test.ts): a head
+     * written back to the ring's first word, entries cleared in the order of the words, left the
+     * ring out of time order; a decision that took the lock over counted stamped entries as free,
+     * and the reset, failing on the word it had changed, ran again and cleared its admissions:
+     * reset twice. A reset holds a guarded lock (table/slot-lock.ts), so within the table's
+     * timing assumption no decision runs beside these writes: a newer holder could write a stamp
+     * equal to one read here (a penalty over an entry that counts), and the clearing would land
+     * on it. One that takes the lock over past the reuse age (its holder died here) finds a log in
+     * time order whose oldest entries expired, as a clock's move would leave it. Never fails once
+     * the head landed: an entry that changed since it was read is a newer holder's, and stays.
      */
     writeFresh(w, at, before, from) {
       const read = before[from] as number;
@@ -177,9 +176,10 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
         // seq-cst: every commit moves the head's commit count): a holder that took our lock over
         // after a stall and committed has written over these entries, with a stamp that may
         // equal the one we read (a clock that did not move); they are its admissions then. A
-        // stall between that load and the compareExchange, past the table's reuse age (30 s at
-        // least), on such a clock, could still clear one: outside the one timing assumption
-        // (docs/guarantees.md; found by an attack, staged with a frozen clock).
+        // stall between that load and the compareExchange could still clear one, so a reward
+        // holds a guarded lock (table/slot-lock.ts), which a decision takes over only past the
+        // table's reuse age (30 s at least): outside the one timing assumption (docs/guarantees.md;
+        // found by attacks, staged with a frozen clock: test/algorithms/sliding-log-reset-takeover.test.ts).
         const moved = (((head >>> 16) + 1) & 0xffff) << 16 | (((head & 0xffff) + permits - clear) % permits);
         if (!swap(w, at, head, moved)) return false;
         for (let k = 0; k < clear && Atomics.load(w, at) === moved; k++) swap(w, entry(permits - clear + k), seen[k] as number, NO_ENTRY);

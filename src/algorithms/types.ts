@@ -146,7 +146,7 @@ export interface LimitAlgorithm {
   idle(w: Int32Array, at: number, m: Moment, stale: boolean): boolean;
 }
 
-/** `writeFresh` (and `FreshState.writeLimit`): every word of the limit landed, or none did. */
+/** `writeFresh` (and `FreshState.writeLimit`): its first word landed (the limit counts as written), or nothing was. */
 export const FRESH_ALL = 0;
 export const FRESH_NONE = 1;
 

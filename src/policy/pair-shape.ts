@@ -33,8 +33,8 @@ export function newer(a: number, b: number): boolean {
  *
  * Every read comes first, then `holds()` (the lock is still ours: what was read is this pair's,
  * not a reclaimed slot's next key's), then every write, each a compareExchange from the value
- * read, the shape word last: a holder whose lock was taken over (after `claimTimeoutMs`, from a
- * holder that may be only slow) fails once another holder has changed the state, and returns
+ * read, the shape word last: a holder whose lock was taken over (a guarded lock, past the table's
+ * reuse age: see `writesState`) fails once another holder has changed the state, and returns
  * false (the engine decides again).
  */
 export function shapePair(

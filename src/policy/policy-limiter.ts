@@ -675,11 +675,15 @@ export class PolicyLimiter {
     for (;;) {
       if (entry === undefined) return peek ? ABSENT : FULL;
       this.#shapeAt = entry.base + this.#stateOffset;
-      const outcome = this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn);
-      if (this.#guardedByPrepare) {
-        // #prepare asked for a guarded token to write the pair's state: only for that decision.
-        this.#guardedByPrepare = false;
-        this.#engine.guarded = false;
+      let outcome: number;
+      try {
+        outcome = this.#engine.decide(entry.base, entry.ctrl, this.#shapeAt + 1, cost, this.#limits, this.#prepareFn);
+      } finally {
+        if (this.#guardedByPrepare) {
+          // A guarded token asked for to write the pair's state: only for that decision.
+          this.#guardedByPrepare = false;
+          this.#engine.guarded = false;
+        }
       }
       if (outcome !== RELOCATE) break;
       entry = peek ? this.#site.peekAgain(key) : this.#site.findAgain(key);
@@ -805,6 +809,7 @@ export class PolicyLimiter {
       // guarded token (pair-shape.ts, writesState). Decided again with one; #decide lets it go.
       this.#engine.guarded = true;
       this.#guardedByPrepare = true;
+      this.#engine.restarts--; // not a race lost (stats' casRetries): underKeyLock counts the try again
       return false;
     }
     if (!this.#resetting) return shapePair(w, at, versionAt, stored, storedVersion, this.#rule, this.#version, false, this.#freshState, m, holds);

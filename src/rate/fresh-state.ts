@@ -14,8 +14,9 @@ export const SOME = 2;
  * RateLimiter's reset on its locked configurations; and limit by limit, under the key's give-back
  * guard, for the lock-free engine's reset (`prepare`, `writeLimit`). The caller reads first
  * (`read`, or its own loads into `before`), checks that the lock is still its own, then writes: every word by
- * compareExchange from the value read, so a holder whose lock was taken over (after
- * `claimTimeoutMs`, from a holder that may be only slow) cannot overwrite a newer holder's state.
+ * compareExchange from the value read, so a holder whose lock was taken over (from a holder that
+ * may be only slow: a reset holds a guarded lock, taken over past the table's reuse age,
+ * table/slot-lock.ts) cannot overwrite a newer holder's state.
  *
  * Thread-safety: one instance per limiter instance (its scratch is per thread).
  */
@@ -33,10 +34,12 @@ export class FreshState {
    * logs). Each try writes only the limits after them.
    */
   landed = 0;
-  // The state and group `landed` counts for: a try on another slot (the key found again elsewhere)
-  // or under another rule (PolicyLimiter) writes every limit.
+  // The state and number of limits `landed` counts for: a try on another slot (the key found again
+  // elsewhere) or under a rule of other limits writes every limit; rules published again (new
+  // objects, the same shape: `own` holds only for the pair's own shape) keep it, as
+  // PolicyLimiter's forced controls do.
   #landedAt = -1;
-  #landedOf: LimitGroup | null = null;
+  #landedLimits = -1;
   /** The fresh state, built in private scratch first (one word more: a state base of either parity). */
   readonly #fresh: Int32Array;
 
@@ -62,11 +65,11 @@ export class FreshState {
    */
   write(w: Int32Array, state: number, g: LimitGroup, m: Moment, own = false): boolean {
     this.prepare(state, g, m);
-    if (!own || this.#landedAt !== state || this.#landedOf !== g) {
+    if (!own || this.#landedAt !== state || this.#landedLimits !== g.algorithms.length) {
       // Another shape's words (every limit is written, on every try), or another slot or rule.
       this.landed = 0;
       this.#landedAt = state;
-      this.#landedOf = g;
+      this.#landedLimits = g.algorithms.length;
     }
     for (let i = this.landed; i < g.algorithms.length; i++) {
       const r = this.writeLimit(w, state, g, i, own);

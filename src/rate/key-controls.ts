@@ -272,11 +272,11 @@ export function checkBlockMs(ms: number): void {
  * prepare step (forced-state.ts forceUnderLock, SlidingLog.force). A reset: under the key's lock,
  * every limit of the key is written fresh (the locked protocol's `Prepare` step, FreshState: read,
  * check the lock is still held, write by compareExchange from what was read; a log its own way,
- * `writeFresh`; each limit once over the tries), then a decision of cost 0 follows and writes
- * nothing. Every
- * decision on the key takes the same lock, so the reset falls between two of them: exact. A
- * global cap keeps what the key spent (the admissions happened). PolicyLimiter's reset is the
- * same steps.
+ * `SlidingLog.writeFresh`; each limit once over the tries), then a decision of cost 0 follows
+ * and writes nothing. Every decision on the key takes the same lock, so the reset falls between
+ * two of them: exact. A global cap keeps what the key spent (the admissions happened).
+ * PolicyLimiter's reset is the same steps. A reset and a reward hold a guarded lock
+ * (table/slot-lock.ts).
  *
  * Thread-safety: one instance per limiter instance (per thread), as the engine it drives.
  */
@@ -288,7 +288,7 @@ export class LockedControls {
   // The slot being reset, for #prepare (a bound method: no closure per call).
   #state = 0;
   #lastSec = 0;
-  readonly #prepare: Prepare = (w, m, holds) => this.#writeFresh(w, m, holds);
+  readonly #prepare: Prepare = (w, m, holds) => this.#resetPrepare(w, m, holds);
   // A penalty's or reward's cost (negative: a reward), the limits its tries committed, and its prepare step.
   #forceCost = 0;
   readonly #progress = { landed: 0 };
@@ -384,7 +384,7 @@ export class LockedControls {
    * The Prepare step (under the key's lock, at reading `m`): reads every word, judges whether the
    * key owes anything (a limit not idle), then, while the lock is still ours, writes it fresh.
    */
-  #writeFresh(w: Int32Array, m: Moment, holds: () => boolean): boolean {
+  #resetPrepare(w: Int32Array, m: Moment, holds: () => boolean): boolean {
     const g = this.#key;
     const state = this.#state;
     this.#fresh.read(w, state, g);

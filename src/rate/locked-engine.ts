@@ -50,8 +50,8 @@ export class LockedEngine implements LockedDecision {
   restarts = 0;
   /**
    * Whether the next decisions take the key's lock as a guarded token (LockedDecision; a reset,
-   * a reward, a PolicyLimiter pair's reshape, whose callers set it around the decision:
-   * table/slot-lock.ts).
+   * a reward, a PolicyLimiter pair's reshape: set around the decision by its caller, or by
+   * PolicyLimiter's prepare step, which then decides again; table/slot-lock.ts).
    */
   guarded = false;
   /** Whether the latest `prepare` reading was raised to the key's stamp (the clock stepped back behind a decision on the key). */

@@ -109,7 +109,8 @@ export interface RateLimiterOptions {
   /**
    * After this long, an unfinished insert (its thread presumably terminated) no longer blocks
    * other inserts of the same key; its slot is reused once it is 30 times this old, and never
-   * before 30 s. Also how long a key's lock held by a terminated thread blocks that key;
+   * before 30 s. Also how long a key's lock held by a terminated thread blocks that key (inside
+   * a reset or reward under the lock: that reuse age, at most 2^19 ms);
    * `sweep()` reclaims such a key only once the lock is as old (at most 2^19 ms). A thread that
    * stalls longer than that inside an insert or a decision, and then goes on, may write into the
    * slot's next key: that is the table's one timing assumption. Default 1,000 ms; 1 to 60,000.

@@ -12,10 +12,13 @@ import type { ReclaimFloor } from './reclaim-floor.js';
  *   FREE (0)     nobody holds it
  *   DEAD         the key was reclaimed
  *   token        held:  stamp (20 bits, ms modulo 2^20) << 11 | owner (8 bits) << 3 | guarded << 2 | took over << 1 | 1
+ *
+ * (Owners wrap at 256: two tokens are equal only if they were also taken in the same ms modulo
+ * 2^20, and a takeover comes at least stealAfterMs after the token it replaces.)
  *   released     free, after a takeover:  stamp << 11 | 2
  *
- * A holder that died (`worker.terminate()`) cannot release; after `stealAfterMs` others take the
- * lock over. Taking over is safe even from a holder that is only slow, as long as the slot still
+ * A holder that died (`worker.terminate()`) cannot release; after `stealAfterMs` (a guarded
+ * token: `reclaimAfterMs`, below) others take the lock over. Taking over is safe even from a holder that is only slow, as long as the slot still
  * holds the key: every write made under the lock is a compareExchange from the value read under
  * it, and a release is a compareExchange from the holder's own token, so a holder whose lock was
  * taken learns it and discards its result.
@@ -56,9 +59,9 @@ import type { ReclaimFloor } from './reclaim-floor.js';
  * writer's), and `reclaimAfterMs` is at most 2^19 (or stealAfterMs, if longer), both below
  * 2^20 - AHEAD_MS, so a dead holder's lock is always taken over once it is that old. A word that
  * nobody tries for 2^20 - AHEAD_MS ms reads young again; a decision waiting on it takes it over
- * once it has waited stealAfterMs itself (`lock`), as it would a right stamp, while a reclaim,
- * which never waits, leaves it to a later sweep (at most AHEAD_MS plus its age later than it
- * could have); a stale `released` word marks a takeover that needs no mark.
+ * once it has waited stealAfterMs (guarded: reclaimAfterMs) itself (`lock`), as it would a right
+ * stamp, while a reclaim, which never waits, leaves it to a later sweep (at most AHEAD_MS plus its
+ * age later than it could have); a stale `released` word marks a takeover that needs no mark.
  *
  * Thread-safety: all functions are safe on any thread.
  */
@@ -239,8 +242,8 @@ export interface LockedDecision {
  *   that took the lock over voids it (see `settle`).
  *
  * Safe at every step if this thread stops there for ever: before the lock nothing is held; with
- * the lock held, others take it over after `stealAfterMs`; every write is a compareExchange from
- * what was read under the lock.
+ * the lock held, others take it over after `stealAfterMs` (a guarded token: `reclaimAfterMs`);
+ * every write is a compareExchange from what was read under the lock.
  */
 export function underKeyLock(w: Int32Array, base: number, ctrl: number, owner: number, ages: LockAges, d: LockedDecision): number {
   const lockAt = base + S_TAT;

@@ -324,8 +324,8 @@ async function storm(c: Case): Promise<void> {
     // the drain below, after every epoch (found so: a reset taken over mid-write reset a log twice,
     // test/algorithms/sliding-log-reset-takeover.test.ts). A key the table no longer holds is fresh.
     const free = HOT.map((key) => limiter.get(key)?.remaining ?? c.keyBound);
-    admitted.forEach((n, k) => expect(n + (free[k] as number), `epoch ${epoch}: admitted ${admitted.join(', ')}, still free ${free.join(', ')}, bounds ${bounds.join(', ')}`)
-      .toBeLessThanOrEqual(bounds[k] as number));
+    const seen = `epoch ${epoch}: admitted ${admitted.join(', ')}, still free ${free.join(', ')}, bounds ${bounds.join(', ')}`;
+    admitted.forEach((n, k) => expect(n + (free[k] as number), seen).toBeLessThanOrEqual(bounds[k] as number));
     if (c.globalBound !== undefined) expect(admitted.reduce((a, b) => a + b, 0), `epoch ${epoch}`).toBeLessThanOrEqual(c.globalBound);
     expect([...liveCopies(limiter)].filter(([, n]) => n > 1), `epoch ${epoch}: keys with two live copies`).toEqual([]);
     work += Array.from({ length: WORKERS }, (_, id) => count[HOT.length + id] as number).reduce((a, b) => a + b, 0);
