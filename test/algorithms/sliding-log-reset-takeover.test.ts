@@ -27,7 +27,7 @@
 // before it at most what the set-up left free, after it at most the whole log (of each limit).
 import { describe, expect, it } from 'vitest';
 import { ManualClock, PolicyLimiter, RateLimiter, type Limit } from '../../src/index.js';
-import { ALL, onlyKeyState, startCasPark, until } from '../helpers/cas-park.js';
+import { ALL, onlyKeyState, startCasPark, until, type CasPark, type CasParkReply } from '../helpers/cas-park.js';
 import { pastTimeout, stagedReuse } from '../helpers/park.js';
 
 /** The tables' reuseAfterMs (claimTimeoutMs 1): a guarded token is taken over once this old. */
@@ -135,6 +135,22 @@ describe('a sliding log\'s reset taken over while it writes the log fresh (past 
   });
 });
 
+/**
+ * Lets `other` run for up to 300 ms beside the parked `a` (taking the lock over from a live holder
+ * after claimTimeoutMs, it would finish meanwhile), then releases `a`: whether `other` finished
+ * while `a` was parked, and both replies.
+ */
+async function besideParked(a: CasPark, other: CasPark): Promise<{ tookOver: boolean; ra: CasParkReply; rb: CasParkReply }> {
+  let done = false;
+  void other.reply.then(() => { done = true; });
+  const end = Date.now() + 300;
+  while (!done && Date.now() < end) await new Promise((r) => setTimeout(r, 1));
+  const tookOver = done;
+  a.release(ALL);
+  const [ra, rb] = await Promise.all([a.reply, other.reply]);
+  return { tookOver, ra, rb };
+}
+
 interface GuardCase {
   name: string;
   permits: number;
@@ -175,15 +191,8 @@ describe('a sliding log\'s reset or reward holds its lock against decisions unti
       const [first, ...rest] = c.calls;
       const other = start((first as ['allow' | 'penalty', number])[0], [], rest);
       b = other;
-      // The other thread's calls: taking the lock over from a live holder after claimTimeoutMs
-      // (before: at 1 ms), they would finish while it is parked. Given 300 ms, they do not.
-      let done = false;
-      void other.reply.then(() => { done = true; });
-      const end = Date.now() + 300;
-      while (!done && Date.now() < end) await new Promise((r) => setTimeout(r, 1));
-      const tookOver = done;
-      a.release(ALL);
-      const [ra, rb] = await Promise.all([a.reply, other.reply]);
+      // The other thread's calls: before the guard, taken over at 1 ms; given 300 ms, they wait.
+      const { tookOver, ra, rb } = await besideParked(a, other);
       expect(ra.allowed).toBeTruthy();
       const theirs = [rb.allowed, ...rb.results].filter((r, i) => (c.calls[i] as ['allow' | 'penalty', number])[0] === 'allow' && r === true).length;
       const after = drain(s);
@@ -233,13 +242,7 @@ describe('a PolicyLimiter decision that writes its pair\'s state over holds its 
       expect(a.parkedAt()).toBeGreaterThan(0);
       const other = startCasPark({ handle: limiter.handle, key: pair, policy: true, logFrom: 0, logTo: -1, parkBefore: [] });
       b = other;
-      let done = false;
-      void other.reply.then(() => { done = true; });
-      const end = Date.now() + 300;
-      while (!done && Date.now() < end) await new Promise((r) => setTimeout(r, 1));
-      const tookOver = done;
-      a.release(ALL);
-      const [ra, rb] = await Promise.all([a.reply, other.reply]);
+      const { tookOver, ra, rb } = await besideParked(a, other);
       let after = 0;
       while (limiter.allow(pair) && after < 100) after++;
       const admitted = [ra.allowed, rb.allowed].filter((x) => x === true).length + after;
