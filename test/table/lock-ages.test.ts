@@ -5,7 +5,7 @@
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConcurrencyLimiter, perHour, PolicyLimiter, RateLimiter } from '../../src/index.js';
-import { AHEAD_MS, ageMs, FREE, lock, lockAges, lockToken, tryLock, unlock } from '../../src/table/slot-lock.js';
+import { AHEAD_MS, ageMs, DONE, FREE, lock, lockAges, lockToken, tryLock, underKeyLock, unlock, type LockedDecision } from '../../src/table/slot-lock.js';
 import { reuseAfterMsFor } from '../../src/table/insert.js';
 import { MAX_CLAIM_TIMEOUT_MS } from '../../src/table/table-options.js';
 import { hold } from '../../src/rate/give-back-guard.js';
@@ -183,6 +183,61 @@ describe('lock ages', () => {
     const token = guard.take(base);
     expect(reads()).toBe(51);
     expect(w[at]).toBe(token);
+  });
+
+  // A guarded token (a reset, reward or reshape writing a key's state over what it read) is taken
+  // over by a decision only at the reuse age: its writes land on any newer write of the same
+  // values (sliding-log-reset-takeover.test.ts shows why, end to end).
+  it.each([false, true])('a decision takes a held token over at stealAfterMs, a guarded one (%s) only at reclaimAfterMs', (guarded) => {
+    const stealAfterMs = 1_000;
+    const ages = lockAges(stealAfterMs, reuseAfterMsFor(stealAfterMs));
+    expect(ages.reclaimAfterMs).toBe(30_000);
+    const takenAt = 4 * 2 ** 20 - 3; // the readings below wrap the 2^20 ms stamp
+    const w = new Int32Array(new SharedArrayBuffer(8));
+    nowAt(takenAt);
+    const held = lock(w, 0, 3, ages, guarded);
+    expect(held & 4).toBe(guarded ? 4 : 0); // the guarded bit
+    expect(held).toBe(lockToken(3, takenAt, false, guarded));
+    // 50 readings past stealAfterMs (a plain token is taken at the first), then past reclaimAfterMs.
+    const reads = waiterClock(takenAt + stealAfterMs + 1, 0, takenAt + ages.reclaimAfterMs + 1);
+    const token = lock(w, 0, 5, ages);
+    expect(reads()).toBe(guarded ? 101 : 1);
+    expect(w[0]).toBe(token);
+    // A reclaim waits reclaimAfterMs either way.
+    w[0] = held;
+    nowAt(takenAt + ages.reclaimAfterMs);
+    expect(tryLock(w, 0, 4, ages)).toBe(FREE);
+    nowAt(takenAt + ages.reclaimAfterMs + 1);
+    expect(tryLock(w, 0, 4, ages)).not.toBe(FREE);
+  });
+
+  it.each([false, true])('an admission whose lock was taken over releases the newer token, but never a guarded one (%s)', (guarded) => {
+    const ages = lockAges(1, reuseAfterMsFor(1));
+    const w = new Int32Array(new SharedArrayBuffer(64));
+    const base = 4;
+    const ctrl = (9 << 2) | 2; // LIVE, generation 9
+    w[base + S_CTRL] = ctrl;
+    nowAt(10_000);
+    let newer = FREE;
+    const d: LockedDecision = {
+      restarts: 0,
+      guarded: false,
+      spent: false,
+      run: () => {
+        // The decision's writes landed; then its lock was taken over, by a reset (guarded) or a decision.
+        newer = lockToken(7, 10_005, true, guarded);
+        w[base + S_TAT] = newer;
+        d.spent = true;
+        return true;
+      },
+      lost: () => {
+        throw new Error('not a reclaim');
+      },
+    };
+    expect(underKeyLock(w, base, ctrl, 2, ages, d)).toBe(DONE);
+    const after = w[base + S_TAT] as number;
+    if (guarded) expect(after).toBe(newer); // left to finish its writes
+    else expect(after & 1).toBe(0); // released: the newer holder learns it at its own release
   });
 
   it('a stamp more than AHEAD_MS ahead reads as the age it wraps to, past every wait the package uses', () => {
