@@ -8,8 +8,8 @@ export default [
     scenario: 'locked-reset',
     edits: [{
       file: 'algorithms/sliding-log.js',
-      from: 'for (let k = 0; k < permits; k++) {\n                const i',
-      to: 'for (let k = 0; k < 0; k++) {\n                const i',
+      from: 'for (let k = 0; k < permits && Atomics.load(w, at) === fresh; k++) {',
+      to: 'for (let k = 0; k < 0; k++) {',
     }],
   },
   {

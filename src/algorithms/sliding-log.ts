@@ -91,12 +91,17 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
      * on it. One that takes the lock over past the reuse age (its holder died here) finds a log in
      * time order whose oldest entries expired, as a clock's move would leave it. Never fails once
      * the head landed: an entry that changed since it was read is a newer holder's, and stays.
+     * Each entry is cleared only while the head is still ours, as a reward's (`commit`): a newer
+     * holder that committed since wrote its stamps over entries we read, maybe equal to them; the
+     * entries not yet cleared then stay stamped (counted: conservative).
      */
     writeFresh(w, at, before, from) {
       const read = before[from] as number;
       const index = (read & 0xffff) % permits; // as entry() reads it
-      if (!swap(w, at, read, (((read >>> 16) + 1) & 0xffff) << 16 | index)) return FRESH_NONE;
-      for (let k = 0; k < permits; k++) {
+      const fresh = (((read >>> 16) + 1) & 0xffff) << 16 | index;
+      if (!swap(w, at, read, fresh)) return FRESH_NONE;
+      // Atomics.load (seq-cst) before each clearing: every commit moves the head's commit count.
+      for (let k = 0; k < permits && Atomics.load(w, at) === fresh; k++) {
         const i = (index + k) % permits;
         const v = before[from + 1 + i] as number;
         if (v !== NO_ENTRY) swap(w, at + 1 + i, v, NO_ENTRY);

@@ -36,6 +36,7 @@ const REUSE_MS = 30;
 /** What the test drives: a RateLimiter's key, or a PolicyLimiter's pair under a rule of the same limits. */
 interface Subject {
   allow(): boolean;
+  penalty(cost: number): void;
   handle: { table: SharedArrayBuffer };
   /** Where the first log's head word is, from the key's state. */
   logOffset: number;
@@ -47,12 +48,12 @@ interface Subject {
 function subject(policy: boolean, limit: Limit[], clock: ManualClock, reuseMs = REUSE_MS): Subject {
   if (!policy) {
     const limiter = new RateLimiter({ algorithm: 'sliding-log', limit, maxKeys: 8, clock, ...stagedReuse(1, reuseMs) });
-    return { allow: () => limiter.allow('k'), handle: limiter.handle, logOffset: 0, key: 'k', policy };
+    return { allow: () => limiter.allow('k'), penalty: (cost) => { limiter.penalty('k', cost); }, handle: limiter.handle, logOffset: 0, key: 'k', policy };
   }
   const pair = { user: 'u', api: 'a' };
   const limiter = new PolicyLimiter({ rules: [{ algorithm: 'sliding-log', limit }], maxKeys: 8, clock, ...stagedReuse(1, reuseMs) });
   // A pair's state starts with its shape word (policy/pair-shape.ts).
-  return { allow: () => limiter.allow(pair), handle: limiter.handle, logOffset: 1, key: pair, policy };
+  return { allow: () => limiter.allow(pair), penalty: (cost) => { limiter.penalty(pair, cost); }, handle: limiter.handle, logOffset: 1, key: pair, policy };
 }
 
 /** Admits cost-1 requests until one is refused; returns how many passed. */
@@ -128,6 +129,39 @@ describe('a sliding log\'s reset taken over while it writes the log fresh (past 
       // And once every entry has expired, the key admits exactly its log again.
       clock.advance(3000);
       expect(drain(s)).toBe(Math.min(...c.limit.map((l) => l.permits)));
+    } finally {
+      a.release(ALL);
+      await a.worker.terminate();
+    }
+  });
+});
+
+// A reset taken over past the reuse age (its holder stalled beyond the table's timing assumption)
+// clears each entry only while the log's head is still its own, as a reward does: once the new
+// holder commits, it stops. On a full log of 4, the reset parked before clearing its third entry;
+// the new holder admits 2 and penalizes 2 at the same stamp, filling the log. The parked clearing
+// then lands on the penalty's first entry (a stall between the head check and the compareExchange:
+// outside the assumption, it frees that entry out of the ring's time order, and the log then
+// admits past its bound); without the check the reset went on to clear the second as well.
+describe('a sliding log\'s reset taken over past the reuse age stops clearing once the new holder commits', () => {
+  it.each([false, true])('PolicyLimiter: %s', async (policy) => {
+    const clock = new ManualClock(1000);
+    const s = subject(policy, [win(4)], clock);
+    for (let i = 0; i < 4; i++) expect(s.allow()).toBe(true);
+    const w = new Int32Array(s.handle.table);
+    const log = onlyKeyState(w) + s.logOffset;
+    const a = startCasPark({ handle: s.handle, key: s.key, policy, logFrom: log, logTo: log + 5, parkBefore: [4], op: 'reset' });
+    try {
+      await until('the reset parks', () => a.parkedAt() !== 0);
+      expect(a.parkedAt()).toBe(4); // the head and two entries written
+      pastTimeout(REUSE_MS + 5); // its guarded lock is taken over
+      expect(s.allow()).toBe(true);
+      expect(s.allow()).toBe(true);
+      s.penalty(2);
+      a.release(ALL);
+      const r = await a.reply;
+      // The parked clearing (4) landed; none after it, the head being the new holder's.
+      expect(r.writes.map((x) => x.n), JSON.stringify(r.writes)).toEqual([1, 2, 3, 4]);
     } finally {
       a.release(ALL);
       await a.worker.terminate();
