@@ -117,6 +117,32 @@ export function privateRedis(): { readonly server: TestRedis; readonly io: Redis
   };
 }
 
+/**
+ * A limiter's first answer from Redis, for tests that give it a short timeoutMs: that call also
+ * reads Redis's clock and may load the script, and on a busy machine its answer can come after the
+ * deadline (found: a first decision answered by onError; a first get rejected). Calls `call` again,
+ * past the breaker's first cooldown, until `answered` holds (a rejection is tried again too); 40
+ * tries at most. Only for calls whose repeat changes nothing the test counts: probes (cost 0), get,
+ * or spends on a limit the test never reaches (an unanswered call may still have spent).
+ */
+export async function firstAnswer<T>(call: () => Promise<T>, answered: (t: T) => boolean): Promise<T> {
+  let last: unknown;
+  for (let i = 0; i < 40; i++) {
+    try {
+      const t = await call();
+      if (answered(t)) return t;
+      last = t;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((res) => setTimeout(res, 150));
+  }
+  throw new Error(`Redis answered none of 40 tries; the last: ${String(last)}`);
+}
+
+/** For `firstAnswer`: a decision Redis made (not answered by onError). */
+export const byRedis = (d: { degraded?: true }): boolean => d.degraded !== true;
+
 /** Makes the keys a script call touched live for ever, in the same transaction as the call. */
 /**
  * What a test that sets the script's time passes as setScriptTime's ttlPadMs: an hour, longer

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perMinute, perSecond, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { firstAnswer, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -30,7 +30,7 @@ describe.skipIf(!available)('get on the Redis limiters', () => {
 
   it('rejects when Redis does not answer: the state is unknown (onError does not answer for it)', async () => {
     const r = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix: `gt${n++}:`, limit: perSecond(5), onError: 'allow', timeoutMs: 50 });
-    expect(await r.get('k')).toMatchObject({ remaining: 5 });
+    expect(await firstAnswer(() => r.get('k'), () => true)).toMatchObject({ remaining: 5 });
     redisServer.server.process.kill('SIGSTOP');
     try {
       await expect(r.get('k')).rejects.toThrow(/Redis did not answer in time \(or failed\), so the key's state is unknown/);
