@@ -93,7 +93,9 @@ export function slidingLogAlgorithm(limit: Limit, name: string, maxLogSize: numb
      * the head landed: an entry that changed since it was read is a newer holder's, and stays.
      * Each entry is cleared only while the head is still ours, as a reward's (`commit`): a newer
      * holder that committed since wrote its stamps over entries we read, maybe equal to them; the
-     * entries not yet cleared then stay stamped (counted: conservative).
+     * entries not yet cleared then stay stamped (counted: conservative). A clearing whose thread
+     * stalls between that check and its compareExchange can still land on one, out of the ring's
+     * time order: only past the reuse age, outside the timing assumption (docs/design.md).
      */
     writeFresh(w, at, before, from) {
       const read = before[from] as number;

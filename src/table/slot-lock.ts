@@ -12,10 +12,10 @@ import type { ReclaimFloor } from './reclaim-floor.js';
  *   FREE (0)     nobody holds it
  *   DEAD         the key was reclaimed
  *   token        held:  stamp (20 bits, ms modulo 2^20) << 11 | owner (8 bits) << 3 | guarded << 2 | took over << 1 | 1
+ *   released     free, after a takeover:  stamp << 11 | 2
  *
  * (Owners wrap at 256: two tokens are equal only if they were also taken in the same ms modulo
  * 2^20, and a takeover comes at least stealAfterMs after the token it replaces.)
- *   released     free, after a takeover:  stamp << 11 | 2
  *
  * A holder that died (`worker.terminate()`) cannot release; after `stealAfterMs` (a guarded
  * token: `reclaimAfterMs`, below) others take the lock over. Taking over is safe even from a holder that is only slow, as long as the slot still
