@@ -83,8 +83,8 @@ export default [
     scenario: 'reserve-aba',
     edits: [{
       file: 'rate/gcra-32.js',
-      from: '    #markedRefund(ref, cost, sinceMs, mark) {\n        const token = this.#guard.take(ref.base);',
-      to: '    #markedRefund(ref, cost, sinceMs, mark) {\n        const token = 1;',
+      from: '    #markedRefund(ref, cost, sinceMs, mark, end = NaN) {\n        const token = this.#guard.take(ref.base);',
+      to: '    #markedRefund(ref, cost, sinceMs, mark, end = NaN) {\n        const token = 1;',
     }],
   },
 ];

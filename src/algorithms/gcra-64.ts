@@ -142,7 +142,11 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
         const all = -cost * t;
         // At the reading decoded; a reading raised to the state's unit (a step back) bounds
         // nothing, and a bounded give-back then gives nothing (as Gcra32's).
-        const bound = behindMs > 0 && sinceMs !== Infinity ? 0 : wideUnspentTicks(-cost, sinceMs, m.ms + behindMs, p, now, ticks, over);
+        // And nothing while a later spend stacked on it may still wait to act (math/gcra.ts
+        // laterMayAct: a spend's give-back follows an admission, stacked on whenever the debt is
+        // past the burst).
+        const laterMayAct = sinceMs !== Infinity && toNumber(d.hi, d.lo) > p.toleranceTicks;
+        const bound = (behindMs > 0 && sinceMs !== Infinity) || laterMayAct ? 0 : wideUnspentTicks(-cost, sinceMs, m.ms + behindMs, p, now, ticks, over);
         if (bound < all) fromNumber(bound, spend);
         if (compare(d.hi, d.lo, spend.hi, spend.lo) <= 0) { after.hi = 0; after.lo = 0; }
         else sub(d.hi, d.lo, spend.hi, spend.lo, after);
@@ -214,6 +218,9 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
         const l = Atomics.load(w, at);
         const h = Atomics.load(w, at + 1);
         sub(h, l >>> 0, ticks.hi, ticks.lo, over); // the TAT's lead on now
+        // Nothing while a later spend stacked on our slot (the TAT's lead past the slot end's)
+        // may still wait to act (math/gcra.ts laterMayAct): the TAT's lead past the burst.
+        if (compare(over.hi, over.lo, after.hi, after.lo) > 0 && toNumber(over.hi, over.lo) > p.toleranceTicks) return false;
         // The least of the three (see the narrow refund): all are under 2^63, compared signed.
         let bHi = spend.hi;
         let bLo = spend.lo;

@@ -1,4 +1,6 @@
-import { admit, blockDebtTicks, debtOf, gcraParams, lagTicks, MAX_AHEAD_TICKS, remainingAt, unspentTicks, waitTicks, type GcraParams } from '../math/gcra.js';
+import {
+  admit, blockDebtTicks, debtOf, gcraParams, lagTicks, laterMayAct, MAX_AHEAD_TICKS, remainingAt, unspentTicks, waitTicks, type GcraParams,
+} from '../math/gcra.js';
 import { maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
 import type { Limit } from '../config/limit.js';
 import { wideGcra } from './gcra-64.js';
@@ -122,9 +124,12 @@ export class NarrowGcra implements LimitAlgorithm {
     const horizon = MAX_AHEAD_TICKS - lagTicks(p);
     const block = blockMs < 0 ? -1 : blockDebtTicks(blockMs, p);
     // A penalty adds its cost (a reward's negative cost gives back, never below fresh, and a
-    // spend's give-back no more than what of that spend is still ahead); a block raises to its
-    // debt, or one tick past a debt already as long.
-    const add = cost < 0 ? -Math.max(0, unspentTicks(-cost, sinceMs, m.ms, p)) : cost * p.intervalTicks;
+    // spend's give-back no more than what of that spend is still ahead, and nothing while a later
+    // spend stacked on it may still wait to act: laterMayAct, stacked on an admission whenever
+    // the debt is past the burst); a block raises to its debt, or one tick past a debt already as
+    // long.
+    const ownSpend = cost < 0 && sinceMs !== Infinity;
+    const add = cost < 0 ? (ownSpend && laterMayAct(d, true, p) ? 0 : -Math.max(0, unspentTicks(-cost, sinceMs, m.ms, p))) : cost * p.intervalTicks;
     let n = block < 0 ? Math.max(0, d + add) : Math.max(d + 1, block);
     if (n > horizon) {
       // Refused that long already, past the horizon (after a step back, or an old TAT under a
@@ -175,6 +180,9 @@ export class NarrowGcra implements LimitAlgorithm {
       // Only the part of our slot still ahead of now, and never below now: what others built on
       // top since then stays exactly as they spent it (see docs/design.md, "Reservations").
       const back = Math.min(ct, (startLo + ct - q) | 0, (cur - q) | 0);
+      // Nothing while a later spend stacked on our slot (the TAT past its end) may still wait to
+      // act (laterMayAct): the TAT's lead on now past the burst.
+      if (laterMayAct((cur - q) | 0, ((cur - startLo - ct) | 0) > 0, this.#p)) return false;
       if (back <= 0 || (forgotten !== null && forgotten())) return false;
       // compareExchange from the value just read: a refund that raced with a spend recomputes.
       if (swap(w, at, cur, (cur - back) | 0)) return true;

@@ -1,5 +1,6 @@
 import type { Clock } from '../time/clock.js';
-import { admit, blockDebtTicks, keyDebtOf, MAX_AHEAD_TICKS, remainingAt, unspentTicks, waitTicks, type GcraParams } from '../math/gcra.js';
+import { admit, blockDebtTicks, keyDebtOf, laterMayAct, MAX_AHEAD_TICKS, remainingAt, unspentTicks, waitTicks, type GcraParams } from '../math/gcra.js';
+import type { Pair } from '../math/int64.js';
 import { raiseStamp, unitsAhead } from '../time/stamps.js';
 import { fineTicksAt, ticksAt, ticksToMs, ULP_GUARD } from '../time/ticks.js';
 import { RELOCATE } from '../table/slot-index.js';
@@ -179,16 +180,29 @@ export class Gcra32 {
 
   /** The reset mark of the key's slot that the latest `reserve` read before its decision, for its `refund`. */
   reservedMark = 0;
+  /** The TAT the latest `reserve` wrote: where its slot ends, for its `refund` (`laterMayAct`). */
+  #reservedEnd = 0;
+
+  /** Where the latest `reserve`'s slot ends (the TAT it wrote, in `lo`), for its `refund`. */
+  get reservedEnd(): Pair {
+    return { hi: 0, lo: this.#reservedEnd };
+  }
   /** While a refund runs: the reset mark its reservation read. */
   readonly #refundMark = new RefundMark();
+  /** While a cancel or a spend's give-back runs (not a reward): it gives nothing when `laterMayAct`. */
+  #ownSpend = false;
+  /** While a cancel runs: where its reservation's slot ended (`reservedEnd`); NaN for a spend's give-back. */
+  #ownEnd = NaN;
 
   /**
    * Gives back `cost` intervals of a reservation made on the key at `ref`, never below now. True
-   * if it did (false: nothing of it is still ahead, the key left the slot, or its slot's reset
-   * mark moved from `mark`, what the reservation read: the key was reset or blocked since).
+   * if it did (false: nothing of it is still ahead, the key left the slot, its slot's reset mark
+   * moved from `mark`, what the reservation read: the key was reset or blocked since, or a later
+   * spend stacked on its slot may still be waiting to act: `laterMayAct`). `end`: the
+   * reservation's `reservedEnd`.
    */
-  refund(ref: SlotRef, cost: number, mark: number): boolean {
-    return this.#markedRefund(ref, cost, Infinity, mark) === ALLOWED;
+  refund(ref: SlotRef, cost: number, mark: number, end: Pair): boolean {
+    return this.#markedRefund(ref, cost, Infinity, mark, end.lo) === ALLOWED;
   }
 
   /**
@@ -247,12 +261,15 @@ export class Gcra32 {
    * A refund bounded by `sinceMs` (Infinity: none) that gives nothing once the slot's reset mark
    * moved from `mark` (a reservation's cancel, a spend's give-back), under the mark's guard.
    */
-  #markedRefund(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
+  #markedRefund(ref: SlotRef, cost: number, sinceMs: number, mark: number, end = NaN): number {
     const token = this.#guard.take(ref.base);
     this.#refundMark.begin(mark);
+    this.#ownSpend = true;
+    this.#ownEnd = end;
     try {
       return this.#spend(ref, cost, REFUND, sinceMs);
     } finally {
+      this.#ownSpend = false;
       this.#refundMark.end();
       this.#guard.release(ref.base, token);
     }
@@ -336,10 +353,15 @@ export class Gcra32 {
         // the key, whose reading may be later than this one within the stamp's second) cannot
         // bound a give-back: it gives nothing (design.md, section 6).
         const give = mode === RESET ? debt : ahead !== 0 && arg !== Infinity ? 0 : Math.max(0, unspentTicks(cost, arg, this.#readMs, p));
+        // A cancel or a spend's give-back behind which a later spend may still wait to act: nothing
+        // (laterMayAct). Stacked: the TAT is past the reservation's slot end (within 2^31 ticks of
+        // it: both are within the horizon of now); a spend's give-back follows an admission.
+        const stacked = Number.isNaN(this.#ownEnd) || ((tat - this.#ownEnd) | 0) > 0;
         // A reservation's refund after a reset or block of the key: nothing (its mark loaded after
         // the snapshot; table/reset-marks.ts).
-        if (debt === 0 || (give === 0 && cost > 0) || this.#refundMark.forgotten(w, base)) outcome = REFUSED;
-        else next = debt - Math.min(debt, give);
+        if (debt === 0 || (give === 0 && cost > 0) || (this.#ownSpend && laterMayAct(debt, stacked, p)) || this.#refundMark.forgotten(w, base)) {
+          outcome = REFUSED;
+        } else next = debt - Math.min(debt, give);
       } else if (mode === BLOCK) {
         // arg carries the block's debt: raised to, never lowered. A key that owes that
         // much already still gets a write, one tick more: a decision that raised the stamp and
@@ -401,6 +423,7 @@ export class Gcra32 {
           return REFUSED;
         }
         ref.tat = newTat;
+        if (mode === RESERVE) this.#reservedEnd = newTat;
         if (!givesBack) {
           ref.sec = nowSec; // raiseStamp left the word at nowSec or later
           ref.secKnown = true;

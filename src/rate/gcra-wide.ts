@@ -72,6 +72,8 @@ export class WideGcra {
   readonly #fresh: Pair = pair();
   readonly #d: Pair = pair();
   readonly #n: Pair = pair();
+  /** Scratch of #pastEnd. */
+  readonly #diff: Pair = pair();
   /** A refund's ticks to give back when a give-back's bound is less than its cost's (#spend), else Infinity. */
   #give = Infinity;
   /** Whether the last snapshot's reading was raised to the key's staleness unit (a step back). */
@@ -247,6 +249,12 @@ export class WideGcra {
     return MOVED;
   }
 
+  /** Whether the snapshot's TAT is past `end` (a signed difference: within 2^63 ticks of it). */
+  #pastEnd(end: Pair): boolean {
+    const d = sub(this.#hi, this.#lo, end.hi, end.lo, this.#diff);
+    return d.hi > 0 || (d.hi === 0 && d.lo !== 0);
+  }
+
   /** The snapshot's TAT as a pair (scratch: `#halves`). */
   #snapshotTat(): Pair {
     this.#halves.hi = this.#hi;
@@ -276,16 +284,27 @@ export class WideGcra {
 
   /** As Gcra32's: the reset mark the latest `reserve` read, for its `refund`. */
   reservedMark = 0;
+  /** The TAT the latest `reserve` wrote: where its slot ends, for its `refund` (`laterMayAct`). */
+  readonly #reservedEnd: Pair = pair();
   /** While a refund runs: the reset mark its reservation read. */
   readonly #refundMark = new RefundMark();
+  /** While a cancel or a spend's give-back runs (not a reward): it gives nothing when `laterMayAct`. */
+  #ownSpend = false;
+  /** While a cancel runs: where its reservation's slot ended; null for a spend's give-back. */
+  #ownEnd: Pair | null = null;
+
+  /** Where the latest `reserve`'s slot ends (the TAT it wrote), for its `refund`: a copy. */
+  get reservedEnd(): Pair {
+    return { hi: this.#reservedEnd.hi, lo: this.#reservedEnd.lo };
+  }
 
   /**
    * Gives back `cost` intervals of a reservation made on the key at `ref`, never below now. True
    * if it did (false: nothing of it is still ahead, the key left the slot, or its slot's reset
    * mark moved from `mark`: as Gcra32's).
    */
-  refund(ref: SlotRef, cost: number, mark: number): boolean {
-    return this.#markedRefund(ref, cost, Infinity, mark) === ALLOWED;
+  refund(ref: SlotRef, cost: number, mark: number, end: Pair): boolean {
+    return this.#markedRefund(ref, cost, Infinity, mark, end) === ALLOWED;
   }
 
   /** As Gcra32's: `cost` counted even beyond the burst, with no wait limit; ALLOWED, RELOCATE or TOO_LONG. */
@@ -333,12 +352,15 @@ export class WideGcra {
    * A refund bounded by `sinceMs` (Infinity: none) that gives nothing once the slot's reset mark
    * moved from `mark` (a reservation's cancel, a spend's give-back), under the mark's guard.
    */
-  #markedRefund(ref: SlotRef, cost: number, sinceMs: number, mark: number): number {
+  #markedRefund(ref: SlotRef, cost: number, sinceMs: number, mark: number, end: Pair | null = null): number {
     const token = this.#guard.take(ref.base);
     this.#refundMark.begin(mark);
+    this.#ownSpend = true;
+    this.#ownEnd = end;
     try {
       return this.#spend(ref.base, ref.ctrl, cost, REFUND, sinceMs);
     } finally {
+      this.#ownSpend = false;
       this.#refundMark.end();
       this.#guard.release(ref.base, token);
     }
@@ -389,8 +411,12 @@ export class WideGcra {
         const bound = mode !== REFUND ? all
           : this.#raised && arg !== Infinity ? 0 : wideUnspentTicks(cost, arg, this.nowMs, p, this.#now, this.#ticks, this.#n);
         this.#give = bound >= all ? Infinity : bound;
+        // A cancel or a spend's give-back behind which a later spend may still wait to act:
+        // nothing (math/gcra.ts laterMayAct, in whole intervals here): the debt past the burst,
+        // and the snapshot's TAT past the reservation's slot end (a spend's give-back: always).
+        const laterMayAct = this.#ownSpend && (q > p.burst || (q === p.burst && r > 0)) && (this.#ownEnd === null || this.#pastEnd(this.#ownEnd));
         // A reservation's refund after a reset or block of the key: nothing (as Gcra32's).
-        if (this.#isFresh || (this.#give === 0 && cost > 0) || this.#refundMark.forgotten(this.#w, base)) outcome = REFUSED;
+        if (this.#isFresh || (this.#give === 0 && cost > 0) || laterMayAct || this.#refundMark.forgotten(this.#w, base)) outcome = REFUSED;
       } else if (mode === BLOCK) {
         // Raised to the block's debt, never lowered. A key refused longer already still gets a
         // write, one tick more (as Gcra32's): a refund that read the word before the block must
@@ -429,6 +455,10 @@ export class WideGcra {
       if (landed === MOVED) return RELOCATE;
       if (landed === FORGOTTEN) return REFUSED;
       if (landed === LANDED) {
+        if (mode === RESERVE) {
+          this.#reservedEnd.hi = this.#n.hi;
+          this.#reservedEnd.lo = this.#n.lo;
+        }
         sub(this.#n.hi, this.#n.lo, this.#now.hi, this.#now.lo, this.debt);
         return ALLOWED;
       }

@@ -561,8 +561,11 @@ export class RateLimiter {
       // The slot's reset mark read before the decision: a reset or block of the key since, and
       // the cancel gives nothing back (table/reset-marks.ts).
       const mark = one.reservedMark;
+      // Where its slot ends: a cancel gives nothing while a later spend stacked on it may still
+      // be waiting to act (math/gcra.ts laterMayAct).
+      const end = one.reservedEnd;
       const refund = (): boolean => {
-        const done = one.refund(held, cost, mark);
+        const done = one.refund(held, cost, mark, end);
         // The refund's write is this thread's own: the key's cached record learns it, as a
         // decision's (else the next admissions would take it for another thread's, and load).
         if (done) this.#index.wrote(key, held);

@@ -155,8 +155,10 @@ describe('an admission from this thread\'s own write', () => {
           if (Math.floor(clock.now() / 1000) !== before) seen.seconds++;
         }
       }
+      // A cancel gives back only while no later spend stacked on its slot may still wait to act
+      // (math/gcra.ts laterMayAct), so on this busy key few of them land: 2 to 6 per seed.
       for (const [name, n] of Object.entries(seen)) {
-        expect(n, `seed ${seed}: ${name}`).toBeGreaterThan(3);
+        expect(n, `seed ${seed}: ${name}`).toBeGreaterThan(name === 'cancelled' ? 1 : 3);
       }
     }
   });

@@ -48,6 +48,8 @@ interface Held {
   key: string;
   r: Reservation;
   done: boolean;
+  /** The TAT its reservation left (where its slot ends). */
+  end: bigint;
 }
 
 /**
@@ -129,7 +131,11 @@ class WideReference {
     return { ok: gap <= 0n, wait, ambiguous, commit };
   }
 
-  /** `Reservation.cancel()` at `ms`: gives back up to `cost` intervals, never below now. */
+  /**
+   * `Reservation.cancel()` at `ms`: gives back up to `cost` intervals, never below now, and
+   * nothing while a later spend stacked on its slot may still wait to act (the TAT past the
+   * slot's end and the key owing more than its burst: math/gcra.ts laterMayAct).
+   */
   cancel(held: Held, ms: number): boolean {
     if (held.done) return false;
     held.done = true;
@@ -137,6 +143,7 @@ class WideReference {
     const now = this.floor(ms);
     const tat = this.#tat.get(held.key);
     if (tat === undefined || tat <= now) return false;
+    if (tat > held.end && tat - now > this.tau) return false;
     const back = BigInt(held.r.cost) * this.t;
     this.#tat.set(held.key, tat - (back < tat - now ? back : tat - now));
     return true;
@@ -391,7 +398,7 @@ describe('width 64 against an exact BigInt reference (fast-check)', () => {
                 want.commit();
                 expect(sameWait(got.delayMs, wantMs), `${where}: delay ${got.delayMs} vs ${wantMs}`).toBe(true);
                 expect(got.actAtMs).toBe(now + got.delayMs);
-                held.push({ key: op.key, r: got, done: false });
+                held.push({ key: op.key, r: got, done: false, end: model.tatOf(op.key) ?? 0n });
               }
             } else if (held.length > 0) {
               // Mostly one of the two latest reservations (the ones whose time may not have come).
