@@ -36,5 +36,5 @@ export { RedisPolicyLimiter } from './redis/redis-policy-limiter.js';
 export type { RedisPolicyLimiterOptions } from './redis/redis-policy-limiter.js';
 export type { RedisCommonOptions } from './redis/redis-core.js';
 export type { RedisVerification, VerifyOptions } from './redis/verify.js';
-export { LocalTier } from './redis/local-tier.js';
+export { LocalTier, LocalTierConfigError } from './redis/local-tier.js';
 export type { LocalTierHandle, LocalTierOptions, LocalTierStats } from './redis/local-tier.js';

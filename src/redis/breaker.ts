@@ -20,30 +20,60 @@ export class Breaker {
   #probing = false;
   /** When the probe in flight was let through. */
   #probeAt = 0;
+  /** The probe in flight's token (0: none): only a failure of the call that holds it is the probe's. */
+  #probe = 0;
+  /** The last token given out. */
+  #tokens = 0;
+  /** The probe just let through has no call yet: the next `token()` gives its token. */
+  #unclaimed = false;
 
   constructor(
     private readonly threshold = 3,
     private readonly firstCooldownMs = 100,
     private readonly maxCooldownMs = 5_000,
+    /**
+     * How long a probe may stay unsettled: past it, the probe counts as failed at that time (a
+     * probe whose call never settles, or that never got a call, must not keep the breaker half
+     * open for ever). Its call's own deadline is no later, so this is a backstop.
+     */
+    private readonly probeTimeoutMs = 5_000,
   ) {
     this.#cooldownMs = firstCooldownMs;
   }
 
   /** Whether a call made at `nowMs` would go to Redis (no side effect: for monitoring). */
   admits(nowMs: number): boolean {
-    return !this.#open || (nowMs >= this.#openUntil && !this.#probing);
+    return !this.#open || (nowMs >= this.#openUntil && (!this.#probing || nowMs >= this.#probeAt + this.probeTimeoutMs));
   }
 
   /**
    * Whether the call about to be made at `nowMs` goes to Redis; if it is the half-open breaker's
-   * probe, no other call goes until `succeeded` or `failed` is called for it.
+   * probe, no other call goes until the probe's call (the next one queued: `token`) settles, or
+   * `probeTimeoutMs` passes.
    */
   pass(nowMs: number): boolean {
     if (!this.#open) return true;
+    // A probe that never settled: failed at its timeout.
+    if (this.#probing && nowMs >= this.#probeAt + this.probeTimeoutMs) this.#reopen(this.#probeAt + this.probeTimeoutMs);
     if (nowMs < this.#openUntil || this.#probing) return false;
     this.#probing = true;
     this.#probeAt = nowMs;
+    this.#probe = ++this.#tokens;
+    this.#unclaimed = true;
     return true;
+  }
+
+  /**
+   * The token of a call about to be queued for this breaker's server, to give back to `failed`:
+   * the probe's, when `pass` just let the probe through and no call has taken it yet (callers
+   * queue the probe's call at once, in the same tick), else 0. A probe is thus told by its token,
+   * not by its time: a call whose deadline was set before the probe was let through (a Cluster
+   * key's call after the cap's) is still the probe.
+   */
+  token(): number {
+    if (!this.#unclaimed) return 0;
+    this.#unclaimed = false;
+    return this.#probe;
   }
 
   /** Redis answered a call: closed at once, the cooldown back to its first length. */
@@ -52,23 +82,29 @@ export class Breaker {
     this.#cooldownMs = this.firstCooldownMs;
     this.#open = false;
     this.#probing = false;
+    this.#probe = 0;
+    this.#unclaimed = false;
     this.#openUntil = -Infinity;
   }
 
   /**
-   * A call made at `askedAt` failed at `nowMs`. While the breaker is open, only the probe's
-   * failure counts: a call made before the probe was let through was made before the breaker
-   * opened (every call since answered without Redis), and its late failure changes nothing.
+   * A call holding `token` (from `token()`) failed at `nowMs`. While the breaker is open, only
+   * the probe's failure counts: any other call was made before the breaker opened (every call
+   * since answered without Redis), or is not the probe, and its late failure changes nothing.
    */
-  failed(nowMs: number, askedAt: number): void {
+  failed(nowMs: number, token: number): void {
     this.#failures++;
-    // askedAt comes back as a deadline less the timeout: equal to the probe's time but for the
-    // last bits of a double. Calls made before the probe are a cooldown (100 ms or more) older.
-    if (this.#open && !(this.#probing && askedAt >= this.#probeAt - 1)) return;
+    if (this.#open && !(this.#probing && token !== 0 && token === this.#probe)) return;
     if (!this.#open && this.#failures < this.threshold) return;
-    // Open, or open again after a failed probe: twice as long each time in a row.
+    this.#reopen(nowMs);
+  }
+
+  /** Open, or open again after a failed probe: twice as long each time in a row. */
+  #reopen(nowMs: number): void {
     this.#open = true;
     this.#probing = false;
+    this.#probe = 0;
+    this.#unclaimed = false;
     this.#openUntil = nowMs + this.#cooldownMs;
     this.#cooldownMs = Math.min(this.#cooldownMs * 2, this.maxCooldownMs);
   }
@@ -80,9 +116,14 @@ export class Breaker {
  * opens only its own breaker and holds up only its own calls: the keys of the others go on.
  */
 export class NodeGroup {
-  readonly breaker = new Breaker();
+  readonly breaker: Breaker;
   /** Calls sent to this server and not yet settled. */
   inFlight = 0;
+
+  /** `timeoutMs`: the calls' timeout, after which a probe that never settled counts as failed. */
+  constructor(timeoutMs = 5_000) {
+    this.breaker = new Breaker(3, 100, 5_000, timeoutMs);
+  }
 }
 
 /**
@@ -96,11 +137,14 @@ export class NodeGroup {
 export class NodeGroups {
   readonly #groups = new Map<string, NodeGroup>();
 
+  /** `timeoutMs`: the calls' timeout (each breaker's probe timeout). */
+  constructor(private readonly timeoutMs = 5_000) {}
+
   /** The group of the primary at `address`, made on first use. */
   of(address: string): NodeGroup {
     let g = this.#groups.get(address);
     if (g === undefined) {
-      g = new NodeGroup();
+      g = new NodeGroup(this.timeoutMs);
       this.#groups.set(address, g);
     }
     return g;

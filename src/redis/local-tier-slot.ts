@@ -72,6 +72,12 @@ export const T_REFILL_TIMEOUT_MS = 69;
  * count wrapped around to the same value) can only hide a key, and a hidden key is asked of Redis.
  */
 export const T_INSERTS = 70;
+/**
+ * The configuration the tier serves (LocalTier#claim): a 64-bit fingerprint of a limiter's prefix
+ * and limits, 0 until the first limiter claims it. Words 72-73 (byte 288: 8-aligned for a
+ * BigInt64 compare-and-exchange), in the header words a tier does not use for limits.
+ */
+export const T_CONFIG = 72;
 
 /** State words per slot, and the offsets of the three 64-bit words (each lo, then hi). */
 export const STATE_WORDS = 6;

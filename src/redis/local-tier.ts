@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Clock } from '../time/clock.js';
 import { describe, integerInRange } from '../config/check.js';
 import { cas64 } from '../math/word64.js';
@@ -12,13 +13,42 @@ import {
 } from './local-tier-options.js';
 import {
   DEAD_HI, FIELD_MASK, hiOf, HELD, LEASE, loadClearAt, LIMIT_MS, LOCAL_TIER_TABLE, loOf, MAX_PERMITS, NONE, REFILL,
-  REFUSAL, refusalWrite, retireSlot, stampAt, stampOf, STATE_WORDS, T_ALL, T_CLEAR, T_INSERTS, T_LEASE_MS, T_REFILL_TIMEOUT_MS,
+  REFUSAL, refusalWrite, retireSlot, stampAt, stampOf, STATE_WORDS, T_ALL, T_CLEAR, T_CONFIG, T_INSERTS, T_LEASE_MS, T_REFILL_TIMEOUT_MS,
   tierSlotState, TierRef, WRITE,
 } from './local-tier-slot.js';
 
 export type { LocalTierHandle, LocalTierOptions, LocalTierStats } from './local-tier-options.js';
 
 const CONSTRUCT = Symbol('LocalTier');
+
+/**
+ * A limiter was given a LocalTier that serves another limiter configuration (other limits, or
+ * another prefix): the tier's refusals and leases are Redis's answers under the other's limits,
+ * and a stricter limiter would spend a looser one's leases (found: a 2-per-hour limiter admitted
+ * 40 of 40 after a 1,000-per-hour one on another prefix leased 50 permits for the same key).
+ * Give each configuration its own tier.
+ */
+export class LocalTierConfigError extends TypeError {
+  override readonly name = 'LocalTierConfigError';
+  /** The configuration the limiter has, as fingerprinted. */
+  readonly config: string;
+
+  constructor(message: string, config: string) {
+    super(message);
+    this.config = config;
+  }
+}
+
+/** A configuration's fingerprint: 64 bits of its SHA-256, never 0 (0: the tier serves none yet). */
+function fingerprint(config: string): bigint {
+  const f = createHash('sha256').update(config).digest().readBigInt64BE(0);
+  return f === 0n ? 1n : f;
+}
+
+/** A fingerprint as text, for messages. */
+function fingerprintText(f: bigint): string {
+  return BigInt.asUintN(64, f).toString(16).padStart(16, '0');
+}
 
 /**
  * One shared-memory structure per process in front of Redis: created once, its `handle` posted
@@ -89,6 +119,8 @@ export class LocalTier {
   readonly #fullUntil: Float64Array;
   /** A refusal word being built: [lo, hi]. */
   readonly #out = new Int32Array(2);
+  /** T_CONFIG as one 64-bit word (the fingerprint of the configuration the tier serves). */
+  readonly #config: BigInt64Array;
   #casLosses = 0;
   #lateSpends = 0;
 
@@ -99,6 +131,7 @@ export class LocalTier {
     this.#w = w;
     this.#clock = site.clock;
     this.#so = site.stateOffset;
+    this.#config = new BigInt64Array(w.buffer, T_CONFIG * 4, 1);
     this.#leaseMs = w[T_LEASE_MS] as number;
     this.#refillTimeoutMs = w[T_REFILL_TIMEOUT_MS] as number;
     this.#cacheSize = cacheSize ?? DEFAULT_CACHE_SIZE;
@@ -131,6 +164,50 @@ export class LocalTier {
   /** The structured-cloneable handle (workerData, postMessage). */
   get handle(): LocalTierHandle {
     return this.#site.handle('sluice.LocalTier');
+  }
+
+  /**
+   * Records that the tier serves the limiter configuration `config` (its prefix and limits, as
+   * text), when it serves none yet, or checks that it serves that one: a limiter calls this once,
+   * at construction. Throws LocalTierConfigError, naming `config` and both fingerprints, when the
+   * tier serves another (every thread's limiters on one tier then answer under one configuration).
+   * @internal
+   */
+  claim(config: string): void {
+    const mine = fingerprint(config);
+    // Atomics.compareExchange (sequentially consistent) on the one 64-bit word: of the threads
+    // that claim a fresh tier at once exactly one writes its fingerprint, and every other reads
+    // that one back; the word is only ever written by compare-and-exchange from what was read, so
+    // no claim is lost or torn, and no ordering with the tier's other words is needed (a limiter
+    // uses the tier only after its constructor's claim returned).
+    const found = Atomics.compareExchange(this.#config, 0, 0n, mine);
+    if (found !== 0n && found !== mine) throw this.#mismatch(config, mine, found);
+  }
+
+  /**
+   * Moves the tier's claim from configuration `from` to `to` (a RedisPolicyLimiter's setRules):
+   * done when it serves `from`, nothing to do when it serves `to` already (another thread's
+   * limiter moved it). Throws LocalTierConfigError, changing nothing, when it serves another.
+   * Returns whether this call moved it.
+   * @internal
+   */
+  reclaim(from: string, to: string): boolean {
+    const old = fingerprint(from);
+    const mine = fingerprint(to);
+    // Atomics.compareExchange: moves the word from `old` only if it still holds `old`, atomically
+    // against every other thread's claim or move (sequentially consistent, as in claim).
+    const found = Atomics.compareExchange(this.#config, 0, old, mine);
+    if (found !== old && found !== mine) throw this.#mismatch(to, mine, found);
+    return found === old && old !== mine;
+  }
+
+  #mismatch(config: string, mine: bigint, found: bigint): LocalTierConfigError {
+    return new LocalTierConfigError(
+      `options.localTier serves another limiter configuration (fingerprint ${fingerprintText(found)}) than this limiter's ` +
+      `(${fingerprintText(mine)}: ${config}): a tier's refusals and leases are Redis's answers under one configuration's limits, ` +
+      'and a stricter limiter would spend a looser one\'s leases; give each configuration (prefix and limits) its own LocalTier',
+      config,
+    );
   }
 
   /** The tier's lease duration, in ms. */

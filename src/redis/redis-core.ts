@@ -304,7 +304,7 @@ export class RedisCore<R> {
     const base = keyBase(this.prefix, cacheKey);
     if (!this.batcher.breakerFor(cap ?? plan, cap === null ? base : '').pass(now)) {
       if (refill) cache?.endRefill(cacheKey);
-      return this.#now(this.fallback(request, cost));
+      return this.#fallbackNow(request, cost);
     }
     const deadline = now + this.batcher.timeoutMs;
     if (cap !== null) return this.#capFirst(request, cacheKey, base, cost, plan, cap, asked, refill, deadline);
@@ -440,7 +440,11 @@ export class RedisCore<R> {
       // The cap's reply is not cached: it counts spends of the batch that may yet be given back.
       if (c.status !== ALLOWED) return decisionOf(c);
       // The key's server may be another, whose breaker is open: then the key is not asked, and
-      // the cap gets its spend back, as when the key's call comes back late.
+      // the cap gets its spend back, as when the key's call comes back late. Let through as the
+      // half-open breaker's probe, the key's call is queued at once and takes the probe's token
+      // (Breaker.token): its failure is the probe's, though its deadline was set before the cap's
+      // call (found: told apart by time, such a probe's failure was ignored, and the breaker
+      // stayed half open for ever).
       const keyPasses = this.batcher.breakerFor(plan, base).pass(performance.now());
       const k = keyPasses ? await this.batcher.decide(plan, base, cost, c.granted, 0, deadline, outcome) : 'late';
       if (k === 'failed') return this.fallback(request, cost);
@@ -465,6 +469,20 @@ export class RedisCore<R> {
     } finally {
       if (refill) this.cache?.endRefill(cacheKey);
     }
+  }
+
+  /**
+   * onError's answer, without Redis, as a promise: one that rejects when the local limiter throws
+   * (as the answer to a call Redis failed does), never a synchronous throw from a decision.
+   */
+  #fallbackNow(request: R, cost: number): Promise<Decision> {
+    let d: Decision;
+    try {
+      d = this.fallback(request, cost);
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+    return this.#now(d);
   }
 
   /** onError's answer, for a decision Redis did not make. */

@@ -14,6 +14,7 @@ import { redisLimit, scriptPlan } from './redis-limits.js';
 import { POLICY_PREFIX } from './redis-keys.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
+import { checkLocalRulesAsStrict, checkLocalTracksEveryKey, ruleLooseness } from './local-strict.js';
 
 /** Options for `new RedisPolicyLimiter`. */
 export interface RedisPolicyLimiterOptions extends RedisCommonOptions<PolicyRequest> {
@@ -23,7 +24,13 @@ export interface RedisPolicyLimiterOptions extends RedisCommonOptions<PolicyRequ
   maxLogSize?: number;
   /**
    * With onError 'local': the shared-memory PolicyLimiter to ask (its rules are replaced by
-   * `setRules` too). Default: one of this instance's own (10,000 pairs).
+   * `setRules` too). Default: one of this instance's own (10,000 pairs). It must be at least as
+   * strict as `rules` for every (user, api) pair (the rule it gives a pair runs the same
+   * algorithm, and has for each limit of the rule `rules` give the pair one with no higher rate
+   * and burst, or for windows the same period and no more permits), and track every pair
+   * (onFull 'deny', the default), else `RangeError`. Should its rules become looser since (one
+   * shared by several instances, another's `setRules`), a decision it would answer rejects with
+   * a `RangeError` instead, until this instance's `setRules` gives it this instance's rules.
    */
   local?: PolicyLimiter;
 }
@@ -88,6 +95,11 @@ export class RedisPolicyLimiter {
   #rules!: readonly PolicyRule[];
   #compiled!: CompiledRules;
   #plans!: Map<CompiledRule, ScriptPlan>;
+  /**
+   * For a caller's local limiter: per rule it gave a pair (its rules' objects, the same until its
+   * rules change), per rule of ours, why it is looser (null: it is not).
+   */
+  readonly #looseness = new WeakMap<object, WeakMap<CompiledRule, string | null>>();
 
   static {
     keepSpendsOf = (limiter) => limiter.#core.keepSpends();
@@ -108,6 +120,11 @@ export class RedisPolicyLimiter {
     }
     this.#core = new RedisCore<PolicyRequest>(options, POLICY_PREFIX);
     const { compiled, plans } = this.#compile(options.rules);
+    if (options.local !== undefined) {
+      checkLocalTracksEveryKey(options.local.handle.table);
+      // Its rules passed its own checks; its maxLogSize may be larger than ours.
+      checkLocalRulesAsStrict(compileRules(options.local.rules, 65_536), compiled);
+    }
     this.#rules = JSON.parse(JSON.stringify(options.rules)) as PolicyRule[];
     this.#compiled = compiled;
     this.#plans = plans;
@@ -115,7 +132,14 @@ export class RedisPolicyLimiter {
     this.#ownLocal = this.#core.onError === 'local' && options.local === undefined;
     this.#local = this.#core.onError !== 'local' ? null : options.local ?? this.#newLocal(options.rules);
     // Through the field: setRules may replace a fallback of our own.
-    if (this.#local !== null) this.#core.setFallback((request, cost) => (this.#local as PolicyLimiter).tryAcquire(request, cost));
+    if (this.#local !== null) this.#core.setFallback((request, cost) => this.#localAnswer(request, cost));
+    // Last, once every option passed: the tier serves these rules (or another's: thrown).
+    this.#core.cache?.claim(this.#tierConfig(this.#rules));
+  }
+
+  /** This limiter's configuration under `rules`, as its local tier records it (LocalTier#claim). */
+  #tierConfig(rules: readonly PolicyRule[]): string {
+    return `RedisPolicyLimiter prefix ${JSON.stringify(this.#core.prefix)} maxLogSize ${this.#maxLogSize} rules ${JSON.stringify(rules)}`;
   }
 
   /** The rules in force for this instance (a copy). */
@@ -130,13 +154,22 @@ export class RedisPolicyLimiter {
    */
   setRules(rules: readonly PolicyRule[]): void {
     const { compiled, plans } = this.#compile(rules);
+    // The local tier serves the new rules from here on (LocalTierConfigError, nothing changed,
+    // when it serves neither the old nor the new: another configuration's).
+    const tier = this.#core.cache;
+    const from = this.#tierConfig(this.#rules);
+    const to = this.#tierConfig(JSON.parse(JSON.stringify(rules)) as PolicyRule[]);
+    const moved = tier?.reclaim(from, to) ?? false;
     // The fallback first: if it refuses the rules, nothing has changed. One of our own that has no
     // room for them is replaced (its state is only the degraded path's).
     if (this.#local !== null) {
       try {
         this.#local.setRules(rules);
       } catch (e) {
-        if (!this.#ownLocal) throw e;
+        if (!this.#ownLocal) {
+          if (moved) tier?.reclaim(to, from);
+          throw e;
+        }
         this.#local = this.#newLocal(rules);
       }
     }
@@ -144,6 +177,30 @@ export class RedisPolicyLimiter {
     this.#compiled = compiled;
     this.#plans = plans;
     this.#core.cache?.clear();
+  }
+
+  /**
+   * The local limiter's answer for onError 'local'. A caller's local limiter was as strict as our
+   * rules at construction, and `setRules` gives it ours; but its rules live in shared memory, and
+   * another instance sharing it (another thread's) may have given it looser ones since: then it
+   * is not asked, and the decision rejects (RangeError), rather than admit more than our rules.
+   */
+  #localAnswer(request: PolicyRequest, cost: number): Decision {
+    const local = this.#local as PolicyLimiter;
+    if (!this.#ownLocal) {
+      const mine = local.ruleFor(request);
+      const theirs = match(this.#compiled, request.user, request.api);
+      let known = this.#looseness.get(mine);
+      if (known === undefined) this.#looseness.set(mine, (known = new WeakMap()));
+      let why = known.get(theirs);
+      if (why === undefined) known.set(theirs, (why = ruleLooseness(mine, theirs.rule)));
+      if (why !== null) {
+        throw new RangeError(`options.local's rules are looser than this limiter's for user ${JSON.stringify(request.user)}, ` +
+          `api ${JSON.stringify(request.api)} ` +
+          `(changed since: another instance's setRules?): ${why}; it is not asked while Redis is unavailable`);
+      }
+    }
+    return local.tryAcquire(request, cost);
   }
 
   /** The rule that applies to (user, api) now. */

@@ -16,6 +16,7 @@ import {
 import { limitPart, redisLimit, scriptPlan } from './redis-limits.js';
 import { defaultPrefix } from './redis-keys.js';
 import { PrefixOwner, type PrefixCheck } from './prefix-owner.js';
+import { checkLocalAsStrict, checkLocalTracksEveryKey } from './local-strict.js';
 import type { ScriptPlan } from './script-batcher.js';
 import { VERIFY_KEY, verifyServer, type RedisVerification, type VerifyOptions } from './verify.js';
 
@@ -37,8 +38,9 @@ export interface RedisRateLimiterOptions extends RedisCommonOptions {
    * one shared by every worker thread of the process. Default: one of this instance's own
    * (10,000 keys). It must be at least as strict as the Redis limits (same algorithm; for each
    * limit one with no higher rate and burst, or for windows the same period and no more
-   * permits; a global limit if they have one), else `RangeError`. During an outage each process
-   * answers from its own: P processes may admit up to P times the limit.
+   * permits; a global limit if they have one), and track every key (onFull 'deny', the default:
+   * under 'allow' a full table admits keys untracked), else `RangeError`. During an outage each
+   * process answers from its own: P processes may admit up to P times the limit.
    */
   local?: RateLimiter;
   /**
@@ -63,17 +65,6 @@ const UNAVAILABLE_RETRY_MS = 50;
 function checkKey(key: string, cost: number): void {
   checkRequest(key, cost);
   checkWellFormed('key', key);
-}
-
-/** `a` holds no more than `b`: for GCRA a rate and a burst no higher; for windows the same period, no more permits. */
-function asStrict(algorithm: AlgorithmName, a: Readonly<Required<Limit>>, b: Readonly<Required<Limit>>): boolean {
-  if (algorithm !== 'gcra') return a.periodMs === b.periodMs && a.permits <= b.permits;
-  return a.permits * b.periodMs <= b.permits * a.periodMs && a.burst <= b.burst;
-}
-
-/** A limit as the README writes it, for messages. */
-function limitText(l: Readonly<Required<Limit>>): string {
-  return `${l.permits} per ${l.periodMs} ms (burst ${l.burst})`;
 }
 
 /** Set by RedisRateLimiter's static block: `keepRedisSpends` and `redisSpendGiveBack` read its privates. */
@@ -113,28 +104,6 @@ export function keepRedisSpends(limiter: RedisRateLimiter): void {
  */
 export function redisSpendGiveBack(limiter: RedisRateLimiter, decision: Decision, key: string, cost: number): (() => Promise<void>) | undefined {
   return spendGiveBackOf(limiter, decision, key, cost);
-}
-
-/**
- * Throws `RangeError` unless the `local` limiter (onError 'local') enforces at least what the
- * Redis limits do: its answers stand in for Redis's during an outage. Found: a 99/s local limiter
- * in front of a 1/s limit admitted 20 of 20 while Redis was down.
- */
-function checkLocalAsStrict(
-  local: RateLimiter, algorithm: AlgorithmName, limits: readonly Readonly<Required<Limit>>[], globalLimit: Readonly<Required<Limit>> | null,
-): void {
-  if (local.algorithm !== algorithm) {
-    throw new RangeError(`options.local runs '${local.algorithm}', the Redis limits '${algorithm}': it must run the same algorithm to stand in for them`);
-  }
-  for (const [i, l] of limits.entries()) {
-    if (!local.limits.some((m) => asStrict(algorithm, m, l))) {
-      throw new RangeError(`options.local has no limit as strict as options.limit${limits.length > 1 ? `[${i}]` : ''} (${limitText(l)}): ` +
-        `during an outage it would admit more (its limits: ${local.limits.map(limitText).join(', ')})`);
-    }
-  }
-  if (globalLimit !== null && (local.globalLimit === null || !asStrict(algorithm, local.globalLimit, globalLimit))) {
-    throw new RangeError(`options.local has no global limit as strict as options.globalLimit (${limitText(globalLimit)})`);
-  }
 }
 
 /**
@@ -193,7 +162,10 @@ export class RedisRateLimiter {
     this.algorithm = algorithm;
     this.limits = Object.freeze(compiled.map((c) => c.limit));
     this.globalLimit = global === null ? null : global.limit;
-    if (options.local !== undefined) checkLocalAsStrict(options.local, algorithm, this.limits, this.globalLimit);
+    if (options.local !== undefined) {
+      checkLocalAsStrict(options.local, algorithm, this.limits, this.globalLimit);
+      checkLocalTracksEveryKey(options.local.handle.table);
+    }
     if (core.onError === 'local') {
       const local = options.local ?? new RateLimiter({
         algorithm, maxLogSize, limit: this.limits as Limit[], ...(this.globalLimit === null ? {} : { globalLimit: this.globalLimit }), maxKeys: 10_000,
@@ -217,6 +189,8 @@ export class RedisRateLimiter {
     }
     const config = JSON.stringify({ algorithm, limits: this.limits, globalLimit: this.globalLimit, ...(algorithm === 'sliding-log' ? { maxLogSize } : {}) });
     this.#owner = new PrefixOwner(core.commands, core.prefix, config, options.prefix === undefined ? 'off' : prefixCheck, core.batcher.timeoutMs);
+    // Last, once every option passed: the tier serves this configuration (or another's: thrown).
+    core.cache?.claim(`RedisRateLimiter prefix ${JSON.stringify(core.prefix)} ${config}`);
   }
 
   /** `call()`, once the prefix is known to hold this limiter's limits (at once, after the first check). */

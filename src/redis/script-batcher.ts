@@ -1,7 +1,9 @@
 import { NodeGroups, type Breaker, type NodeGroup } from './breaker.js';
 import { configError } from './redis-errors.js';
 import type { RedisCommands } from './client.js';
-import { ALLOWED, ALLOWED_PLAIN, ALONE_DEBT, ALONE_LATE, ALONE_PLAIN, LATE, type LimitsScript } from './limits-script.js';
+import {
+  ALLOWED, ALLOWED_PLAIN, ALONE_DEBT, ALONE_LATE, ALONE_PLAIN, EXCEEDS_BURST, GLOBAL_LIMIT, LATE, LIMITED, type LimitsScript,
+} from './limits-script.js';
 import type { RedisLimit } from './redis-limits.js';
 
 /**
@@ -66,6 +68,8 @@ interface Pending {
   refundAt: number;
   /** performance.now() past which the caller gets 'failed'. */
   deadline: number;
+  /** Its breaker's token (Breaker.token): the probe's, when this call is the half-open breaker's probe; else 0. */
+  probe: number;
   /** Turns the outcome into the caller's answer (run once, when the decision settles). */
   finish: (o: Outcome) => unknown;
   resolve: (answer: unknown) => void;
@@ -147,7 +151,45 @@ function checkStatus(reply: Answer, at: number): number {
 function tail(reply: Answer, plan: ScriptPlan): { capBlockedUs: number; nowUs: number; end: number } {
   const capped = plan.globalKeys.length > 0;
   const end = reply.length - (capped ? 2 : 1);
-  return { capBlockedUs: capped ? Number(reply[end]) : 0, nowUs: Number(reply[end + (capped ? 1 : 0)]), end };
+  const capBlockedUs = capped ? Number(reply[end]) : 0;
+  if (capBlockedUs < 0) throw new MalformedReplyError("a negative block of the cap's", reply);
+  return { capBlockedUs, nowUs: Number(reply[end + (capped ? 1 : 0)]), end };
+}
+
+/**
+ * The least Redis time (µs) a reply may carry, but under the tests' time: 2001-09-09. Redis's TIME
+ * is the Unix time; a reply whose last integer is smaller is not the script's (TIME's own reply
+ * read as one, say).
+ */
+export const MIN_REDIS_TIME_US = 1e15;
+
+/**
+ * Checks a decision's six fields at `at` (a decision of `cost`) for what the scripts guarantee:
+ * a decided status (LATE and ALLOWED_PLAIN have forms of their own); remaining, reset and the
+ * block never negative; an admission waits 0, a request over the burst -1 (never), any other
+ * refusal 0 or more (-1 too for the cap's, which may be over its burst); a refusal grants
+ * nothing, and an admission its cost or more (a lease), or nothing (a probe, a refund, a control).
+ */
+function checkFields(reply: Answer, at: number, cost: number): void {
+  const status = Number(reply[at]);
+  const wait = Number(reply[at + 2]);
+  const granted = Number(reply[at + 5]);
+  let why: string | null = null;
+  if (status !== ALLOWED && status !== LIMITED && status !== EXCEEDS_BURST && status !== GLOBAL_LIMIT) why = `status ${status} in a decision's six fields`;
+  else if (Number(reply[at + 1]) < 0) why = 'a negative remaining';
+  else if (Number(reply[at + 3]) < 0) why = 'a negative reset';
+  else if (Number(reply[at + 4]) < 0) why = 'a negative block';
+  else if (status === ALLOWED ? wait !== 0 : status === EXCEEDS_BURST ? wait !== -1 : wait < (status === GLOBAL_LIMIT ? -1 : 0)) {
+    why = `status ${status} with a wait of ${wait}`;
+  } else if (status === ALLOWED ? granted !== 0 && !(cost > 0 && granted >= cost) : granted !== 0) {
+    why = `status ${status} granting ${granted} of a cost of ${cost}`;
+  }
+  if (why !== null) throw new MalformedReplyError(why, reply);
+}
+
+/** Checks a short admission's remaining and reset at `at` ([remaining, reset]): neither negative. */
+function checkPlain(reply: Answer, at: number): void {
+  if (Number(reply[at]) < 0 || Number(reply[at + 1]) < 0) throw new MalformedReplyError('a negative remaining or reset', reply);
 }
 
 /** The six fields of a decision from `at`: [status, remaining, wait, reset, blocked, granted]. */
@@ -177,11 +219,14 @@ export function batchOutcomes(answer: unknown, plan: ScriptPlan, costs: readonly
       out.push('late');
       at += 1;
     } else if (status === ALLOWED_PLAIN) {
+      checkPlain(reply, at + 1);
       out.push({
         status: ALLOWED, remaining: Number(reply[at + 1]), waitUs: 0, resetUs: Number(reply[at + 2]), blockedUs: 0, granted: cost, capBlockedUs, nowUs,
       });
       at += 3;
     } else {
+      if (at + 6 > end) throw new MalformedReplyError(`${costs.length} decisions asked, fewer answered`, reply);
+      checkFields(reply, at, cost);
       out.push(fields(reply, at, capBlockedUs, nowUs));
       at += 6;
     }
@@ -190,15 +235,26 @@ export function batchOutcomes(answer: unknown, plan: ScriptPlan, costs: readonly
   return out;
 }
 
+/** Whether `plan`'s script for one decision answers a plain admission with its debt (lua-gcra.ts: one GCRA key limit, no cap). */
+function debtForm(plan: ScriptPlan): boolean {
+  return plan.gcra && plan.keyLimits.length === 1 && plan.globalKeys.length === 0;
+}
+
 /**
  * The outcome of a decision of `cost` alone, from the reply of its plan's script for one: its
- * part is told apart by its length (script-reply.ts, luaReturnDecision).
+ * part is told apart by its length (script-reply.ts, luaReturnDecision), and only the forms that
+ * plan's script writes are read, with the values it guarantees (found: read by length alone,
+ * [0, 0], [1, 2, 3] or TIME's reply were admissions, and `remaining: -5` came out): none (late);
+ * for an admission of exactly its cost (a refund's never is), [debt] under a plan of one GCRA
+ * key limit and no cap, with 0 <= debt <= tau - T (the key stays open), else [remaining, reset],
+ * neither negative; or the six fields (checkFields). Anything else throws MalformedReplyError.
  */
 export function aloneOutcome(answer: unknown, plan: ScriptPlan, cost: number): Outcome {
   const reply = checkShape(answer, plan);
   const { capBlockedUs, nowUs, end } = tail(reply, plan);
-  if (end !== ALONE_LATE && end !== ALONE_DEBT && end !== ALONE_PLAIN && end !== 6) throw new MalformedReplyError(`a decision of ${end} fields`, reply);
-  if (end === 6) checkStatus(reply, 0);
+  const debt = debtForm(plan);
+  const short = cost < 0 ? null : debt ? ALONE_DEBT : ALONE_PLAIN;
+  if (end !== ALONE_LATE && end !== short && end !== 6) throw new MalformedReplyError(`a decision of ${end} fields (a cost of ${cost})`, reply);
   switch (end) {
     case ALONE_LATE:
       return 'late';
@@ -207,6 +263,8 @@ export function aloneOutcome(answer: unknown, plan: ScriptPlan, cost: number): O
       // script works them out (the same operations on the same doubles).
       const [k, T, tau] = (plan.keyLimits[0] as RedisLimit).args;
       const d = Number(reply[0]);
+      // Left open (blocked 0): room for one more interval.
+      if (!(d >= 0 && d + T <= tau)) throw new MalformedReplyError(`a debt of ${d} units, outside 0 to ${tau - T}`, reply);
       const remaining = Math.floor((tau - d) / T);
       return {
         status: ALLOWED, remaining: remaining < 0 ? 0 : remaining, waitUs: 0, resetUs: k === 1 ? d : Math.ceil(d / k), blockedUs: 0, granted: cost,
@@ -214,8 +272,10 @@ export function aloneOutcome(answer: unknown, plan: ScriptPlan, cost: number): O
       };
     }
     case ALONE_PLAIN:
+      checkPlain(reply, 0);
       return { status: ALLOWED, remaining: Number(reply[0]), waitUs: 0, resetUs: Number(reply[1]), blockedUs: 0, granted: cost, capBlockedUs, nowUs };
     default:
+      checkFields(reply, 0, cost);
       return fields(reply, 0, capBlockedUs, nowUs);
   }
 }
@@ -232,7 +292,7 @@ export function aloneOutcome(answer: unknown, plan: ScriptPlan, cost: number): O
  */
 export class ScriptBatcher {
   /** The breakers and places in flight, per server (per primary on a Cluster). */
-  readonly groups = new NodeGroups();
+  readonly groups: NodeGroups;
   readonly #redis: RedisCommands;
   readonly timeoutMs: number;
   readonly #maxBatch: number;
@@ -263,6 +323,7 @@ export class ScriptBatcher {
   constructor(redis: RedisCommands, timeoutMs: number, maxBatch: number) {
     this.#redis = redis;
     this.timeoutMs = timeoutMs;
+    this.groups = new NodeGroups(timeoutMs);
     this.#maxBatch = maxBatch;
     this.#maxInFlight = redis.cluster ? MAX_IN_FLIGHT_CLUSTER : MAX_IN_FLIGHT;
     this.#offsets = new Float64Array(redis.cluster ? SLOTS : 1).fill(NaN);
@@ -278,14 +339,17 @@ export class ScriptBatcher {
    * a lease (a negative cost refunds -cost of the spend `refundAt` names, see Pending). Resolves
    * with what `finish` makes of Redis's reply, 'late' or 'failed' (`outcome`: the outcome itself), and rejects only when
    * `finish` throws. `deadline` (performance.now() basis) is at most now + timeoutMs. `finish`
-   * runs as the decision settles: one promise per decision, not a chain of them.
+   * runs as the decision settles: one promise per decision, not a chain of them. A caller whose
+   * `breakerFor(...).pass()` let a probe through calls this at once, in the same tick: the call
+   * takes the probe's token, so that its outcome settles the probe.
    */
   decide<T>(plan: ScriptPlan, base: string, cost: number, want: number, refundAt: number, deadline: number, finish: (o: Outcome) => T): Promise<T> {
     const slot = this.#slotOf(plan, base);
     const group = this.groups.of(this.#redis.nodeOf(slot));
     return new Promise<T>((resolve, reject) => {
       const p: Pending = {
-        plan, base, slot, group, cost, want, refundAt, deadline, finish, resolve: resolve as (answer: unknown) => void, reject, settled: false,
+        plan, base, slot, group, cost, want, refundAt, deadline, probe: group.breaker.token(), finish, resolve: resolve as (answer: unknown) => void, reject,
+        settled: false,
       };
       this.#watch(p);
       this.#queue.push(p);
@@ -396,7 +460,11 @@ export class ScriptBatcher {
       const received = performance.now();
       // Read (and checked) before anything trusts it: a malformed reply throws, a failure.
       const outcomes = single !== null ? [aloneOutcome(reply, plan, head.cost)] : batchOutcomes(reply, plan, batch.map((p) => p.cost));
-      if (fixed === null) this.#learn(head.slot, Number((reply as Answer)[(reply as Answer).length - 1]), sentAt, received);
+      if (fixed === null) {
+        const nowUs = Number((reply as Answer)[(reply as Answer).length - 1]);
+        if (!(nowUs >= MIN_REDIS_TIME_US)) throw new MalformedReplyError(`Redis's time ${nowUs} µs is before 2001`, reply);
+        this.#learn(head.slot, nowUs, sentAt, received);
+      }
       head.group.breaker.succeeded();
       batch.forEach((p, i) => this.#settle(p, outcomes[i] as Outcome));
     } catch (e) {
@@ -407,8 +475,10 @@ export class ScriptBatcher {
         head.group.breaker.succeeded();
         for (const p of batch) this.#reject(p, config);
       } else {
-        // The batch's latest call: the breaker's probe, if it is in the batch.
-        head.group.breaker.failed(performance.now(), Math.max(...batch.map((p) => p.deadline)) - this.timeoutMs);
+        // The breaker's probe, if it is in the batch (one call of the batch holds its token).
+        let probe = 0;
+        for (const p of batch) if (p.probe !== 0) probe = p.probe;
+        head.group.breaker.failed(performance.now(), probe);
         for (const p of batch) this.#settle(p, 'failed');
       }
     }
@@ -489,7 +559,7 @@ export class ScriptBatcher {
       // A call Redis did not answer in time counts against it, sent or not: an unsent one waited
       // behind calls Redis had not answered (a frozen server holds every call in flight).
       if (!p.settled) {
-        p.group.breaker.failed(now, p.deadline - this.timeoutMs);
+        p.group.breaker.failed(now, p.probe);
         this.#settle(p, 'failed');
       }
     }

@@ -3,6 +3,7 @@
 // success, letting one probe through while half open; a misconfiguration rejects the call; and a
 // local limiter for onError 'local' must be as strict as the Redis limits. The client is a real ioredis client
 // on a private redis-server, wrapped where a test needs a reply rewritten or a call failed.
+import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { perDay, perHour, perMinute, perSecond, RateLimiter, RedisConfigError, RedisRateLimiter } from '../../src/index.js';
@@ -50,14 +51,22 @@ describe('the breaker, on its own (times given)', () => {
 
   it('a failed probe opens it for twice as long; the late failure of an older call does not', () => {
     const b = new Breaker(3, 100, 5_000);
+    const old = b.token(); // a call made while closed: no probe's token
+    expect(old).toBe(0);
     for (let i = 0; i < 3; i++) b.failed(10, 0); // open until 110, next cooldown 200
     expect(b.pass(110)).toBe(true); // the probe, asked at 110
-    b.failed(115, 5); // a call asked at 5 times out now: not the probe
+    const probe = b.token(); // its call takes the probe's token
+    expect(probe).not.toBe(0);
+    expect(b.token()).toBe(0); // any other call (a refund, say) does not
+    b.failed(115, old); // a call made before it opened times out now: not the probe
+    b.failed(115, 0); // nor is any other call's failure
     expect(b.pass(116)).toBe(false); // still half open, the probe in flight
-    b.failed(120, 110); // the probe fails: open until 320
+    b.failed(120, probe); // the probe fails: open until 320
     expect(b.pass(319)).toBe(false);
     expect(b.pass(320)).toBe(true);
-    b.failed(330, 320); // open until 730 (cooldown 400)
+    b.failed(330, probe); // the old probe's token again: changes nothing
+    expect(b.pass(331)).toBe(false);
+    b.failed(330, b.token()); // the new probe fails: open until 730 (cooldown 400)
     expect(b.pass(729)).toBe(false);
     expect(b.pass(730)).toBe(true);
   });
@@ -95,6 +104,79 @@ describe.skipIf(!available)('replies that are not the script\'s', () => {
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, reason: 'limited' });
     const many = await Promise.all(Array.from({ length: 5 }, (_, i) => limiter.tryAcquire(`b${i}`)));
     for (const d of many) expect(d).toMatchObject({ allowed: true, remaining: 0 });
+  });
+});
+
+describe.skipIf(!available)("replies of the script's length but not of its forms or values", () => {
+  const redisServer = privateRedis();
+  let n = 0;
+  // Found: a lone decision's reply was read by its length alone, so any 2 or 3 integers were an
+  // admission ([0, 0], [1, 2, 3], TIME's reply, a 7 put before a real reply) and `remaining: -5`
+  // came out. Each plan's lone-decision script answers only some forms (the debt form only for
+  // one GCRA limit and no cap), with values it guarantees: anything else is a failure.
+  // Permits of 5: admissions leave the key open, so the real replies take the short forms.
+  const plans = [
+    ['one GCRA limit (its debt form)', { limit: perHour(5) }, 1],
+    ['two GCRA limits and a cap', { limit: [perHour(5), perDay(50)], globalLimit: perHour(100) }, 2],
+    ['a fixed window', { algorithm: 'fixed-window' as const, limit: perHour(5) }, 1],
+  ] as const;
+  /** The reply's tail: the cap's block (with a cap) and Redis's time. */
+  const tailOf = (r: unknown, tail: number): unknown[] => (Array.isArray(r) ? r.slice(-tail) : []);
+  const rewrites: [string, (r: unknown, tail: number) => unknown][] = [
+    ['[0, 0]', () => [0, 0]],
+    ['[1, 2, 3]', () => [1, 2, 3]],
+    ["TIME's reply", () => ['1700000000', '123456']],
+    ['a 7 put before a real reply', (r) => (Array.isArray(r) ? [7, ...r] : r)],
+    ['six fields with a negative remaining', (r, t) => [0, -5, 0, 0, 0, 1, ...tailOf(r, t)]],
+    ['six fields with status LATE', (r, t) => [4, 0, 0, 0, 0, 0, ...tailOf(r, t)]],
+    ['six fields with the batch-only status ALLOWED_PLAIN', (r, t) => [5, 3, 0, 100, 0, 1, ...tailOf(r, t)]],
+    ['a refusal that granted', (r, t) => [1, 0, 1_000, 0, 0, 1, ...tailOf(r, t)]],
+    ['a wait below -1', (r, t) => [1, 0, -7, 0, 0, 0, ...tailOf(r, t)]],
+    ['an admission with a wait', (r, t) => [0, 3, 500, 100, 0, 1, ...tailOf(r, t)]],
+    ['a negative block', (r, t) => [0, 3, 0, 100, -1, 1, ...tailOf(r, t)]],
+    ["Redis's time 0", (r) => (Array.isArray(r) ? [...r.slice(0, -1), 0] : r)],
+  ];
+  const cases = plans.flatMap(([plan, options, tail]) => rewrites.map(([what, rewrite]) => [plan, what, options, tail, rewrite] as const));
+
+  it.each(cases)('%s: %s is a failure, never an admission', async (_plan, _what, options, tail, rewrite) => {
+    const limiter = new RedisRateLimiter({
+      prefixCheck: 'off', redis: rewriting(redisServer.io, (r) => rewrite(r, tail)), ...options, prefix: `f${n++}:`, localTier: false, onError: 'deny',
+    });
+    for (let i = 0; i < 3; i++) expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, reason: 'unavailable', degraded: true });
+  });
+
+  it.each(plans)('%s: the unrewritten replies, in every short form, decide as the limit says', async (_plan, options) => {
+    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis: rewriting(redisServer.io, (r) => r), ...options, prefix: `f${n++}:`, localTier: false, onError: 'deny' });
+    expect(await limiter.tryAcquire('k', 0)).toMatchObject({ allowed: true, remaining: 5 });
+    const answers = [];
+    for (let i = 0; i < 6; i++) answers.push(await limiter.tryAcquire('k'));
+    expect(answers.map((d) => d.remaining)).toEqual([4, 3, 2, 1, 0, 0]);
+    expect(answers.map((d) => d.allowed)).toEqual([true, true, true, true, true, false]);
+    expect(answers.every((d) => d.degraded === undefined)).toBe(true);
+  });
+
+  it.each([
+    ['a plain admission with a negative remaining', (d: number) => Array.from({ length: d }, () => [5, -5, 100]).flat()],
+    ['an admission with a negative wait', (d: number) => Array.from({ length: d }, () => [0, 3, -3, 100, 0, 1]).flat()],
+    ['a refusal with a negative reset', (d: number) => Array.from({ length: d }, () => [1, 0, 100, -100, 100, 0]).flat()],
+  ])('a batch: %s is a failure', async (_, parts) => {
+    let batches = 0;
+    const io = redisServer.io;
+    // A batch's script call has one argument after its keys (one key a decision here): each
+    // decision's part is rewritten, Redis's time kept.
+    const client = {
+      async call(command: string, ...args: (string | number)[]) {
+        const reply = await io.call(command, ...args);
+        const keys = Number(args[1]);
+        if ((command !== 'EVALSHA' && command !== 'EVAL') || args.length !== 3 + keys || !Array.isArray(reply)) return reply;
+        batches++;
+        return [...parts(keys), reply[reply.length - 1]];
+      },
+    };
+    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis: client, limit: perHour(5), prefix: `f${n++}:`, localTier: false, onError: 'deny' });
+    const many = await Promise.all(Array.from({ length: 12 }, (_, i) => limiter.tryAcquire(`b${i}`)));
+    expect(batches).toBeGreaterThan(0);
+    for (const d of many) expect(d).toMatchObject({ allowed: false, reason: 'unavailable', degraded: true });
   });
 });
 
@@ -194,24 +276,47 @@ describe.skipIf(!available)('misconfiguration is an error the caller sees, whate
     }
   });
 
-  it.each(['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const)("the ACL docs/redis.md lists is enough (%s, two limits and a cap)", async (algorithm) => {
-    const user = `ok${n++}`;
-    const prefix = `acl${n++}:`;
-    await redisServer.io.call('ACL', 'SETUSER', user, 'on', '>secret', `~${prefix}*`,
-      ...'+evalsha +eval +time +get +set +del +pexpire +rpush +lrem +ltrim +llen +lindex'.split(' '));
-    const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
-    try {
-      const limiter = new RedisRateLimiter({ prefixCheck: 'off',
-        redis: io, algorithm, limit: [perHour(3), perDay(10)], globalLimit: perHour(50), prefix, localTier: false, onError: 'deny',
-      });
-      const answers = [];
-      for (let i = 0; i < 4; i++) answers.push(await limiter.tryAcquire('k'));
-      expect(answers.map((d) => d.allowed)).toEqual([true, true, true, false]);
-      expect(answers.every((d) => d.degraded === undefined)).toBe(true);
-    } finally {
-      io.disconnect();
-    }
-  });
+  // The ACL exactly as docs/redis.md writes it (its `ACL SETUSER limiter ...` example). Found: it
+  // lacked +pttl, which the GCRA reset, block and unblock scripts call (the reset mark).
+  const documentedAcl = (): string[] => {
+    const docs = readFileSync(new URL('../../docs/redis.md', import.meta.url), 'utf8').replace(/\s+/g, ' ');
+    const found = /`ACL SETUSER limiter on >password ~sluice:\* ([^`]+)`/.exec(docs);
+    expect(found, 'the ACL example in docs/redis.md').not.toBeNull();
+    return (found?.[1] ?? '').trim().split(' ');
+  };
+
+  it.each(['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const)(
+    'the ACL docs/redis.md lists is enough (%s, two limits and a cap): decisions, the prefix check, reset, block and unblock',
+    async (algorithm) => {
+      const user = `ok${n++}`;
+      const prefix = `acl${n++}:`;
+      const acl = documentedAcl();
+      expect(acl).toContain('+evalsha');
+      await redisServer.io.call('ACL', 'SETUSER', user, 'on', '>secret', `~${prefix}*`, ...acl);
+      const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
+      try {
+        const limiter = new RedisRateLimiter({
+          redis: io, algorithm, limit: [perHour(3), perDay(10)], globalLimit: perHour(50), prefix, localTier: false, onError: 'deny',
+        });
+        const answers = [];
+        for (let i = 0; i < 4; i++) answers.push(await limiter.tryAcquire('k'));
+        expect(answers.map((d) => d.allowed)).toEqual([true, true, true, false]);
+        expect(answers.every((d) => d.degraded === undefined)).toBe(true);
+        // reset: the key is fresh again.
+        expect(await limiter.reset('k')).toBe(true);
+        expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 2 });
+        if (algorithm !== 'sliding-log') {
+          // block: refused until unblocked (a sliding log has no block).
+          await limiter.block('k', 60_000);
+          expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false });
+          expect(await limiter.unblock('k')).toBe(true);
+          expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 2 });
+        }
+      } finally {
+        io.disconnect();
+      }
+    },
+  );
 
   it("another program's value under the limiter's key (WRONGTYPE) rejects; a key of its own still decides", async () => {
     const prefix = `w${n++}:`;

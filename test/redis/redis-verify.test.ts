@@ -66,7 +66,7 @@ describe.skipIf(!available)('verify() on one server', () => {
     const user = `vk${n++}`;
     const prefix = `vk${n++}:`;
     await redisServer.io.call('ACL', 'SETUSER', user, 'on', '>secret', `~${prefix}*`,
-      ...'+evalsha +eval +time +get +set +del +pexpire +rpush +lrem +ltrim +llen +lindex'.split(' '));
+      ...'+evalsha +eval +time +get +set +del +pexpire +pttl +rpush +lrem +ltrim +llen +lindex'.split(' '));
     const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
     try {
       const limiter = new RedisRateLimiter({ redis: io, limit: perHour(3), prefix, localTier: false });
