@@ -1,7 +1,8 @@
 // PolicyLimiter across a rule change (src/policy/: setRules publishing through rules-store.ts,
 // and #prepare, which under the pair's lock moves the pair's state to the rules it was shaped
 // under or newer, never back). Two rules: a default and one for user 'u', whose limits change
-// shape with setRules (one GCRA limit, then two: by design the pair then starts fresh, once).
+// shape with setRules (one GCRA limit, then two: the pair keeps the first limit's debt, and the
+// second starts fresh).
 // Thread 1 checks the pair in its set-up (under the first rules: the pair exists and has spent),
 // then replaces the rules and checks the pair again; thread 0 checks the pair twice under the
 // rules it read. The pair's api is long: a lookup then reads more words than the controller's
@@ -12,7 +13,9 @@
 // rule it is judged under has another shape than the one it was last spent under, and each rule's
 // GCRA limits then count every spend made under it: an admission beyond them (spends wiped, or the
 // pair restarted by a move back to older rules) is a violation, and so is a refusal the model
-// does not explain.
+// does not explain. The model's fresh start admits at least what the limiter may, which keeps
+// the debt of the limits both rules have (pair-shape.ts): its refusal after the change is one the
+// model's refusal slack explains (a burst of 1).
 import { allOf, callsOf, gcraModel, linearizable } from '../models.mjs';
 import { tableWordNames, timeMoves } from './common.mjs';
 import { tickEarly } from './_windows.mjs';

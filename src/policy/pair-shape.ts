@@ -1,7 +1,7 @@
 import type { Moment } from '../algorithms/index.js';
 import { carryDebt } from '../algorithms/gcra-64.js';
 import { swap } from '../algorithms/types.js';
-import type { FreshState } from '../rate/fresh-state.js';
+import { ALL as ALL_WRITTEN, type FreshState } from '../rate/fresh-state.js';
 import type { CompiledRule } from './rules.js';
 
 /**
@@ -28,8 +28,11 @@ export function newer(a: number, b: number): boolean {
  * Writes the pair's state at `at` (its shape word; the version word at `versionAt`) for `rule`
  * under rules `version`, from the shape and version the caller loaded (`stored`,
  * `storedVersion`). The same state under the same or newer rules only records the newer version;
- * a state of another shape carries its GCRA debt over (the same number of limits: each keeps its
- * debt, in the new rule's ticks) or starts fresh (`fresh`); `resetting` starts it fresh always.
+ * a GCRA state moving to a GCRA rule carries its debt over: limit i keeps its debt, in the new
+ * rule's ticks, for every i both rules have; a limit the old rule lacked starts fresh, and one
+ * the new rule lacks is dropped (found: a rule that gained a limit started the pair fresh, and an
+ * hour's block on it was gone at once, 4 admitted at one instant at 2 a second, burst 2). Any
+ * other move starts the pair fresh (`fresh`); `resetting` starts it fresh always.
  *
  * Every read comes first, then `holds()` (the lock is still ours: what was read is this pair's,
  * not a reclaimed slot's next key's), then every write, each a compareExchange from the value
@@ -48,23 +51,25 @@ export function shapePair(
   }
   const g = rule.limits;
   const oldCount = gcraCount(stored);
-  // Same number of 64-bit GCRA limits: each keeps its debt, in the new rule's ticks.
+  // GCRA to GCRA: the limits both rules have keep their debts (each a 64-bit state of four words
+  // at the same offset in both: rules.ts shapeOf), in the new rule's ticks; the others start fresh.
   const tickPs = rule.tickPs;
-  const carry = !resetting && oldCount !== null && tickPs !== null && oldCount === tickPs.length;
+  const carried = !resetting && oldCount !== null && tickPs !== null ? Math.min(oldCount, tickPs.length) : 0;
   const before = fresh.before;
-  // Atomics.load of every word the writes below expect (four per GCRA state, or the new rule's
-  // words), then of the lock word: still ours, so these were this pair's words.
-  if (carry) {
-    for (let i = 0; i < oldCount; i++) {
-      for (let j = 0; j < 4; j++) before[4 * i + j] = Atomics.load(w, at + 1 + (g.offsets[i] as number) + j);
-    }
-  } else {
-    for (let i = 0; i < g.words; i++) before[i] = Atomics.load(w, at + 1 + i);
-  }
+  // Atomics.load of every word the writes below expect (the new rule's words), then of the lock
+  // word: still ours, so these were this pair's words.
+  for (let i = 0; i < g.words; i++) before[i] = Atomics.load(w, at + 1 + i);
   if (!holds()) return false;
-  if (carry) {
-    for (let i = 0; i < oldCount; i++) {
-      if (!carryDebt(w, at + 1 + (g.offsets[i] as number), before, 4 * i, m.ms, tickPs[i] as number)) return false;
+  if (carried > 0) {
+    for (let i = 0; i < carried; i++) {
+      const off = g.offsets[i] as number;
+      if (!carryDebt(w, at + 1 + off, before, off, m.ms, (tickPs as readonly number[])[i] as number)) return false;
+    }
+    if (carried < g.algorithms.length) {
+      // The limits the old rule lacked: fresh, each from what was read (a failure: decide again,
+      // and carry again from what is there then, which a carry already made leaves as it is).
+      fresh.prepare(at + 1, g, m);
+      for (let i = carried; i < g.algorithms.length; i++) if (fresh.writeLimit(w, at + 1, g, i) !== ALL_WRITTEN) return false;
     }
   } else if (!fresh.write(w, at + 1, g, m, resetting && stored === rule.shape)) {
     // A reset of the pair's own shape writes each limit once over its tries (PolicyLimiter.reset

@@ -104,9 +104,10 @@ let givingBackTryAcquireOf: (limiter: PolicyLimiter, request: PolicyRequest, cos
 /**
  * Rate limits chosen per request from rules: per user, per API, per (user, api), and a default.
  * The rules live in shared memory: `setRules` from any thread takes effect in every thread on its
- * next request. A key keeps its GCRA state across a rule change with as many limits (its debt is
- * carried over), so a plan upgrade takes effect at once; a change of algorithm, window or log
- * starts the key fresh under the new rule.
+ * next request. A key keeps its GCRA state across a change to another GCRA rule (the debt of
+ * every limit both rules have is carried over; an added limit starts fresh), so a plan upgrade
+ * takes effect at once; a change of algorithm, window or log starts the key fresh under the new
+ * rule.
  *
  * A key's state records the rules version it was shaped under, after the `maxStateWords` words
  * reserved for the rules' states:
@@ -769,7 +770,7 @@ export class PolicyLimiter {
    * newer than this thread's, read them and match the key again, so that the decision and any
    * reshape happen under rules at least as new as the key's (a key never moves back to older
    * rules). Then the state (pair-shape.ts, `shapePair`): if it was written under a rule of another
-   * shape, carry GCRA debt over (same number of limits) or start the key fresh, and record the
+   * shape, carry GCRA debt over (the limits both rules have) or start the key fresh, and record the
    * rules version; every read, then `holds()`, then every write by compareExchange, so a holder
    * whose lock was taken over writes nothing over a newer holder's state (false: the engine
    * decides again).

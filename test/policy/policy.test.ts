@@ -155,6 +155,54 @@ describe('PolicyLimiter: a change of rules carries the debt across tick sizes', 
   });
 });
 
+describe('PolicyLimiter: a change of rules that adds or drops a GCRA limit carries the debt of the limits both have', () => {
+  // Found: a rule that gained a limit started the pair fresh, so an hour's block on it was gone
+  // at once (2 spent, the block, then setRules to two limits: 2 more admitted, 4 at one instant at
+  // 2 a second, burst 2). docs/policies.md says a GCRA key's debt carries over.
+  const k = { user: 'u', api: 'a' };
+  const two = { permits: 2, periodMs: 1_000, burst: 2 };
+
+  it('found: a block survives a rule that gains a limit; the new limit starts fresh', () => {
+    const clock = new ManualClock(1_000_000);
+    const p = new PolicyLimiter({ maxKeys: 8, clock, rules: [{ limit: two }] });
+    expect(p.allow(k)).toBe(true);
+    expect(p.allow(k)).toBe(true);
+    p.block(k, 3_600_000);
+    p.setRules([{ limit: [two, perMinute(100)] }]);
+    expect(p.allow(k)).toBe(false);
+    const d = p.tryAcquire(k);
+    expect(d.allowed).toBe(false);
+    expect(d.retryAfterMs).toBeGreaterThan(3_599_000);
+    // The new limit is fresh: 100 a minute, the first limit's block the only thing refusing.
+    expect(d.limits?.[1]?.remaining).toBe(100);
+    clock.advance(3_600_010); // the carried debt is rounded up to the new rule's tick
+    expect(p.allow(k)).toBe(true);
+  });
+
+  it('a rule that drops a limit keeps the debt of the one left', () => {
+    const clock = new ManualClock(1_000_000);
+    const p = new PolicyLimiter({ maxKeys: 8, clock, rules: [{ limit: [two, perMinute(100)] }] });
+    expect(p.allow(k)).toBe(true);
+    expect(p.allow(k)).toBe(true);
+    p.setRules([{ limit: two }]);
+    expect(p.allow(k)).toBe(false); // the two spent carried over: the burst of 2 is used
+    clock.advance(501); // one interval (500 ms) later, and the carried debt's rounding
+    expect(p.allow(k)).toBe(true);
+    expect(p.allow(k)).toBe(false);
+  });
+
+  it('a reset under the new rule still starts every limit fresh', () => {
+    const clock = new ManualClock(1_000_000);
+    const p = new PolicyLimiter({ maxKeys: 8, clock, rules: [{ limit: two }] });
+    p.block(k, 3_600_000);
+    p.setRules([{ limit: [two, perMinute(100)] }]);
+    p.reset(k);
+    expect(p.allow(k)).toBe(true);
+    expect(p.allow(k)).toBe(true);
+    expect(p.allow(k)).toBe(false);
+  });
+});
+
 describe('PolicyLimiter.ruleFor()', () => {
   it('names the rule that applies, the same object until the rules change', () => {
     const policy = new PolicyLimiter({ rules: [{ limit: perSecond(2) }, { api: 'search', limit: perSecond(3) }], maxKeys: 8 });
