@@ -77,6 +77,13 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
 ): FastifyOnRequestHook<Req, Reply> {
   const { check, status, body, stacking, giveBackWhen } = makeCheck<Req>(options, fastifyAddress, 'fastifyRateLimit');
   const answer = (request: Req, reply: Reply, done: (error?: Error) => void, outcome: Outcome): void => {
+    if (outcome.thrown !== undefined) {
+      // A hook threw after an admission whose spend may come back: the reply the error gets
+      // decides the give-back, as any other's.
+      giveBackOnReply(reply, outcome, giveBackWhen);
+      done(asError(outcome.thrown.error));
+      return;
+    }
     (request as unknown as { rateLimit: Decision }).rateLimit = outcome.decision;
     setReplyFields(reply, outcome, stacking);
     if (outcome.allowed) {

@@ -203,6 +203,13 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
   const answer = (
     c: Checker<FastifyRequest>, request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void, outcome: Outcome,
   ): void => {
+    if (outcome.thrown !== undefined) {
+      // A hook threw after an admission whose spend may come back: the reply the error gets
+      // decides the give-back, as any other's.
+      giveBackOnReply(reply, outcome, c.giveBackWhen);
+      next(asError(outcome.thrown.error));
+      return;
+    }
     request.rateLimit = outcome.decision;
     setReplyFields(reply, outcome, c.stacking);
     if (outcome.allowed) {

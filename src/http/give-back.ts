@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { describe } from '../config/check.js';
+import { isThenable } from './http-inputs.js';
 import { PolicyLimiter } from '../policy/policy-limiter.js';
 import { givesBackInWindows, RateLimiter } from '../rate/rate-limiter.js';
 import { once } from '../rate/once.js';
@@ -64,9 +65,21 @@ export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; ski
 
 /**
  * Gives the spend back (`giveBack`) once `res` shows the request should not count under `when`:
- * on 'finish' by its status, or on a 'close' before the response ended (failed).
+ * on 'finish' by its status, or on a 'close' before the response ended (failed). A response that
+ * ended or closed before this is called (the decision was pending meanwhile: an async key, a Redis
+ * limiter) is decided at once, the same way: its events came and will not come again.
  */
 export function giveBackAfter(res: ServerResponse, giveBack: () => void, when: GiveBackWhen): void {
+  // writableFinished is true once end() flushed, before 'finish' is emitted; after that the
+  // status is final. A response closed or destroyed without it never ended: aborted.
+  if (res.writableFinished) {
+    if (res.statusCode >= 400 ? when.failed : when.successful) giveBack();
+    return;
+  }
+  if (res.closed || res.destroyed) {
+    if (when.failed) giveBack();
+    return;
+  }
   const give = once(giveBack, undefined);
   res.once('finish', () => {
     if (res.statusCode >= 400 ? when.failed : when.successful) give();
@@ -86,6 +99,6 @@ export function quietly(giveBack: () => unknown): () => void {
     } catch {
       return;
     }
-    if (r instanceof Promise) r.catch(() => {});
+    if (isThenable(r)) Promise.resolve(r).catch(() => {});
   };
 }

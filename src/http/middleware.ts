@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, integerInRange } from '../config/check.js';
-import { allowListOf, costFunction, fieldName } from './http-inputs.js';
+import { allowListOf, costFunction, fieldName, isThenable } from './http-inputs.js';
 import { clientKey } from './client-address.js';
 import { checkNames } from '../config/option-names.js';
 import type { Limit } from '../config/limit.js';
@@ -126,7 +126,8 @@ export type RateLimitOptions<Req = IncomingMessage> = RateLimiterHttpOptions<Req
 export interface ExpressOptions<Req, Res> {
   /**
    * Answers a refusal instead of the built-in 429: called with the decision, after the RateLimit
-   * fields and Retry-After are set; it sends the answer (or calls `next`, e.g. with an error).
+   * fields and Retry-After are set (not when the response was answered meanwhile: see
+   * `res.headersSent`); it sends the answer (or calls `next`, e.g. with an error).
    */
   handler?: (req: Req, res: Res, next: NextFunction, decision: Decision) => void;
   /** The request property that receives the decision, as express-rate-limit's `req.rateLimit` does. Default 'rateLimit'; false: none. */
@@ -214,18 +215,19 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
   const observe = observers(options);
   const decide: Check<Req> = observe === undefined ? decided : (req, cost) => {
     const o = decided(req, cost);
-    return o instanceof Promise ? o.then((x) => observe(req, x)) : observe(req, o);
+    return isThenable(o) ? Promise.resolve(o).then((x) => observe(req, x)) : observe(req, o);
   };
   if (skip === undefined) return { check: decide, status: statusCode, body, stacking, giveBackWhen };
-  // An async skip (a promise) is awaited: a promise is truthy, and read as a boolean it skipped
-  // every request (found: `skip: async () => false` let 10 of 10 through at 3 a minute).
+  // An async skip (a promise, or any thenable) is awaited: a promise is truthy, and read as a
+  // boolean it skipped every request (found: `skip: async () => false` let 10 of 10 through at 3
+  // a minute).
   const check: Check<Req> = (req, cost) => then(skip(req), (skipped) => (skipped ? SKIPPED : decide(req, cost)));
   return { check, status: statusCode, body, stacking, giveBackWhen };
 }
 
-/** `f(v)`, or `v.then(f)` when `v` is a promise: sync values stay sync (no extra tick). */
-function then<T, U>(v: T | Promise<T>, f: (v: T) => U | Promise<U>): U | Promise<U> {
-  return v instanceof Promise ? v.then(f) : f(v);
+/** `f(v)`, or `v.then(f)` when `v` is a promise (any thenable): sync values stay sync (no extra tick). */
+function then<T, U>(v: T | PromiseLike<T>, f: (v: T) => U | Promise<U>): U | Promise<U> {
+  return isThenable(v) ? Promise.resolve(v).then(f) : f(v);
 }
 
 function checkOf<Req>(
@@ -264,7 +266,7 @@ function checkOf<Req>(
   const allowed = allowListOf<Req>(options.allowList);
   const denied = allowListOf<Req>(options.denyList, 'denyList');
   const keyed = <K>(
-    keyOf: (req: Req) => K | Promise<K>, decideKey: (key: K, cost: number) => Outcome | Promise<Outcome>, nameOf: (key: K) => string,
+    keyOf: (req: Req) => K | PromiseLike<K>, decideKey: (key: K, cost: number) => Outcome | Promise<Outcome>, nameOf: (key: K) => string,
   ): Check<Req> => {
     // A key on the deny list is refused, uncounted; then one on the allow list goes on, uncounted;
     // then the check, whose refusal counts towards the key's ban. Each step is a promise only when
@@ -272,13 +274,13 @@ function checkOf<Req>(
     const counted = (req: Req, key: K, name: string, n: number): Outcome | Promise<Outcome> => {
       const o = decideKey(key, n);
       if (banned === undefined) return o;
-      if (o instanceof Promise) return o.then((x) => (x.allowed ? x : banned(req, name, x)));
+      if (isThenable(o)) return Promise.resolve(o).then((x) => (x.allowed ? x : banned(req, name, x)));
       return o.allowed ? o : banned(req, name, o);
     };
     const afterDeny = (req: Req, key: K, name: string, n: number): Outcome | Promise<Outcome> => {
       if (allowed === undefined) return counted(req, key, name, n);
       const yes = allowed(req, name);
-      if (yes instanceof Promise) return yes.then((x) => (x ? SKIPPED : counted(req, key, name, n)));
+      if (isThenable(yes)) return Promise.resolve(yes).then((x) => (x ? SKIPPED : counted(req, key, name, n)));
       return yes ? SKIPPED : counted(req, key, name, n);
     };
     const decide = (req: Req, key: K, n: number): Outcome | Promise<Outcome> => {
@@ -286,26 +288,26 @@ function checkOf<Req>(
       const name = nameOf(key);
       if (denied === undefined) return afterDeny(req, key, name, n);
       const no = denied(req, name);
-      if (no instanceof Promise) return no.then((x) => (x ? DENIED : afterDeny(req, key, name, n)));
+      if (isThenable(no)) return Promise.resolve(no).then((x) => (x ? DENIED : afterDeny(req, key, name, n)));
       return no ? DENIED : afterDeny(req, key, name, n);
     };
     return (req, cost) => {
       const k = keyOf(req);
-      let c: number | Promise<number>;
+      let c: number | PromiseLike<number>;
       try {
         c = cost ?? costOf(req);
       } catch (error) {
         // The cost's error is the one reported: a key's rejection must not go unhandled (it
         // would end the process).
-        if (k instanceof Promise) k.catch(() => {});
+        if (isThenable(k)) Promise.resolve(k).catch(() => {});
         throw error;
       }
-      if (!(k instanceof Promise) && !(c instanceof Promise)) return decide(req, k, c);
+      if (!isThenable(k) && !isThenable(c)) return decide(req, k, c);
       return Promise.all([k, c]).then(([key, n]) => decide(req, key, n));
     };
   };
   if (limiter instanceof RateLimiter || limiter instanceof RedisRateLimiter) {
-    const keyOf = (options.key as ((req: Req) => string | Promise<string>) | undefined) ?? defaultKey;
+    const keyOf = (options.key as ((req: Req) => string | PromiseLike<string>) | undefined) ?? defaultKey;
     const fixed = headers ? policiesOf(limiter.algorithm, limiter.limits) : null;
     const name = (key: string): string => key;
     if (limiter instanceof RedisRateLimiter) {
@@ -329,7 +331,7 @@ function checkOf<Req>(
     }, name);
   }
   if (limiter instanceof PolicyLimiter || limiter instanceof RedisPolicyLimiter) {
-    const keyOf = options.key as ((req: Req) => PolicyRequest | Promise<PolicyRequest>) | undefined;
+    const keyOf = options.key as ((req: Req) => PolicyRequest | PromiseLike<PolicyRequest>) | undefined;
     if (keyOf === undefined) throw new TypeError('options.key is required with a PolicyLimiter: a function of the request returning { user, api }');
     const lookup = policyLookup(limiter);
     const fields = (request: PolicyRequest): PolicyFields | null => (headers ? lookup(request) : null);
@@ -360,19 +362,34 @@ function checkOf<Req>(
 
 /**
  * Runs `run` (one check, or a refusal's body) and hands its result to `answer`, at once for a
- * shared-memory limiter (or a plain `message`) or when a promise settles; an error, thrown or
- * rejected, goes to `fail`. Every adapter's handler is this and its own answer.
+ * shared-memory limiter (or a plain `message`) or when a promise (any thenable) settles; an
+ * error, thrown or rejected, goes to `fail`. Every adapter's handler is this and its own answer.
+ * An error `answer` throws at once reaches the caller (the framework catches it); one it throws
+ * after a promise goes to `fail`, where the framework would have sent it: never an unhandled
+ * rejection (which ends the process).
  */
-export function settleCheck<T>(run: () => T | Promise<T>, answer: (o: T) => void, fail: (error: unknown) => void): void {
-  let outcome: T | Promise<T>;
+export function settleCheck<T>(run: () => T | PromiseLike<T>, answer: (o: T) => void, fail: (error: unknown) => void): void {
+  let outcome: T | PromiseLike<T>;
   try {
     outcome = run();
   } catch (error) {
     fail(error);
     return;
   }
-  if (outcome instanceof Promise) outcome.then(answer, fail);
+  if (isThenable(outcome)) Promise.resolve(outcome).then(answer).then(undefined, fail);
   else answer(outcome);
+}
+
+/**
+ * An error for Express's `next`: as it is, unless `next` would not take it for one: a falsy value
+ * is no error and 'route' or 'router' skips on, so a function of the options that throws or
+ * rejects with one would let the request on uncounted. Those become a `TypeError`, with the value
+ * as its cause.
+ */
+function expressError(error: unknown): unknown {
+  if (error && error !== 'route' && error !== 'router') return error;
+  return new TypeError(`rateLimit: options.key, skip, cost, allowList, denyList, message, handler or a hook threw or rejected with ${describe(error)}, ` +
+    'which next() would not take for an error', { cause: error });
 }
 
 /** The node:http / Express client address: Express's `req.ip` (its trust proxy setting), else the socket's. */
@@ -386,7 +403,8 @@ function requestAddress(req: IncomingMessage & { ip?: unknown }): unknown {
  * `{ user, api }`). Allowed: sets the RateLimit fields (unless `headers: false`) and calls
  * `next()`. Refused: answers 429 Too Many Requests with `Retry-After` and a plain-text body, and
  * does not call `next`. An error from `key`, `cost` or the limiter goes to `next(error)` and
- * nothing is sent. Bad options throw `TypeError`/`RangeError` naming the option, at once.
+ * nothing is sent (a value `next` would not take for an error goes as a `TypeError`: see
+ * expressError). Bad options throw `TypeError`/`RangeError` naming the option, at once.
  *
  * Thread-safety: the handler belongs to the thread of its limiter instance.
  */
@@ -402,15 +420,28 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
     throw new TypeError(`options.requestProperty must be a property name or false, got ${describe(requestProperty)}`);
   }
   const send = (res: Res, b: RefusalBody): void => {
+    if (res.headersSent) return; // answered meanwhile (a timeout, while an async message ran)
     res.statusCode = status;
     res.setHeader('content-type', b.type);
     res.setHeader('content-length', String(Buffer.byteLength(b.text)));
     res.end(b.text);
   };
+  const fail = (next: NextFunction, error: unknown): void => next(expressError(error));
   const answer = (req: Req, res: Res, next: NextFunction, outcome: Outcome): void => {
+    if (outcome.thrown !== undefined) {
+      // A hook threw after an admission whose spend may come back: the response the error gets
+      // decides the give-back, as any other's.
+      if (outcome.giveBack !== undefined) giveBackAfter(res, outcome.giveBack, giveBackWhen as GiveBackWhen);
+      fail(next, outcome.thrown.error);
+      return;
+    }
     if (requestProperty !== false) (req as unknown as Record<string, unknown>)[requestProperty] = outcome.decision;
+    // Answered already by someone else while the decision was pending (a timeout middleware's
+    // 503): setHeader would throw, and a second answer cannot be sent. The request was counted;
+    // an admission goes on, and a refusal is not answered again (a `handler` still runs).
+    const sent = res.headersSent;
     const fields = outcome.fields;
-    if (fields !== null) {
+    if (fields !== null && !sent) {
       for (let i = 0; i < fields.length; i += 2) {
         const name = fields[i] as string;
         res.setHeader(name, i < 2 * stacking ? stacked(res.getHeader(name), fields[i + 1] as string) : fields[i + 1] as string);
@@ -422,18 +453,20 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
       return;
     }
     if (outcome.denied === true) {
+      if (sent) return;
       res.statusCode = DENIED_STATUS;
       res.setHeader('content-type', 'text/plain; charset=utf-8');
       res.end(DENIED_BODY);
       return;
     }
-    if (outcome.retryAfter !== undefined) res.setHeader('retry-after', outcome.retryAfter);
+    if (outcome.retryAfter !== undefined && !sent) res.setHeader('retry-after', outcome.retryAfter);
     if (handler !== undefined) {
       handler(req, res, next, outcome.decision);
       return;
     }
+    if (sent) return;
     // The body, from `message` (an error from its function goes to next, as any other).
-    settleCheck(() => body(req, outcome.decision), (b) => send(res, b), next);
+    settleCheck(() => body(req, outcome.decision), (b) => send(res, b), (e) => fail(next, e));
   };
   const respond = (req: Req, res: Res, next: NextFunction, o: Outcome): void => {
     if (o === SKIPPED) next();
@@ -445,10 +478,12 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage, Res ext
     try {
       o = check(req);
     } catch (error) {
-      next(error);
+      fail(next, error);
       return;
     }
-    if (o instanceof Promise) o.then((x) => respond(req, res, next, x), next);
+    // After a promise, an error the answer throws (a user handler's) goes to next, as Express
+    // sends it there on the synchronous path: never an unhandled rejection.
+    if (isThenable(o)) Promise.resolve(o).then((x) => respond(req, res, next, x)).then(undefined, (e: unknown) => fail(next, e));
     else respond(req, res, next, o);
   };
 }

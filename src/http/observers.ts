@@ -15,7 +15,9 @@ import { SKIPPED, type Outcome } from './outcome.js';
  *   Fastify) holds what the limiter decided. For trying a new limit on live traffic.
  *
  * The hooks run on the request's thread, synchronously, before the answer; what they return is
- * ignored, and an error they throw goes where the adapter's errors go (`next(error)`).
+ * ignored, and an error they throw goes where the adapter's errors go (`next(error)`); after an
+ * admission whose spend may come back (skipSuccessfulRequests, skipFailedRequests), the give-back
+ * still watches the response, which the error path answers.
  */
 export interface ObserverOptions<Req> {
   /** Check and count every request, admit every one, send no RateLimit fields. Default false. */
@@ -47,8 +49,7 @@ export function observers<Req>(options: ObserverOptions<Req>): ((req: Req, o: Ou
   const onExceeding = hook<Req>(options.onExceeding, 'onExceeding');
   const onLimit = hook<Req>(options.onLimit, 'onLimit');
   if (!shadow && onExceeded === undefined && onExceeding === undefined && onLimit === undefined) return undefined;
-  return (req, o) => {
-    if (o === SKIPPED) return o; // skip or allowList: not checked, not watched
+  const watch = (req: Req, o: Outcome): Outcome => {
     if (!o.allowed) onExceeded?.(req, o.decision);
     else onExceeding?.(req, o.decision);
     // An admission that leaves nothing has its reset ahead; a Redis lease's admission reports
@@ -56,5 +57,17 @@ export function observers<Req>(options: ObserverOptions<Req>): ((req: Req, o: Ou
     if (o.allowed && o.decision.remaining === 0 && o.decision.resetAfterMs > 0) onLimit?.(req, o.decision);
     // Counted as usual in shadow mode: a spend given back after the response still is.
     return shadow ? { allowed: true, decision: o.decision, fields: null, retryAfter: undefined, ...(o.giveBack ? { giveBack: o.giveBack } : {}) } : o;
+  };
+  return (req, o) => {
+    if (o === SKIPPED) return o; // skip or allowList: not checked, not watched
+    if (o.giveBack === undefined) return watch(req, o);
+    // A hook that throws after an admission whose spend may come back: the outcome carries the
+    // error, so that the adapter still hands the give-back to the response (whose answer, the
+    // error's, decides it) before the error goes on.
+    try {
+      return watch(req, o);
+    } catch (error) {
+      return { ...o, thrown: { error } };
+    }
   };
 }

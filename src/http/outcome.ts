@@ -38,4 +38,9 @@ export interface Outcome {
   banned?: true;
   /** Gives an admitted request's spend back (skipSuccessfulRequests, skipFailedRequests: give-back.ts); absent otherwise. */
   giveBack?: () => void;
+  /**
+   * What a hook (observers.ts) threw after an admission with a `giveBack`: the adapter attaches
+   * the give-back to the response, then passes the error on as any other. Absent otherwise.
+   */
+  thrown?: { error: unknown };
 }

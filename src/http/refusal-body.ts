@@ -1,4 +1,5 @@
 import { describe } from '../config/check.js';
+import { isThenable } from './http-inputs.js';
 import type { Decision } from '../rate/types.js';
 
 /**
@@ -50,7 +51,7 @@ export function refusalBody<Req>(message: unknown): (req: Req, decision: Decisio
     const make = message as (req: Req, decision: Decision) => unknown;
     return (req, decision) => {
       const value = make(req, decision);
-      return value instanceof Promise ? value.then((v: unknown) => bodyOf(v, 'options.message()')) : bodyOf(value, 'options.message()');
+      return isThenable(value) ? Promise.resolve(value).then((v: unknown) => bodyOf(v, 'options.message()')) : bodyOf(value, 'options.message()');
     };
   }
   const fixed = bodyOf(message, 'options.message');
