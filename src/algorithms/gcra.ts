@@ -13,8 +13,8 @@ import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js
  * (`NarrowGcra`, below); a 64-bit one keeps the TAT's two halves, its own staleness unit and its
  * tick (gcra-64.ts).
  */
-export function gcraAlgorithm(limit: Limit, name: string, minWidth: 32 | 64 = 32): LimitAlgorithm {
-  const p: GcraParams = gcraParams(limit, name, minWidth);
+export function gcraAlgorithm(limit: Limit, name: string, minWidth: 32 | 64 = 32, wideTickPs = 0): LimitAlgorithm {
+  const p: GcraParams = gcraParams(limit, name, minWidth, wideTickPs);
   return p.width === 32 ? narrowGcra(p) : wideGcra(p);
 }
 

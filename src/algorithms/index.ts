@@ -24,9 +24,9 @@ export function checkAlgorithm(name: unknown, argument: string): AlgorithmName {
  * would hold them (PolicyLimiter, so that debt carries over any rule change). Throws
  * `TypeError`/`RangeError` naming `name`.
  */
-export function compileLimit(algorithm: AlgorithmName, limit: Limit, name: string, maxLogSize: number, wideGcra = false): LimitAlgorithm {
+export function compileLimit(algorithm: AlgorithmName, limit: Limit, name: string, maxLogSize: number, wideGcra = false, wideTickPs = 0): LimitAlgorithm {
   switch (algorithm) {
-    case 'gcra': return gcraAlgorithm(limit, name, wideGcra ? 64 : 32);
+    case 'gcra': return gcraAlgorithm(limit, name, wideGcra ? 64 : 32, wideGcra ? wideTickPs : 0);
     case 'fixed-window': return fixedWindowAlgorithm(limit, name);
     case 'sliding-window': return slidingWindowAlgorithm(limit, name);
     case 'sliding-log': return slidingLogAlgorithm(limit, name, maxLogSize);

@@ -157,6 +157,20 @@ export function blockTickPs(limit: Limit, maxBlockMs: number): number {
   return 0;
 }
 
+/**
+ * The width-64 tick (ps) of `limit` (named `name` in errors) whose state holds a block of
+ * `maxBlockMs`: the limit's own tick when it does (gcraParams at width 64), else the finest that
+ * does (blockTickPs). `RangeError` naming the limit when none does. For PolicyLimiter's GCRA
+ * rules, whose states are 64-bit and record their tick.
+ */
+export function wideTickHolding(limit: Limit, name: string, maxBlockMs: number): number {
+  const own = gcraParams(limit, name, 64);
+  if (maxBlockMsOf(own) >= maxBlockMs) return own.tickPs;
+  const tickPs = blockTickPs(limit, maxBlockMs);
+  if (tickPs === 0) throw new RangeError(`${name}: its state cannot hold a block of ${maxBlockMs} ms (options.maxBlockMs) at any tick`);
+  return tickPs;
+}
+
 /** The error text for a limit no width can hold, with the nearest limit that would work. */
 function unrepresentable(name: string, permits: number, periodMs: number, burst: number, intervalPs: number): string {
   const what = `${name}: ${permits} per ${periodMs} ms with burst ${burst}`;

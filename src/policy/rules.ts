@@ -1,6 +1,6 @@
 import { checkAlgorithm, type AlgorithmName } from '../algorithms/index.js';
 import { checkCost, checkWellFormed, describe } from '../config/check.js';
-import { gcraParams, WIDE_TICKS_PS } from '../math/gcra.js';
+import { gcraParams, wideTickHolding, WIDE_TICKS_PS } from '../math/gcra.js';
 import type { Limit } from '../config/limit.js';
 import { compileConfig } from '../rate/limiter-config.js';
 import type { LimitGroup } from '../rate/locked-engine.js';
@@ -74,9 +74,11 @@ function hash31(text: string): number {
  * many limits. Others: [0][hash of algorithm and limits]: any change means the key starts fresh
  * under the new rule.
  */
-function shapeOf(algorithm: AlgorithmName, limits: Required<Limit>[], blockWord: boolean): { shape: number; tickPs: number[] | null } {
+function shapeOf(
+  algorithm: AlgorithmName, limits: Required<Limit>[], blockWord: boolean, ticksPs: readonly number[] | null,
+): { shape: number; tickPs: number[] | null } {
   if (algorithm === 'gcra') {
-    return { shape: (1 << 30) | (limits.length << 24), tickPs: limits.map((l) => gcraParams(l, 'limit', 64).tickPs) };
+    return { shape: (1 << 30) | (limits.length << 24), tickPs: limits.map((l, i) => ticksPs?.[i] ?? gcraParams(l, 'limit', 64).tickPs) };
   }
   // A state with a block word is another layout than one without (never read as each other).
   const text = JSON.stringify(blockWord ? [algorithm, limits, 'block'] : [algorithm, limits]);
@@ -94,9 +96,11 @@ const RULE_FIELDS = namesOf<PolicyRule>()(['user', 'api', 'algorithm', 'limit'])
  * Checks and compiles `rules`. Throws `TypeError`/`RangeError` naming the rule (`rules[i] (user
  * "x", api "y")`) for an unknown algorithm, an invalid limit, a duplicate or a missing default.
  * `windowBlock` (a PolicyLimiter made with `maxBlockMs`): fixed and sliding window rules keep a
- * block word after their limits.
+ * block word after their limits. `maxBlockMs` (the same): every GCRA limit takes a tick whose
+ * state holds a block that long (math/gcra.ts wideTickHolding; `RangeError` naming the limit when
+ * none does).
  */
-export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?: number, windowBlock = false): CompiledRules {
+export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?: number, windowBlock = false, maxBlockMs?: number): CompiledRules {
   if (!Array.isArray(rules)) throw new TypeError(`rules must be an array of { user?, api?, algorithm?, limit }, got ${describe(rules)}`);
   let fallback: CompiledRule | undefined;
   const byUser = new Map<string, CompiledRule>();
@@ -122,14 +126,21 @@ export function compileRules(rules: unknown, maxLogSize: number, maxStateWords?:
     const list = Array.isArray(rule.limit) ? rule.limit : [rule.limit];
     if (list.length === 0 || list.length > MAX_LIMITS) throw new RangeError(`${name}.limit must hold 1 to ${MAX_LIMITS} limits, got ${list.length}`);
     const blockWord = windowBlock && blockable(algorithm);
+    // GCRA limits whose blocks must last maxBlockMs: the tick of each, named as compileConfig names it.
+    const ruleTicksPs = algorithm === 'gcra' && maxBlockMs !== undefined
+      ? list.map((l, j) => wideTickHolding(l, list.length > 1 ? `${name}.limit[${j}]` : `${name}.limit`, maxBlockMs))
+      : null;
     const compiled = compileConfig(
-      { algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize, windowBlock: blockWord },
+      {
+        algorithm, limits: list.map((l) => ({ ...l }) as Required<Limit>), globalLimit: null, maxLogSize, windowBlock: blockWord,
+        ...(ruleTicksPs === null ? {} : { ruleTicksPs }),
+      },
       `${name}.limit`,
       true,
       1, // the state starts after the shape word: odd
     );
     const limits = compiled.key;
-    const { shape, tickPs } = shapeOf(algorithm, list.map((l) => ({ ...l, burst: l.burst ?? Math.max(1, Math.floor(l.permits)) })), blockWord);
+    const { shape, tickPs } = shapeOf(algorithm, list.map((l) => ({ ...l, burst: l.burst ?? Math.max(1, Math.floor(l.permits)) })), blockWord, ruleTicksPs);
     const entry: CompiledRule = {
       rule: { ...rule }, limits, shape, tickPs, tickIndex: (tickPs ?? []).map((t) => WIDE_TICKS_PS.indexOf(t)), blockWord,
     };

@@ -32,6 +32,11 @@ export interface LimiterConfig {
    * algorithms/block-until.ts), which `block` raises. Kept in the header (H_WINDOW_BLOCK).
    */
   windowBlock?: boolean;
+  /**
+   * PolicyLimiter's GCRA rules (64-bit states) made with `maxBlockMs`: each limit's tick, chosen
+   * to hold such a block (math/gcra.ts wideTickHolding); absent: each limit's own.
+   */
+  ruleTicksPs?: readonly number[];
 }
 
 /** The compiled form: the lock-free GCRA parameters, or the locked groups. */
@@ -139,7 +144,7 @@ export function compileConfig(config: LimiterConfig, named: boolean | string = f
   const oneLimit = config.algorithm === 'gcra' && config.limits.length === 1 && config.globalLimit === null;
   // Several limits (or one under a cap) whose blocks need 64 bits (maxBlockMs): wide GCRA states.
   const wide = wideGcra || (!oneLimit && config.minWidth === 64);
-  const limits = config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wide));
+  const limits = config.limits.map((l, i) => compileLimit(config.algorithm, l, name(i), config.maxLogSize, wide, config.ruleTicksPs?.[i] ?? 0));
   // Windows made with maxBlockMs: the key's block word, a limit of its own after the others.
   const key = group(config.windowBlock === true ? [...limits, new BlockUntil()] : limits, baseParity);
   const global = config.globalLimit === null

@@ -84,7 +84,7 @@
 /** Identifies a sluice table buffer ("SLCE"). */
 export const MAGIC = 0x534c4345;
 /** Bumped whenever this layout changes; `attach` refuses other versions. */
-export const LAYOUT_VERSION = 15;
+export const LAYOUT_VERSION = 16;
 
 /** Header word indices. */
 export const H_MAGIC = 0;
@@ -165,6 +165,11 @@ export const H_RESET_MARKS = 38;
  * does (made with `maxBlockMs`: policy/rules.ts); 0 otherwise (limiter-config.ts).
  */
 export const H_WINDOW_BLOCK = 39;
+/**
+ * A PolicyLimiter made with `maxBlockMs`: that many seconds (rounded up), plus 1 (0: made without).
+ * Its GCRA rules take ticks that hold such a block (policy/rules.ts), the same on every thread.
+ */
+export const H_POLICY_BLOCK_SEC = 40;
 /**
  * The reclaim floor (reclaim-floor.ts): the latest clock reading at which a reclaim judged a key
  * idle, as the bits of a float64 in one 64-bit word (BigInt64, byte 192: its own cache line, with
