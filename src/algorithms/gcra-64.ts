@@ -1,6 +1,6 @@
 import { lagTicks, MAX_WIDE_AHEAD_TICKS, wideDebt, wideUnspentTicks, WIDE_TICKS_PS, wideStaleUnits, type GcraParams } from '../math/gcra.js';
 import { isStale, raiseStamp, STALE_UNIT_MS, staleUnitAt, unitsAhead } from '../time/stamps.js';
-import { maxWaitTicks, ticksToMs } from '../time/ticks.js';
+import { ceilTicks, maxWaitTicks, ticksToMs } from '../time/ticks.js';
 import { ticks64, Ticks64 } from '../time/ticks64.js';
 import { cas64 } from '../math/word64.js';
 import { add, compare, divmod, fromNumber, mul, pair, sub, toNumber, type QuotRem } from '../math/int64.js';
@@ -109,7 +109,7 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
       v.resetMs = ticksToMs(used * t + r, p);
       spent = cost;
     },
-    reserve(m, _stale, cost, maxWaitMs, v: Verdict) {
+    reserve(m, _stale, cost, maxWaitMs, v: Verdict, notBeforeMs = 0) {
       forced = false;
       decode(m);
       if (behindMs > 0) {
@@ -121,13 +121,25 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
       add(d.hi, d.lo, spend.hi, spend.lo, after);
       mul(p.burst, t, spend);
       sub(after.hi, after.lo, spend.hi, spend.lo, over);
-      const delay = over.hi < 0 ? 0 : toNumber(over.hi, over.lo);
+      // Not before `notBeforeMs` (another limit or the cap waits longer), as the narrow reserve:
+      // the slot then starts where the request acts, past the TAT, from now plus that wait.
+      const from = notBeforeMs > 0 ? ceilTicks((notBeforeMs * 1e9) / p.tickPs) : 0;
+      const delay = Math.max(over.hi < 0 ? 0 : toNumber(over.hi, over.lo), from);
+      if (from > toNumber(d.hi, d.lo)) {
+        fromNumber(from, after);
+        mul(cost, t, spend);
+        add(after.hi, after.lo, spend.hi, spend.lo, after);
+        add(now.hi, now.lo, after.hi, after.lo, target); // the new TAT: now + from + cost * t
+        forced = true;
+      }
       const ahead = toNumber(after.hi, after.lo);
       v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && ahead <= MAX_WIDE_AHEAD_TICKS - lagTicks(p);
+      if (!v.allowed) forced = false;
       v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
       v.remaining = v.allowed ? Math.max(0, p.burst - Math.ceil(ahead / t)) : Math.max(0, p.burst - qr.q - (qr.r > 0 ? 1 : 0));
       v.resetMs = ticksToMs(v.allowed ? ahead : qr.q * t + qr.r, p);
-      v.latestMs = Infinity; // a GCRA slot holds for any later act
+      // What it counted holds for an act within the tick its slot starts in (as the narrow reserve).
+      v.latestMs = ticksToMs(delay + 1, p);
       spent = cost;
     },
     force(m, _stale, cost, blockMs, clamp, v: Verdict, sinceMs = Infinity) {
@@ -218,9 +230,9 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
         const l = Atomics.load(w, at);
         const h = Atomics.load(w, at + 1);
         sub(h, l >>> 0, ticks.hi, ticks.lo, over); // the TAT's lead on now
-        // Nothing while a later spend stacked on our slot (the TAT's lead past the slot end's)
-        // may still wait to act (math/gcra.ts laterMayAct): the TAT's lead past the burst.
-        if (compare(over.hi, over.lo, after.hi, after.lo) > 0 && toNumber(over.hi, over.lo) > p.toleranceTicks) return false;
+        // Nothing once a later spend was counted after our slot (the TAT's lead past the slot
+        // end's): as the narrow refund.
+        if (compare(over.hi, over.lo, after.hi, after.lo) > 0) return false;
         // The least of the three (see the narrow refund): all are under 2^63, compared signed.
         let bHi = spend.hi;
         let bLo = spend.lo;

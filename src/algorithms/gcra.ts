@@ -1,7 +1,7 @@
 import {
   admit, blockDebtTicks, debtOf, gcraParams, lagTicks, laterMayAct, MAX_AHEAD_TICKS, remainingAt, unspentTicks, waitTicks, type GcraParams,
 } from '../math/gcra.js';
-import { maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
+import { ceilTicks, maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
 import type { Limit } from '../config/limit.js';
 import { wideGcra } from './gcra-64.js';
 import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
@@ -104,16 +104,26 @@ export class NarrowGcra implements LimitAlgorithm {
     v.resetMs = ticksToMs(v.allowed ? n : d, p);
   }
 
-  reserve(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict, _notBeforeMs = 0): void {
+  reserve(m: Moment, stale: boolean, cost: number, maxWaitMs: number, v: Verdict, notBeforeMs = 0): void {
     const p = this.#p;
     const d = this.#debt(m, stale);
-    const n = d + cost * p.intervalTicks;
-    const delay = Math.max(0, n - p.toleranceTicks);
+    const ct = cost * p.intervalTicks;
+    // The request acts after this limit's own wait, or later when another limit or the cap makes
+    // it wait longer (`notBeforeMs`, rounded up to a tick): the slot starts where it acts, as an
+    // admission then would place it, so that the requests after it are spaced from its act
+    // (found: counted at the reservation's reading, two reservations a cap held 500 ms acted 10
+    // ms apart under one per 100 ms). Such a slot can start past the TAT: nothing before it is
+    // then given back (`refund`, and LockFreeEngine moves the key's give-back epoch on).
+    const from = notBeforeMs > 0 ? ceilTicks((notBeforeMs * 1e9) / p.tickPs) : 0;
+    const delay = Math.max(0, d + ct - p.toleranceTicks, from);
+    const n = Math.max(d, delay) + ct;
     v.allowed = cost <= p.burst && delay <= maxWaitTicks(maxWaitMs, p) && n <= MAX_AHEAD_TICKS - lagTicks(p);
     v.waitMs = cost > p.burst ? Infinity : ticksToMs(delay, p);
     v.remaining = remainingAt(v.allowed ? n : d, p);
     v.resetMs = ticksToMs(v.allowed ? n : d, p);
-    v.latestMs = Infinity; // a GCRA slot holds for any later act
+    // What it counted holds for an act within the tick its slot starts in (a reading counts at
+    // its tick, floored); a later act is decided again from there (LimitSet.check).
+    v.latestMs = ticksToMs(delay + 1, p);
     this.#next = n;
     this.#spentCost = cost;
   }
@@ -180,9 +190,10 @@ export class NarrowGcra implements LimitAlgorithm {
       // Only the part of our slot still ahead of now, and never below now: what others built on
       // top since then stays exactly as they spent it (see docs/design.md, "Reservations").
       const back = Math.min(ct, (startLo + ct - q) | 0, (cur - q) | 0);
-      // Nothing while a later spend stacked on our slot (the TAT past its end) may still wait to
-      // act (laterMayAct): the TAT's lead on now past the burst.
-      if (laterMayAct((cur - q) | 0, ((cur - startLo - ct) | 0) > 0, this.#p)) return false;
+      // Nothing once a later spend was counted after our slot (the TAT past its end): it may be a
+      // reservation still to act, or one whose slot was placed at its act past the TAT (reserve),
+      // and neither moves when ours comes off (docs/design.md, "Reservations").
+      if (((cur - startLo - ct) | 0) > 0) return false;
       if (back <= 0 || (forgotten !== null && forgotten())) return false;
       // compareExchange from the value just read: a refund that raced with a spend recomputes.
       if (swap(w, at, cur, (cur - back) | 0)) return true;

@@ -189,8 +189,14 @@ export class LockFreeEngine {
       if (!r.allowed) return DONE;
       if (global !== null && !set.checkCap(key, m, lastSec, global, m, globalLastSec, cost)) return DONE;
       if (cost === 0) return DONE;
-      // 3. The key's limits, after reading the key's give-back epoch (see #readEpoch).
-      area.epoch = this.#w[stateBase + this.#epochOffset] as number;
+      // 3. The key's limits, after reading the key's give-back epoch (see #readEpoch). A
+      // reservation that waits may place a limit's slot where it acts, past that limit's TAT
+      // (NarrowGcra.reserve): a spend's give-back made before it must then give nothing, since its
+      // slot no longer ends the TAT. So it moves the epoch on before its commits, as a block does
+      // (force): Atomics.add, seq-cst; a give-back checks the epoch after its snapshot (giveBack).
+      if (set.reserving !== null && r.retryAfterMs > 0 && this.#epochOffset >= 0) {
+        area.epoch = (Atomics.add(this.#w, stateBase + this.#epochOffset, 1) + 1) | 0;
+      } else area.epoch = this.#w[stateBase + this.#epochOffset] as number;
       if (!set.commit(key, area, m, lastSec, cost, this.#takeBack)) {
         this.#retries++;
         continue;
@@ -325,6 +331,12 @@ export class LockFreeEngine {
           set.loadStates(key, area);
           const lastSec = this.#stampThenRead(ref);
           if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
+          // And again after the snapshot (Atomics.load, seq-cst): a block or a waiting reservation
+          // adds to the epoch before its commits, so a snapshot that holds one of their commits is
+          // followed by a load that sees the add (read only before the snapshot, a give-back could
+          // load the epoch, then snapshot the state a reservation placed past the TAT, and take
+          // part of that reservation's slot).
+          if (mark !== null && Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch) return DONE;
           // A spend's GCRA give-back at a reading raised to the key's stamp (the clock stepped
           // back behind another decision, whose reading may be later than this one within the
           // stamp's second) has no bound to give by: nothing (design.md, section 6). A window's

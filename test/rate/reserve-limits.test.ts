@@ -10,12 +10,26 @@ const settle = () => new Promise((r) => setTimeout(r, 5));
 describe('reserve() with several limits', () => {
   it('waits for the tightest limit at each step, in arrival order', () => {
     const clock = new ManualClock();
-    // 2 per second (interval 500 ms, burst 2) and 5 per minute (interval 12 s, burst 5).
-    const limiter = new RateLimiter({ limit: [perSecond(2), perMinute(5)], maxKeys: 4, clock });
+    // 2 per second (interval 500 ms, burst 2) and 5 per minute (interval 12 s, burst 5). The 64-bit
+    // states (maxBlockMs) hold a place 24 s ahead on both limits.
+    const limiter = new RateLimiter({ limit: [perSecond(2), perMinute(5)], maxKeys: 4, clock, maxBlockMs: 86_400_000 });
     const delays = Array.from({ length: 7 }, () => limiter.reserve('k').delayMs);
-    // per second: 0, 0, 500, 1000, 1500, then 2000, 2500; per minute: 0 x5, then 12 s, 24 s.
+    // per second: 0, 0, 500, 1000, 1500; per minute: 0 x5, then 12 s, 24 s.
     expect(delays).toEqual([0, 0, 500, 1000, 1500, 12_000, 24_000]);
     expect(limiter.width).toBe(null);
+  });
+
+  it('every limit counts a reservation where it acts: a place further ahead than a limit holds is refused', () => {
+    // Counted by the per-second limit at 12 s, the sixth place is past what its 32-bit state
+    // holds (2^30 ticks of 10 ns): refused, nothing counted (found: each limit counted a
+    // reservation at its own wait, and a request could then act beside one another limit held
+    // back: reserve-cap-act.test.ts).
+    const clock = new ManualClock();
+    const limiter = new RateLimiter({ limit: [perSecond(2), perMinute(5)], maxKeys: 4, clock });
+    expect(Array.from({ length: 5 }, () => limiter.reserve('k').delayMs)).toEqual([0, 0, 500, 1000, 1500]);
+    expect(() => limiter.reserve('k')).toThrow(/further ahead than its limits can hold/);
+    clock.advance(4_000);
+    expect(limiter.reserve('k').delayMs).toBe(8_000); // 12 s from the start: now within reach
   });
 
   it('counts nothing when the wait is over maxWaitMs or a cost over a burst', () => {
@@ -34,7 +48,7 @@ describe('reserve() with several limits', () => {
 
   it('cancel() gives back, on every limit, the part of its slots still ahead', () => {
     const clock = new ManualClock();
-    const limiter = new RateLimiter({ limit: [perSecond(2), perMinute(5)], maxKeys: 4, clock });
+    const limiter = new RateLimiter({ limit: [perSecond(2), perMinute(5)], maxKeys: 4, clock, maxBlockMs: 86_400_000 });
     limiter.reserve('k', { cost: 2 });
     const third = limiter.reserve('k');
     const fourth = limiter.reserve('k');
@@ -49,22 +63,23 @@ describe('reserve() with several limits', () => {
     expect(third.cancel()).toBe(false); // its time has come
   });
 
-  it('cancel() gives nothing back to a limit on which a later reservation stacked on it still waits to act', () => {
-    // Its place would go to a new request, which would act beside the later one, pinned to its
-    // own time (found: 10 acted in 400 ms at one per 100 ms; cancel-stacked.test.ts). Each limit
-    // judges for itself: on the per-minute limit, whose burst still holds every spend, nothing
-    // waits for it, and its part comes back.
+  it('cancel() gives nothing back to a limit that counted a later request after it', () => {
+    // A later reservation stays pinned to its act time, so the place could only go to a new
+    // request acting beside it (found: 10 acted in 400 ms at one per 100 ms; cancel-stacked.test.ts);
+    // and on a limit that did not set its wait, it was counted where it acts, past the TAT
+    // (reserve-cap-act.test.ts). So once any request was counted after it on a limit, a cancel
+    // gives that limit nothing: here both.
     const clock = new ManualClock();
-    const limiter = new RateLimiter({ limit: [perSecond(2, { burst: 1 }), perMinute(5)], maxKeys: 4, clock });
+    const limiter = new RateLimiter({ limit: [perSecond(2, { burst: 1 }), perMinute(5)], maxKeys: 4, clock, maxBlockMs: 86_400_000 });
     expect(limiter.allow('k')).toBe(true);
     const second = limiter.reserve('k');
     const third = limiter.reserve('k');
     expect([second.delayMs, third.delayMs]).toEqual([500, 1000]);
-    expect(second.cancel()).toBe(true); // the per-minute part
-    expect(limiter.reserve('k').delayMs).toBe(1500); // not the per-second place: the third waits behind it
+    expect(second.cancel()).toBe(false);
+    expect(limiter.reserve('k').delayMs).toBe(1500);
     expect(limiter.reserve('k').delayMs).toBe(2000);
-    expect(limiter.reserve('k').delayMs).toBe(2500); // 5 per minute: the cancelled one was not counted there
-    expect(limiter.reserve('k').delayMs).toBe(12_000);
+    expect(limiter.reserve('k').delayMs).toBe(12_000); // 5 per minute: the second still counts
+    expect(third.cancel()).toBe(false);
   });
 });
 

@@ -806,15 +806,18 @@ describe('a worker parked between its read of the TAT and its compare-and-swap',
     expect(limiter.tryAcquire('k', 0)).toMatchObject({ remaining: 0, resetAfterMs: 1.6e6 * 86.4 });
   });
 
-  it('cancel(): a parked refund lands on top of a reservation made meanwhile, not over it', async () => {
+  it('cancel(): a parked refund never writes over a reservation made meanwhile', async () => {
     const limiter = new RateLimiter({ limit: PER_DAY, maxKeys: 8, clock: new ManualClock(5_000) });
     limiter.tryAcquire('k', 1e6); // full: every reservation now waits
     const a = await parked(limiter.handle, 'refund', 'cancel', 'k', 100_000); // reserved 100,000, refunding
     expect(await take(limiter.handle, 'k', 50_000, 1, true)).toBe(1); // another reserves 50,000
     const r = await a.release();
-    expect(r).toMatchObject({ delayMs: 100_000 * 86.4, cancelled: true });
-    // 1e6 + 50,000 intervals are left: the refund did not write back its stale TAT minus 100,000.
-    expect(limiter.tryAcquire('k', 0).resetAfterMs).toBe(1.05e6 * 86.4);
+    // Its compareExchange failed on the other's write; on the word it then read, a reservation
+    // stacked on its slot still waits to act: it gives nothing (math/gcra.ts laterMayAct).
+    expect(r).toMatchObject({ delayMs: 100_000 * 86.4, cancelled: false });
+    // 1e6 + 150,000 intervals are left: neither the stale TAT minus 100,000 written back, nor a
+    // place taken from under the later reservation.
+    expect(limiter.tryAcquire('k', 0).resetAfterMs).toBe(1.15e6 * 86.4);
   });
 
   it('sweep(): a reclaim parked on an idle key fails when another worker admits on it meanwhile', async () => {

@@ -371,7 +371,9 @@ describe('found: a PolicyLimiter give-back after another thread\'s setRules', ()
   // one whose state starts fresh.
   it.each([
     ['a fixed window', [{ algorithm: 'fixed-window' as const, limit: { permits: 1, periodMs: 3_600_000 } }], [{ algorithm: 'fixed-window' as const, limit: { permits: 1, periodMs: 7_200_000 } }]],
-    ['GCRA', [{ limit: { permits: 1, periodMs: 3_600_000, burst: 1 } }], [{ limit: [{ permits: 1, periodMs: 3_600_000, burst: 1 }, { permits: 10, periodMs: 86_400_000 }] }]],
+    // (A GCRA rule that gains a limit keeps the debts of the limits both have: the fresh start
+    // here is a move to a window rule.)
+    ['GCRA', [{ limit: { permits: 1, periodMs: 3_600_000, burst: 1 } }], [{ algorithm: 'sliding-window' as const, limit: { permits: 1, periodMs: 3_600_000 } }]],
   ])('%s: the give-back follows the version that decided', (_name, before, after) => {
     const clock = { now: () => 50 };
     const a = new PolicyLimiter({ rules: before, maxKeys: 8, clock });
