@@ -9,7 +9,9 @@ import { describe, integerInRange } from '../config/check.js';
  *
  *   clientKey('2001:db8:1:2:a:b:c:d', 64) === '2001:db8:1:2::/64'
  *
- * `prefixBits` 128 (or an address that is not IP) keeps the address as it is. Pure; any thread.
+ * `prefixBits` 128 keys the address alone, in its RFC 5952 text (lower case, zeros compressed,
+ * no zone: `2001:DB8:0:0:0:0:0:1` is `2001:db8::1`); an address that is not IP is kept as it is.
+ * Pure; any thread.
  */
 export function clientKey(address: string, prefixBits: number): string {
   if (isIPv4(address)) return address;
@@ -20,7 +22,9 @@ export function clientKey(address: string, prefixBits: number): string {
   if (groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0xffff) {
     return `${groups[6] >> 8}.${groups[6] & 0xff}.${groups[7] >> 8}.${groups[7] & 0xff}`;
   }
-  if (prefixBits >= 128) return address;
+  // One address, one key: /128 is the address in RFC 5952 text (2001:DB8:0:0:0:0:0:1 is
+  // 2001:db8::1), without a zone, as the shorter prefixes are.
+  if (prefixBits >= 128) return compress(groups);
   // Keep the first prefixBits bits; the rest are zero.
   const kept: number[] = [];
   for (let i = 0; i < 8; i++) {

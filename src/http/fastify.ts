@@ -65,6 +65,8 @@ declare module 'fastify' {
      * `preHandler` where the plugin's own hook does not run (`global: false`) or comes too early:
      * `fastify.get('/x', { preHandler: fastify.rateLimit({ cost: 5 }) }, handler)`. Refused, it
      * sets the fields and throws a `RateLimitedError`; the route's `config.rateLimit` is not read.
+     * A route that places it in its own hook options is left to it by the plugin's hook (counted
+     * once); one added with `addHook` is not seen so.
      */
     rateLimit(
       options?: { cost?: number | ((request: FastifyRequest) => number | Promise<number>) },
@@ -149,10 +151,39 @@ function checkRouteConfig(value: unknown, route: string): RouteLimiter | null {
   if (config.max !== undefined) {
     integerInRange(`${where}.max`, config.max, 1, 2 ** 40);
     positiveFinite(`${where}.timeWindow`, config.timeWindow);
-    return new RateLimiter({ limit: { permits: config.max, periodMs: config.timeWindow as number }, maxKeys });
+    return routeLimiter({ permits: config.max, periodMs: config.timeWindow as number }, maxKeys, where, 'max and timeWindow');
   }
-  return new RateLimiter({ limit: config.limit as Limit | readonly Limit[], maxKeys });
+  return routeLimiter(config.limit as Limit | readonly Limit[], maxKeys, where, 'limit');
 }
+
+/**
+ * The RateLimiter of a route's own limit; its errors name the route and the option (`where`:
+ * `config.rateLimit of route GET /x`), keeping their class (TypeError or RangeError).
+ */
+function routeLimiter(limit: Limit | readonly Limit[], maxKeys: number, where: string, option: string): RateLimiter {
+  try {
+    return new RateLimiter({ limit, maxKeys });
+  } catch (error) {
+    if (!(error instanceof Error)) throw error;
+    const Class = error instanceof RangeError ? RangeError : TypeError;
+    // 'options.limit.permits must be ...' becomes '<where>.limit.permits must be ...'.
+    const message = option === 'limit' && error.message.startsWith('options.limit')
+      ? `${where}.${error.message.slice('options.'.length)}` : `${where}.${option}: ${error.message}`;
+    throw new Class(message, { cause: error });
+  }
+}
+
+/** The error of a request to a route whose config.rateLimit object the plugin never checked (the route came first). */
+function uncheckedRoute(request: FastifyRequest): TypeError {
+  return new TypeError(`config.rateLimit of route ${request.routeOptions.method} ${request.routeOptions.url} was never checked by the sluice ` +
+    'plugin: the route was registered before it, so its cost, limit or key would go unread; register the plugin before the routes it covers');
+}
+
+/** Hooks made by `fastify.rateLimit()`, to the checker they spend from: a route that places one is left to it by the plugin's own hook. */
+const placedHooks = new WeakMap<object, object>();
+
+/** The route options that take hooks a route may place `fastify.rateLimit()` in. */
+const PLACED_IN = ['onRequest', 'preParsing', 'preValidation', 'preHandler'] as const;
 
 type RouteLimiter = RateLimiter | RedisRateLimiter | PolicyLimiter | RedisPolicyLimiter;
 
@@ -184,12 +215,27 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
   const pluginChecker = checker;
   // Routes with a limit of their own: their checker, made once when the route is registered.
   const routeCheckers = new WeakMap<object, Checker<FastifyRequest>>();
+  // The config.rateLimit objects this plugin checked: one it never saw (a route registered before
+  // it) fails its requests rather than being spent from the plugin's limiter as if absent.
+  const checkedConfigs = new WeakSet<object>();
+  // Marks the config of a route that places this plugin's fastify.rateLimit() itself.
+  const placed = Symbol('sluice: fastify.rateLimit() placed by the route');
   // Each checked request's decision, as express-rate-limit's req.rateLimit (shadow mode's answer).
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', null);
   fastify.addHook('onRoute', (route) => {
     const config = (route.config as { rateLimit?: unknown } | undefined)?.rateLimit;
     const name = `${String(route.method)} ${route.url}`;
     const limiter = checkRouteConfig(config, name);
+    if (config !== null && typeof config === 'object') checkedConfigs.add(config);
+    // A route that places fastify.rateLimit() itself is counted there alone (the hook copies
+    // the route's config after onRoute: the mark reaches request.routeOptions.config).
+    const hooks = PLACED_IN.flatMap((h) => {
+      const v: unknown = (route as unknown as Record<string, unknown>)[h];
+      return v === undefined || v === null ? [] : Array.isArray(v) ? v as unknown[] : [v];
+    });
+    if (hooks.some((h) => typeof h === 'function' && placedHooks.get(h) === pluginChecker)) {
+      (route as { config?: object }).config = { ...route.config, [placed]: true };
+    }
     if (limiter === null) return;
     const own = config as { key?: unknown };
     // The plugin's options, but the route's limiter (and key, if it has one).
@@ -229,9 +275,11 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
   fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
     let c = pluginChecker;
     settleCheck(() => {
-      const route = request.routeOptions.config.rateLimit;
-      if (route === false || (!global && route === undefined)) return SKIPPED;
-      if (typeof route !== 'object') return c.check(request);
+      const config = request.routeOptions.config;
+      const route = config.rateLimit;
+      if (route === false || (!global && route === undefined) || (config as unknown as Record<symbol, unknown>)[placed] === true) return SKIPPED;
+      if (route === undefined || route === true) return c.check(request);
+      if (!checkedConfigs.has(route as object)) throw uncheckedRoute(request);
       c = routeCheckers.get(route) ?? pluginChecker;
       return c.check(request, route.cost !== undefined ? routeCost(route)(request) : undefined);
     }, (o) => (o === SKIPPED ? next() : answer(c, request, reply, next, o)), (e) => next(asError(e)));
@@ -244,12 +292,14 @@ const plugin: FastifyPluginCallback<SluiceFastifyOptions> = (fastify, options, d
       }
       checkNames(hookOptions ?? {}, ['cost'], 'options', 'fastify.rateLimit option');
       const costOf = hookOptions?.cost === undefined ? undefined : costFunction<FastifyRequest>(hookOptions.cost, 'options.cost');
-      return (request: FastifyRequest, reply: FastifyReply): Promise<void> => new Promise((resolve, reject) => {
+      const hook = (request: FastifyRequest, reply: FastifyReply): Promise<void> => new Promise((resolve, reject) => {
         settleCheck(() => pluginChecker.check(request, costOf?.(request) as number | undefined), (o) => {
           if (o === SKIPPED) resolve();
           else answer(pluginChecker, request, reply, (error) => (error === undefined ? resolve() : reject(error)), o);
         }, (e) => reject(asError(e)));
       });
+      placedHooks.set(hook, pluginChecker);
+      return hook;
     });
   }
   done();

@@ -46,8 +46,9 @@ export const GIVE_BACK_NAMES = ['skipSuccessfulRequests', 'skipFailedRequests'];
  * `RedisPolicyLimiter` (for the requests whose rule is GCRA).
  */
 export function giveBackOptions(options: { skipSuccessfulRequests?: unknown; skipFailedRequests?: unknown }, limiter: unknown): GiveBackWhen | null {
-  const successful = options.skipSuccessfulRequests ?? false;
-  const failed = options.skipFailedRequests ?? false;
+  // Absent is false; null is no boolean (`??` would take it for false).
+  const successful = options.skipSuccessfulRequests === undefined ? false : options.skipSuccessfulRequests;
+  const failed = options.skipFailedRequests === undefined ? false : options.skipFailedRequests;
   for (const [name, value] of [['skipSuccessfulRequests', successful], ['skipFailedRequests', failed]] as const) {
     if (typeof value !== 'boolean') throw new TypeError(`options.${name} must be a boolean, got ${describe(value)}`);
   }

@@ -1,6 +1,6 @@
 import { describe } from '../config/check.js';
 import type { Decision } from '../rate/types.js';
-import { rateLimitValue, type PolicyFields } from './headers.js';
+import { jointOnly, jointValue, rateLimitValue, type PolicyFields } from './headers.js';
 
 /**
  * The header fields the middleware can send, by the draft of the IETF RateLimit fields a client
@@ -18,6 +18,10 @@ import { rateLimitValue, type PolicyFields } from './headers.js';
  *
  * Drafts 6 and 7 and the legacy fields carry one limit: of several, the one with the fewest
  * requests left (the one that refuses first; of equals, the one that takes longest to reset).
+ * A decision of several limits without a state per limit (a Redis limiter's) names no limit: its
+ * fields carry the limits together (one draft-8/-11 item named `"<name>+<name>"`; drafts 6 and 7
+ * list every limit's `<q>;w=<w>` in `ratelimit-policy`, with the smallest quota as the limit),
+ * with the fewest left and the wait until every limit is full.
  * `reset` is the seconds until that limit is full again, rounded up. Their items replace what an
  * earlier limiter on the same response set, where the draft-8 and -11 lists add to it.
  */
@@ -85,6 +89,7 @@ function resetMsOf(decision: Decision, i: number): number {
 
 /** The fields of draft-8: draft-11's, with t the wait until the limit is full. */
 function draft8Value(decision: Decision, fields: PolicyFields): string {
+  if (jointOnly(decision, fields)) return jointValue(decision, fields, true);
   let value = '';
   fields.policies.forEach((p, i) => {
     value += `${i === 0 ? '' : ', '}"${p.name}";r=${remainingOf(decision, i)};t=${seconds(resetMsOf(decision, i))}`;
@@ -108,8 +113,8 @@ export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: ()
       if (legacy) {
         const i = binding(decision, fields.policies.length);
         out.push(
-          'x-ratelimit-limit', fields.quota[i] as string, 'x-ratelimit-remaining', String(remainingOf(decision, i)),
-          'x-ratelimit-reset', legacyReset(resetMsOf(decision, i)),
+          'x-ratelimit-limit', jointOnly(decision, fields) ? fields.joint.quota : fields.quota[i] as string,
+          'x-ratelimit-remaining', String(remainingOf(decision, i)), 'x-ratelimit-reset', legacyReset(resetMsOf(decision, i)),
         );
       }
       return out;
@@ -118,26 +123,31 @@ export function fieldWriter(mode: HeaderMode | null, legacy: boolean, wallMs: ()
   }
   // Drafts 6 and 7 and the legacy fields carry one limit, the binding one: its figures are read
   // once per decision.
+  // A decision of several limits without a state per limit (a Redis limiter's: `jointOnly`) has
+  // the limits together: the policy lists them all, the limit is the smallest quota, and the
+  // reset the wait until every limit is full.
   const write = (decision: Decision, fields: PolicyFields): string[] => {
+    const joint = jointOnly(decision, fields);
     const i = binding(decision, fields.policies.length);
     const remaining = String(remainingOf(decision, i));
     const resetMs = resetMsOf(decision, i);
-    const quota = fields.quota[i] as string;
+    const quota = joint ? fields.joint.quota : fields.quota[i] as string;
+    const policy = joint ? fields.joint.quotaWindow : fields.quotaWindow[i] as string;
     let out: string[];
     switch (mode) {
       case 'draft-7':
-        out = ['ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit', `limit=${quota}, remaining=${remaining}, reset=${seconds(resetMs)}`];
+        out = ['ratelimit-policy', policy, 'ratelimit', `limit=${quota}, remaining=${remaining}, reset=${seconds(resetMs)}`];
         break;
       case 'draft-6':
         if (legacy) {
           return [
-            'ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit-limit', quota, 'ratelimit-remaining', remaining,
+            'ratelimit-policy', policy, 'ratelimit-limit', quota, 'ratelimit-remaining', remaining,
             'ratelimit-reset', String(seconds(resetMs)),
             'x-ratelimit-limit', quota, 'x-ratelimit-remaining', remaining, 'x-ratelimit-reset', legacyReset(resetMs),
           ];
         }
         return [
-          'ratelimit-policy', fields.quotaWindow[i] as string, 'ratelimit-limit', quota, 'ratelimit-remaining', remaining,
+          'ratelimit-policy', policy, 'ratelimit-limit', quota, 'ratelimit-remaining', remaining,
           'ratelimit-reset', String(seconds(resetMs)),
         ];
       default:

@@ -27,7 +27,12 @@ import type { Decision } from '../rate/rate-limiter.js';
  * the seconds, rounded up, until it has more again ("additional quota", draft -10 and later), 0
  * when it is full, the same meaning on a 200 and on a 429 (where Retry-After says when the
  * refused request itself, of its cost, would pass). Several limits give one item each, each with
- * its own `r` and `t` (`decision.limits`). `rateLimitHeaders` reads its limits as GCRA ones.
+ * its own `r` and `t` (`decision.limits`); a decision of several limits without them (a Redis
+ * limiter's) gives one item for the limits together, named by their names joined with `+`:
+ *
+ *   ratelimit: "3-per-60s+5-per-3600s";r=2;t=720
+ *
+ * `rateLimitHeaders` reads its limits as GCRA ones.
  */
 
 /** Header field name (lower-case, as HTTP/2 and Node's `getHeaders()` spell them) to value. Plain data, safe to send between threads. */
@@ -127,6 +132,12 @@ export interface PolicyFields {
   /** Per policy: its `q` as text, and its draft-6/-7 `ratelimit-policy` value `<q>;w=<w>` (made once, not per request). */
   readonly quota: readonly string[];
   readonly quotaWindow: readonly string[];
+  /**
+   * The limits together, for a decision of several limits without a state per limit (a Redis
+   * limiter's): the item's name (the policies' names joined by `+`), the smallest `q` as text,
+   * every limit's `<q>;w=<w>`, and the smallest capacity (a GCRA burst, a window's permits).
+   */
+  readonly joint: { readonly name: string; readonly quota: string; readonly quotaWindow: string; readonly capacity: number };
 }
 
 /** `policies` (from `advertisePolicies`) as fields, built once per limiter or rule. */
@@ -136,7 +147,34 @@ export function policyFields(policies: readonly AdvertisedPolicy[]): PolicyField
     policies,
     quota: policies.map((p) => String(p.q)),
     quotaWindow: policies.map((p) => `${p.q};w=${p.w}`),
+    joint: {
+      name: policies.map((p) => p.name).join('+'),
+      quota: String(Math.min(...policies.map((p) => p.q))),
+      quotaWindow: policies.map((p) => `${p.q};w=${p.w}`).join(', '),
+      capacity: Math.min(...policies.map((p) => (p.gcra ? p.burst : p.permits))),
+    },
   };
+}
+
+/**
+ * Whether `decision` reports its limits together only: several limits and no state per limit (a
+ * Redis limiter's decision holds the fewest left and the wait until every limit is full). Its
+ * fields then carry one item for the limits together: giving each limit those numbers would
+ * say one limit's figures of another.
+ */
+export function jointOnly(decision: Decision, fields: PolicyFields): boolean {
+  return decision.limits === undefined && fields.policies.length > 1;
+}
+
+/**
+ * The `ratelimit` item of the limits together (`jointOnly`): `r` the fewest left; `t` the seconds
+ * until every limit is full again (by then there is more, unless the fewest left is already the
+ * smallest capacity: 0), or until every limit is full (`untilFull`, draft-8).
+ */
+export function jointValue(decision: Decision, fields: PolicyFields, untilFull: boolean): string {
+  const r = Math.floor(decision.remaining);
+  const t = !untilFull && r >= fields.joint.capacity ? 0 : ceilSeconds(decision.resetAfterMs);
+  return `"${fields.joint.name}";r=${sfInteger(r)};t=${t}`;
 }
 
 /**
@@ -158,10 +196,12 @@ function moreQuotaSeconds(p: AdvertisedPolicy, remaining: number, resetMs: numbe
 
 /**
  * The `ratelimit` value for `decision` (assumed checked): one item per policy, each with its
- * limit's own `r` and `t` when the decision has them (`decision.limits`, several limits), else the
- * decision's. Built with few strings per request: the middleware runs it on every response.
+ * limit's own `r` and `t` (`decision.limits`, several limits; the decision's for one limit), or
+ * one item for the limits together when the decision has no state per limit (`jointOnly`). Built
+ * with few strings per request: the middleware runs it on every response.
  */
 export function rateLimitValue(decision: Decision, fields: PolicyFields): string {
+  if (jointOnly(decision, fields)) return jointValue(decision, fields, false);
   const policies = fields.policies;
   let value = '';
   for (let i = 0; i < policies.length; i++) {

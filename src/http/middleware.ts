@@ -194,6 +194,8 @@ export function makeCheck<Req>(options: RateLimitOptions<Req>, addressOf: (req: 
     throw new TypeError(`${fn} options must be an object like { limiter }, got ${describe(options)}`);
   }
   checkNames(options, [...COMMON_NAMES, ...more], 'options', `${fn} option`);
+  // The limiter first: the options that need one (skipFailedRequests, ban) read it.
+  checkLimiter(options.limiter);
   const { limiter, cost = 1, headers = true, legacyHeaders = false, skip, statusCode = 429, message = DEFAULT_MESSAGE, ipv6Subnet = 64 } = options;
   if (skip !== undefined && typeof skip !== 'function') throw new TypeError(`options.skip must be a function of the request, got ${describe(skip)}`);
   integerInRange('options.statusCode', statusCode, 400, 599);
@@ -337,27 +339,55 @@ function checkOf<Req>(
     const fields = (request: PolicyRequest): PolicyFields | null => (headers ? lookup(request) : null);
     // A policy request's user names the client; a request that is not an object fails in tryAcquire.
     const user = (request: PolicyRequest): string => (request !== null && typeof request === 'object' ? String(request.user) : '');
+    // The fields are those of the rule in force when the request is decided, read before it is:
+    // a setRules while Redis decides (or from onDecision) must not advertise the new rule with
+    // the old rule's numbers. A request ruleFor refuses is refused by tryAcquire the same way.
     if (limiter instanceof RedisPolicyLimiter) {
-      if (!givesBack) return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => outcome(d, fields(request))), user);
+      if (!givesBack) {
+        return keyed(keyOf, (request, n) => {
+          const f = fields(request);
+          return limiter.tryAcquire(request, n).then((d) => outcome(d, f));
+        }, user);
+      }
       // By the rule that decided (recorded with the spend: setRules may run meanwhile).
       keepRedisPolicySpends(limiter);
-      return keyed(keyOf, (request, n) => limiter.tryAcquire(request, n).then((d) => {
-        const o = outcome(d, fields(request));
-        const back = admitted(o, n) ? redisPolicyGiveBack(limiter, d, request, n) : undefined;
-        return back === undefined ? o : givingBack(o, n, back);
-      }), user);
+      return keyed(keyOf, (request, n) => {
+        const f = fields(request);
+        return limiter.tryAcquire(request, n).then((d) => {
+          const o = outcome(d, f);
+          const back = admitted(o, n) ? redisPolicyGiveBack(limiter, d, request, n) : undefined;
+          return back === undefined ? o : givingBack(o, n, back);
+        });
+      }, user);
     }
-    if (!givesBack) return keyed(keyOf, (request, n) => outcome(limiter.tryAcquire(request, n), fields(request)), user);
+    if (!givesBack) {
+      return keyed(keyOf, (request, n) => {
+        const f = fields(request);
+        return outcome(limiter.tryAcquire(request, n), f);
+      }, user);
+    }
     // A reward bounded by the admission's reading (GCRA) or its windows, and marked with it, by the
     // rule that decided (a sliding log keeps its spend; nothing once the rules changed). Made with
     // the decision, before onDecision runs (givingBackPolicyTryAcquire).
     return keyed(keyOf, (request, n) => {
+      const f = fields(request);
       const [d, back] = givingBackPolicyTryAcquire(limiter, request, n); // a give-back for an admission only
-      const o = outcome(d, fields(request));
+      const o = outcome(d, f);
       return back === undefined ? o : givingBack(o, n, back);
     }, user);
   }
-  throw new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);
+  throw limiterError(limiter); // checked first (makeCheck)
+}
+
+function limiterError(limiter: unknown): TypeError {
+  return new TypeError(`options.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got ${describe(limiter)}`);
+}
+
+/** `TypeError` naming options.limiter unless it is one of the four limiters. */
+function checkLimiter(limiter: unknown): void {
+  const known = limiter instanceof RateLimiter || limiter instanceof RedisRateLimiter || limiter instanceof PolicyLimiter ||
+    limiter instanceof RedisPolicyLimiter;
+  if (!known) throw limiterError(limiter);
 }
 
 /**

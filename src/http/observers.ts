@@ -43,7 +43,7 @@ function hook<Req>(value: unknown, name: string): ((req: Req, decision: Decision
  * admission without fields that keeps the limiter's decision). Undefined when none is set.
  */
 export function observers<Req>(options: ObserverOptions<Req>): ((req: Req, o: Outcome) => Outcome) | undefined {
-  const shadow = options.shadow ?? false;
+  const shadow = options.shadow === undefined ? false : options.shadow; // null is no boolean
   if (typeof shadow !== 'boolean') throw new TypeError(`options.shadow must be a boolean, got ${describe(shadow)}`);
   const onExceeded = hook<Req>(options.onExceeded, 'onExceeded');
   const onExceeding = hook<Req>(options.onExceeding, 'onExceeding');

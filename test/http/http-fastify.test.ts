@@ -251,6 +251,88 @@ describe('sluice/fastify in Fastify 5', () => {
     expect(() => app.rateLimit(null as never)).toThrow(/^fastify\.rateLimit options must be an object like \{ cost \}, got null$/);
   });
 
+  // Found: a route registered before the plugin had its config.rateLimit ignored (the plugin's
+  // onRoute hook never saw it) while the plugin's hook still limited it: { max: 1 } let 4 of 4
+  // through, and a misspelt { costs: 50 } was not refused.
+  it('a route registered before the plugin, with a config.rateLimit object: its requests fail, naming the route', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(100), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    app.get('/early', { config: { rateLimit: { max: 1, timeWindow: 60_000 } } }, async () => 'ok');
+    app.get('/typo', { config: { rateLimit: { costs: 50 } as never } }, async () => 'ok');
+    app.get('/plain', async () => 'ok');
+    app.get('/off', { config: { rateLimit: false } }, async () => 'ok');
+    await app.register(sluice, { limiter, key: () => 'k' });
+    const url = await start(app);
+    for (const path of ['/early', '/typo']) {
+      const r = await fetch(`${url}${path}`);
+      expect(r.status).toBe(500);
+      expect((await r.json() as { message: string }).message)
+        .toMatch(new RegExp(`^config\\.rateLimit of route GET ${path} was never checked by the sluice plugin: the route was registered before it`));
+    }
+    expect((await fetch(`${url}/early`)).status).toBe(500);
+    expect(limiter.get('k')).toBeNull(); // nothing was spent on them
+    expect([(await fetch(`${url}/plain`)).status, (await fetch(`${url}/off`)).status]).toEqual([200, 200]);
+  });
+
+  // Found: an error from a route's own limit did not name the route.
+  it('a bad route limit is refused naming the route and the option', async () => {
+    const app = Fastify();
+    await app.register(sluice, { limiter: new RateLimiter({ limit: perMinute(4), maxKeys: 16 }) });
+    const handler = async (): Promise<string> => 'ok';
+    expect(() => app.get('/l', { config: { rateLimit: { limit: { permits: 0, periodMs: 1000 } } } }, handler))
+      .toThrow(/^config\.rateLimit of route GET \/l\.limit\.permits must be .* got 0$/);
+    expect(() => app.get('/m', { config: { rateLimit: { limit: 'fast' as never } } }, handler))
+      .toThrow(/^config\.rateLimit of route GET \/m\.limit must be .* got "fast"$/);
+    let caught: unknown;
+    try {
+      app.get('/n', { config: { rateLimit: { limit: { permits: 0, periodMs: 1000 } } } }, handler);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(RangeError);
+    await app.close();
+  });
+
+  // Found: { limiter: {} } with skipFailedRequests was refused for skipFailedRequests, not for the limiter.
+  it('a limiter that is none is refused as such, before the options that need one', async () => {
+    const limiterError = /options\.limiter must be a RateLimiter, a PolicyLimiter, a RedisRateLimiter or a RedisPolicyLimiter, got/;
+    for (const more of [{ skipFailedRequests: true }, { skipSuccessfulRequests: true }, { ban: 3 }]) {
+      await expect(Fastify().register(sluice, { limiter: {} as never, ...more })).rejects.toThrow(limiterError);
+      const app = Fastify();
+      await app.register(sluice, { limiter: new RateLimiter({ limit: perMinute(4), maxKeys: 16 }), ...more });
+      expect(() => app.get('/r', { config: { rateLimit: { limiter: {} as never } } }, async () => 'ok')).toThrow(limiterError);
+      await app.close();
+    }
+  });
+
+  // Found: null was taken for false.
+  it.each(['shadow', 'skipFailedRequests', 'skipSuccessfulRequests', 'legacyHeaders', 'global'])('options.%s: null or a string is refused by name', async (name) => {
+    const limiter = new RateLimiter({ limit: perMinute(4), maxKeys: 16 });
+    for (const value of [null, 'yes']) {
+      const message = new RegExp(`^options\\.${name} must be a boolean, got ${value === null ? 'null' : '"yes"'}$`);
+      await expect(Fastify().register(sluice, { limiter, [name]: value } as never)).rejects.toThrow(message);
+    }
+  });
+
+  // Found: the documented fastify.rateLimit({ cost: 5 }) on a route with the plugin at its default
+  // global: true counted the request twice (1 by the plugin's hook, then 5) and sent two items.
+  it('fastify.rateLimit() placed by a route that the global hook covers: counted once, by the route\'s hook', async () => {
+    const limiter = new RateLimiter({ limit: perMinute(10), maxKeys: 16, clock: new ManualClock(0) });
+    const app = Fastify();
+    await app.register(sluice, { limiter, key: () => 'k' });
+    app.get('/export', { preHandler: app.rateLimit({ cost: 5 }) }, async (request) => `left ${request.rateLimit?.remaining}`);
+    app.get('/many', { onRequest: [async () => {}, app.rateLimit({ cost: 2 })] }, async () => 'ok');
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    const r = await fetch(`${url}/export`);
+    expect([r.status, await r.text()]).toEqual([200, 'left 5']);
+    expect(parseList(r.headers.get('ratelimit') as string)).toHaveLength(1);
+    expect((await fetch(`${url}/many`)).status).toBe(200);
+    expect(limiter.get('k')).toMatchObject({ remaining: 3 });
+    expect((await fetch(url)).status).toBe(200); // the global hook still covers the others
+    expect(limiter.get('k')).toMatchObject({ remaining: 2 });
+  });
+
   it('checks its options when registered', async () => {
     await expect(Fastify().register(sluice, { limiter: new RateLimiter({ limit: perMinute(1), maxKeys: 4 }), global: 'no' } as never)).rejects.toThrow(/^options\.global must be a boolean, got "no"$/);
     const limiter = new RateLimiter({ limit: perMinute(1), maxKeys: 4 });

@@ -6,7 +6,8 @@ import type { AddressInfo } from 'node:net';
 import express5, { type Request as ExpressRequest } from 'express';
 import Fastify from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fastifyRateLimit, perHour, rateLimit, RedisRateLimiter, type Decision } from '../../src/index.js';
+import { fastifyRateLimit, perHour, perMinute, PolicyLimiter, rateLimit, RedisPolicyLimiter, RedisRateLimiter, type Decision } from '../../src/index.js';
+import { sluice } from '../../src/http/fastify.js';
 import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
@@ -125,6 +126,122 @@ describe.skipIf(!available)('the HTTP middleware in front of Redis', () => {
     }
     expect(() => rateLimit({ limiter, degradedHeader: 'bad name' })).toThrow(/^options\.degradedHeader must be a header field name .* got "bad name"$/);
     expect(() => rateLimit({ limiter, degradedHeader: 1 as never })).toThrow(TypeError);
+  });
+
+  // Found: a Redis decision carries no per-limit states, and every item of [perMinute(3),
+  // perHour(5)] got the aggregate ("3-per-60s";r=2;t=720, "5-per-3600s";r=2;t=0) where the
+  // shared-memory limiter says "3-per-60s";r=2;t=20, "5-per-3600s";r=4;t=720. The fields now hold
+  // one item for the limits together: the fewest left, and the wait until every limit is full.
+  describe('several limits on Redis: one item for the limits together, never one limit with another\'s numbers', () => {
+    const limits = [perMinute(3), perHour(5)];
+    const policyList = '"3-per-60s";q=3;w=60, "5-per-3600s";q=5;w=3600';
+    /** The RateLimit-ish fields of one request through Express 5 and through the Fastify plugin. */
+    async function once(limiter: RedisRateLimiter | RedisPolicyLimiter, options: object): Promise<Record<string, string>[]> {
+      const key = limiter instanceof RedisPolicyLimiter ? () => ({ user: 'u', api: 'a' }) : () => 'k';
+      const app = express5();
+      app.use(rateLimit({ limiter, key, ...options } as never));
+      app.get('/', (_req, res) => {
+        res.send('ok');
+      });
+      const server = app.listen(0, '127.0.0.1');
+      await new Promise((r) => server.once('listening', r));
+      const fastify = Fastify();
+      await fastify.register(sluice, { limiter, key, ...options } as never);
+      fastify.get('/', async () => 'ok');
+      try {
+        const pick = (h: Headers): Record<string, string> => {
+          const out: Record<string, string> = {};
+          h.forEach((value, name) => {
+            if (name.includes('ratelimit')) out[name] = value;
+          });
+          return out;
+        };
+        const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+        await res.arrayBuffer();
+        const f = await fastify.inject({ method: 'GET', url: '/' });
+        return [pick(res.headers), pick(new Headers(f.headers as Record<string, string>))];
+      } finally {
+        await new Promise((r) => server.close(r));
+        await fastify.close();
+      }
+    }
+    const limiters = (): (RedisRateLimiter | RedisPolicyLimiter)[] => [
+      new RedisRateLimiter({ redis: redisServer.io, limit: limits, prefix: `m${n++}:`, localTier: false }),
+      new RedisPolicyLimiter({ redis: redisServer.io, rules: [{ limit: limits }], prefix: `m${n++}:`, localTier: false }),
+    ];
+
+    it.each([[true], ['draft-11'], ['draft-8']] as const)('headers: %j', async (headers) => {
+      for (const limiter of limiters()) {
+        // Express spends first (2 left of 3 a minute, 4 of 5 an hour), then Fastify (1 and 3).
+        const [express, fastify] = await once(limiter, { headers });
+        expect(express).toEqual({ 'ratelimit-policy': policyList, 'ratelimit': '"3-per-60s+5-per-3600s";r=2;t=720' });
+        expect(fastify).toEqual({ 'ratelimit-policy': policyList, 'ratelimit': '"3-per-60s+5-per-3600s";r=1;t=1440' });
+      }
+    });
+
+    it('headers: draft-7', async () => {
+      for (const limiter of limiters()) {
+        const [express, fastify] = await once(limiter, { headers: 'draft-7' });
+        expect(express).toEqual({ 'ratelimit-policy': '3;w=60, 5;w=3600', 'ratelimit': 'limit=3, remaining=2, reset=720' });
+        expect(fastify).toEqual({ 'ratelimit-policy': '3;w=60, 5;w=3600', 'ratelimit': 'limit=3, remaining=1, reset=1440' });
+      }
+    });
+
+    it('headers: draft-6, with the legacy fields', async () => {
+      for (const limiter of limiters()) {
+        const before = Math.floor(Date.now() / 1000);
+        const [express] = await once(limiter, { headers: 'draft-6', legacyHeaders: true });
+        const { 'x-ratelimit-reset': reset, ...rest } = express as Record<string, string>;
+        expect(rest).toEqual({
+          'ratelimit-policy': '3;w=60, 5;w=3600', 'ratelimit-limit': '3', 'ratelimit-remaining': '2', 'ratelimit-reset': '720',
+          'x-ratelimit-limit': '3', 'x-ratelimit-remaining': '2',
+        });
+        expect(Number(reset) - before).toBeGreaterThanOrEqual(720);
+        expect(Number(reset) - before).toBeLessThanOrEqual(722);
+      }
+    });
+
+    it('legacyHeaders alone, and with draft-11', async () => {
+      for (const limiter of limiters()) {
+        const [express, fastify] = await once(limiter, { headers: false, legacyHeaders: true });
+        expect([express?.['x-ratelimit-limit'], express?.['x-ratelimit-remaining'], Object.keys(express as object).length]).toEqual(['3', '2', 3]);
+        expect([fastify?.['x-ratelimit-limit'], fastify?.['x-ratelimit-remaining']]).toEqual(['3', '1']);
+      }
+      const [, fastify] = await once(limiters()[0] as RedisRateLimiter, { legacyHeaders: true });
+      expect([fastify?.['ratelimit'], fastify?.['x-ratelimit-limit'], fastify?.['x-ratelimit-remaining']])
+        .toEqual(['"3-per-60s+5-per-3600s";r=1;t=1440', '3', '1']);
+    });
+  });
+
+  // Found: the fields followed the rule the pair matched once Redis had answered, so a setRules
+  // meanwhile (here from onDecision, which runs just before the middleware sees the decision)
+  // advertised the new rule with the old rule's numbers. They follow the rule that decided.
+  it.each([['RedisPolicyLimiter'], ['PolicyLimiter']])('%s, setRules while the request is decided: the fields are the deciding rule\'s', async (kind) => {
+    for (const skipFailedRequests of [false, true]) {
+      let switchNext = true;
+      const onDecision = (): void => {
+        if (switchNext) limiter.setRules([{ limit: perMinute(2) }]);
+        switchNext = false;
+      };
+      const rules = [{ limit: perHour(5) }];
+      const limiter: RedisPolicyLimiter | PolicyLimiter = kind === 'PolicyLimiter'
+        ? new PolicyLimiter({ rules, maxKeys: 16, onDecision })
+        : new RedisPolicyLimiter({ redis: redisServer.io, rules, prefix: `r${n++}:`, localTier: false, onDecision });
+      const app = express5();
+      app.use(rateLimit({ limiter, key: () => ({ user: 'u', api: 'a' }), skipFailedRequests }));
+      app.get('/', (_req, res) => {
+        res.send('ok');
+      });
+      const server = app.listen(0, '127.0.0.1');
+      await new Promise((r) => server.once('listening', r));
+      try {
+        const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+        await res.arrayBuffer();
+        expect([res.headers.get('ratelimit-policy'), res.headers.get('ratelimit')]).toEqual(['"5-per-3600s";q=5;w=3600', '"5-per-3600s";r=4;t=720']);
+      } finally {
+        await new Promise((r) => server.close(r));
+      }
+    }
   });
 
   it('fastifyRateLimit, the bare hook, with a RedisRateLimiter', async () => {

@@ -158,9 +158,22 @@ describe('rateLimitHeaders()', () => {
   });
 
   it('keeps policy names distinct when two limits advertise the same rate', () => {
-    const h = rateLimitHeaders(decision({}), [perSecond(10), perSecond(10, { burst: 1 })]);
+    const states = [{ remaining: 10, resetAfterMs: 0 }, { remaining: 1, resetAfterMs: 0 }];
+    const h = rateLimitHeaders(decision({ remaining: 1, limits: states }), [perSecond(10), perSecond(10, { burst: 1 })]);
     expect(h['ratelimit-policy']).toBe('"10-per-1s";q=10;w=1, "10-per-1s-2";q=10;w=1;sluice-burst=1');
-    expect(h.ratelimit).toBe('"10-per-1s";r=0;t=0, "10-per-1s-2";r=0;t=0');
+    expect(h.ratelimit).toBe('"10-per-1s";r=10;t=0, "10-per-1s-2";r=1;t=0');
+  });
+
+  // Found: a decision of several limits without their states (a Redis limiter's) gave every item
+  // its fewest left and its longest reset: one limit's numbers on another's item.
+  it('several limits, a decision without a state per limit: one item for the limits together', () => {
+    const limits = [perMinute(3), perHour(5)];
+    const h = rateLimitHeaders(decision({ remaining: 2, resetAfterMs: 719_999.5 }), limits);
+    expect(h['ratelimit-policy']).toBe('"3-per-60s";q=3;w=60, "5-per-3600s";q=5;w=3600');
+    expect(h.ratelimit).toBe('"3-per-60s+5-per-3600s";r=2;t=720');
+    expect(h.ratelimit).toMatch(SF_ITEM);
+    // The fewest left is the smallest capacity: no more comes, whatever the wait until every limit is full.
+    expect(rateLimitHeaders(decision({ remaining: 3, resetAfterMs: 300_000 }), limits).ratelimit).toBe('"3-per-60s+5-per-3600s";r=3;t=0');
   });
 
   it.each<[string, unknown, unknown, ErrorConstructor, RegExp]>([
@@ -311,6 +324,13 @@ describe('rateLimit() on a node:http server', () => {
       /^options\.headers must be true, false, 'draft-6', 'draft-7', 'draft-8' or 'draft-11', got "yes"$/],
     ['headers an unknown draft', (limiter) => ({ limiter, headers: 'draft-5' }), TypeError, /^options\.headers must be .* got "draft-5"$/],
     ['legacyHeaders not a boolean', (limiter) => ({ limiter, legacyHeaders: 1 }), TypeError, /^options\.legacyHeaders must be a boolean, got 1$/],
+    // Found: the limiter was checked after the options that read it, and null was taken for false.
+    ['a limiter that is none, with skipFailedRequests', () => ({ limiter: {}, skipFailedRequests: true }), TypeError, /^options\.limiter must be a RateLimiter, .* got an object$/],
+    ['a limiter that is none, with ban', () => ({ limiter: {}, ban: 3 }), TypeError, /^options\.limiter must be a RateLimiter, .* got an object$/],
+    ['shadow null', (limiter) => ({ limiter, shadow: null }), TypeError, /^options\.shadow must be a boolean, got null$/],
+    ['skipFailedRequests null', (limiter) => ({ limiter, skipFailedRequests: null }), TypeError, /^options\.skipFailedRequests must be a boolean, got null$/],
+    ['skipSuccessfulRequests null', (limiter) => ({ limiter, skipSuccessfulRequests: null }), TypeError, /^options\.skipSuccessfulRequests must be a boolean, got null$/],
+    ['legacyHeaders null', (limiter) => ({ limiter, legacyHeaders: null }), TypeError, /^options\.legacyHeaders must be a boolean, got null$/],
     ['message a number', (limiter) => ({ limiter, message: 429 }), TypeError,
       /^options\.message must be a string, an object, or a function \(req, decision\) returning one, got 429$/],
     ['message null', (limiter) => ({ limiter, message: null }), TypeError, /^options\.message must be a string, an object, .* got null$/],
