@@ -41,13 +41,14 @@ export interface ResetMark {
  * resolves with how many of `keys` existed. Rejects with `RedisConfigError` for a
  * misconfiguration (an ACL without DEL or SET: redis-errors.ts), with Redis's own error for an
  * outage, and with an `Error` when Redis has not answered within `timeoutMs` (the keys may then
- * be deleted or not).
+ * be deleted or not). `waitMs`: how long it waits, when less than `timeoutMs` is left of the
+ * call's deadline (a first call's, which waited for the prefix check).
  */
-export function deleteKeys(redis: RedisCommands, keys: string[], timeoutMs: number, mark: ResetMark | null = null): Promise<number> {
+export function deleteKeys(redis: RedisCommands, keys: string[], timeoutMs: number, mark: ResetMark | null = null, waitMs = timeoutMs): Promise<number> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
     const error = new Error(`Redis did not answer the reset within ${timeoutMs} ms (timeoutMs): the key may or may not be reset`);
-    timer = setTimeout(() => reject(error), timeoutMs);
+    timer = setTimeout(() => reject(error), waitMs);
   });
   const args = mark === null || mark.fixedNowUs === null ? [] : [String(mark.fixedNowUs)];
   const call = (mark === null

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { luaAlgorithms } from './lua-algorithms.js';
 import { fixedWindowScript } from './lua-fixed-window.js';
 import { gcraScript } from './lua-gcra.js';
-import { LUA_PUSH_LATE, luaPushDecision } from './script-reply.js';
+import { LUA_DECISIONS_CLOSE, LUA_DECISIONS_OPEN, LUA_PUSH_LATE, LUA_RETURN_BATCH, luaPushDecision } from './script-reply.js';
 import type { RedisLimit } from './redis-limits.js';
 
 /**
@@ -54,11 +54,14 @@ import type { RedisLimit } from './redis-limits.js';
  * argument and each integer of a reply (ioredis, 16 decisions a call: 98 integers cost 23 µs of
  * the client's CPU a call more than one string; a string costs Redis more to format).
  */
-/** The script's last lines: `out`, the cap's `capBlocked` (when it has one) and Redis's time. */
+/**
+ * The batch script's last lines: `out`, the cap's `capBlocked` (when it has one) and Redis's time,
+ * led by the messages of decisions that failed (LUA_RETURN_BATCH).
+ */
 function reply(capped: boolean): string {
   return `
 ${capped ? 'out[#out + 1] = capBlocked\n' : ''}out[#out + 1] = now
-return out
+${LUA_RETURN_BATCH}
 `;
 }
 
@@ -105,11 +108,11 @@ end`;
  * - control: a penalty of cost (want -1), or a block of cost µs (want -2), under each key limit.
  */
 const RARE_STEPS = {
-  reward: `for i = 1, nl do
+  reward: `local loaded = {}
+for i = 1, nl do loaded[i] = ALGORITHMS[lim[i][1]].load(keyOf(j, i), lim[i]) end
+for i = 1, nl do
   local L = lim[i]
-  local A = ALGORITHMS[L[1]]
-  local key = keyOf(j, i)
-  A.force(key, L, A.load(key, L), cost)
+  ALGORITHMS[L[1]].force(keyOf(j, i), L, loaded[i], cost)
 end`,
   refund: `for i = 1, nl + ng do
   local L = lim[i]
@@ -117,11 +120,13 @@ end`,
   local key = keyOf(j, i)
   A.refund(key, L, A.load(key, L), -cost, deadline)
 end`,
-  control: `for i = 1, nl do
+  control: `local loaded = {}
+for i = 1, nl do loaded[i] = ALGORITHMS[lim[i][1]].load(keyOf(j, i), lim[i]) end
+for i = 1, nl do
   local L = lim[i]
   local A = ALGORITHMS[L[1]]
   local key = keyOf(j, i)
-  if want == -1 then A.force(key, L, A.load(key, L), cost) else A.block(key, L, A.load(key, L), cost) end
+  if want == -1 then A.force(key, L, loaded[i], cost) else A.block(key, L, loaded[i], cost) end
 end`,
 };
 
@@ -189,7 +194,7 @@ local function push(status, remaining, wait, reset, blocked, granted, cost)
   local n = #out
 ${luaPushDecision('granted', '  ')}
 end
-for j = 0, nd - 1 do
+${LUA_DECISIONS_OPEN}
   local cost, deadline, want = tonumber(arg()), tonumber(arg()), tonumber(arg())
   if cost < 0 and want == 0 then
 ${indented(RARE_STEPS.reward, '    ')}
@@ -266,7 +271,7 @@ ${indented(RARE_STEPS.control, '    ')}
     end
     push(status, remaining, wait, reset, blocked, spent, cost)
   end
-end
+${LUA_DECISIONS_CLOSE}
 -- The cap after the whole batch: how long it refuses every request.
 local capBlocked = 0
 for i = nl + 1, nl + ng do

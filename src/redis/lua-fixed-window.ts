@@ -1,5 +1,5 @@
 import type { RedisLimit } from './redis-limits.js';
-import { LATE, LUA_PUSH_LATE, luaPushDecision, luaReturnDecision } from './script-reply.js';
+import { LATE, LUA_DECISIONS_CLOSE, LUA_DECISIONS_OPEN, LUA_PUSH_LATE, LUA_RETURN_BATCH, luaPushDecision, luaReturnDecision } from './script-reply.js';
 
 /**
  * The script of a plan whose every limit is a fixed window, with its decisions written out as
@@ -66,7 +66,7 @@ else`);
   } else {
     emit(`local out = {}
 local rare = nil
-for j = 0, nd - 1 do
+${LUA_DECISIONS_OPEN}
   local cost, deadline, want = arg() + 0, arg() + 0, arg() + 0
   local n = #out
   if ${isRare} then
@@ -186,7 +186,7 @@ ${check(i, 'cost', '0', '    ')}
 
   if (!single) {
     emit(luaPushDecision('spent', '    '));
-    emit('  end\nend');
+    emit(`  end\n${LUA_DECISIONS_CLOSE}`);
   } else {
     emit('end');
   }
@@ -204,6 +204,6 @@ end`);
   }
   const tail = global.length > 0 ? 'capBlocked, now' : 'now';
   if (single) emit(luaReturnDecision('spent', null, tail));
-  else emit(`${global.length > 0 ? 'out[#out + 1] = capBlocked\n' : ''}out[#out + 1] = now\nreturn out`);
+  else emit(`${global.length > 0 ? 'out[#out + 1] = capBlocked\n' : ''}out[#out + 1] = now\n${LUA_RETURN_BATCH}`);
   return lines.join('\n');
 }

@@ -1,5 +1,5 @@
 import type { RedisLimit } from './redis-limits.js';
-import { LATE, LUA_PUSH_LATE, luaPushDecision, luaReturnDecision } from './script-reply.js';
+import { LATE, LUA_DECISIONS_CLOSE, LUA_DECISIONS_OPEN, LUA_PUSH_LATE, luaPushDecision, luaReturnDecision } from './script-reply.js';
 
 /**
  * The GCRA script: every limit of a plan is GCRA (a plan has one algorithm), so the script is
@@ -52,7 +52,7 @@ export function gcraScript(keyLimits: readonly RedisLimit[], global: readonly Re
   emit(single
     ? `  local cost, deadline, want = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0`
     : `local out = {}
-for j = 0, nd - 1 do
+${LUA_DECISIONS_OPEN}
   local cost, deadline, want = arg() + 0, arg() + 0, arg() + 0
   local n = #out`);
   // A single script for one key limit answers a plain admission with its debt after (`debt`).
@@ -182,7 +182,7 @@ ${luaSetMark(luaMarkKey(keyOf(0)), `{ ${keyLimits.map((_, i) => keyOf(i)).join('
   if (!single) emit(luaPushDecision('spent', '    '));
   emit('  end');
   if (single) lines.splice(0, lines.length, ...lines.join('\n').split('\n').map((line) => line.slice(2)));
-  else emit('end');
+  else emit(LUA_DECISIONS_CLOSE);
   if (global.length > 0) emit(`-- The cap after the whole batch: how long it refuses every request.
 local capBlocked = 0`);
   for (let i = nl; i < all.length; i++) {

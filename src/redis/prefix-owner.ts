@@ -45,9 +45,17 @@ export class PrefixOwner {
   #unanswered = false;
   #lastTry = -Infinity;
 
-  /** `config`: this limiter's configuration, as recorded (JSON). */
-  constructor(commands: RedisCommands, prefix: string, config: string, mode: PrefixCheck, timeoutMs: number) {
+  /** How a call is refused once the prefix is known to be another's (RedisCore.rejectNow: paced for the event loop). */
+  readonly #reject: (e: Error) => Promise<never>;
+
+  /**
+   * `config`: this limiter's configuration, as recorded (JSON). `reject`: makes the rejection of
+   * a call once the prefix is known to be another's, without Redis (RedisCore.rejectNow, which
+   * lets the event loop turn as the local tier's answers do).
+   */
+  constructor(commands: RedisCommands, prefix: string, config: string, mode: PrefixCheck, timeoutMs: number, reject: (e: Error) => Promise<never>) {
     this.#commands = commands;
+    this.#reject = reject;
     this.#key = prefix + CONFIG_KEY;
     this.#config = config;
     this.#adopt = mode === 'adopt';
@@ -65,7 +73,7 @@ export class PrefixOwner {
    * most once a second until Redis answers it.
    */
   ready(): Promise<void> | null {
-    if (this.#mismatch !== null) return Promise.reject(this.#mismatch);
+    if (this.#mismatch !== null) return this.#reject(this.#mismatch);
     if (this.#checked) return null;
     if (this.#pending !== null) return this.#unanswered ? null : this.#pending;
     const now = performance.now();

@@ -14,12 +14,42 @@
  * | OOM (maxmemory reached under a policy that refuses writes) | misconfiguration |
  * | "ERR Error compiling script", "ERR user_script:...", "ERR unknown command" (a script that cannot load or run, scripting disabled) | misconfiguration |
  * | LOADING, READONLY, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, a closed connection, no answer by the deadline, a malformed reply | outage |
+ *
+ * An error raised inside a script is read by what it wraps. Redis 7 answers it with its own
+ * code first ("WRONGTYPE ... script: <sha>, on @user_script:1."); Redis 6 and earlier wrap it:
+ * "ERR Error running script (call to f_<sha>): @user_script:1: WRONGTYPE ...", and an error the
+ * scripting layer raised itself (an ACL's refusal, OOM, an unknown command) also carries its
+ * place and the reply's '-': "... @user_script:1: @user_script: 1: -OOM command not allowed ...".
+ * Without unwrapping, those were outages on Redis 6 (answered by onError). A batch script catches
+ * each decision's error and hands its message back as Lua saw it (script-batcher.ts,
+ * DecisionError): the same forms, without the "ERR Error running script" head.
  */
 
 const CONFIG_ERRORS = [
   /^NOPERM\b/, /^NOAUTH\b/, /^WRONGPASS\b/, /^WRONGTYPE\b/, /^OOM\b/,
   /^ERR The user executing the script can't run/, /^ERR Error compiling script/, /^ERR user_script:/, /^ERR unknown command/,
+  /^ERR Unknown Redis command called from Lua script/,
 ];
+
+/** Redis 6's head of an error raised in a script: "ERR Error running script (call to f_<sha>): ". */
+const RUNNING_SCRIPT = /^ERR Error running script \(call to [^)]*\): /;
+/** The place the scripting layer puts before a script's error ("@user_script:1: ", "@user_script: 1: "), and a reply's '-'. */
+const PLACE = /^(?:@user_script: ?\d+: )+-?/;
+
+/**
+ * What a script's error wraps (see above): `message` less Redis 6's head and the places before
+ * it; a Lua runtime error ("user_script:12: attempt to ...", no '@') is left as it is.
+ */
+export function unwrapScriptError(message: string): string {
+  const inner = message.replace(RUNNING_SCRIPT, '');
+  return inner.replace(PLACE, '');
+}
+
+/** Whether Redis's `message` is a misconfiguration: itself, or what a script's error wraps (with "ERR " where Redis 7 would put it). */
+function isConfigMessage(message: string): boolean {
+  const inner = unwrapScriptError(message);
+  return CONFIG_ERRORS.some((re) => re.test(message) || re.test(inner) || re.test(`ERR ${inner}`));
+}
 
 /**
  * A call Redis refused for a reason that waiting does not fix (see the table above): the
@@ -44,5 +74,5 @@ export class RedisConfigError extends Error {
 export function configError(error: unknown): RedisConfigError | undefined {
   if (error instanceof RedisConfigError) return error;
   const message = error instanceof Error ? error.message : typeof error === 'string' ? error : '';
-  return CONFIG_ERRORS.some((re) => re.test(message)) ? new RedisConfigError(message, { cause: error }) : undefined;
+  return isConfigMessage(message) ? new RedisConfigError(message, { cause: error }) : undefined;
 }

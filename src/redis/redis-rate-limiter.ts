@@ -188,15 +188,23 @@ export class RedisRateLimiter {
       throw new RangeError(`options.prefixCheck must be 'check', 'adopt' or 'off', got ${describe(prefixCheck)}`);
     }
     const config = JSON.stringify({ algorithm, limits: this.limits, globalLimit: this.globalLimit, ...(algorithm === 'sliding-log' ? { maxLogSize } : {}) });
-    this.#owner = new PrefixOwner(core.commands, core.prefix, config, options.prefix === undefined ? 'off' : prefixCheck, core.batcher.timeoutMs);
+    const mode = options.prefix === undefined ? 'off' : prefixCheck;
+    this.#owner = new PrefixOwner(core.commands, core.prefix, config, mode, core.batcher.timeoutMs, core.rejectNow);
     // Last, once every option passed: the tier serves this configuration (or another's: thrown).
     core.cache?.claim(`RedisRateLimiter prefix ${JSON.stringify(core.prefix)} ${config}`);
   }
 
-  /** `call()`, once the prefix is known to hold this limiter's limits (at once, after the first check). */
-  #owned<T>(call: () => Promise<T>): Promise<T> {
+  /**
+   * `call(by)`, once the prefix is known to hold this limiter's limits (at once, after the first
+   * check). A call that waits for the check gets its deadline `by` now, before it: the check and
+   * the call share one timeoutMs (found: on a frozen server a first call took up to timeoutMs for
+   * the check, then a whole deadline of its own: 402 ms at timeoutMs 200). undefined: none yet.
+   */
+  #owned<T>(call: (by: number | undefined) => Promise<T>): Promise<T> {
     const ready = this.#owner.ready();
-    return ready === null ? call() : ready.then(call);
+    if (ready === null) return call(undefined);
+    const by = performance.now() + this.#core.batcher.timeoutMs;
+    return ready.then(() => call(by));
   }
 
   /**
@@ -212,18 +220,20 @@ export class RedisRateLimiter {
     checkKey(key, cost);
     // The hot path allocates nothing more: once the prefix is checked, ready() is null.
     const ready = this.#owner.ready();
-    if (ready !== null) return ready.then(() => this.#tryNow(key, cost));
-    return this.#tryNow(key, cost);
+    if (ready === null) return this.#tryNow(key, cost);
+    // One deadline for the check and the decision (see #owned).
+    const by = performance.now() + this.#core.batcher.timeoutMs;
+    return ready.then(() => this.#tryNow(key, cost, by));
   }
 
-  /** verify()'s probe: a decision of cost 0 on a key of its own. */
-  #probe(): Promise<Decision> {
-    return this.#core.decide(VERIFY_KEY, VERIFY_KEY, 0, this.#plan, this.#capPlan);
+  /** verify()'s probe: a decision of cost 0 on a key of its own, by the deadline `by` if set. */
+  #probe(by?: number): Promise<Decision> {
+    return this.#core.decide(VERIFY_KEY, VERIFY_KEY, 0, this.#plan, this.#capPlan, by);
   }
 
-  /** `tryAcquire`, its arguments checked and the prefix's owner known. */
-  #tryNow(key: string, cost: number): Promise<Decision> {
-    return this.#core.told(this.#core.decide(key, key, cost, this.#plan, this.#capPlan), key, cost);
+  /** `tryAcquire`, its arguments checked and the prefix's owner known; `by`: its deadline, when set before the check. */
+  #tryNow(key: string, cost: number, by?: number): Promise<Decision> {
+    return this.#core.told(this.#core.decide(key, key, cost, this.#plan, this.#capPlan, by), key, cost);
   }
 
   /**
@@ -233,7 +243,7 @@ export class RedisRateLimiter {
    */
   async get(key: string): Promise<KeyState> {
     checkKey(key, 0);
-    return keyStateOf(await this.#owned(() => this.#core.decide(key, key, 0, this.#plan, this.#capPlan)), key);
+    return keyStateOf(await this.#owned((by) => this.#core.decide(key, key, 0, this.#plan, this.#capPlan, by)), key);
   }
 
   /**
@@ -246,7 +256,7 @@ export class RedisRateLimiter {
    */
   reset(key: string): Promise<boolean> {
     checkKey(key, 0);
-    return this.#owned(() => this.#core.reset(key, this.#plan));
+    return this.#owned((by) => this.#core.reset(key, this.#plan, by));
   }
 
   /**
@@ -262,7 +272,7 @@ export class RedisRateLimiter {
   reward(key: string, cost: number): Promise<void> {
     checkKey(key, cost);
     const plan = this.#controlPlan('reward');
-    return this.#owned(() => this.#core.control(key, 'reward', cost, plan));
+    return this.#owned((by) => this.#core.control(key, 'reward', cost, plan, by));
   }
 
   /**
@@ -276,7 +286,7 @@ export class RedisRateLimiter {
     checkKey(key, cost);
     const plan = this.#controlPlan('penalty');
     checkPenalty(cost, this.#bounds.penalty);
-    return this.#owned(() => this.#core.control(key, 'penalty', cost, plan));
+    return this.#owned((by) => this.#core.control(key, 'penalty', cost, plan, by));
   }
 
   /**
@@ -291,7 +301,7 @@ export class RedisRateLimiter {
     checkKey(key, 0);
     const plan = this.#controlPlan('block');
     const us = blockUs(ms, this.#bounds.blockMs);
-    return this.#owned(() => this.#core.control(key, 'block', us, plan));
+    return this.#owned((by) => this.#core.control(key, 'block', us, plan, by));
   }
 
   /** Ends a block: the key reads as fresh (as `reset`, which it is). */
@@ -347,7 +357,7 @@ export class RedisRateLimiter {
    * `allowEviction`, and with an `Error` when Redis does not answer. See verify.ts.
    */
   verify(options?: VerifyOptions): Promise<RedisVerification> {
-    return verifyServer(this.#core.commands, this.#core.prefix, () => this.#owned(() => this.#probe()), options);
+    return verifyServer(this.#core.commands, this.#core.prefix, () => this.#owned((by) => this.#probe(by)), options);
   }
 
   /**

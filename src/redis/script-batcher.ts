@@ -1,9 +1,10 @@
 import { NodeGroups, type Breaker, type NodeGroup } from './breaker.js';
-import { configError } from './redis-errors.js';
+import { configError, RedisConfigError } from './redis-errors.js';
 import type { RedisCommands } from './client.js';
 import {
   ALLOWED, ALLOWED_PLAIN, ALONE_DEBT, ALONE_LATE, ALONE_PLAIN, EXCEEDS_BURST, GLOBAL_LIMIT, LATE, LIMITED, type LimitsScript,
 } from './limits-script.js';
+import { ERROR } from './script-reply.js';
 import type { RedisLimit } from './redis-limits.js';
 
 /**
@@ -140,11 +141,28 @@ function checkShape(reply: unknown, plan: ScriptPlan): Answer {
   return reply as Answer;
 }
 
-/** Checks a decision's status word at `at` of `reply`: one the scripts write. */
+/** Checks a decision's status word at `at` of a batch's `reply`: one the scripts write (ERROR: a batch's only). */
 function checkStatus(reply: Answer, at: number): number {
   const status = Number(reply[at]);
-  if (!(status >= ALLOWED && status <= ALLOWED_PLAIN)) throw new MalformedReplyError(`unknown status ${String(reply[at])}`, reply);
+  if (!(status >= ALLOWED && status <= ERROR)) throw new MalformedReplyError(`unknown status ${String(reply[at])}`, reply);
   return status;
+}
+
+/**
+ * A decision of a batch that raised an error in the script (script-reply.ts, LUA_DECISIONS_OPEN):
+ * it wrote nothing, and the batch's other decisions were answered. `message`: the error as Lua
+ * caught it ("WRONGTYPE ...", a Lua runtime error's "user_script:12: ...", or on Redis 6 the
+ * scripting layer's "@user_script: 1: -OOM ..."), classified by configError (redis-errors.ts).
+ */
+export class DecisionError {
+  constructor(readonly message: string) {}
+}
+
+/** An element that leads a batch's reply: an error's message (a string that is not an integer), as text; else null. */
+function messageOf(x: unknown): string | null {
+  const text = typeof x === 'string' ? x : x instanceof Uint8Array ? Buffer.from(x).toString() : null;
+  if (text === null || (text !== '' && Number.isSafeInteger(Number(text)))) return null;
+  return text;
 }
 
 /** The reply's tail: the cap's block after the batch (0 without a cap) and Redis's time. */
@@ -206,16 +224,34 @@ function fields(reply: Answer, at: number, capBlockedUs: number, nowUs: number):
   };
 }
 
-/** The outcomes of a batch script's reply, for decisions of `costs` in order. */
-export function batchOutcomes(answer: unknown, plan: ScriptPlan, costs: readonly number[]): Outcome[] {
-  const reply = checkShape(answer, plan);
+/**
+ * The outcomes of a batch script's reply, for decisions of `costs` in order: a DecisionError for
+ * each decision that raised an error in the script, with the next of the messages that lead the
+ * reply (limits-script.ts); each message must go to one.
+ */
+export function batchOutcomes(answer: unknown, plan: ScriptPlan, costs: readonly number[]): (Outcome | DecisionError)[] {
+  const messages: string[] = [];
+  if (Array.isArray(answer)) {
+    for (const x of answer as unknown[]) {
+      const m = messageOf(x);
+      if (m === null) break;
+      messages.push(m);
+    }
+  }
+  const reply = checkShape(messages.length > 0 ? (answer as unknown[]).slice(messages.length) : answer, plan);
   const { capBlockedUs, nowUs, end } = tail(reply, plan);
-  const out: Outcome[] = [];
+  const out: (Outcome | DecisionError)[] = [];
   let at = 0;
+  let told = 0;
   for (const cost of costs) {
     if (at >= end) throw new MalformedReplyError(`${costs.length} decisions asked, fewer answered`, reply);
     const status = checkStatus(reply, at);
-    if (status === LATE) {
+    if (status === ERROR) {
+      const message = messages[told++];
+      if (message === undefined) throw new MalformedReplyError('a decision that failed, without its message', answer);
+      out.push(new DecisionError(message));
+      at += 1;
+    } else if (status === LATE) {
       out.push('late');
       at += 1;
     } else if (status === ALLOWED_PLAIN) {
@@ -232,6 +268,7 @@ export function batchOutcomes(answer: unknown, plan: ScriptPlan, costs: readonly
     }
   }
   if (at !== end) throw new MalformedReplyError(`its length does not match the ${costs.length} decisions asked`, reply);
+  if (told !== messages.length) throw new MalformedReplyError(`${messages.length} messages for ${told} decisions that failed`, answer);
   return out;
 }
 
@@ -465,8 +502,28 @@ export class ScriptBatcher {
         if (!(nowUs >= MIN_REDIS_TIME_US)) throw new MalformedReplyError(`Redis's time ${nowUs} µs is before 2001`, reply);
         this.#learn(head.slot, nowUs, sentAt, received);
       }
-      head.group.breaker.succeeded();
-      batch.forEach((p, i) => this.#settle(p, outcomes[i] as Outcome));
+      // A decision that raised an error in the script failed alone (LUA_DECISIONS_OPEN): a
+      // misconfiguration of its key (WRONGTYPE) rejects its caller; an outage (READONLY during a
+      // failover) is its 'failed', and counts against the breaker as a failed call does. The
+      // other decisions are answered as Redis applied them.
+      let outage = false;
+      let probe = 0;
+      const answers = outcomes.map((o, i): Outcome | RedisConfigError => {
+        if (!(o instanceof DecisionError)) return o;
+        const config = configError(o.message);
+        if (config !== undefined) return config;
+        outage = true;
+        const p = batch[i] as Pending;
+        if (p.probe !== 0) probe = p.probe;
+        return 'failed';
+      });
+      if (outage) head.group.breaker.failed(performance.now(), probe);
+      else head.group.breaker.succeeded();
+      batch.forEach((p, i) => {
+        const a = answers[i] as Outcome | RedisConfigError;
+        if (a instanceof RedisConfigError) this.#reject(p, a);
+        else this.#settle(p, a);
+      });
     } catch (e) {
       const config = configError(e);
       if (config !== undefined) {

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { genericScriptText, limitsScript } from '../../src/redis/limits-script.js';
 import { redisLimit, scriptPlan, type RedisLimit } from '../../src/redis/redis-limits.js';
-import { aloneOutcome, batchOutcomes } from '../../src/redis/script-batcher.js';
+import { aloneOutcome, batchOutcomes, type Outcome } from '../../src/redis/script-batcher.js';
 import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
@@ -141,7 +141,7 @@ describe.skipIf(!available)('the fixed-window script written out', () => {
         const stored = results[results.length - 1] as (string | null)[];
         const costs = decisions.map((d) => d.cost);
         const what = `plan ${p}, step ${step}: ${JSON.stringify(decisions)} on users ${users.join(',')}`;
-        const expected = batchOutcomes(fromGeneric, sp, costs);
+        const expected = batchOutcomes(fromGeneric, sp, costs) as Outcome[]; // no decision here raises an error
         expect(batchOutcomes(fromBatch, sp, costs), what).toEqual(expected);
         // A single call answers after its one decision: its cap's block is the cap's then, and
         // equals the batch's (after the whole batch) at the last decision.

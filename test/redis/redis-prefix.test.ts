@@ -1,10 +1,11 @@
 // Who shares state on Redis: limiters with the same prefix do; left to its default, the prefix is
 // a fingerprint of the limits, so limiters of different limits never share a key's state, and the
 // cap's keys take the cap's own fingerprint. Real redis-server on its own socket, script time set.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
-import { ManualClock, perHour, perMinute, RedisConfigError, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
+import { ManualClock, perHour, perMinute, RedisConfigError, RedisPolicyLimiter, RedisRateLimiter, type Decision } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { firstAnswer, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -99,5 +100,75 @@ describe.skipIf(!available)('prefixes on the Redis limiters', () => {
     expect(await p.allow({ user: 'u', api: 'x' })).toBe(true);
     const keys = (await redisServer.io.call('KEYS', 'sluice:policy:*')) as string[];
     expect(keys.length).toBeGreaterThan(0);
+  });
+});
+
+describe.skipIf(!available)("the prefix check's answers: paced like the tier's, and within the call's deadline", () => {
+  const redisServer = privateRedis();
+
+  // Found: a prefix found to be another configuration's rejected each call straight from
+  // Promise.reject: `await b.tryAcquire('k').catch(() => {})` in a loop ran 300,000 calls in
+  // 201 ms and a 1 ms timer never fired. They now yield as the local tier's answers do: at least
+  // every 0.5 ms, looked at every 64 answers.
+  it('a loop on a limiter refused by the prefix check lets timers and setImmediate callbacks run', async () => {
+    const a = new RedisRateLimiter({ redis: redisServer.io, limit: perMinute(100), prefix: 'pace:', localTier: false });
+    const b = new RedisRateLimiter({ redis: redisServer.io, limit: perMinute(10), prefix: 'pace:', localTier: false });
+    expect(await a.allow('k')).toBe(true);
+    await expect(b.tryAcquire('k')).rejects.toThrow(RedisConfigError); // the check, from Redis
+    const N = 20_000;
+    let calls = 0;
+    let timerAt = -1;
+    let immediateAt = -1;
+    setTimeout(() => {
+      timerAt = calls;
+    }, 1);
+    setImmediate(() => {
+      immediateAt = calls;
+    });
+    let rejected = 0;
+    const t0 = performance.now();
+    while (calls < N) {
+      await b.tryAcquire('k').catch((e: unknown) => {
+        if (e instanceof RedisConfigError) rejected++;
+      });
+      calls++;
+    }
+    const loopMs = performance.now() - t0;
+    expect(rejected).toBe(N);
+    expect(immediateAt, `calls before a setImmediate callback ran (loop of ${N}: ${loopMs.toFixed(1)} ms)`).toBeGreaterThan(0);
+    expect(immediateAt).toBeLessThan(N);
+    expect(timerAt, `calls before a 1 ms timer ran (loop of ${N}: ${loopMs.toFixed(1)} ms)`).toBeGreaterThan(0);
+    expect(timerAt).toBeLessThan(N);
+  });
+
+  // Found: with the server frozen (SIGSTOP) and timeoutMs 200, a limiter's first call answered
+  // after 402 ms: up to timeoutMs waiting for the prefix check, then a full deadline of its own.
+  // The call's deadline is now set once, before the check: the check and the decision share it.
+  it('a first call on a frozen server answers by its one deadline, the prefix check included', async () => {
+    const TIMEOUT = 400;
+    const limiter = new RedisRateLimiter({ redis: redisServer.io, limit: perMinute(10), prefix: 'frozen:', timeoutMs: TIMEOUT, localTier: false });
+    await redisServer.io.ping();
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    lag.enable();
+    redisServer.server.process.kill('SIGSTOP');
+    let d: Decision;
+    let tookMs: number;
+    try {
+      const t0 = performance.now();
+      d = await limiter.tryAcquire('k');
+      tookMs = performance.now() - t0;
+    } finally {
+      redisServer.server.process.kill('SIGCONT');
+      lag.disable();
+    }
+    expect(d).toMatchObject({ allowed: false, reason: 'unavailable', degraded: true });
+    // The timers fire late by the event loop's lag on a busy machine: allowed, as measured. A
+    // call that waited for the check and then for a deadline of its own took 2 x TIMEOUT.
+    const lateness = Math.max(150, (2 * lag.max) / 1e6 + 50);
+    expect(tookMs, `first call (event loop lag up to ${(lag.max / 1e6).toFixed(0)} ms), ms`).toBeLessThan(TIMEOUT + lateness);
+    expect(tookMs).toBeGreaterThanOrEqual(TIMEOUT - 1);
+    // The call that reached the thawed server after its deadline spent nothing.
+    const after = await firstAnswer(() => limiter.get('k'), () => true);
+    expect(after.remaining).toBe(10);
   });
 });

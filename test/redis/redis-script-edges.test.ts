@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { RateLimitTimeoutError, RedisPolicyLimiter, RedisRateLimiter, type PolicyRule } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
 import { redisLimit, scriptPlan, type RedisLimit } from '../../src/redis/redis-limits.js';
-import { aloneOutcome, batchOutcomes } from '../../src/redis/script-batcher.js';
+import { aloneOutcome, batchOutcomes, type Outcome } from '../../src/redis/script-batcher.js';
 import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
@@ -137,7 +137,7 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
         const [stored, storedSingle] = results.slice(3 + 2 * both.length) as (string | null)[][];
         const ms = ([sec, us]: [string, string]): number => Number(sec) * 1000 + Number(us) / 1000;
         const apartMs = ms(after) - ms(before as [string, string]);
-        const outcome = (batchOutcomes(fromBatch as number[], scripts, [cost]))[0];
+        const outcome = (batchOutcomes(fromBatch as number[], scripts, [cost]) as Outcome[])[0]; // none raises an error
         expect(aloneOutcome(fromSingle as number[], scripts, cost), `step ${step}: cost ${cost}, want ${want}, deadline ${deadline}`).toEqual(outcome);
         expect(storedSingle, `step ${step}: the stored states`).toEqual(stored);
         // The expiries count on Redis's clock from each write, and are read one after the other:
