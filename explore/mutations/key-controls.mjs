@@ -105,7 +105,10 @@ export default [
     what: "LockFreeEngine.giveBack with a spend's mark checks the slot but not the epoch: a window give-back of a spend made before a reset "
       + 'takes it from the admissions the fresh state counted, and the window admits once more',
     scenario: 'window-give-back',
-    edits: [{ file: 'rate/lockfree-engine.js', from: 'Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch', to: 'false' }],
+    edits: [
+      { file: 'rate/lockfree-engine.js', from: 'Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch', to: 'false' },
+      { file: 'rate/lockfree-engine.js', from: 'mark.epoch !== Atomics.load(this.#w, stateBase + this.#epochOffset)', to: 'false' },
+    ],
   },
   {
     name: '(planted) a GCRA give-back with no time bound',

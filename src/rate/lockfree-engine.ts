@@ -336,7 +336,7 @@ export class LockFreeEngine {
           // followed by a load that sees the add (read only before the snapshot, a give-back could
           // load the epoch, then snapshot the state a reservation placed past the TAT, and take
           // part of that reservation's slot).
-          if (mark !== null && Atomics.load(this.#w, stateBase + this.#epochOffset) !== mark.epoch) return DONE;
+          if (mark !== null && mark.epoch !== Atomics.load(this.#w, stateBase + this.#epochOffset)) return DONE;
           // A spend's GCRA give-back at a reading raised to the key's stamp (the clock stepped
           // back behind another decision, whose reading may be later than this one within the
           // stamp's second) has no bound to give by: nothing (design.md, section 6). A window's

@@ -78,8 +78,10 @@ describe('sleepUntil() beyond the 2**31 - 1 ms timer limit', () => {
   }, 10_000); // fake time only: a hang means a wait the fake timers never reach
 
   it('lets acquire() on several GCRA limits reserve a place 30 days ahead and wait for it', async () => {
+    // Each limit counts the request where it acts, so the 10-a-second limit must hold it 30 days
+    // ahead too: maxBlockMs gives the limits 64-bit states that reach that far.
     const limiter = new RateLimiter({
-      limit: [{ permits: 1, periodMs: 30 * DAY_MS }, { permits: 10, periodMs: 1000 }], maxKeys: 4, clock: dateClock,
+      limit: [{ permits: 1, periodMs: 30 * DAY_MS }, { permits: 10, periodMs: 1000 }], maxKeys: 4, clock: dateClock, maxBlockMs: 31 * DAY_MS,
     });
     expect(limiter.tryAcquire('k').allowed).toBe(true); // a fresh key passes at once
     const tries = vi.spyOn(limiter, 'tryAcquire');
