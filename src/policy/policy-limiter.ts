@@ -22,7 +22,7 @@ import { decisionHookOf, tellDecision, type DecisionHook } from '../rate/decisio
 import { checkWaitOptions, retryAt, sleepUntil, type AcquireOptions } from '../rate/waiting.js';
 import { TableFullError } from '../errors.js';
 import { namesOf } from '../config/option-names.js';
-import { DEAD, H_MAX_LOG_SIZE, H_POLICY_BLOCK_SEC, H_STATE_WORDS, H_WINDOW_BLOCK, S_LAST_SEC, S_TAT } from '../table/layout.js';
+import { DEAD, H_MAX_LOG_SIZE, H_BLOCK_SEC, H_STATE_WORDS, H_WINDOW_BLOCK, S_LAST_SEC, S_TAT } from '../table/layout.js';
 import { lockAges, retireLocked } from '../table/slot-lock.js';
 import type { SlotState } from '../table/table.js';
 import type { ReclaimFloor } from '../table/reclaim-floor.js';
@@ -140,7 +140,7 @@ export class PolicyLimiter {
   #maxLogSize = DEFAULT_MAX_LOG_SIZE;
   /** Made with `maxBlockMs`: window rules keep a block word (CompiledRule.blockWord). From the header (H_WINDOW_BLOCK). */
   #windowBlock = false;
-  /** `maxBlockMs` in whole seconds (from the header, H_POLICY_BLOCK_SEC): GCRA rules take ticks that hold it. */
+  /** `maxBlockMs` in whole seconds (from the header, H_BLOCK_SEC): GCRA rules take ticks that hold it. */
   #maxBlockMs: number | undefined = undefined;
   #maxStateWords = 0;
   #stateOffset = 0;
@@ -254,7 +254,7 @@ export class PolicyLimiter {
     const table = createTable(t, { stateWords: maxStateWords + 1, globalWords: 0, align8: true, tableClass: 'PolicyLimiter' });
     new Int32Array(table)[H_MAX_LOG_SIZE] = maxLogSize;
     new Int32Array(table)[H_WINDOW_BLOCK] = windowBlock ? 1 : 0;
-    new Int32Array(table)[H_POLICY_BLOCK_SEC] = blockSec + 1;
+    new Int32Array(table)[H_BLOCK_SEC] = blockSec + 1;
     this.#setup(TableSite.created(table, 'PolicyLimiter', t.clock), rules, t.cacheSize);
     this.#onDecision = onDecision;
   }
@@ -268,7 +268,7 @@ export class PolicyLimiter {
     this.#forward = forward;
     this.#maxLogSize = w[H_MAX_LOG_SIZE] as number;
     this.#windowBlock = w[H_WINDOW_BLOCK] === 1;
-    this.#maxBlockMs = w[H_POLICY_BLOCK_SEC] === 0 ? undefined : ((w[H_POLICY_BLOCK_SEC] as number) - 1) * 1000;
+    this.#maxBlockMs = w[H_BLOCK_SEC] === 0 ? undefined : ((w[H_BLOCK_SEC] as number) - 1) * 1000;
     this.#maxStateWords = (w[H_STATE_WORDS] as number) - 1; // the last word holds the rules version
     this.#stateOffset = site.stateOffset;
     this.#freshState = new FreshState(this.#maxStateWords);

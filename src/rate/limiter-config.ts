@@ -1,10 +1,10 @@
 import { ALGORITHMS, checkAlgorithm, compileLimit, type AlgorithmName } from '../algorithms/index.js';
 import { describe, integerInRange } from '../config/check.js';
-import { blockTickPs, gcraParams, maxBlockMsOf, READING_LAG_MS, type GcraParams } from '../math/gcra.js';
+import { blockTickPs, gcraParams, maxBlockMsOf, READING_LAG_MS, wideTickHolding, type GcraParams } from '../math/gcra.js';
 import { validateLimit, type Limit } from '../config/limit.js';
 import { group, type LimitGroup } from './limit-set.js';
 import {
-  H_ALGORITHM, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDE_TICK, H_WIDTH, H_WINDOW_BLOCK, MAX_LIMITS,
+  H_ALGORITHM, H_BLOCK_SEC, H_HAS_GLOBAL, H_LIMIT_COUNT, H_LIMITS_BYTE, H_MAX_LOG_SIZE, H_WIDE_TICK, H_WIDTH, H_WINDOW_BLOCK, MAX_LIMITS,
 } from '../table/layout.js';
 import { BlockUntil } from '../algorithms/block-until.js';
 
@@ -37,6 +37,12 @@ export interface LimiterConfig {
    * to hold such a block (math/gcra.ts wideTickHolding); absent: each limit's own.
    */
   ruleTicksPs?: readonly number[];
+  /**
+   * A RateLimiter's several GCRA limits whose own ticks cannot hold `maxBlockMs`: that block in
+   * whole seconds, from which each limit's tick is chosen (`ruleTicksPs`). Kept in the header
+   * (H_BLOCK_SEC) for `attach`.
+   */
+  blockSec?: number;
 }
 
 /** The compiled form: the lock-free GCRA parameters, or the locked groups. */
@@ -90,8 +96,8 @@ const MAX_BLOCK_MS = 2 ** 53;
 export function limitsMaxBlockMs(config: LimiterConfig): number {
   if (config.algorithm !== 'gcra') return config.windowBlock === true ? BlockUntil.MAX_BLOCK_MS : 0;
   const width = config.minWidth ?? 32;
-  return Math.max(0, Math.min(...config.limits.map((l) => {
-    const p = gcraParams(l, 'limit', width);
+  return Math.max(0, Math.min(...config.limits.map((l, i) => {
+    const p = gcraParams(l, 'limit', width, width === 64 ? config.ruleTicksPs?.[i] ?? 0 : 0);
     return maxBlockMsOf(p) - READING_LAG_MS - (2 * p.tickPs) / 1e9;
   })));
 }
@@ -102,7 +108,7 @@ export function limitsMaxBlockMs(config: LimiterConfig): number {
  * windows: a block word per key (BlockUntil). TypeError for the sliding log; RangeError when no
  * width holds it.
  */
-function limitsBlockState(maxBlockMs: number, config: LimiterConfig): Pick<LimiterConfig, 'minWidth' | 'windowBlock'> {
+function limitsBlockState(maxBlockMs: number, config: LimiterConfig): Pick<LimiterConfig, 'minWidth' | 'windowBlock' | 'ruleTicksPs' | 'blockSec'> {
   if (config.algorithm === 'sliding-log') {
     throw new TypeError("options.maxBlockMs is for block(), which a sliding log does not hold (its state is its admissions' stamps, not a block's end); " +
       "this limiter runs 'sliding-log'");
@@ -116,7 +122,22 @@ function limitsBlockState(maxBlockMs: number, config: LimiterConfig): Pick<Limit
   if (limitsMaxBlockMs(config) >= maxBlockMs) return {};
   const wide = limitsMaxBlockMs({ ...config, minWidth: 64 });
   if (wide >= maxBlockMs) return { minWidth: 64 };
-  throw new RangeError(`options.maxBlockMs ${maxBlockMs} is longer than these limits' states can hold (at most ${wide} ms)`);
+  // A limit too fast for such a block at its own tick takes a coarser one (as PolicyLimiter's
+  // rules do), chosen from the block in whole seconds, which the header keeps for `attach`.
+  const blockSec = Math.ceil(maxBlockMs / 1000);
+  const ruleTicksPs = ruleTicksFor(config.limits, blockSec);
+  const held = limitsMaxBlockMs({ ...config, minWidth: 64, ruleTicksPs });
+  if (held < maxBlockMs) throw new RangeError(`options.maxBlockMs ${maxBlockMs} is longer than these limits' states can hold (at most ${held} ms)`);
+  return { minWidth: 64, ruleTicksPs, blockSec };
+}
+
+/**
+ * Each limit's 64-bit tick for a block of `blockSec` seconds: its own when that holds it, else the
+ * coarsest needed (wideTickHolding, with the reading's lag as margin). `RangeError` naming the
+ * limit when none does.
+ */
+function ruleTicksFor(limits: readonly Limit[], blockSec: number): number[] {
+  return limits.map((l, i) => wideTickHolding(l, limits.length > 1 ? `options.limit[${i}]` : 'options.limit', blockSec * 1000 + READING_LAG_MS + 1));
 }
 
 /**
@@ -175,6 +196,7 @@ export function writeConfig(w: Int32Array, config: LimiterConfig, compiled: Comp
   // In tenths of a ps: every tick of width 64 up to 1 us is a whole number of them (WIDE_TICKS_PS).
   w[H_WIDE_TICK] = Math.round((config.wideTickPs ?? 0) * 10);
   w[H_WINDOW_BLOCK] = config.windowBlock === true ? 1 : 0;
+  w[H_BLOCK_SEC] = config.blockSec === undefined ? 0 : config.blockSec + 1;
   const f = new Float64Array(w.buffer, H_LIMITS_BYTE, (MAX_LIMITS + 1) * 3);
   [...config.limits, ...(config.globalLimit ? [config.globalLimit] : [])].forEach((l, i) => {
     f[i * 3] = l.permits;
@@ -190,14 +212,19 @@ export function readConfig(w: Int32Array): LimiterConfig {
   const count = w[H_LIMIT_COUNT] as number;
   const algorithm = ALGORITHMS[w[H_ALGORITHM] as number];
   if (algorithm === undefined) throw new TypeError(`handle holds an unknown algorithm id ${describe(w[H_ALGORITHM])}`);
-  return {
+  const limits = Array.from({ length: count }, (_, i) => at(i));
+  const config: LimiterConfig = {
     algorithm,
-    limits: Array.from({ length: count }, (_, i) => at(i)),
+    limits,
     globalLimit: w[H_HAS_GLOBAL] === 1 ? at(count) : null,
     maxLogSize: w[H_MAX_LOG_SIZE] as number,
     minWidth: w[H_WIDTH] === 64 ? 64 : 32,
     wideTickPs: (w[H_WIDE_TICK] as number) / 10,
     windowBlock: w[H_WINDOW_BLOCK] === 1,
   };
+  // The ticks its maker chose for maxBlockMs, chosen again from the same whole seconds.
+  const blockSec = (w[H_BLOCK_SEC] as number) - 1;
+  if (blockSec >= 0) Object.assign(config, { blockSec, ruleTicksPs: ruleTicksFor(limits, blockSec) });
+  return config;
 }
 

@@ -166,10 +166,12 @@ export const H_RESET_MARKS = 38;
  */
 export const H_WINDOW_BLOCK = 39;
 /**
- * A PolicyLimiter made with `maxBlockMs`: that many seconds (rounded up), plus 1 (0: made without).
- * Its GCRA rules take ticks that hold such a block (policy/rules.ts), the same on every thread.
+ * `maxBlockMs` in whole seconds (rounded up), plus 1; 0: none kept. A PolicyLimiter made with it
+ * (its GCRA rules take ticks that hold such a block: policy/rules.ts), or a RateLimiter whose
+ * several GCRA limits needed ticks coarser than their own for it (limiter-config.ts): every thread
+ * that attaches chooses the same ticks from it.
  */
-export const H_POLICY_BLOCK_SEC = 40;
+export const H_BLOCK_SEC = 40;
 /**
  * The reclaim floor (reclaim-floor.ts): the latest clock reading at which a reclaim judged a key
  * idle, as the bits of a float64 in one 64-bit word (BigInt64, byte 192: its own cache line, with
