@@ -82,6 +82,7 @@ export function wideGcra(p: GcraParams): LimitAlgorithm {
     align8: true, // the TAT is written as one 64-bit word
     staleSec: Infinity, // its own unit word decides staleness
     lockFree: true,
+    gcra: true,
     init(w, at, m) {
       ticks.read(m.ms);
       Atomics.store(w, at, ticks.lo | 0); // no debt: now, floored

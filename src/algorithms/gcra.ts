@@ -30,6 +30,7 @@ export class NarrowGcra implements LimitAlgorithm {
   readonly stateWords = 1;
   readonly staleSec: number;
   readonly lockFree = true;
+  readonly gcra = true;
   readonly #p: GcraParams;
   /** The integer parameters (for the global cap's batches, src/rate/global-batch.ts). */
   get params(): GcraParams {

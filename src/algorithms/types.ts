@@ -68,6 +68,8 @@ export interface LimitAlgorithm {
   readonly stateWords: number;
   /** Its state starts with a 64-bit word, so it must start on an even word (see `group`). */
   readonly align8?: boolean;
+  /** GCRA (either width): a state that is one TAT, which a slot placed at a later act moves for every request before it. */
+  readonly gcra?: boolean;
   /** A key whose last admission is older than this many seconds is fresh for this limit. */
   readonly staleSec: number;
   /** The whole state commits in one compareExchange, so it needs no lock (every algorithm but the log). */

@@ -286,8 +286,8 @@ export class LimitSet {
     // its own wait: placed at the key's (NarrowGcra.reserve), its slot would move the cap's one TAT
     // past every request of every key until then, and refuse them all meanwhile. So a request
     // the key holds back acts after the cap counted it (docs/testing.md, "Found, not yet fixed").
-    // (A cap is one limit, at width 32: compileConfig.)
-    const atKeyWait = this.reserving !== null && !(cap.algorithms[0] instanceof NarrowGcra);
+    // (A cap is one limit, of either width.)
+    const atKeyWait = this.reserving !== null && cap.algorithms[0]?.gcra !== true;
     for (let pass = 0; ; pass++) {
       this.#recording = false;
       this.check(cap, cm, capLastSec, cost, atKeyWait ? keyPart.retryAfterMs : 0);

@@ -119,3 +119,20 @@ describe('a place further ahead than a limit holds', () => {
     expect(l.reserve('k', { maxWaitMs: 60_000 }).actAtMs).toBe(T0 + 12_000);
   });
 });
+
+describe('a GCRA cap of either width is never placed at a key\'s act', () => {
+  // Found by an attack: a cap that compiles to 64-bit states (perSecond(300): no 32-bit tick
+  // holds its interval within bounds) was placed at the act of a reservation its key held back a
+  // minute, and every other key was refused for that minute (0 of 50), a cancel not reopening it.
+  it.each([['perSecond(300): 64-bit states', 300], ['perSecond(200): 32-bit', 200]])('%s', (_name, permits) => {
+    const clock = new ManualClock(T0);
+    const l = new RateLimiter({ limit: { permits: 1, periodMs: 60_000 }, globalLimit: { permits, periodMs: 1_000 }, maxKeys: 64, clock });
+    expect(l.allow('k')).toBe(true);
+    const r = l.reserve('k');
+    expect(r.delayMs).toBe(60_000); // held back by k's own limit
+    clock.advance(10);
+    let passed = 0;
+    for (let i = 0; i < 50; i++) if (l.allow(`x${i}`)) passed++;
+    expect(passed).toBe(50);
+  });
+});
