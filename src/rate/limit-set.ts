@@ -120,6 +120,12 @@ export class LimitSet {
   }
 
   /**
+   * The global cap's group, if the limiter has one: a GCRA cap counts a reservation at its own
+   * wait, never at the key's act (checkCap), also when it decides again after a lost race.
+   */
+  cap: LimitGroup | null = null;
+
+  /**
    * Takes the snapshot of every limit of `g`, then its lastSec word; returns lastSec. The caller
    * reads the clock only after this: no state it judges is later than its reading.
    */
@@ -317,7 +323,9 @@ export class LimitSet {
     r.remaining = Math.min(r.remaining, keyPart.remaining);
     r.resetAfterMs = keyPart.resetAfterMs;
     r.retryAfterMs = Math.max(r.retryAfterMs, keyPart.retryAfterMs); // a reservation's wait: the longer
-    r.latestMs = Math.min(r.latestMs, keyPart.latestMs);
+    // A GCRA cap's count holds whenever the key acts (at its own wait by choice): only the key's
+    // limits bound the act (else a lost race of any commit would take back and start over).
+    r.latestMs = atKeyWait ? Math.min(r.latestMs, keyPart.latestMs) : keyPart.latestMs;
     return true;
   }
 
@@ -374,6 +382,8 @@ export class LimitSet {
     const v = this.#verdict;
     const a = g.algorithms[i] as LimitAlgorithm;
     const at = area.state + (g.offsets[i] as number);
+    // A GCRA cap counts a reservation at its own wait, not at the key's act (checkCap).
+    const gcraCap = g === this.cap && a.gcra === true;
     // The limit decided again reports its numbers only when the decision wants them.
     v.detail = this.detail || this.reserving !== null;
     do {
@@ -383,7 +393,9 @@ export class LimitSet {
       // `m`, which every algorithm reads as at least as much spent as it is. That decodes
       // while it is less than RECHECK_MS newer: past that, start the decision over.
       const late = this.#clock() - m.ms > RECHECK_MS;
-      if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v, this.result.retryAfterMs);
+      // A reservation's limit counts it no sooner than the decision's act.
+      const from = gcraCap ? 0 : this.result.retryAfterMs;
+      if (!late && this.reserving !== null) (a.reserve as NonNullable<LimitAlgorithm['reserve']>)(m, false, cost, this.reserving, v, from);
       // A penalty or a block decided again holds as much as the state can (clamp): never refused,
       // so the commits before it are never taken back (a give-back could land over another's spend).
       else if (!late && this.forcing !== null) (a.force as NonNullable<LimitAlgorithm['force']>)(m, false, cost, this.forcing, true, v, this.rewardSinceMs);
@@ -416,7 +428,9 @@ export class LimitSet {
       }
       if (this.reserving !== null) {
         r.retryAfterMs = Math.max(r.retryAfterMs, v.waitMs);
-        r.latestMs = Math.min(r.latestMs, v.latestMs);
+        // A GCRA cap's count holds whenever the key acts (it is at the cap's own wait by choice),
+        // so only the others bound the act.
+        if (!gcraCap) r.latestMs = Math.min(r.latestMs, v.latestMs);
         // It would now act later than another limit still counts it: take back the commits
         // before this one (this one is not made) and decide again.
         if (r.retryAfterMs > r.latestMs) {

@@ -113,6 +113,7 @@ export class LockFreeEngine {
     this.#global = global?.group ?? null;
     this.#globalArea = global?.area ?? null;
     this.#set = new LimitSet(w, clock);
+    this.#set.cap = global?.group ?? null;
     this.result = this.#set.result;
     this.limitRemaining = this.#set.limitRemaining;
     this.limitResetMs = this.#set.limitResetMs;
