@@ -48,7 +48,7 @@ export type RouteRateLimit = boolean | {
   max?: number;
   timeWindow?: number;
   maxKeys?: number;
-  key?: (request: FastifyRequest) => string | PolicyRequest | Promise<string | PolicyRequest>;
+  key?: (request: FastifyRequest) => string | PolicyRequest | PromiseLike<string | PolicyRequest>;
 };
 
 const ROUTE_NAMES = ['cost', 'limiter', 'limit', 'max', 'timeWindow', 'maxKeys', 'key'];
@@ -69,7 +69,7 @@ declare module 'fastify' {
      * once); one added with `addHook` is not seen so.
      */
     rateLimit(
-      options?: { cost?: number | ((request: FastifyRequest) => number | Promise<number>) },
+      options?: { cost?: number | ((request: FastifyRequest) => number | PromiseLike<number>) },
     ): (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   }
   interface FastifyRequest {

@@ -39,7 +39,7 @@ export type NextFunction = (error?: unknown) => void;
 /** Options shared by `rateLimit` and `fastifyRateLimit`. `Req` is the request type the functions receive. */
 interface CommonOptions<Req> extends ObserverOptions<Req>, BanOptions<Req> {
   /** What one request costs: an integer >= 0, or a function of the request (it may return a promise). Default 1. */
-  cost?: number | ((req: Req) => number | Promise<number>);
+  cost?: number | ((req: Req) => number | PromiseLike<number>);
   /**
    * Which RateLimit fields to set on every response: `true` (the default) or 'draft-11', the
    * newest draft; 'draft-8', 'draft-7' or 'draft-6' for clients that read an older one (see
@@ -58,19 +58,19 @@ interface CommonOptions<Req> extends ObserverOptions<Req>, BanOptions<Req> {
    * Requests for which this returns true (or a promise of true) go on uncounted, without RateLimit
    * fields (health checks, trusted clients).
    */
-  skip?: (req: Req) => boolean | Promise<boolean>;
+  skip?: (req: Req) => boolean | PromiseLike<boolean>;
   /**
    * Clients never limited, by key (a `RateLimiter`'s key; a `PolicyLimiter`'s `user`): a list, or
    * a function of the request and that key (it may return a promise). Their requests go on
    * uncounted, without RateLimit fields, as `skip`'s do.
    */
-  allowList?: readonly string[] | ((req: Req, key: string) => boolean | Promise<boolean>);
+  allowList?: readonly string[] | ((req: Req, key: string) => boolean | PromiseLike<boolean>);
   /**
    * Clients always refused, by key, as `allowList` names them: answered 403 Forbidden at once,
    * uncounted, without RateLimit fields or Retry-After (a key on both lists is refused). In
    * shadow mode they go on, and `onExceeded` sees them.
    */
-  denyList?: readonly string[] | ((req: Req, key: string) => boolean | Promise<boolean>);
+  denyList?: readonly string[] | ((req: Req, key: string) => boolean | PromiseLike<boolean>);
   /** The status of a refusal, 400 to 599. Default 429. */
   statusCode?: number;
   /**
@@ -109,14 +109,14 @@ export interface RateLimiterHttpOptions<Req> extends CommonOptions<Req> {
    * `req.ip` (which follows its `trust proxy` setting), Fastify's `request.ip` (its
    * `trustProxy`), else the socket's address; IPv6 grouped by `ipv6Subnet`.
    */
-  key?: (req: Req) => string | Promise<string>;
+  key?: (req: Req) => string | PromiseLike<string>;
 }
 
 /** Options for a `PolicyLimiter` or a `RedisPolicyLimiter`: `key` returns who is asking and what for. Read once, when the handler is made. */
 export interface PolicyLimiterHttpOptions<Req> extends CommonOptions<Req> {
   limiter: PolicyLimiter | RedisPolicyLimiter;
   /** The (user, api) pair to spend from. Required. */
-  key: (req: Req) => PolicyRequest | Promise<PolicyRequest>;
+  key: (req: Req) => PolicyRequest | PromiseLike<PolicyRequest>;
 }
 
 /** Options for `rateLimit` and `fastifyRateLimit`; the functions in them run on the thread of the request. */

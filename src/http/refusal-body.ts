@@ -17,7 +17,7 @@ export interface RefusalBody {
 }
 
 /** `message`'s forms: what `refusalBody` takes. */
-export type RefusalMessage<Req> = string | object | ((req: Req, decision: Decision) => string | object | Promise<string | object>);
+export type RefusalMessage<Req> = string | object | ((req: Req, decision: Decision) => string | object | PromiseLike<string | object>);
 
 /** The body of a refusal unless `message` says otherwise. */
 export const DEFAULT_MESSAGE = 'Too Many Requests: retry later.\n';

@@ -5,6 +5,7 @@ import {
   coarseClock, ManualClock, perSecond, RateLimiter, RedisRateLimiter,
   type AttachOptions, type Clock, type DecisionHook, type CoarseClock, type Decision, type DecisionReason, type Limit, type LimitState,
   type AcquireOptions, type AcquireSyncOptions, type RateLimiterHandle, type RateLimiterOptions, type Reservation, type ReserveOptions,
+  type RateLimiterHttpOptions,
 } from '../../src/index.js';
 
 describe('the published types', () => {
@@ -51,5 +52,12 @@ describe('the published types', () => {
     expectTypeOf(coarseClock).returns.toEqualTypeOf<CoarseClock>();
     expectTypeOf<CoarseClock>().toExtend<Clock>();
     expectTypeOf<CoarseClock['lagMs']>().toEqualTypeOf<number>();
+  });
+
+  it('the middleware takes any thenable where it awaits (a Mongoose Query, a Bluebird promise), as await does', () => {
+    type Req = { ip: string };
+    const thenable = <T>(v: T): PromiseLike<T> => ({ then: (ok, ko) => Promise.resolve(v).then(ok, ko) });
+    expectTypeOf({ limiter: new RateLimiter({ limit: perSecond(1), maxKeys: 1 }), key: (r: Req) => thenable(r.ip), skip: () => thenable(false), cost: () => thenable(1) })
+      .toExtend<RateLimiterHttpOptions<Req>>();
   });
 });
