@@ -1,7 +1,7 @@
 import {
   admit, blockDebtTicks, debtOf, gcraParams, lagTicks, laterMayAct, MAX_AHEAD_TICKS, remainingAt, unspentTicks, waitTicks, type GcraParams,
 } from '../math/gcra.js';
-import { ceilTicks, maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
+import { ceilTicks, fineTicksAt, maxWaitTicks, ticksAt, ticksToMs } from '../time/ticks.js';
 import type { Limit } from '../config/limit.js';
 import { wideGcra } from './gcra-64.js';
 import { swap, type LimitAlgorithm, type Moment, type Verdict } from './types.js';
@@ -46,17 +46,21 @@ export class NarrowGcra implements LimitAlgorithm {
   // Gcra32#convert, inline for the reason given there.
   #readMs = NaN;
   #readTicks = 0;
+  /** Ticks per ms for ticks of at most 1 ms (fineTicksAt), else 0 (ticksAt): as Gcra32 keeps it. */
+  readonly #perMs: number;
 
   constructor(p: GcraParams) {
     this.#p = p;
     this.staleSec = p.staleSec;
+    this.#perMs = p.tickPs <= 1e9 ? 1e9 / p.tickPs : 0;
   }
 
   #debt(m: Moment, stale: boolean): number {
     // The reading in ticks, converted once per reading (a coarse or manual clock repeats it).
     if (m.ms !== this.#readMs) {
       this.#readMs = m.ms;
-      this.#readTicks = ticksAt(m.ms, this.#p);
+      const perMs = this.#perMs;
+      this.#readTicks = perMs === 0 ? ticksAt(m.ms, this.#p) : fineTicksAt(m.ms, perMs);
     }
     this.#now32 = this.#readTicks;
     return stale ? 0 : debtOf(this.#tat, this.#now32, 0, 0, this.#p);
@@ -70,7 +74,15 @@ export class NarrowGcra implements LimitAlgorithm {
     this.#tat = Atomics.load(w, at);
   }
 
-  /** The word the last `load` read. */
+  /**
+   * Takes `word`, this thread's own latest write of the state (no load), as the snapshot: a
+   * `commit` from it lands only if the state still holds it (LockFreeEngine#allowOwn).
+   */
+  own(word: number): void {
+    this.#tat = word;
+  }
+
+  /** The word the last `load` (or `own`) read. */
   get loaded(): number {
     return this.#tat;
   }

@@ -13,6 +13,7 @@ import { freeGuard } from './lockfree-reclaim.js';
 import { BUSY, GONE, givingBack, hold, isHolderToken, release } from './give-back-guard.js';
 import { resetDone, resetMark, resetSince, resetting } from '../table/reset-marks.js';
 import { FreshState, NONE } from './fresh-state.js';
+import { OWN_BACKOFF } from './gcra-32.js';
 import type { LockAges } from '../table/slot-lock.js';
 
 /** #decideBatched could not use the batch: decide on the cap's word (beside DONE and RELOCATE). */
@@ -21,6 +22,10 @@ const FALLBACK_EXACT = 3;
 export const OWED = 4;
 /** #writeOnce: no limit's write landed; read and decide again. */
 const RETRY = 5;
+/** #allowOwn: this thread's own writes are no longer the key's state; nothing counts. Decide from loads. */
+const OWN_MISSED = 6;
+/** #allowOwn: the reading is in a new second; nothing was written. Decide from loads. */
+const OWN_NEW_SECOND = 7;
 
 /**
  * Decisions without a lock, for keys whose every limit commits in one compareExchange (GCRA at
@@ -88,6 +93,8 @@ export class LockFreeEngine {
    * its word tells whether the key's state is still this thread's own write (#stampThenRead).
    */
   readonly #first: NarrowGcra | FixedWindow32 | null;
+  /** The key's second limit when it keeps one int32 word, else null: its own write is kept too (SlotRef.tat2). */
+  readonly #second: NarrowGcra | FixedWindow32 | null;
   // The slot being decided, for #takeBack (a bound method: no closure per decision).
   #base = 0;
   #ctrl = 0;
@@ -124,6 +131,8 @@ export class LockFreeEngine {
     this.#plainCtrl = key.algorithms.every((a) => a instanceof NarrowGcra || a instanceof FixedWindow32);
     const first = key.algorithms[0];
     this.#first = first instanceof NarrowGcra || first instanceof FixedWindow32 ? first : null;
+    const second = key.algorithms[1];
+    this.#second = second instanceof NarrowGcra || second instanceof FixedWindow32 ? second : null;
     this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
   }
 
@@ -460,6 +469,16 @@ export class LockFreeEngine {
     const ctrl = ref.ctrl;
     const limits = this.#gcra as NarrowGcra[];
     const offsets = this.#key.offsets;
+    // An admission in the second of this thread's own latest write to the key starts from that
+    // write, as Gcra32.decide does (#allowOwn); after a miss, the key's next OWN_BACKOFF load.
+    if (cost > 0 && limits.length <= 2 && ref.knowsSec(this.#secHi, this.#secLo)) {
+      if (ref.ownSkip !== 0) ref.ownSkip--;
+      else {
+        const outcome = this.#allowOwn(ref, base, ctrl, stateBase, cost, limits);
+        if (outcome === DONE || outcome === RELOCATE) return outcome;
+        if (outcome === OWN_MISSED) ref.ownSkip = OWN_BACKOFF;
+      }
+    }
     for (;;) {
       for (let i = 0; i < limits.length; i++) (limits[i] as NarrowGcra).load(w, stateBase + (offsets[i] as number));
       const lastSec = this.#stampThenRead(ref);
@@ -495,6 +514,65 @@ export class LockFreeEngine {
       if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
       return this.#stamped(ref);
     }
+  }
+
+  /**
+   * #allowGcra's admission from this thread's own latest writes (`ref.tat`, `ref.tat2`) instead
+   * of loads, when the record says the key's stamp reached the second of this thread's latest
+   * reading (docs/design.md, section 2, "A thread's own write", which Gcra32.decide follows for one
+   * limit). Reads the clock; in a new second it returns OWN_NEW_SECOND. Otherwise each limit
+   * decides on its own write, and each commit is a compareExchange from it, so what lands is what
+   * loads of those words would have decided at this reading; the key is fresh and its stamp needs
+   * no raise. A refusal stands only if a load of the refusing limit still finds our write (then
+   * the plain ctrl read of "Plain reads of ctrl"). A limit whose word moved (another thread wrote
+   * the key) ends the attempt: the first limit's commit then wrote nothing, and the second's
+   * takes the first back (#undoKey) before OWN_MISSED; the caller decides again from loads, with
+   * a new reading. Never decides again on a state another thread wrote: that takes the loaded
+   * stamp (see Clock). After both commits, #settle as on every path.
+   */
+  #allowOwn(ref: SlotRef, base: number, ctrl: number, stateBase: number, cost: number, limits: NarrowGcra[]): number {
+    const m = this.#read();
+    if (m.sec !== this.#sec) {
+      this.#sec = m.sec;
+      this.#secHi = secHi(m.sec);
+      this.#secLo = secLo(m.sec);
+      return OWN_NEW_SECOND;
+    }
+    this.#raised = false;
+    const w = this.#w;
+    const r = this.result;
+    const offsets = this.#key.offsets;
+    const two = limits.length === 2;
+    for (let i = 0; i < limits.length; i++) {
+      const a = limits[i] as NarrowGcra;
+      const mine = i === 0 ? ref.tat : ref.tat2;
+      a.own(mine);
+      if (a.admits(m, false, cost)) continue;
+      // Atomics.load (seq-cst) of the refusing word, then the plain ctrl read after it, as Gcra32.decide's refusal.
+      if (Atomics.load(w, stateBase + (offsets[i] as number)) !== mine) return OWN_MISSED;
+      if (w[base + S_CTRL] !== ctrl) return RELOCATE;
+      r.allowed = false;
+      r.refusedBy = 'key';
+      r.never = cost > a.params.burst;
+      r.retryAfterMs = r.never ? Infinity : 0;
+      return DONE;
+    }
+    r.allowed = true;
+    r.refusedBy = null;
+    r.never = false;
+    r.retryAfterMs = 0;
+    // The key's give-back epoch, as #readEpoch reads it (before our first commit).
+    this.#area.epoch = w[stateBase + this.#epochOffset] as number;
+    // Commits in order, each a compareExchange from our own write (NarrowGcra.commit): seq-cst,
+    // like every write of a key limit.
+    if (!(limits[0] as NarrowGcra).commit(w, stateBase + (offsets[0] as number))) return OWN_MISSED;
+    if (two && !(limits[1] as NarrowGcra).commit(w, stateBase + (offsets[1] as number))) {
+      this.#undoKey(1); // not counted as a lost race, as Gcra32 does not count its own write's miss
+      return OWN_MISSED;
+    }
+    // A reclaim that judged the key idle before our commits must not complete (see decide).
+    if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
+    return this.#stamped(ref);
   }
 
   /**
@@ -710,9 +788,14 @@ export class LockFreeEngine {
    * second or later. Keeps that second, and the word this thread wrote to the first limit.
    */
   #stamped(ref: SlotRef): number {
-    ref.sec = this.#moment.sec;
-    ref.secKnown = true;
+    const sec = this.#moment.sec;
+    if (sec === this.#sec) ref.knowSec(this.#secHi, this.#secLo);
+    else {
+      ref.sec = sec;
+      ref.secKnown = true;
+    }
     if (this.#first !== null) ref.tat = this.#first.written;
+    if (this.#second !== null) ref.tat2 = this.#second.written;
     return DONE;
   }
 

@@ -5,7 +5,7 @@
  * ```
  *  word  0      1      2     3        4        5       6        7
  *       +------+------+-----+--------+--------+-------+--------+--------+
- *       | base | ctrl | tat | sec hi | sec lo | known | ownSkip| unused |
+ *       | base | ctrl | tat | sec hi | sec lo | known | ownSkip| tat2   |
  *       +------+------+-----+--------+--------+-------+--------+--------+
  * ```
  *
@@ -38,6 +38,8 @@ const R_SEC_LO = 4;
 const R_KNOWN = 5;
 /** Admissions left that load tat instead of starting from `tat` (Gcra32's backoff). */
 const R_SKIP = 6;
+/** The second limit's word this thread last wrote (LockFreeEngine; see `tat2`). */
+const R_TAT2 = 7;
 
 const TWO_32 = 4_294_967_296;
 
@@ -53,6 +55,7 @@ export function fillRecord(w: Int32Array, at: number, base: number, ctrl: number
   w[at + R_SEC_LO] = 0;
   w[at + R_KNOWN] = 0;
   w[at + R_SKIP] = 0;
+  w[at + R_TAT2] = 0;
 }
 
 /** The part of second `second` above its low 32 bits, as `sec` stores it (for `knowsSec`). */
@@ -115,6 +118,19 @@ export class SlotRef {
   }
 
   /**
+   * The lock-free engine's second key limit's word as this thread last wrote it, beside `tat`
+   * (the first's), when that limit is one int32 word: set with `tat` on every admission, so that
+   * an admission of a key of two such limits may start from both (LockFreeEngine#allowOwn).
+   */
+  get tat2(): number {
+    return this.#w[this.#at + R_TAT2] as number;
+  }
+
+  set tat2(word: number) {
+    this.#w[this.#at + R_TAT2] = word;
+  }
+
+  /**
    * The second that `secKnown` speaks of: an integer of either sign, a clock's reading (at most
    * 2^53 ms, time/ticks.ts) over 1000, kept as its low 32 bits and the rest.
    */
@@ -142,6 +158,18 @@ export class SlotRef {
   }
 
   /**
+   * Sets `sec` to the second whose `secHi` and `secLo` are `hi` and `lo`, and `secKnown`: what
+   * `sec = ...; secKnown = true` do, from parts a caller already keeps (no division per write).
+   */
+  knowSec(hi: number, lo: number): void {
+    const w = this.#w;
+    const at = this.#at;
+    w[at + R_SEC_HI] = hi;
+    w[at + R_SEC_LO] = lo;
+    w[at + R_KNOWN] = 1;
+  }
+
+  /**
    * Whether `sec` holds a second this thread knows the slot's lastSec word has reached (it only
    * moves forward): a decision in that same second need not load the word (see Gcra32). A flag,
    * not a sentinel value: a clock may read negative times, so any integer can be a real second.
@@ -154,7 +182,7 @@ export class SlotRef {
     this.#w[this.#at + R_KNOWN] = known ? 1 : 0;
   }
 
-  /** Admissions left that load tat instead of starting from `tat` (Gcra32's backoff). */
+  /** Admissions left that load tat instead of starting from `tat` (Gcra32's and LockFreeEngine's backoff). */
   get ownSkip(): number {
     return this.#w[this.#at + R_SKIP] as number;
   }
