@@ -190,7 +190,16 @@ export class Explorer {
           }
         }
       }
-      const pick = options[chooser.choose(options, step)];
+      let choice;
+      try {
+        choice = chooser.choose(options, step);
+      } catch (e) {
+        // A replayed schedule that does not fit this build (its step has fewer options): the
+        // threads are stuck mid-call, so the next run gets new ones (else it waits for ever).
+        await this.#respawn(this.#threads.length);
+        throw e;
+      }
+      const pick = options[choice];
       const t = pick.thread;
       const th = threads[t];
       const req = pending[t];

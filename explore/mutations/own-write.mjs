@@ -1,24 +1,44 @@
-// An admission of a key of two 32-bit GCRA limits that starts from this thread's own latest
-// writes (LockFreeEngine#allowOwn): planted bugs the multi-limit scenarios must find.
+// An admission that starts from this thread's own latest writes (LockFreeEngine#allowOwn):
+// planted bugs the own-write scenarios (_own.mjs) and global-batch must find.
 export default [
   {
     name: '(planted) an own-write admission past a lost first commit',
     what: "#allowOwn goes on when its first limit's compareExchange failed: another thread's spend of that limit is not counted against this admission",
-    scenario: 'multi-limit-own',
+    scenario: 'own-write-first',
     edits: [{
       file: 'rate/lockfree-engine.js',
-      from: 'if (!limits[0].commit(w, stateBase + offsets[0]))\n            return OWN_MISSED;',
-      to: 'limits[0].commit(w, stateBase + offsets[0]);',
+      from: 'let landed = limits[0].commit(w, stateBase + offsets[0]);',
+      to: 'let landed = limits[0].commit(w, stateBase + offsets[0]) || true;',
     }],
   },
   {
     name: '(planted) an own-write admission past a lost second commit',
     what: "#allowOwn goes on when its second limit's compareExchange failed: that limit does not count the admission",
-    scenario: 'multi-limit-own-second',
+    scenario: 'own-write-second',
     edits: [{
       file: 'rate/lockfree-engine.js',
-      from: 'if (two && !limits[1].commit(w, stateBase + offsets[1])) {',
-      to: 'if (two && !limits[1].commit(w, stateBase + offsets[1]) && false) {',
+      from: 'if (landed && two && !limits[1].commit(w, stateBase + offsets[1])) {',
+      to: 'if (landed && two && !limits[1].commit(w, stateBase + offsets[1]) && false) {',
+    }],
+  },
+  {
+    name: '(planted) an own-write window admission past a lost commit',
+    what: "#allowOwn goes on when a fixed window's compareExchange failed: another thread's spend of the window is not counted against this admission",
+    scenario: 'own-write-window',
+    edits: [{
+      file: 'rate/lockfree-engine.js',
+      from: 'let landed = limits[0].commit(w, stateBase + offsets[0]);',
+      to: 'let landed = limits[0].commit(w, stateBase + offsets[0]) || true;',
+    }],
+  },
+  {
+    name: "(planted) an own-write admission that takes nothing from the cap's batch",
+    what: "#allowOwn commits the key's limits without serving the global cap from the thread's batch: the cap does not count the admission",
+    scenario: 'global-batch',
+    edits: [{
+      file: 'rate/lockfree-engine.js',
+      from: 'if (batch !== null && batch.take(m.ms, cost, this.#clock) !== TAKEN)',
+      to: 'if (false)',
     }],
   },
 ];

@@ -77,9 +77,32 @@ export class FixedWindow32 implements LimitAlgorithm {
     this.#word = Atomics.load(w, at);
   }
 
-  /** The word the last `load` read. */
+  /**
+   * Takes `word`, this thread's own latest write of the state (no load), as the snapshot: a
+   * `commit` from it lands only if the state still holds it (LockFreeEngine#allowOwn).
+   */
+  own(word: number): void {
+    this.#word = word;
+  }
+
+  /** The word the last `load` (or `own`) read. */
   get loaded(): number {
     return this.#word;
+  }
+
+  /** The largest cost a request can ever pass with: the window's permits. */
+  get capacity(): number {
+    return this.#permits;
+  }
+
+  /** `check` for a verdict without detail: whether `cost` passes on the snapshot. */
+  admits(m: Moment, stale: boolean, cost: number): boolean {
+    this.#decode(m.ms, stale);
+    const count = this.#count;
+    // A later window's count is for requests that act in it: none may act now on it.
+    const allowed = count + cost <= this.#permits && !this.#ahead;
+    this.#next = (this.#base + (allowed ? count + cost : count)) | 0;
+    return allowed;
   }
 
   /** The word the last `commit` wrote. */

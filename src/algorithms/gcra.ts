@@ -92,6 +92,11 @@ export class NarrowGcra implements LimitAlgorithm {
     return this.#written;
   }
 
+  /** The largest cost a request can ever pass with: the burst. */
+  get capacity(): number {
+    return this.#p.burst;
+  }
+
   /** `check` for a verdict without detail: whether `cost` passes on the snapshot. */
   admits(m: Moment, stale: boolean, cost: number): boolean {
     const p = this.#p;

@@ -95,6 +95,12 @@ export class LockFreeEngine {
   readonly #first: NarrowGcra | FixedWindow32 | null;
   /** The key's second limit when it keeps one int32 word, else null: its own write is kept too (SlotRef.tat2). */
   readonly #second: NarrowGcra | FixedWindow32 | null;
+  /**
+   * The key's limits when an `allow()` may start from this thread's own writes (#allowOwn): one or
+   * two, each one int32 word (NarrowGcra, FixedWindow32), and no cap or one served in batches;
+   * else null.
+   */
+  readonly #own: (NarrowGcra | FixedWindow32)[] | null;
   // The slot being decided, for #takeBack (a bound method: no closure per decision).
   #base = 0;
   #ctrl = 0;
@@ -134,6 +140,10 @@ export class LockFreeEngine {
     const second = key.algorithms[1];
     this.#second = second instanceof NarrowGcra || second instanceof FixedWindow32 ? second : null;
     this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
+    const oneWord = key.algorithms.every((a) => a instanceof NarrowGcra || a instanceof FixedWindow32);
+    this.#own = oneWord && key.algorithms.length <= 2 && (global === null || this.#batch !== null)
+      ? (key.algorithms as (NarrowGcra | FixedWindow32)[])
+      : null;
   }
 
   /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
@@ -167,7 +177,20 @@ export class LockFreeEngine {
     area.state = stateBase;
     this.#base = base; // for #takeBack
     this.#ctrl = ctrl;
-    if (this.#gcra !== null && !set.detail && set.reserving === null) return this.#allowGcra(ref, stateBase, cost);
+    if (!set.detail && set.reserving === null) {
+      // An admission in the second of this thread's own latest write to the key starts from that
+      // write, as Gcra32.decide does (#allowOwn); after a miss, the key's next OWN_BACKOFF load.
+      const own = this.#own;
+      if (own !== null && cost > 0 && ref.knowsSec(this.#secHi, this.#secLo)) {
+        if (ref.ownSkip !== 0) ref.ownSkip--;
+        else {
+          const outcome = this.#allowOwn(ref, base, ctrl, stateBase, cost, own);
+          if (outcome === DONE || outcome === RELOCATE) return outcome;
+          if (outcome === OWN_MISSED) ref.ownSkip = OWN_BACKOFF;
+        }
+      }
+      if (this.#gcra !== null) return this.#allowGcra(ref, stateBase, cost);
+    }
     let exact = false; // the cap's batch could not serve this decision: decide on its word
     for (;;) {
       const batch = this.#batch;
@@ -469,16 +492,6 @@ export class LockFreeEngine {
     const ctrl = ref.ctrl;
     const limits = this.#gcra as NarrowGcra[];
     const offsets = this.#key.offsets;
-    // An admission in the second of this thread's own latest write to the key starts from that
-    // write, as Gcra32.decide does (#allowOwn); after a miss, the key's next OWN_BACKOFF load.
-    if (cost > 0 && limits.length <= 2 && ref.knowsSec(this.#secHi, this.#secLo)) {
-      if (ref.ownSkip !== 0) ref.ownSkip--;
-      else {
-        const outcome = this.#allowOwn(ref, base, ctrl, stateBase, cost, limits);
-        if (outcome === DONE || outcome === RELOCATE) return outcome;
-        if (outcome === OWN_MISSED) ref.ownSkip = OWN_BACKOFF;
-      }
-    }
     for (;;) {
       for (let i = 0; i < limits.length; i++) (limits[i] as NarrowGcra).load(w, stateBase + (offsets[i] as number));
       const lastSec = this.#stampThenRead(ref);
@@ -517,20 +530,23 @@ export class LockFreeEngine {
   }
 
   /**
-   * #allowGcra's admission from this thread's own latest writes (`ref.tat`, `ref.tat2`) instead
-   * of loads, when the record says the key's stamp reached the second of this thread's latest
-   * reading (docs/design.md, section 2, "A thread's own write", which Gcra32.decide follows for one
-   * limit). Reads the clock; in a new second it returns OWN_NEW_SECOND. Otherwise each limit
-   * decides on its own write, and each commit is a compareExchange from it, so what lands is what
-   * loads of those words would have decided at this reading; the key is fresh and its stamp needs
-   * no raise. A refusal stands only if a load of the refusing limit still finds our write (then
-   * the plain ctrl read of "Plain reads of ctrl"). A limit whose word moved (another thread wrote
-   * the key) ends the attempt: the first limit's commit then wrote nothing, and the second's
-   * takes the first back (#undoKey) before OWN_MISSED; the caller decides again from loads, with
-   * a new reading. Never decides again on a state another thread wrote: that takes the loaded
-   * stamp (see Clock). After both commits, #settle as on every path.
+   * `allow()` from this thread's own latest writes (`ref.tat`, `ref.tat2`) instead of loads, for
+   * the key limits of #own, when the record says the key's stamp reached the second of this
+   * thread's latest reading (docs/design.md, section 2, "A thread's own write", which Gcra32.decide
+   * follows for one limit). Reads the clock; in a new second it returns OWN_NEW_SECOND. Otherwise
+   * each limit decides on its own write, and each commit is a compareExchange from it, so what
+   * lands is what loads of those words would have decided at this reading; the key is fresh and
+   * its stamp needs no raise. A refusal stands only if a load of the refusing limit still finds
+   * our write (then the plain ctrl read of "Plain reads of ctrl"). A limit whose word moved
+   * (another thread wrote the key) ends the attempt: the first limit's commit then wrote nothing,
+   * and the second's takes the first back (#undoKey) before OWN_MISSED; the caller decides again
+   * from loads, with a new reading. Never decides again on a state another thread wrote: that
+   * takes the loaded stamp (see Clock). A cap is served from this thread's batch, between the
+   * decision and the commits, as in #decideBatched (OWN_NEW_SECOND, nothing written, when the
+   * batch cannot serve: the caller's path decides on the cap's word). After the commits, #settle
+   * as on every path.
    */
-  #allowOwn(ref: SlotRef, base: number, ctrl: number, stateBase: number, cost: number, limits: NarrowGcra[]): number {
+  #allowOwn(ref: SlotRef, base: number, ctrl: number, stateBase: number, cost: number, limits: (NarrowGcra | FixedWindow32)[]): number {
     const m = this.#read();
     if (m.sec !== this.#sec) {
       this.#sec = m.sec;
@@ -544,7 +560,7 @@ export class LockFreeEngine {
     const offsets = this.#key.offsets;
     const two = limits.length === 2;
     for (let i = 0; i < limits.length; i++) {
-      const a = limits[i] as NarrowGcra;
+      const a = limits[i] as NarrowGcra | FixedWindow32;
       const mine = i === 0 ? ref.tat : ref.tat2;
       a.own(mine);
       if (a.admits(m, false, cost)) continue;
@@ -553,26 +569,30 @@ export class LockFreeEngine {
       if (w[base + S_CTRL] !== ctrl) return RELOCATE;
       r.allowed = false;
       r.refusedBy = 'key';
-      r.never = cost > a.params.burst;
+      r.never = cost > a.capacity;
       r.retryAfterMs = r.never ? Infinity : 0;
       return DONE;
     }
+    const batch = this.#batch;
+    if (batch !== null && batch.take(m.ms, cost, this.#clock) !== TAKEN) return OWN_NEW_SECOND;
     r.allowed = true;
     r.refusedBy = null;
     r.never = false;
     r.retryAfterMs = 0;
     // The key's give-back epoch, as #readEpoch reads it (before our first commit).
     this.#area.epoch = w[stateBase + this.#epochOffset] as number;
-    // Commits in order, each a compareExchange from our own write (NarrowGcra.commit): seq-cst,
-    // like every write of a key limit.
-    if (!(limits[0] as NarrowGcra).commit(w, stateBase + (offsets[0] as number))) return OWN_MISSED;
-    if (two && !(limits[1] as NarrowGcra).commit(w, stateBase + (offsets[1] as number))) {
+    // Commits in order, each a compareExchange from our own write (NarrowGcra.commit,
+    // FixedWindow32.commit): seq-cst, like every write of a key limit.
+    let landed = (limits[0] as NarrowGcra | FixedWindow32).commit(w, stateBase + (offsets[0] as number));
+    if (landed && two && !(limits[1] as NarrowGcra | FixedWindow32).commit(w, stateBase + (offsets[1] as number))) {
       this.#undoKey(1); // not counted as a lost race, as Gcra32 does not count its own write's miss
-      return OWN_MISSED;
+      landed = false;
     }
     // A reclaim that judged the key idle before our commits must not complete (see decide).
-    if (this.#settle(base, ctrl) !== DONE) return RELOCATE;
-    return this.#stamped(ref);
+    const outcome = landed ? this.#settle(base, ctrl) : OWN_MISSED;
+    if (outcome === DONE) return this.#stamped(ref);
+    batch?.giveBack(cost); // not admitted: the permits stay in this thread's batch
+    return outcome;
   }
 
   /**

@@ -1,13 +1,15 @@
-// A key of two 32-bit GCRA limits: an admission in the second of this thread's own latest write
-// to the key starts from that write (LockFreeEngine#allowOwn), as the one-limit path does. The
-// interleavings are exact: the clock is shared by two instances of one limiter, and a one-shot
-// hook runs B's calls inside A's clock read, which #allowOwn takes before anything else (no load
-// precedes it), so B writes between A's decision and its commits. The explorer's multi-limit-own
-// scenarios race the same path over every schedule, a commit of either limit overtaken included.
+// The lock-free engine's keys of one or two int32 limits (two 32-bit GCRA limits, a fixed window,
+// a GCRA limit under a cap served in batches): an admission in the second of this thread's own
+// latest write to the key starts from that write (LockFreeEngine#allowOwn), as the one-limit path
+// does. The interleavings are exact: the clock is shared by two instances of one limiter, and a
+// one-shot hook runs B's calls inside A's clock read, which #allowOwn takes before anything else
+// (no load precedes it), so B writes between A's decision and its commits. The explorer's
+// own-write scenarios race the same path over every schedule, a commit of either limit overtaken
+// included.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { perMinute, perSecond, RateLimiter, type Limit } from '../../src/index.js';
+import { perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
 
-function setup(limit: Limit[]) {
+function setup(options: Partial<RateLimiterOptions>) {
   let t = 5_000_100; // ms: second 5000
   let hook: (() => void) | null = null;
   const clock = {
@@ -18,36 +20,54 @@ function setup(limit: Limit[]) {
       return t;
     },
   };
-  const a = new RateLimiter({ limit, maxKeys: 4, forceHash: 12345, clock });
+  const a = new RateLimiter({ limit: TIGHT, ...options, maxKeys: 4, forceHash: 12345, clock });
   const b = RateLimiter.attach(a.handle, { clock });
   return { a, b, advance: (ms: number) => { t += ms; }, arm: (f: () => void) => { hook = f; }, armed: () => hook !== null };
 }
 
-// Three a minute binds; a thousand a second lets every request of these tests through.
+// Three a minute binds; a thousand a second lets every request of these tests through, and so
+// does a cap of a million a second (served in per-thread batches: rate/global-batch.ts).
 const TIGHT = perMinute(3);
 const LOOSE = perSecond(1000);
-const ORDERS: [string, Limit[]][] = [
-  ['the first limit binds', [TIGHT, LOOSE]],
-  ['the second limit binds', [LOOSE, TIGHT]],
+const CASES: [string, Partial<RateLimiterOptions>][] = [
+  ['two GCRA limits, the first binds', { limit: [TIGHT, LOOSE] }],
+  ['two GCRA limits, the second binds', { limit: [LOOSE, TIGHT] }],
+  ['a fixed window', { limit: { permits: 3, periodMs: 60_000 }, algorithm: 'fixed-window' }],
+  ['a GCRA limit under a cap served in batches', { limit: TIGHT, globalLimit: perSecond(1e6, { burst: 1e5 }) }],
 ];
 
 afterEach(() => {
   vi.restoreAllMocks();
 });
 
-describe("two GCRA limits: an admission from the thread's own writes", () => {
-  for (const [name, limit] of ORDERS) {
-    it(`${name}: loads neither limit's word in the second of its own write`, () => {
-      const s = setup(limit);
-      expect(s.a.allow('k')).toBe(true); // inserts, loads, writes both limits: the bound is second 5000
+describe("the lock-free engine: an admission from the thread's own writes", () => {
+  for (const [name, options] of CASES) {
+    it(`${name}: loads no limit's word in the second of its own write`, () => {
+      const s = setup(options);
+      expect(s.a.allow('k')).toBe(true); // inserts, loads, writes the limits: the bound is second 5000
       const load = vi.spyOn(Atomics, 'load');
       expect(s.a.allow('k')).toBe(true);
-      // One load: the reclaim guard after the commits (#settle). From loads it would be three.
+      // One load: the reclaim guard after the commits (#settle).
+      expect(load).toHaveBeenCalledTimes(1);
+      expect(s.a.allow('k')).toBe(true);
+      load.mockClear();
+      expect(s.a.allow('k')).toBe(false);
+      // A refusal from its own write: one load, of the refusing word, which still holds it.
       expect(load).toHaveBeenCalledTimes(1);
     });
 
+    it(`${name}: after another instance wrote the key, decides from loads`, () => {
+      const s = setup(options);
+      expect(s.a.allow('k')).toBe(true);
+      expect(s.b.allow('k')).toBe(true);
+      const load = vi.spyOn(Atomics, 'load');
+      expect(s.a.allow('k')).toBe(true); // its own write missed: the limits' words and lastSec loaded
+      expect(load.mock.calls.length).toBeGreaterThan(2);
+      expect(s.a.allow('k')).toBe(false); // three a minute: A, B, A
+    });
+
     it(`${name}: counts what another instance spent between its reading and its commits`, () => {
-      const s = setup(limit);
+      const s = setup(options);
       expect(s.a.allow('k')).toBe(true);
       s.arm(() => {
         expect(s.b.allow('k')).toBe(true);
@@ -60,7 +80,7 @@ describe("two GCRA limits: an admission from the thread's own writes", () => {
     });
 
     it(`${name}: a refusal from its own write stands only while the word still holds it`, () => {
-      const s = setup(limit);
+      const s = setup(options);
       for (let i = 0; i < 3; i++) expect(s.a.allow('k')).toBe(true);
       expect(s.a.allow('k')).toBe(false); // refused from A's own write
       s.arm(() => {
@@ -72,7 +92,7 @@ describe("two GCRA limits: an admission from the thread's own writes", () => {
     });
 
     it(`${name}: a new second decides from loads`, () => {
-      const s = setup(limit);
+      const s = setup(options);
       expect(s.a.allow('k')).toBe(true);
       expect(s.a.allow('k')).toBe(true);
       s.advance(1000); // second 5001: A's bound is an older second
