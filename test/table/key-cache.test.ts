@@ -105,7 +105,10 @@ describe('the key cache', () => {
 describe('the key cache before its first good window', () => {
   /** An index on an empty table, and a reader's index that finds keys without inserting them. */
   function empty(cacheSize: number): { index: SlotIndex; reader: SlotIndex } {
-    const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: 200_000 });
+    // A fixed hash seed: the doorkeeper's bits are hashed slot numbers, and with a random seed a
+    // key's bit is sometimes one another key already set in the window, so it is kept at its
+    // first find (found: 1 failure of "once proven" in a full run; 2 seeds of 1 to 400 do it).
+    const limiter = new RateLimiter({ limit: perSecond(10), maxKeys: 200_000, hashSeed: 1 });
     const table = () => new SlotTable(limiter.handle.table, gcraSlotState(gcraParams(limiter.limit), monotonicClock), limiter.handle.keys);
     return { index: new SlotIndex(table(), cacheSize), reader: new SlotIndex(table(), 0) };
   }
