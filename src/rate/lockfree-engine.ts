@@ -24,8 +24,8 @@ export const OWED = 4;
 const RETRY = 5;
 /** #allowOwn: this thread's own writes are no longer the key's state; nothing counts. Decide from loads. */
 const OWN_MISSED = 6;
-/** #allowOwn: the reading is in a new second; nothing was written. Decide from loads. */
-const OWN_NEW_SECOND = 7;
+/** #allowOwn: nothing was written, with no backoff (a new second, or a batch that cannot serve). Decide from loads. */
+const OWN_GIVEN_UP = 7;
 
 /**
  * Decisions without a lock, for keys whose every limit commits in one compareExchange (GCRA at
@@ -533,7 +533,7 @@ export class LockFreeEngine {
    * `allow()` from this thread's own latest writes (`ref.tat`, `ref.tat2`) instead of loads, for
    * the key limits of #own, when the record says the key's stamp reached the second of this
    * thread's latest reading (docs/design.md, section 2, "A thread's own write", which Gcra32.decide
-   * follows for one limit). Reads the clock; in a new second it returns OWN_NEW_SECOND. Otherwise
+   * follows for one limit). Reads the clock; in a new second it returns OWN_GIVEN_UP. Otherwise
    * each limit decides on its own write, and each commit is a compareExchange from it, so what
    * lands is what loads of those words would have decided at this reading; the key is fresh and
    * its stamp needs no raise. A refusal stands only if a load of the refusing limit still finds
@@ -542,7 +542,7 @@ export class LockFreeEngine {
    * and the second's takes the first back (#undoKey) before OWN_MISSED; the caller decides again
    * from loads, with a new reading. Never decides again on a state another thread wrote: that
    * takes the loaded stamp (see Clock). A cap is served from this thread's batch, between the
-   * decision and the commits, as in #decideBatched (OWN_NEW_SECOND, nothing written, when the
+   * decision and the commits, as in #decideBatched (OWN_GIVEN_UP, nothing written, when the
    * batch cannot serve: the caller's path decides on the cap's word). After the commits, #settle
    * as on every path.
    */
@@ -552,7 +552,7 @@ export class LockFreeEngine {
       this.#sec = m.sec;
       this.#secHi = secHi(m.sec);
       this.#secLo = secLo(m.sec);
-      return OWN_NEW_SECOND;
+      return OWN_GIVEN_UP;
     }
     this.#raised = false;
     const w = this.#w;
@@ -574,7 +574,7 @@ export class LockFreeEngine {
       return DONE;
     }
     const batch = this.#batch;
-    if (batch !== null && batch.take(m.ms, cost, this.#clock) !== TAKEN) return OWN_NEW_SECOND;
+    if (batch !== null && batch.take(m.ms, cost, this.#clock) !== TAKEN) return OWN_GIVEN_UP;
     r.allowed = true;
     r.refusedBy = null;
     r.never = false;
@@ -805,7 +805,8 @@ export class LockFreeEngine {
 
   /**
    * DONE after a commit landed on our key: LimitSet.commit raised its lastSec to the reading's
-   * second or later. Keeps that second, and the word this thread wrote to the first limit.
+   * second or later. Keeps that second, and the words this thread wrote to the first two limits
+   * (when each is one int32 word: #stampThenRead and #allowOwn start from them).
    */
   #stamped(ref: SlotRef): number {
     const sec = this.#moment.sec;
