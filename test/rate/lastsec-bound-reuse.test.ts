@@ -6,22 +6,11 @@
 // both instances, and a one-shot hook runs B's calls inside A's clock read (after A's tat load,
 // before its ctrl check).
 import { describe, expect, it } from 'vitest';
-import { perMinute, perSecond, RateLimiter, type Limit, type RateLimiterOptions } from '../../src/index.js';
+import { perMinute, perSecond, type Limit, type RateLimiterOptions } from '../../src/index.js';
+import { hookedPair } from '../helpers/hooked-pair.js';
 
 function setup(limit: Limit | Limit[], options: Partial<RateLimiterOptions> = {}) {
-  let t = 5_000_100; // ms: second 5000
-  let hook: (() => void) | null = null;
-  const clock = {
-    now: (): number => {
-      const h = hook;
-      hook = null;
-      h?.();
-      return t;
-    },
-  };
-  const a = new RateLimiter({ ...options, limit, maxKeys: 4, forceHash: 12345, clock });
-  const b = RateLimiter.attach(a.handle, { clock });
-  return { a, b, advance: (ms: number) => { t += ms; }, arm: (f: () => void) => { hook = f; } };
+  return hookedPair({ ...options, limit });
 }
 
 const CASES: [string, Limit | Limit[], Partial<RateLimiterOptions>?][] = [

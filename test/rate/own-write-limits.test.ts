@@ -7,22 +7,11 @@
 // own-write scenarios race the same path over every schedule, a commit of either limit overtaken
 // included.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { perMinute, perSecond, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
+import { perMinute, perSecond, type RateLimiterOptions } from '../../src/index.js';
+import { hookedPair } from '../helpers/hooked-pair.js';
 
 function setup(options: Partial<RateLimiterOptions>) {
-  let t = 5_000_100; // ms: second 5000
-  let hook: (() => void) | null = null;
-  const clock = {
-    now: (): number => {
-      const h = hook;
-      hook = null;
-      h?.();
-      return t;
-    },
-  };
-  const a = new RateLimiter({ limit: TIGHT, ...options, maxKeys: 4, forceHash: 12345, clock });
-  const b = RateLimiter.attach(a.handle, { clock });
-  return { a, b, advance: (ms: number) => { t += ms; }, arm: (f: () => void) => { hook = f; }, armed: () => hook !== null };
+  return hookedPair({ limit: TIGHT, ...options });
 }
 
 // Three a minute binds; a thousand a second lets every request of these tests through, and so
