@@ -113,10 +113,21 @@ describe('acquire() on the real clock', () => {
     const t0 = performance.now();
     await limiter.acquire('k'); // 20 ms later
     expect(performance.now() - t0).toBeGreaterThanOrEqual(15);
+  });
+
+  it('an abort ends a wait on the real clock, however late the timers run', async () => {
+    // A wait of a minute: no event-loop lag of a busy machine can let the
+    // clock reach the key's turn before the abort. (With a 20 ms wait here, a
+    // timer that fired 20 ms late left the key free and the acquire resolved.)
+    const limiter = new RateLimiter({ limit: perMinute(1, { burst: 1 }), maxKeys: 4 });
+    await limiter.acquire('k');
     const controller = new AbortController();
     const waiting = limiter.acquire('k', { signal: controller.signal });
     controller.abort(new Error('stop'));
     await expect(waiting).rejects.toThrow('stop');
+    const next = limiter.reserve('k').delayMs; // the aborted wait gave its turn back: one interval, not two
+    expect(next).toBeGreaterThan(59_000);
+    expect(next).toBeLessThanOrEqual(60_000);
   });
 });
 

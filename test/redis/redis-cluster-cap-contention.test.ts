@@ -35,7 +35,7 @@ describe.skipIf(!available)('the global cap on a Cluster, under contention', () 
   });
 
   /** One run at a cap of `rate` a second: every reason's count, and the cap's bound for the run. */
-  async function run(rate: number, prefix: string): Promise<{ total: Record<string, number>; bound: number; reachable: number; elapsedMs: number; fillMs: number }> {
+  async function run(rate: number, prefix: string): Promise<{ total: Record<string, number>; bound: number; reachable: number; inTransit: number; elapsedMs: number; fillMs: number }> {
     // A second of burst: the cap's debt stays about a second ahead while it is saturated, so a
     // refund sent less than a second after its spend finds all of the spend's slot still ahead.
     const burst = rate;
@@ -58,7 +58,7 @@ describe.skipIf(!available)('the global cap on a Cluster, under contention', () 
       // and Redis's clock learnt, so that the fill below is one round trip and the bound, which
       // runs from before it, holds no time the cap did not have.
       await filler.tryAcquire('fill', 0);
-      const replies = workers.map((w) => new Promise<{ reasons: Record<string, number>; first: number; last: number; began: number[] }>((resolve, reject) => {
+      const replies = workers.map((w) => new Promise<{ reasons: Record<string, number>; first: number; last: number; began: number[]; refundsSent: number[] }>((resolve, reject) => {
         w.once('message', resolve);
         w.once('error', reject);
       }));
@@ -94,7 +94,13 @@ describe.skipIf(!available)('the global cap on a Cluster, under contention', () 
         at = t;
         if (tokens >= 1) { tokens -= 1; taken++; }
       }
-      return { total, bound, reachable: Math.min(bound, taken), elapsedMs, fillMs: filledBy - fillFrom };
+      // Refunds sent after the last call began: the model above lets the last calls take their
+      // permits, which came back after them (a refund travels as a call does). A few on a quiet
+      // machine; on a busy one, whose stalls keep many calls in flight at the end, as many as
+      // those calls refused (found: 775 admitted, 776 needed).
+      const lastCall = times.length === 0 ? 0 : times[times.length - 1]!;
+      const inTransit = counts.reduce((n, c) => n + c.refundsSent.filter((sent) => sent >= lastCall).length, 0);
+      return { total, bound, reachable: Math.min(bound, taken), inTransit, elapsedMs, fillMs: filledBy - fillFrom };
     } finally {
       io.disconnect();
       await Promise.all(workers.map((w) => w.terminate()));
@@ -104,9 +110,9 @@ describe.skipIf(!available)('the global cap on a Cluster, under contention', () 
   it('GCRA keys under a cap: within 5% of the cap\'s bound, never above, while refused keys\' spends are refunded', async () => {
     let judged = false;
     for (const [i, rate] of RATES.entries()) {
-      const { total, bound, reachable, elapsedMs, fillMs } = await run(rate, `cap-contention-${i}:`);
+      const { total, bound, reachable, inTransit, elapsedMs, fillMs } = await run(rate, `cap-contention-${i}:`);
       const admitted = total.admitted ?? 0;
-      console.log(`cluster cap under contention, cap ${rate}/s: ${JSON.stringify(total)} in ${elapsedMs.toFixed(0)} ms (the fill ${fillMs.toFixed(1)} ms), bound ${bound}, reachable ${reachable}`);
+      console.log(`cluster cap under contention, cap ${rate}/s: ${JSON.stringify(total)} in ${elapsedMs.toFixed(0)} ms (the fill ${fillMs.toFixed(1)} ms), bound ${bound}, reachable ${reachable}, refunds sent after the last call ${inTransit}`);
       expect(total.unavailable ?? 0, 'degraded answers: the run says nothing').toBe(0);
       expect(admitted, 'above the cap').toBeLessThanOrEqual(bound);
       // The calls outran the cap (it refused many), and keys refused after its spends often
@@ -115,7 +121,7 @@ describe.skipIf(!available)('the global cap on a Cluster, under contention', () 
       // Within 5% of what the cap could admit of the calls that came: its bound on a quiet machine
       // (found on a busy one: 4,549 admitted of a bound of 5,029, judged against the bound).
       // A refund that came back only in part leaves the cap short by what it kept.
-      expect(admitted, 'short of the cap: refunds lost').toBeGreaterThanOrEqual(Math.floor(0.95 * reachable));
+      expect(admitted, 'short of the cap: refunds lost').toBeGreaterThanOrEqual(Math.floor(0.95 * reachable) - inTransit);
       judged = true;
       break;
     }
