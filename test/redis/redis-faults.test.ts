@@ -366,11 +366,14 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     // made then ran past its own deadline first (found in CI: a busy machine delayed a reply past
     // the 150 ms timeout; the breaker opening then is the breaker working). Such a call is a
     // timeout of this machine's, measured, not a fault of the limiter's: every answer without
-    // Redis must come at or after the first one.
-    const firstLate = Math.min(...last.filter((c) => c.t1 - c.t0 >= TIMEOUT_MS).map((c) => c.t0));
-    if (firstLate < Infinity) console.warn(`redis-faults: a call made ${Math.round(firstLate - tSteady)} ms after the steady state ran past its ${TIMEOUT_MS} ms deadline (a busy machine)`);
-    expect(last.filter((c) => c.d.degraded && c.t1 < firstLate + TIMEOUT_MS).map((c) => c.key), 'calls answered without Redis once it was back').toEqual([]);
-    expect(breakerOpenAtEnd && firstLate === Infinity, 'the breaker is closed at the end').toBe(false);
+    // Redis must come at or after the first one's deadline. That call may have been made before
+    // the steady state and answered after it (found beside two busy loops: a call in flight at
+    // the steady state timed out in a stall, and the breaker opened before the deadline of the
+    // first late call made after it).
+    const lateDeadline = Math.min(...calls.filter((c) => c.t1 - c.t0 >= TIMEOUT_MS && c.t1 >= tSteady).map((c) => c.t0 + TIMEOUT_MS));
+    if (lateDeadline < Infinity) console.warn(`redis-faults: a call answered after the steady state ran past its ${TIMEOUT_MS} ms deadline, ${Math.round(lateDeadline - tSteady)} ms from it (a busy machine)`);
+    expect(last.filter((c) => c.d.degraded && c.t1 < lateDeadline).map((c) => c.key), 'calls answered without Redis once it was back').toEqual([]);
+    expect(breakerOpenAtEnd && lateDeadline === Infinity, 'the breaker is closed at the end').toBe(false);
 
     // 4. Spends. Redis holds exactly one unit for every call it admitted, and nothing for a call
     // that reached it after the limiter had given up on it.
@@ -508,8 +511,12 @@ describe.skipIf(!available)('RedisRateLimiter with client clocks an hour off', (
         for (const [j, d] of v.entries()) {
           // Within 100 ms, plus the time the two sequences measured apart at this request (the
           // gap between their starts, and each call's own duration): load delays one process.
+          // Each wait counts from the first call's spend, which Redis made at some time during
+          // that call: its duration in each process counts too (found beside two busy loops: off
+          // by 121.25 ms where this allowed 120.90, the first calls 0.35 ms long).
           const b = base[j] as Seen;
-          const lag = Math.abs(d.startMs - b.startMs) + (d.endMs - d.startMs) + (b.endMs - b.startMs);
+          const firstCalls = (v[0] as Seen).endMs + (base[0] as Seen).endMs;
+          const lag = Math.abs(d.startMs - b.startMs) + (d.endMs - d.startMs) + (b.endMs - b.startMs) + firstCalls;
           expect(Math.abs(d.retryAfterMs - b.retryAfterMs), `${what}, request ${j}: retryAfterMs (lag ${lag} ms)`).toBeLessThanOrEqual(100 + lag);
           expect(Math.abs(d.resetAfterMs - b.resetAfterMs), `${what}, request ${j}: resetAfterMs (lag ${lag} ms)`).toBeLessThanOrEqual(100 + lag);
         }
