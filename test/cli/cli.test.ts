@@ -16,7 +16,9 @@ interface Run {
 
 /** Runs `node dist/cli/main.js ...args` and checks that no line of its output passes 80 columns. */
 function sluice(...args: string[]): Run {
-  const r = spawnSync(process.execPath, [main, ...args], { cwd: root, encoding: 'utf8', timeout: 15_000 });
+  // 45 s: a stress or demo run starts worker threads, which a busy machine starts slowly (the
+  // test's own limit is 60 s).
+  const r = spawnSync(process.execPath, [main, ...args], { cwd: root, encoding: 'utf8', timeout: 45_000 });
   expect(r.error).toBeUndefined();
   for (const line of `${r.stdout}\n${r.stderr}`.split('\n')) expect(line.length, line).toBeLessThanOrEqual(80);
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };

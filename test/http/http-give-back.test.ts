@@ -664,7 +664,10 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
   // shared-memory limiter with reason 'allowed' and degraded: true; the middleware rewarded it on
   // Redis, which had counted nothing, and the next request past the limit passed.
   it('found: a degraded admission (onError local) gives nothing back on Redis', async () => {
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-degraded:', limit: perHour(2), localTier: false, onError: 'local', timeoutMs: 100 });
+    // A deadline of 1 s: the two /ok requests and the get() below must be Redis's answers (at
+    // 100 ms a busy machine's round trip could let the local limiter admit one, which Redis never
+    // counted); the held request waits it out below (5 s at most).
+    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-degraded:', limit: perHour(2), localTier: false, onError: 'local', timeoutMs: 1_000 });
     const app = express();
     app.use(rateLimit({ limiter: l, skipFailedRequests: true }));
     let answer!: () => void;
@@ -682,7 +685,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     let held: Promise<number>;
     try {
       held = fetch(`${url}/held`).then(async (r) => { await r.text(); return r.status; });
-      // Admitted by the local limiter once the call to Redis timed out (100 ms).
+      // Admitted by the local limiter once the call to Redis timed out (1 s).
       for (let i = 0; i < 500 && answer === undefined; i++) await new Promise((r) => setTimeout(r, 10));
       expect(answer).toBeDefined();
     } finally {

@@ -14,8 +14,8 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; version: string; engines: { node: string } };
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
-/** What every consumer runs: three requests on a limit of two per second. */
-const USE = `const limiter = new RateLimiter({ limit: perSecond(2), maxKeys: 4 });
+/** What every consumer runs: three requests on a limit of two a minute (no stall refills one). */
+const USE = `const limiter = new RateLimiter({ limit: perMinute(2), maxKeys: 4 });
 console.log(JSON.stringify([limiter.allow('k'), limiter.allow('k'), limiter.allow('k')]));`;
 
 let dir = '';
@@ -62,7 +62,7 @@ describe('the packed package, installed into a project of its own', () => {
   });
 
   it('works from an ES module', () => {
-    writeFileSync(join(consumer, 'esm.mjs'), `import { RateLimiter, perSecond } from 'sluice';\n${USE}\n`);
+    writeFileSync(join(consumer, 'esm.mjs'), `import { RateLimiter, perMinute } from 'sluice';\n${USE}\n`);
     expect(run(consumer, process.execPath, ['esm.mjs'])).toMatchObject({ status: 0, stdout: '[true,true,false]\n' });
   });
 
@@ -72,7 +72,7 @@ describe('the packed package, installed into a project of its own', () => {
   });
 
   it(`works from CommonJS (require of an ES module: Node ${pkg.engines.node})`, () => {
-    writeFileSync(join(consumer, 'cjs.cjs'), `const { RateLimiter, perSecond } = require('sluice');\n${USE}\n`);
+    writeFileSync(join(consumer, 'cjs.cjs'), `const { RateLimiter, perMinute } = require('sluice');\n${USE}\n`);
     expect(run(consumer, process.execPath, ['cjs.cjs'])).toMatchObject({ status: 0, stdout: '[true,true,false]\n' });
   });
 

@@ -275,6 +275,8 @@ async function storm(c: Case): Promise<void> {
   const reserved = { ahead: 0, cancelled: 0, casRetries: 0 };
 
   let epochsWithAdmissions = 0;
+  /** Epochs whose workers ran: 20 iterations at least (9 in 16 go to a hot key, which admits at once in a fresh epoch). */
+  let epochsThatRan = 0;
   // Epochs go on (up to 4x) until the workers did run (1,000 attempts) and, with reservations,
   // until the storm showed reservations made ahead, cancelled and raced: a busy machine runs
   // fewer attempts per round, and never fails the test for it.
@@ -318,6 +320,7 @@ async function storm(c: Case): Promise<void> {
     // An epoch whose workers were all terminated before their first decision (a loaded machine
     // starts them late) admits nothing: liveness is asked of the storm, not of every epoch.
     if (admitted.reduce((a, b) => a + b, 0) > 0) epochsWithAdmissions++;
+    if (Array.from({ length: WORKERS }, (_, id) => count[HOT.length + id] as number).reduce((a, b) => a + b, 0) >= 20) epochsThatRan++;
     const bounds = HOT.map((_, k) => c.keyBound + (c.controls ? count[HOT.length + WORKERS + k] as number : 0));
     admitted.forEach((n, k) => expect(n, `epoch ${epoch}: admitted ${admitted.join(', ')}, bounds ${bounds.join(', ')}`).toBeLessThanOrEqual(bounds[k] as number));
     // And what each key still has free on the frozen clock (read, not spent) adds to no more:
@@ -361,7 +364,9 @@ async function storm(c: Case): Promise<void> {
   expect(work).toBeGreaterThan(1_000); // the workers did run between their starts and their ends
   if (c.controls) expect(controlsMade, 'controls that returned').toBeGreaterThan(0);
   if (c.controls) expect(givenBackBound, 'rewards and resets were made').toBeGreaterThan(0);
-  expect(epochsWithAdmissions * 2, 'epochs that admitted something').toBeGreaterThanOrEqual(epoch);
+  // Of the epochs whose workers ran (both planned epochs of a busy machine's run may start their
+  // workers too late to decide anything; the extra epoch that then fills them would be 1 of 3).
+  expect(epochsWithAdmissions * 2, `epochs that admitted something, of ${epochsThatRan} that ran`).toBeGreaterThanOrEqual(epochsThatRan);
   if (c.reserve) {
     // Reservations for the next window were made and cancelled, and the workers raced.
     expect(reserved.ahead, JSON.stringify(reserved)).toBeGreaterThan(0);

@@ -276,13 +276,22 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     }
     expect(await Promise.race([probing.then(() => true), sleep(2_000).then(() => false)]), 'the probe is answered').toBe(true);
 
-    // Back: wait for an answer from Redis to a call made after it returned, and the breaker closed.
+    // Back: wait for an answer from Redis to a call made after it returned and after the breaker
+    // was last seen open, and the breaker closed. Such a call was sent (an open breaker answers at
+    // once; a half-open one, which reads as closed, sends only its probe), so its answer closed
+    // the breaker: from then on it opens again only for calls that time out after that answer.
+    // (An answer to a call made before the breaker's last opening proves nothing: the breaker may
+    // have opened again after it, and be half open at the steady state, answering at once every
+    // call but its probe's.)
     const backBy = performance.now() + 5_000;
     let seen = 0;
-    let answeredAgain = false;
-    while (performance.now() < backBy && (limiter.breakerOpen || !answeredAgain)) {
+    let closedAt = Infinity; // when that answer came
+    while (performance.now() < backBy && (limiter.breakerOpen || closedAt === Infinity)) {
       await sleep(10);
-      for (; seen < calls.length && !answeredAgain; seen++) answeredAgain = (calls[seen] as Call).t0 > tBack && (calls[seen] as Call).d.degraded === undefined;
+      for (; seen < calls.length && closedAt === Infinity; seen++) {
+        const c = calls[seen] as Call;
+        if (c.t0 > Math.max(tBack, openUntil) && c.d.degraded === undefined) closedAt = c.t1;
+      }
     }
     const tSteady = performance.now();
     const closedAtSteady = !limiter.breakerOpen;
@@ -370,7 +379,7 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     // the steady state and answered after it (found beside two busy loops: a call in flight at
     // the steady state timed out in a stall, and the breaker opened before the deadline of the
     // first late call made after it).
-    const lateDeadline = Math.min(...calls.filter((c) => c.t1 - c.t0 >= TIMEOUT_MS && c.t1 >= tSteady).map((c) => c.t0 + TIMEOUT_MS));
+    const lateDeadline = Math.min(...calls.filter((c) => c.t1 - c.t0 >= TIMEOUT_MS && c.t1 >= closedAt).map((c) => c.t0 + TIMEOUT_MS));
     if (lateDeadline < Infinity) console.warn(`redis-faults: a call answered after the steady state ran past its ${TIMEOUT_MS} ms deadline, ${Math.round(lateDeadline - tSteady)} ms from it (a busy machine)`);
     expect(last.filter((c) => c.d.degraded && c.t1 < lateDeadline).map((c) => c.key), 'calls answered without Redis once it was back').toEqual([]);
     expect(breakerOpenAtEnd && lateDeadline === Infinity, 'the breaker is closed at the end').toBe(false);

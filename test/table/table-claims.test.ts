@@ -153,7 +153,9 @@ describe('an inserter stalled between its re-scan and its publish', () => {
   });
 
   it('leaves its cancelled slot unused until reuseAfterMs (here 30x claimTimeoutMs), then sweep() reclaims it', async () => {
-    const claimTimeoutMs = 30;
+    // 30x 100 ms: the steps below, a worker's release and reply among them, run well inside 3 s
+    // on a busy machine (at 30 ms, 900 ms).
+    const claimTimeoutMs = 100;
     const reuseAfterMs = REUSE_AFTER_TIMEOUTS * claimTimeoutMs;
     // Every key hashes alike: one probe chain, so every new key passes the cancelled slot.
     const limiter = new RateLimiter({ limit: LIMIT, maxKeys: 8, ...stagedReuse(claimTimeoutMs), clock: new ManualClock(1_000_000), forceHash: 7 });
