@@ -1,5 +1,5 @@
 import type { LimitAlgorithm, Moment } from '../algorithms/index.js';
-import { isStale, raiseToStamp, secondsAt } from '../time/stamps.js';
+import { isStale, raiseToStamp, sameSecondUntil, secondsAt } from '../time/stamps.js';
 import { NarrowGcra } from '../algorithms/gcra.js';
 import { FixedWindow32 } from '../algorithms/fixed-window-32.js';
 import { GlobalBatch, TAKEN } from './global-batch.js';
@@ -86,6 +86,10 @@ export class LockFreeEngine {
   #sec = 0;
   #secHi = 0;
   #secLo = 0;
+  /** #read's second, and the readings it holds for (#secondOf): none at first. */
+  #readSec = 0;
+  #secFromMs = Infinity;
+  #secToMs = -Infinity;
   /** Whether #stampThenRead raised the reading to the key's stamp (the clock stepped back behind a decision on the key). */
   #raised = false;
   /**
@@ -822,9 +826,23 @@ export class LockFreeEngine {
 
   #read(): Moment {
     const m = this.#moment;
-    m.ms = this.#clock();
-    m.sec = secondsAt(m.ms);
+    const ms = this.#clock();
+    m.ms = ms;
+    // Two comparisons instead of secondsAt's division, on all but a second's first reading.
+    m.sec = ms >= this.#secFromMs && ms <= this.#secToMs ? this.#readSec : this.#secondOf(ms);
     return m;
+  }
+
+  /**
+   * `secondsAt(ms)`, kept with the readings it holds for (`sameSecondUntil`). A reading outside
+   * them (the next second, or a clock that stepped back) computes it again.
+   */
+  #secondOf(ms: number): number {
+    const sec = secondsAt(ms);
+    this.#readSec = sec;
+    this.#secFromMs = ms;
+    this.#secToMs = sameSecondUntil(ms, sec);
+    return sec;
   }
 }
 

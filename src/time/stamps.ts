@@ -17,6 +17,18 @@ export function secondsAt(nowMs: number): number {
   return Math.floor((nowMs / 1000) * ULP_GUARD);
 }
 
+/**
+ * A reading from `nowMs` on up to which `secondsAt` gives `sec` (= secondsAt(nowMs)): a hair
+ * before the next second, checked; `nowMs` itself where that fails (a negative second, or one
+ * past 2^40). secondsAt is monotone (a division, a product and a floor, each rounding a larger
+ * argument to no smaller a result), so every reading from `nowMs` to the one returned has `sec`:
+ * a caller keeps the pair and compares instead of dividing.
+ */
+export function sameSecondUntil(nowMs: number, sec: number): number {
+  const to = (sec + 1) * 1000 * (1 - 2 ** -40);
+  return to >= nowMs && secondsAt(to) === sec ? to : nowMs;
+}
+
 /** The staleness unit (of `STALE_UNIT_MS`) at `nowMs`. */
 export function staleUnitAt(nowMs: number): number {
   return Math.floor((nowMs / STALE_UNIT_MS) * ULP_GUARD);
