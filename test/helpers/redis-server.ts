@@ -140,6 +140,15 @@ export async function firstAnswer<T>(call: () => Promise<T>, answered: (t: T) =>
   throw new Error(`Redis answered none of 40 tries; the last: ${String(last)}`);
 }
 
+/**
+ * The deadline (timeoutMs) of the limiters in tests that count Redis's own decisions rather than
+ * time its deadlines: one no busy machine's round trip reaches. A limiter's first call also reads
+ * Redis's clock and loads its script, and at the default 500 ms a loaded machine had it answered
+ * by onError (found: 1 in 8 runs of a file beside two CPU-bound loops). Tests of deadlines and
+ * outages set their own.
+ */
+export const TEST_TIMEOUT_MS = 5_000;
+
 /** For `firstAnswer`: a decision Redis made (not answered by onError). */
 export const byRedis = (d: { degraded?: true }): boolean => d.degraded !== true;
 

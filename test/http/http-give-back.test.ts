@@ -12,7 +12,7 @@ import { ManualClock, perHour, perMinute, perSecond, PolicyLimiter, RateLimiter,
 import { rateLimit } from '../../src/http/middleware.js';
 import { sluice } from '../../src/http/fastify.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { byRedis, firstAnswer, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { byRedis, firstAnswer, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 let closers: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -178,9 +178,9 @@ describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
     const log = new RateLimiter({ limit: perSecond(5), algorithm: 'sliding-log', maxKeys: 8 });
     expect(() => rateLimit({ limiter: log, skipFailedRequests: true })).toThrow(/gives a spend back, which is built for a RateLimiter or RedisRateLimiter of GCRA limits or of fixed or sliding windows/);
     // On Redis too: windows give back by the admission's Redis time; a sliding log cannot.
-    const redisWindows = new RedisRateLimiter({ redis: { call: async () => null }, algorithm: 'fixed-window', limit: perSecond(5), localTier: false });
+    const redisWindows = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: { call: async () => null }, algorithm: 'fixed-window', limit: perSecond(5), localTier: false });
     expect(() => rateLimit({ limiter: redisWindows, skipFailedRequests: true })).not.toThrow();
-    const redisLog = new RedisRateLimiter({ redis: { call: async () => null }, algorithm: 'sliding-log', limit: perSecond(5), localTier: false });
+    const redisLog = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: { call: async () => null }, algorithm: 'sliding-log', limit: perSecond(5), localTier: false });
     expect(() => rateLimit({ limiter: redisLog, skipFailedRequests: true })).toThrow(/built for a RateLimiter or RedisRateLimiter of GCRA limits or of fixed or sliding windows/);
     // Several GCRA limits, or one under a cap, give back on every key limit (the cap keeps its spend).
     const two = new RateLimiter({ limit: [perSecond(5), perMinute(50)], maxKeys: 8 });
@@ -188,7 +188,7 @@ describe('skipFailedRequests and skipSuccessfulRequests (Express 5)', () => {
     // The policy limiters give back for the requests whose rule is GCRA; a Redis limiter of GCRA limits too.
     const policy = new PolicyLimiter({ rules: [{ limit: perSecond(5) }], maxKeys: 8 });
     expect(() => rateLimit({ limiter: policy, key: () => ({ user: 'u', api: 'a' }), skipSuccessfulRequests: true })).not.toThrow();
-    const redis = new RedisRateLimiter({ redis: { call: async () => null }, limit: perSecond(5), localTier: false });
+    const redis = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: { call: async () => null }, limit: perSecond(5), localTier: false });
     expect(() => rateLimit({ limiter: redis, skipFailedRequests: true })).not.toThrow();
     expect(() => rateLimit({ limiter: l, skipFailedRequests: false, skipSuccessfulRequests: false })).not.toThrow();
   });
@@ -461,7 +461,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
   }
 
   it('RedisRateLimiter: each failed response gives its spend back, in one script call; successes count', async () => {
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-1:', limit: perHour(2) });
+    const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-1:', limit: perHour(2) });
     const url = await expressApp({ skipFailedRequests: true }, l);
     for (let i = 0; i < 4; i++) {
       expect(await statuses(url, ['/fail'])).toEqual([500]);
@@ -473,7 +473,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
 
   it.each(['fixed-window', 'sliding-window'] as const)('RedisRateLimiter, %s: failed responses give their spend back into their window', async (algorithm) => {
     const clock = new ManualClock(1_000);
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: `give-back-w-${algorithm}:`, algorithm, limit: [perMinute(2), perHour(10)] });
+    const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `give-back-w-${algorithm}:`, algorithm, limit: [perMinute(2), perHour(10)] });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const url = await expressApp({ skipFailedRequests: true }, l);
     for (let i = 0; i < 4; i++) {
@@ -492,7 +492,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     // As on shared memory (above): admitted in the minute [0, 60 s), failing only once the key
     // spent its whole limit in a later window. The give-back names the admission's Redis time.
     const clock = new ManualClock(59_000);
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: `give-back-late-${algorithm}:`, algorithm, limit: perMinute(2), localTier: false });
+    const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `give-back-late-${algorithm}:`, algorithm, limit: perMinute(2), localTier: false });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
     clock.set(60_000 + (algorithm === 'sliding-window' ? 60_000 : 0));
@@ -504,7 +504,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
 
   it('RedisRateLimiter, fixed window with leases: an admission Redis decided gives back; one a lease of the local tier answered keeps its spend', async () => {
     const clock = new ManualClock(1_000);
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-lease:', algorithm: 'fixed-window', limit: perHour(10), lease: 5 });
+    const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-lease:', algorithm: 'fixed-window', limit: perHour(10), lease: 5 });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const url = await expressApp({ skipFailedRequests: true }, l);
     // The first asks Redis for a lease of 5 (its own 1 and 4 for the tier), and gives its 1 back.
@@ -519,6 +519,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
   it('RedisPolicyLimiter: a fixed-window rule\'s failed responses give back into their window; a sliding-log rule\'s keep their spend', async () => {
     const clock = new ManualClock(1_000);
     const l = new RedisPolicyLimiter({
+      timeoutMs: TEST_TIMEOUT_MS,
       redis: redisServer.io, prefix: 'give-back-pw:',
       rules: [{ algorithm: 'fixed-window', limit: perMinute(2) }, { api: 'log', algorithm: 'sliding-log', limit: perMinute(2) }],
     });
@@ -537,7 +538,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     // The reward of the GCRA give-back ran under the rule of the moment the response ended: a
     // fixed window then, where it took the spend of two later admissions' window: a third passed.
     const clock = new ManualClock(1_000);
-    const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'give-back-rule:', localTier: false, rules: [{ limit: perMinute(2) }] });
+    const l = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-rule:', localTier: false, rules: [{ limit: perMinute(2) }] });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const held = await heldRequest(rateLimit({ limiter: l, key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }));
     l.setRules([{ algorithm: 'fixed-window', limit: perMinute(2) }]);
@@ -557,7 +558,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     ['a sliding window of the same period', [{ algorithm: 'sliding-window' as const, limit: perMinute(2) }]],
   ])('found: RedisPolicyLimiter, setRules to %s while a request runs: its give-back takes nothing from the new rule\'s keys', async (_name, rules) => {
     const clock = new ManualClock(1_000);
-    const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `give-back-reshape-${_name.replace(/ /g, '-')}:`, localTier: false, rules: [{ algorithm: 'fixed-window', limit: perMinute(2) }] });
+    const l = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `give-back-reshape-${_name.replace(/ /g, '-')}:`, localTier: false, rules: [{ algorithm: 'fixed-window', limit: perMinute(2) }] });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const held = await heldRequest(rateLimit({ limiter: l, key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }));
     l.setRules(rules);
@@ -577,6 +578,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     const clock = new ManualClock(1_000);
     let switchNext = true;
     const l: RedisPolicyLimiter = new RedisPolicyLimiter({
+      timeoutMs: TEST_TIMEOUT_MS,
       redis: redisServer.io, prefix: `give-back-inflight-${_name.replace(/ /g, '-')}:`, localTier: false, rules: before,
       onDecision: () => {
         if (switchNext) l.setRules(after);
@@ -595,7 +597,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
   // keeps when it was made, and a spend from before that is not refunded.
   it.each(['fixed-window', 'sliding-window'] as const)('found: RedisRateLimiter, %s, reset while a request runs: its give-back takes nothing from the new state', async (algorithm) => {
     const clock = new ManualClock(1_000);
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: `give-back-reset-${algorithm}:`, algorithm, limit: perHour(2), localTier: false });
+    const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `give-back-reset-${algorithm}:`, algorithm, limit: perHour(2), localTier: false });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
     clock.advance(1); // Redis's clock moves on between a request and a reset
@@ -611,7 +613,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
   // nothing (lua-gcra.ts, RESET_MARK).
   it('found: RedisRateLimiter, GCRA, reset while a request runs: its give-back takes nothing from the new state', async () => {
     const clock = new ManualClock(1_000);
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-reset-gcra:', limit: perHour(2), localTier: false });
+    const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-reset-gcra:', limit: perHour(2), localTier: false });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
     // The clock stands still: the whole spend is still ahead when it is given back.
@@ -623,7 +625,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
 
   it('found: RedisRateLimiter, GCRA, a block while a request runs ends no earlier than asked', async () => {
     const clock = new ManualClock(1_000);
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-block-gcra:', limit: perHour(2), localTier: false });
+    const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-block-gcra:', limit: perHour(2), localTier: false });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const held = await heldRequest(rateLimit({ limiter: l, skipFailedRequests: true }));
     clock.advance(1);
@@ -637,7 +639,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
 
   it('RedisRateLimiter, GCRA: a reset before the spend leaves its give-back whole', async () => {
     const clock = new ManualClock(1_000);
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-reset-before-gcra:', limit: perHour(2), localTier: false });
+    const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-reset-before-gcra:', limit: perHour(2), localTier: false });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const url = await expressApp({ skipFailedRequests: true }, l);
     expect(await statuses(url, ['/ok'])).toEqual([200]);
@@ -650,7 +652,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
 
   it('found: RedisPolicyLimiter, a GCRA rule, reset while a request runs: its give-back takes nothing from the new state', async () => {
     const clock = new ManualClock(1_000);
-    const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'give-back-reset-policy-gcra:', localTier: false, rules: [{ limit: perHour(2) }] });
+    const l = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-reset-policy-gcra:', localTier: false, rules: [{ limit: perHour(2) }] });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const pair = { user: 'c', api: 'x' };
     const held = await heldRequest(rateLimit({ limiter: l, key: () => pair, skipFailedRequests: true }));
@@ -699,7 +701,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
   });
 
   it('RedisPolicyLimiter: the same for a pair of a GCRA rule', async () => {
-    const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'give-back-2:', rules: [{ limit: perHour(2) }] });
+    const l = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-2:', rules: [{ limit: perHour(2) }] });
     const url = await expressApp({ key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }, l);
     for (let i = 0; i < 3; i++) {
       expect(await statuses(url, ['/fail'])).toEqual([500]);
@@ -727,7 +729,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests (Fastify 5 plugin) on a R
 
   it('a route answering 500 gives its spend back into its window; 200s count', async () => {
     const clock = new ManualClock(1_000);
-    const l = new RedisRateLimiter({ redis: redisServer.io, prefix: 'give-back-fastify:', algorithm: 'fixed-window', limit: perMinute(2) });
+    const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-fastify:', algorithm: 'fixed-window', limit: perMinute(2) });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const url = await fastifyApp(l);
     for (let i = 0; i < 3; i++) {

@@ -8,7 +8,7 @@ import Fastify from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fastifyRateLimit, perHour, perMinute, PolicyLimiter, rateLimit, RedisPolicyLimiter, RedisRateLimiter, type Decision } from '../../src/index.js';
 import { sluice } from '../../src/http/fastify.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -77,7 +77,7 @@ describe.skipIf(!available)('the HTTP middleware in front of Redis', () => {
       },
     };
     for (const onError of ['allow', 'deny'] as const) {
-      const limiter = new RedisRateLimiter({ redis: failing, limit: perHour(5), prefix: `d${n++}:`, localTier: false, onError });
+      const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: failing, limit: perHour(5), prefix: `d${n++}:`, localTier: false, onError });
       const app = express5();
       app.use(rateLimit({ limiter, key: () => 'k', degradedHeader: 'X-RateLimit-Degraded' }));
       app.get('/', (req, res) => {
@@ -103,10 +103,10 @@ describe.skipIf(!available)('the HTTP middleware in front of Redis', () => {
   });
 
   it('degradedHeader: absent on decisions Redis made, and never sent unless asked for', async () => {
-    const limiter = new RedisRateLimiter({ redis: redisServer.io, limit: perHour(5), prefix: `d${n++}:`, localTier: false });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, limit: perHour(5), prefix: `d${n++}:`, localTier: false });
     const app = express5();
     app.use('/asked', rateLimit({ limiter, key: () => 'a', degradedHeader: 'x-ratelimit-degraded' }));
-    app.use('/plain', rateLimit({ limiter: new RedisRateLimiter({ redis: { async call() { throw new Error('ERR injected: away'); } }, limit: perHour(5), localTier: false, onError: 'allow' }), key: () => 'b' }));
+    app.use('/plain', rateLimit({ limiter: new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: { async call() { throw new Error('ERR injected: away'); } }, limit: perHour(5), localTier: false, onError: 'allow' }), key: () => 'b' }));
     app.get(['/asked', '/plain'], (_req, res) => {
       res.send('ok');
     });
@@ -231,7 +231,7 @@ describe.skipIf(!available)('the HTTP middleware in front of Redis', () => {
       const rules = [{ limit: perHour(5) }];
       const limiter: RedisPolicyLimiter | PolicyLimiter = kind === 'PolicyLimiter'
         ? new PolicyLimiter({ rules, maxKeys: 16, onDecision })
-        : new RedisPolicyLimiter({ redis: redisServer.io, rules, prefix: `r${n++}:`, localTier: false, onDecision });
+        : new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, rules, prefix: `r${n++}:`, localTier: false, onDecision });
       const app = express5();
       app.use(rateLimit({ limiter, key: () => ({ user: 'u', api: 'a' }), skipFailedRequests }));
       app.get('/', (_req, res) => {
@@ -250,7 +250,7 @@ describe.skipIf(!available)('the HTTP middleware in front of Redis', () => {
   });
 
   it('fastifyRateLimit, the bare hook, with a RedisRateLimiter', async () => {
-    const limiter = new RedisRateLimiter({ redis: redisServer.io, limit: perHour(2), prefix: `f${n++}:`, localTier: false });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, limit: perHour(2), prefix: `f${n++}:`, localTier: false });
     const app = Fastify();
     app.addHook('onRequest', fastifyRateLimit({ limiter, key: () => 'k' }));
     app.get('/', async () => 'ok');

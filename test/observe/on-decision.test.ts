@@ -4,7 +4,7 @@ import {
   ConcurrencyLimiter, ManualClock, perMinute, perSecond, PolicyLimiter, RateLimiter, RedisPolicyLimiter, RedisRateLimiter,
   type DecisionReason, type PolicyRequest,
 } from '../../src/index.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 // onDecision: each limiter class tells a hook of each decision it makes (allow, tryAcquire and
 // acquire's attempts), after the decision, on the deciding thread; never of get, reserve or the
@@ -137,7 +137,7 @@ describe.skipIf(!redisAvailable())('onDecision on the Redis limiters', () => {
 
   it('told once each decision resolves, degraded ones as unavailable; not get or verify', async () => {
     const { calls, hook } = recorder();
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: 'od1:', limit: perMinute(1), localTier: false, onDecision: hook });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'od1:', limit: perMinute(1), localTier: false, onDecision: hook });
     expect(await r.allow('k')).toBe(true);
     expect((await r.tryAcquire('k')).allowed).toBe(false);
     await r.get('k');
@@ -154,7 +154,7 @@ describe.skipIf(!redisAvailable())('onDecision on the Redis limiters', () => {
 
   it('RedisPolicyLimiter: the request object', async () => {
     const { calls, hook } = recorder<PolicyRequest>();
-    const r = new RedisPolicyLimiter({ redis: redisServer.io, prefix: 'od2:', rules: [{ limit: perMinute(1) }], localTier: false, onDecision: hook });
+    const r = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'od2:', rules: [{ limit: perMinute(1) }], localTier: false, onDecision: hook });
     const request = { user: 'u', api: 'a' };
     await r.allow(request);
     await r.allow(request);

@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { LocalTier, perHour, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
 import { LocalTierConfigError } from '../../src/redis/local-tier.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -67,12 +67,12 @@ describe.skipIf(!available)('a LocalTier serves one limiter configuration', () =
 
   it("a strict limiter never spends a looser limiter's lease: it is refused on the looser one's tier", async () => {
     const tier = LocalTier.create({ maxKeys: 64 });
-    const loose = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix: 'loose:', limit: perHour(1_000), lease: 50, localTier: tier });
+    const loose = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix: 'loose:', limit: perHour(1_000), lease: 50, localTier: tier });
     expect((await loose.tryAcquire('k')).allowed).toBe(true); // a lease of 50 for 'k' in the tier
     let admitted = 0;
     let refused: unknown = null;
     try {
-      const strict = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix: 'strict:', limit: perHour(2), lease: 2, localTier: tier });
+      const strict = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix: 'strict:', limit: perHour(2), lease: 2, localTier: tier });
       for (let i = 0; i < 40; i++) if ((await strict.tryAcquire('k')).allowed) admitted++;
     } catch (e) {
       refused = e;
@@ -86,11 +86,11 @@ describe.skipIf(!available)('a LocalTier serves one limiter configuration', () =
     const redis = redisServer.io;
     const tier = LocalTier.create({ maxKeys: 64 });
     const options = { prefixCheck: 'off' as const, redis, prefix: 'same:', limit: perHour(5) };
-    const first = new RedisRateLimiter({ ...options, localTier: tier });
+    const first = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, ...options, localTier: tier });
     expect(first).toBeDefined();
-    expect(() => new RedisRateLimiter({ ...options, localTier: tier })).not.toThrow();
+    expect(() => new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, ...options, localTier: tier })).not.toThrow();
     const attached = LocalTier.attach(tier.handle);
-    expect(() => new RedisRateLimiter({ ...options, localTier: attached })).not.toThrow();
+    expect(() => new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, ...options, localTier: attached })).not.toThrow();
     // Another prefix, other limits, another algorithm, a cap: each another configuration.
     for (const other of [
       { ...options, prefix: 'other:' },
@@ -109,16 +109,16 @@ describe.skipIf(!available)('a LocalTier serves one limiter configuration', () =
     const tier = LocalTier.create({ maxKeys: 64 });
     const rulesA = [{ limit: perHour(5) }];
     const rulesB = [{ limit: perHour(7) }];
-    const a = new RedisPolicyLimiter({ redis, prefix: 'pol:', rules: rulesA, localTier: tier });
-    const b = new RedisPolicyLimiter({ redis, prefix: 'pol:', rules: rulesA, localTier: LocalTier.attach(tier.handle) });
+    const a = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, prefix: 'pol:', rules: rulesA, localTier: tier });
+    const b = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, prefix: 'pol:', rules: rulesA, localTier: LocalTier.attach(tier.handle) });
     expect(() => new RedisPolicyLimiter({ redis, prefix: 'pol:', rules: rulesB, localTier: tier })).toThrow(LocalTierConfigError);
     a.setRules(rulesB);
     // b follows (the tier already serves rulesB: nothing to move).
     expect(() => b.setRules(rulesB)).not.toThrow();
-    expect(() => new RedisPolicyLimiter({ redis, prefix: 'pol:', rules: rulesB, localTier: tier })).not.toThrow();
+    expect(() => new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, prefix: 'pol:', rules: rulesB, localTier: tier })).not.toThrow();
     expect(() => new RedisPolicyLimiter({ redis, prefix: 'pol:', rules: rulesA, localTier: tier })).toThrow(LocalTierConfigError);
     // A setRules from rules the tier no longer serves is refused, and changes nothing.
-    const c = new RedisPolicyLimiter({ redis, prefix: 'pol:', rules: rulesB, localTier: tier });
+    const c = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, prefix: 'pol:', rules: rulesB, localTier: tier });
     a.setRules([{ limit: perHour(9) }]);
     expect(() => c.setRules([{ limit: perHour(11) }])).toThrow(LocalTierConfigError);
     expect(c.rules).toEqual(rulesB.map((r) => JSON.parse(JSON.stringify(r)) as unknown));

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { perHour, RedisConfigError, RedisPolicyLimiter, RedisRateLimiter, type AlgorithmName, type Decision } from '../../src/index.js';
 import { batchOutcomes, DecisionError } from '../../src/redis/script-batcher.js';
 import { redisLimit, scriptPlan } from '../../src/redis/redis-limits.js';
-import { privateRedis, redisAvailable, testClients } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, TEST_TIMEOUT_MS, testClients } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -49,6 +49,7 @@ describe.skipIf(!available).each(testClients)('a misconfigured key in a batch, o
         const prefix = `be${n++}:`;
         const limit = perHour(5);
         const limiter = new RedisRateLimiter({
+          timeoutMs: TEST_TIMEOUT_MS,
           redis: io, algorithm, limit, prefix, prefixCheck: 'off', localTier: false, ...(capped ? { globalLimit: perHour(1_000) } : {}),
         });
         await spoil(limiter, prefix, 'bad', algorithm);
@@ -76,7 +77,7 @@ describe.skipIf(!available).each(testClients)('a misconfigured key in a batch, o
     const io = await client.make(redisServer.server.socket);
     try {
       const prefix = `bc${n++}:`;
-      const limiter = new RedisRateLimiter({ redis: io, limit: perHour(5), prefix, prefixCheck: 'off', localTier: false });
+      const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: io, limit: perHour(5), prefix, prefixCheck: 'off', localTier: false });
       await spoil(limiter, prefix, 'bad', 'gcra');
       const keys = Array.from({ length: 12 }, (_, i) => (i === 5 ? 'bad' : `k${i}`));
       for (const k of keys) if (k !== 'bad') await limiter.tryAcquire(k, 3); // 2 left each
@@ -93,7 +94,7 @@ describe.skipIf(!available).each(testClients)('a misconfigured key in a batch, o
     const io = await client.make(redisServer.server.socket);
     try {
       const prefix = `bp${n++}:`;
-      const p = new RedisPolicyLimiter({ redis: io, prefix, localTier: false, rules: [{ algorithm: 'fixed-window', limit: perHour(5) }] });
+      const p = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: io, prefix, localTier: false, rules: [{ algorithm: 'fixed-window', limit: perHour(5) }] });
       // A pair's keys: found as above, from one admission.
       expect(await p.allow({ user: 'bad', api: 'a' })).toBe(true);
       const found = (await redisServer.io.call('KEYS', `${prefix}*bad*`)) as string[];

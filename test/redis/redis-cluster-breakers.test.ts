@@ -13,6 +13,7 @@ import { perHour, perMinute, perSecond, RedisRateLimiter } from '../../src/index
 import { keySlot } from '../../src/redis/key-slot.js';
 import { globalKey, keyBase } from '../../src/redis/redis-keys.js';
 import { redisAvailable, startCluster, type ClusterNode, type TestCluster } from '../helpers/redis-cluster.js';
+import { TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 const KEYS = Array.from({ length: 60 }, (_, i) => `user:${i}`);
@@ -102,7 +103,7 @@ describe.skipIf(!available)('breakers per primary on a Cluster', () => {
       const cap = perMinute(10_000);
       const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis, prefix, localTier: false, limit: perSecond(1_000), globalLimit: cap, onError: 'allow', timeoutMs: TIMEOUT_MS });
       // The cap's key is the prefix's own: find a primary other than the cap's to stop.
-      const probe = new RedisRateLimiter({ prefixCheck: 'off', redis, prefix, localTier: false, limit: perSecond(1_000_000), globalLimit: cap });
+      const probe = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis, prefix, localTier: false, limit: perSecond(1_000_000), globalLimit: cap });
       const capPrimary = cluster.nodes.indexOf(cluster.nodeOfSlot(keySlot(globalKey(prefix, '0/1'))));
       const stopped = (capPrimary + 1) % cluster.nodes.length;
       const onStopped = new Set(KEYS.filter((k) => primaryOf(prefix, k) === stopped));

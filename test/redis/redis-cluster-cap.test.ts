@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perDay, RedisRateLimiter } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
 import { redisAvailable, startCluster, type TestCluster } from '../helpers/redis-cluster.js';
-import { SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -32,10 +32,10 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     const clock = new ManualClock(1_000_000);
     const tier = LocalTier.create({ clock });
     const prefix = `acc${n++}:`;
-    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: tier, limit: perDay(1), globalLimit: perDay(2) });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: tier, limit: perDay(1), globalLimit: perDay(2) });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     // The same limits, no tier: what Redis alone answers.
-    const plain = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: perDay(2) });
+    const plain = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: perDay(2) });
     setScriptTime(plain, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
 
     expect((await plain.tryAcquire('a')).allowed).toBe(true);
@@ -59,16 +59,16 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     const clock = new ManualClock(1_000_000);
     const tier = LocalTier.create({ clock });
     const prefix = `acb${n++}:`;
-    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: tier, limit: perDay(1), globalLimit: perDay(2) });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: tier, limit: perDay(1), globalLimit: perDay(2) });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
-    const plain = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1) });
+    const plain = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1) });
     setScriptTime(plain, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect((await plain.tryAcquire('a')).allowed).toBe(true); // the key only: the cap keeps 2
     const [a, b] = await Promise.all([r.tryAcquire('a'), r.tryAcquire('b')]);
     expect(a).toMatchObject({ allowed: false, reason: 'limited' });
     expect(b).toMatchObject({ allowed: true });
     // Let the refund (fire-and-forget) land: the cap holds one permit again.
-    const capped = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: perDay(2) });
+    const capped = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: perDay(2) });
     setScriptTime(capped, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     for (let i = 0; i < 50 && (await capped.tryAcquire('probe', 0)).remaining === 0; i++) await new Promise((res) => setTimeout(res, 10));
     expect((await capped.tryAcquire('probe', 0)).remaining).toBe(1);
@@ -87,10 +87,10 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     const t0 = 1_000_000_000; // ms
     let rNow = t0 - 1_000_000;
     let sends = 0;
-    const r2 = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
+    const r2 = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
     setScriptTime(r2, () => (t0 + 5_000) * 1000, SCRIPT_TTL_PAD_MS);
     const second: Promise<boolean>[] = [];
-    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
     setScriptTime(r, () => {
       sends++;
       // Send 4 is the key call of 'a' at t0 (send 3 was its cap call). While it is on its way,
@@ -109,7 +109,7 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     // 9 fit at t0 + 5 s: the cap's idle burst of 10, less the 5 s still owed for 'a'.
     expect(firstWave).toBe(9);
     // The same instant, after the refund, and 5 s later: what does the cap admit?
-    const r3 = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
+    const r3 = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
     let now3 = t0 + 5_000;
     setScriptTime(r3, () => now3 * 1000, SCRIPT_TTL_PAD_MS);
     let more = 0;
@@ -133,16 +133,16 @@ describe.skipIf(!available)('the global cap on a Cluster', () => {
     const t0 = 2_000_000_000; // ms
     const at = (ms: number) => () => ms * 1000;
     // Others spend the cap: 5 intervals at t0 - 5 s (a key limit that lets them), 45 s owed at t0.
-    const others = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(100), globalLimit: cap });
+    const others = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(100), globalLimit: cap });
     setScriptTime(others, at(t0 - 5_000), SCRIPT_TTL_PAD_MS);
     expect((await others.tryAcquire('w', 5)).allowed).toBe(true);
     // 'a' has spent its key (no cap on that limiter).
-    const plain = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1) });
+    const plain = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1) });
     setScriptTime(plain, at(t0), SCRIPT_TTL_PAD_MS);
     expect(await plain.allow('a')).toBe(true);
     // The cap call and the key call at t0; the refund (the third send) at t0 + 5.5 s.
     let sends = 0;
-    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, localTier: false, limit: perDay(1), globalLimit: cap });
     setScriptTime(r, () => (++sends <= 2 ? t0 : t0 + 5_500) * 1000, SCRIPT_TTL_PAD_MS);
     expect(await r.tryAcquire('a')).toMatchObject({ allowed: false, reason: 'limited' });
     // The cap as a probe sees it at t0 + 5.5 s (a key limit that is never the smaller one).

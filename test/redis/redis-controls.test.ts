@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perHour, perMinute, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -16,7 +16,7 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
 
   it('one limit: what is given back passes again, and never more than a fresh key has', async () => {
     const clock = new ManualClock(1_000_000);
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(3), localTier: false });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(3), localTier: false });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     for (let i = 0; i < 3; i++) expect(await r.allow('k')).toBe(true);
     expect(await r.allow('k')).toBe(false);
@@ -36,7 +36,7 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
 
   it('penalty: spends beyond the burst, so the key waits longer; both key limits, never the cap', async () => {
     const clock = new ManualClock(1_000_000);
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(3), localTier: false });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(3), localTier: false });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     await r.penalty('k', 2);
     expect([await r.allow('k'), await r.allow('k')]).toEqual([true, false]);
@@ -49,6 +49,7 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
     expect(() => r.penalty('k', -1)).toThrow(RangeError);
     expect(() => r.penalty('k', 2 ** 53 - 1)).toThrow(/a penalty of 9007199254740991 is more than these limits' state can count exactly \(at most \d+\); nothing was spent/);
     const capped = new RedisRateLimiter({
+      timeoutMs: TEST_TIMEOUT_MS,
       redis: redisServer.io, prefix: `rw${n++}:`, limit: [perMinute(3), perHour(4)], globalLimit: perHour(5), localTier: false,
     });
     setScriptTime(capped, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
@@ -63,7 +64,7 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
 
   it('block: 30 days of refusals with the right Retry-After, one request at the end; a shorter block keeps the longer; unblock', async () => {
     const clock = new ManualClock(1_000_000);
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(3), localTier: false });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(3), localTier: false });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const month = 30 * 86_400_000;
     await r.block('k', month);
@@ -84,7 +85,7 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
   it("block clears this process's local tier: its leased permits are not spent during the block", async () => {
     const clock = new ManualClock(1_000_000);
     const tier = LocalTier.create({ maxKeys: 64, leaseMs: 60_000 });
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(20), localTier: tier, lease: 5 });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(20), localTier: tier, lease: 5 });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect(await r.allow('k')).toBe(true); // a lease of 5: 4 left in the tier
     expect(await r.allow('k')).toBe(true); // spent from the lease, without Redis
@@ -93,13 +94,14 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
   });
 
   it('a sliding log refuses block with a TypeError, before any call (windows: redis-window-controls.test.ts)', () => {
-    const log = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(2), algorithm: 'sliding-log' });
+    const log = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `rw${n++}:`, limit: perMinute(2), algorithm: 'sliding-log' });
     expect(() => log.block('k', 1_000)).toThrow(/block\(\) is built for GCRA and window limits .*; this limiter runs sliding-log/);
   });
 
   it('two limits each get back what the reward names, up to their own debt; a global cap keeps its spend', async () => {
     const clock = new ManualClock(1_000_000);
     const r = new RedisRateLimiter({
+      timeoutMs: TEST_TIMEOUT_MS,
       redis: redisServer.io, prefix: `rw${n++}:`, limit: [perMinute(3), perHour(5)], globalLimit: perHour(6), localTier: false,
     });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
@@ -118,7 +120,7 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
   it("found missing: a refusal in this process's local tier would have answered after the reward; now the next request goes to Redis", async () => {
     const clock = new ManualClock(1_000_000);
     const tier = LocalTier.create({ maxKeys: 64 });
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `rw${n++}:`, limit: perHour(2), localTier: tier });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `rw${n++}:`, limit: perHour(2), localTier: tier });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect([await r.allow('k'), await r.allow('k'), await r.allow('k')]).toEqual([true, true, false]);
     expect(tier.refusedFor('k')).toBeGreaterThan(0);
@@ -132,6 +134,7 @@ describe.skipIf(!available)('per-key controls on the Redis limiters', () => {
   it('RedisPolicyLimiter: reward, penalty, block and unblock of the pair under the rule it matches; a sliding-log rule refuses block', async () => {
     const clock = new ManualClock(1_000_000);
     const p = new RedisPolicyLimiter({
+      timeoutMs: TEST_TIMEOUT_MS,
       redis: redisServer.io, prefix: `rw${n++}:`, localTier: false,
       rules: [{ limit: perMinute(2) }, { user: 'log', algorithm: 'sliding-log', limit: perMinute(2) }],
     });

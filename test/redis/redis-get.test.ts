@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perMinute, perSecond, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { firstAnswer, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { firstAnswer, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -14,7 +14,7 @@ describe.skipIf(!available)('get on the Redis limiters', () => {
   it.each(['gcra', 'fixed-window', 'sliding-window', 'sliding-log'] as const)('%s: a fresh key reads fresh; after spending, what a probe reports; get spends nothing', async (algorithm) => {
     const clock = new ManualClock(1_000_000);
     const prefix = `gt${n++}:`;
-    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix, limit: [perMinute(10), perHour(50)], algorithm });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix, limit: [perMinute(10), perHour(50)], algorithm });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect(await r.get('k')).toMatchObject({ remaining: 10, resetAfterMs: 0 });
     expect(await redisServer.io.call('KEYS', `${prefix}*`)).toEqual([]); // nothing written
@@ -42,7 +42,7 @@ describe.skipIf(!available)('get on the Redis limiters', () => {
 
   it('RedisPolicyLimiter: the pair under the rule it matches', async () => {
     const clock = new ManualClock(1_000_000);
-    const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `gt${n++}:`, rules: [{ limit: perMinute(10) }, { user: 'acme', limit: perMinute(100) }] });
+    const p = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `gt${n++}:`, rules: [{ limit: perMinute(10) }, { user: 'acme', limit: perMinute(100) }] });
     setScriptTime(p, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     await p.tryAcquire({ user: 'acme', api: 'x' }, 30);
     expect(await p.get({ user: 'acme', api: 'x' })).toEqual({ remaining: 70, resetAfterMs: 18_000 });

@@ -10,7 +10,7 @@ import { ManualClock, perMinute, perSecond, RedisPolicyLimiter, RedisRateLimiter
 import { setScriptTime } from '../../src/redis/redis-core.js';
 import { keepRedisSpends, redisSpendGiveBack } from '../../src/redis/redis-rate-limiter.js';
 import { keepRedisPolicySpends, redisPolicyGiveBack } from '../../src/redis/redis-policy-limiter.js';
-import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -20,7 +20,7 @@ describe.skipIf(!available)('a spend\'s give-back on Redis GCRA', () => {
   const ONE = { permits: 1, periodMs: 1_000, burst: 1 };
 
   function onRedis(clock: ManualClock, limit: Limit | Limit[], extra: object = {}): RedisRateLimiter {
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `gb${n++}:`, prefixCheck: 'off', limit, localTier: false, ...extra });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `gb${n++}:`, prefixCheck: 'off', limit, localTier: false, ...extra });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     keepRedisSpends(r);
     return r;
@@ -79,7 +79,7 @@ describe.skipIf(!available)('a spend\'s give-back on Redis GCRA', () => {
 
   it('RedisPolicyLimiter, GCRA rule: found, a spend that drained before its give-back stays spent', async () => {
     const clock = new ManualClock(100_000);
-    const l = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `gp${n++}:`, rules: [{ limit: ONE }], localTier: false });
+    const l = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `gp${n++}:`, rules: [{ limit: ONE }], localTier: false });
     setScriptTime(l, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     keepRedisPolicySpends(l);
     const req = { user: 'u', api: 'a' };

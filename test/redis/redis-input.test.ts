@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perHour, perMinute, RateLimiter, RedisPolicyLimiter, RedisRateLimiter, type PolicyRule } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -17,7 +17,7 @@ describe.skipIf(!available)('input to the Redis limiters', () => {
     // The shared-memory limiter refuses it: UTF-8 would store it as U+FFFD.
     const memory = new RateLimiter({ limit: perHour(1), maxKeys: 4 });
     expect(() => memory.tryAcquire('user\ud800')).toThrow(TypeError);
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `ai${n++}:`, localTier: false, limit: perHour(1) });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `ai${n++}:`, localTier: false, limit: perHour(1) });
     let threw = false;
     try {
       await r.tryAcquire('user\ud800');
@@ -35,8 +35,8 @@ describe.skipIf(!available)('input to the Redis limiters', () => {
 
   it('with leases on, a valid cost over the lease word\'s 20 bits answers, as without leases', async () => {
     const prefix = `ai${n++}:`;
-    const plain = new RedisRateLimiter({ redis: redisServer.io, prefix, localTier: false, limit: perHour(10) });
-    const leased = new RedisRateLimiter({ redis: redisServer.io, prefix, lease: 5, limit: perHour(10) });
+    const plain = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix, localTier: false, limit: perHour(10) });
+    const leased = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix, lease: 5, limit: perHour(10) });
     const cost = 2_000_000; // a safe integer: checkRequest accepts it
     expect(await plain.tryAcquire('k', cost)).toMatchObject({ allowed: false, reason: 'exceeds-burst' });
     let answer: unknown;
@@ -54,7 +54,7 @@ describe.skipIf(!available)('input to the Redis limiters', () => {
     dead.on('error', () => {});
     try {
       const first: PolicyRule[] = [{ limit: perMinute(5) }];
-      const p = new RedisPolicyLimiter({ redis: dead, rules: first, onError: 'local' });
+      const p = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: dead, rules: first, onError: 'local' });
       // Valid for Redis (a log of 100 stamps, maxLogSize 1000); the fallback needs more words.
       const next: PolicyRule[] = [{ limit: perMinute(5) }, { user: 'u', algorithm: 'sliding-log', limit: { permits: 100, periodMs: 60_000 } }];
       let error: unknown = null;
@@ -80,7 +80,7 @@ describe.skipIf(!available)('input to the Redis limiters', () => {
     // under another". The sliding log's key has no period in it (sl:0): its stamps carry over.
     const clock = new ManualClock(5_000_000);
     const log = (periodMs: number): PolicyRule[] => [{ algorithm: 'sliding-log', limit: { permits: 2, periodMs } }];
-    const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `ai${n++}:`, localTier: LocalTier.create({ clock }), rules: log(3_600_000) });
+    const p = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `ai${n++}:`, localTier: LocalTier.create({ clock }), rules: log(3_600_000) });
     setScriptTime(p, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const u = { user: 'u', api: 'a' };
     expect(await p.allow(u)).toBe(true);
@@ -104,7 +104,7 @@ describe('a caller whose answer throws, in a batch with others', () => {
       }
     }
     const local = new Throwing({ limit: perHour(5), maxKeys: 8 });
-    const r = new RedisRateLimiter({ redis: failing, limit: perHour(5), onError: 'local', local, localTier: false });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: failing, limit: perHour(5), onError: 'local', local, localTier: false });
     // Asked in one tick: one script call for the three.
     const answers = await Promise.allSettled([r.tryAcquire('a'), r.tryAcquire('bad'), r.tryAcquire('b')]);
     expect(answers.map((a) => a.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);

@@ -8,6 +8,7 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { perHour, perMinute, PolicyLimiter, RateLimiter, RedisPolicyLimiter, RedisRateLimiter, type PolicyRule } from '../../src/index.js';
+import { TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 /** A client with no server behind it: every call fails at once. */
 function dead(): Redis {
@@ -31,7 +32,7 @@ describe("RedisPolicyLimiter, onError 'local': the local PolicyLimiter must be a
     const redis = dead();
     try {
       const local = policyLocal(localRules);
-      const make = () => new RedisPolicyLimiter({ redis, rules, onError: 'local', local, localTier: false });
+      const make = () => new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, rules, onError: 'local', local, localTier: false });
       expect(make).toThrow(RangeError);
       expect(make).toThrow(message);
     } finally {
@@ -46,7 +47,7 @@ describe("RedisPolicyLimiter, onError 'local': the local PolicyLimiter must be a
     const redis = dead();
     try {
       const local = policyLocal(localRules);
-      expect(() => new RedisPolicyLimiter({ redis, rules, onError: 'local', local, localTier: false })).not.toThrow();
+      expect(() => new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, rules, onError: 'local', local, localTier: false })).not.toThrow();
     } finally {
       redis.disconnect();
     }
@@ -104,14 +105,15 @@ describe("onError 'local': a local limiter whose full table admits (onFull 'allo
     const redis = dead();
     try {
       const local = new RateLimiter({ limit: perHour(1), maxKeys: 8, onFull: 'allow' });
-      const make = () => new RedisRateLimiter({ prefixCheck: 'off', redis, limit: perHour(1), onError: 'local', local, localTier: false });
+      const make = () => new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis, limit: perHour(1), onError: 'local', local, localTier: false });
       expect(make).toThrow(RangeError);
       expect(make).toThrow(/options\.local.*onFull 'allow'/s);
       // Attached on another thread's handle: the table's header says so too.
-      expect(() => new RedisRateLimiter({ prefixCheck: 'off', redis, limit: perHour(1), onError: 'local', local: RateLimiter.attach(local.handle), localTier: false }))
+      expect(() => new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis, limit: perHour(1), onError: 'local', local: RateLimiter.attach(local.handle), localTier: false }))
         .toThrow(/onFull 'allow'/);
       // onFull 'deny' (the default) is accepted.
       expect(() => new RedisRateLimiter({
+        timeoutMs: TEST_TIMEOUT_MS,
         prefixCheck: 'off', redis, limit: perHour(1), onError: 'local', local: new RateLimiter({ limit: perHour(1), maxKeys: 8 }), localTier: false,
       })).not.toThrow();
     } finally {
@@ -123,10 +125,10 @@ describe("onError 'local': a local limiter whose full table admits (onFull 'allo
     const redis = dead();
     try {
       const rules = [{ limit: perHour(1) }];
-      const make = () => new RedisPolicyLimiter({ redis, rules, onError: 'local', local: policyLocal(rules, { onFull: 'allow' }), localTier: false });
+      const make = () => new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, rules, onError: 'local', local: policyLocal(rules, { onFull: 'allow' }), localTier: false });
       expect(make).toThrow(RangeError);
       expect(make).toThrow(/options\.local.*onFull 'allow'/s);
-      expect(() => new RedisPolicyLimiter({ redis, rules, onError: 'local', local: policyLocal(rules), localTier: false })).not.toThrow();
+      expect(() => new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, rules, onError: 'local', local: policyLocal(rules), localTier: false })).not.toThrow();
     } finally {
       redis.disconnect();
     }

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perMinute, perSecond, PolicyLimiter, RedisPolicyLimiter, type PolicyRule } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { heldKeys, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { heldKeys, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -30,7 +30,7 @@ const APIS = ['search', 'export'];
 describe.skipIf(!available)('RedisPolicyLimiter', () => {
   const redisServer = privateRedis();
   let n = 0;
-  const make = (rules: PolicyRule[], more: object = {}): RedisPolicyLimiter => new RedisPolicyLimiter({ redis: redisServer.io, rules, prefix: `p${n++}:`, localTier: false, ...more });
+  const make = (rules: PolicyRule[], more: object = {}): RedisPolicyLimiter => new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, rules, prefix: `p${n++}:`, localTier: false, ...more });
 
 
   it('decides as PolicyLimiter does, across a change of rules', async () => {

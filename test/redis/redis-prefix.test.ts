@@ -5,7 +5,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perHour, perMinute, RedisConfigError, RedisPolicyLimiter, RedisRateLimiter, type Decision } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { firstAnswer, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { firstAnswer, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -13,7 +13,7 @@ describe.skipIf(!available)('prefixes on the Redis limiters', () => {
   const redisServer = privateRedis();
   const clock = new ManualClock(1_000_000);
   const make = (options: Omit<ConstructorParameters<typeof RedisRateLimiter>[0], 'redis'>) => {
-    const r = new RedisRateLimiter({ redis: redisServer.io, localTier: false, ...options });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, localTier: false, ...options });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     return r;
   };
@@ -95,7 +95,7 @@ describe.skipIf(!available)('prefixes on the Redis limiters', () => {
 
   it("RedisPolicyLimiter's default prefix is its own, whatever the rules", async () => {
     const rules = [{ limit: perMinute(10) }];
-    const p = new RedisPolicyLimiter({ redis: redisServer.io, localTier: false, rules });
+    const p = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, localTier: false, rules });
     setScriptTime(p, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect(await p.allow({ user: 'u', api: 'x' })).toBe(true);
     const keys = (await redisServer.io.call('KEYS', 'sluice:policy:*')) as string[];
@@ -111,8 +111,8 @@ describe.skipIf(!available)("the prefix check's answers: paced like the tier's, 
   // 201 ms and a 1 ms timer never fired. They now yield as the local tier's answers do: at least
   // every 0.5 ms, looked at every 64 answers.
   it('a loop on a limiter refused by the prefix check lets timers and setImmediate callbacks run', async () => {
-    const a = new RedisRateLimiter({ redis: redisServer.io, limit: perMinute(100), prefix: 'pace:', localTier: false });
-    const b = new RedisRateLimiter({ redis: redisServer.io, limit: perMinute(10), prefix: 'pace:', localTier: false });
+    const a = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, limit: perMinute(100), prefix: 'pace:', localTier: false });
+    const b = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, limit: perMinute(10), prefix: 'pace:', localTier: false });
     expect(await a.allow('k')).toBe(true);
     await expect(b.tryAcquire('k')).rejects.toThrow(RedisConfigError); // the check, from Redis
     const N = 20_000;

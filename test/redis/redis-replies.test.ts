@@ -10,7 +10,7 @@ import { perDay, perHour, perMinute, perSecond, RateLimiter, RedisConfigError, R
 import { Breaker } from '../../src/redis/breaker.js';
 import { configError } from '../../src/redis/redis-errors.js';
 import { keyBase } from '../../src/redis/redis-keys.js';
-import { privateRedis, redisAvailable } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -86,7 +86,7 @@ describe.skipIf(!available)('replies that are not the script\'s', () => {
     ['an unknown status', (r: unknown): unknown => (Array.isArray(r) && r.length > 2 ? [9, ...r.slice(1)] : [9, 0, 0, 0, 0, 1, 0])],
     ['a number too many', (r: unknown): unknown => (Array.isArray(r) ? [7, ...r] : r)],
   ])('%s is a failure: answered by onError, degraded, never admitted', async (_, rewrite) => {
-    const limiter = new RedisRateLimiter({ prefixCheck: 'off',
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off',
       redis: rewriting(redisServer.io, rewrite), limit: perHour(1), prefix: `m${n++}:`, localTier: false, onError: 'deny',
     });
     for (let i = 0; i < 3; i++) {
@@ -99,7 +99,7 @@ describe.skipIf(!available)('replies that are not the script\'s', () => {
   });
 
   it('the same replies, unrewritten, decide as the limit says (the wrapper changes nothing else)', async () => {
-    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis: rewriting(redisServer.io, (r) => r), limit: perHour(1), prefix: `m${n++}:`, localTier: false, onError: 'deny' });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: rewriting(redisServer.io, (r) => r), limit: perHour(1), prefix: `m${n++}:`, localTier: false, onError: 'deny' });
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, reason: 'limited' });
     const many = await Promise.all(Array.from({ length: 5 }, (_, i) => limiter.tryAcquire(`b${i}`)));
@@ -140,13 +140,14 @@ describe.skipIf(!available)("replies of the script's length but not of its forms
 
   it.each(cases)('%s: %s is a failure, never an admission', async (_plan, _what, options, tail, rewrite) => {
     const limiter = new RedisRateLimiter({
+      timeoutMs: TEST_TIMEOUT_MS,
       prefixCheck: 'off', redis: rewriting(redisServer.io, (r) => rewrite(r, tail)), ...options, prefix: `f${n++}:`, localTier: false, onError: 'deny',
     });
     for (let i = 0; i < 3; i++) expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, reason: 'unavailable', degraded: true });
   });
 
   it.each(plans)('%s: the unrewritten replies, in every short form, decide as the limit says', async (_plan, options) => {
-    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis: rewriting(redisServer.io, (r) => r), ...options, prefix: `f${n++}:`, localTier: false, onError: 'deny' });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: rewriting(redisServer.io, (r) => r), ...options, prefix: `f${n++}:`, localTier: false, onError: 'deny' });
     expect(await limiter.tryAcquire('k', 0)).toMatchObject({ allowed: true, remaining: 5 });
     const answers = [];
     for (let i = 0; i < 6; i++) answers.push(await limiter.tryAcquire('k'));
@@ -173,7 +174,7 @@ describe.skipIf(!available)("replies of the script's length but not of its forms
         return [...parts(keys), reply[reply.length - 1]];
       },
     };
-    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis: client, limit: perHour(5), prefix: `f${n++}:`, localTier: false, onError: 'deny' });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: client, limit: perHour(5), prefix: `f${n++}:`, localTier: false, onError: 'deny' });
     const many = await Promise.all(Array.from({ length: 12 }, (_, i) => limiter.tryAcquire(`b${i}`)));
     expect(batches).toBeGreaterThan(0);
     for (const d of many) expect(d).toMatchObject({ allowed: false, reason: 'unavailable', degraded: true });
@@ -198,7 +199,7 @@ describe.skipIf(!available)('the breaker of a Redis limiter', () => {
         return io.call(command, ...args);
       },
     };
-    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis: client, limit: perHour(100), prefix: `b${n++}:`, localTier: false, onError: 'deny' });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: client, limit: perHour(100), prefix: `b${n++}:`, localTier: false, onError: 'deny' });
     // Three failures in a row (one call each, one after the other) open it.
     for (let i = 0; i < 3; i++) expect(await limiter.tryAcquire(`k${i}`)).toMatchObject({ degraded: true });
     expect(limiter.breakerOpen).toBe(true);
@@ -247,7 +248,7 @@ describe("onError 'local' with a local limiter of the caller's", () => {
     ['a window with fewer permits, and a stricter cap', { algorithm: 'sliding-window' as const, limit: perSecond(3), globalLimit: perSecond(5) }, { algorithm: 'sliding-window' as const, limit: perSecond(4), globalLimit: perSecond(9) }],
   ])('a local limiter with %s is accepted', (_, localOptions, redisOptions) => {
     const local = new RateLimiter({ ...localOptions, maxKeys: 8 });
-    expect(() => new RedisRateLimiter({ prefixCheck: 'off', redis: idle, onError: 'local', local, localTier: false, ...redisOptions })).not.toThrow();
+    expect(() => new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: idle, onError: 'local', local, localTier: false, ...redisOptions })).not.toThrow();
   });
 });
 
@@ -263,7 +264,7 @@ describe.skipIf(!available)('misconfiguration is an error the caller sees, whate
     await redisServer.io.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '+evalsha', '+eval', '+time');
     const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
     try {
-      const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis: io, limit: perHour(5), prefix: `a${n++}:`, localTier: false, onError });
+      const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, limit: perHour(5), prefix: `a${n++}:`, localTier: false, onError });
       for (let i = 0; i < 3; i++) {
         const error = await limiter.tryAcquire('k').then(() => null, (e: unknown) => e);
         expect(error).toBeInstanceOf(RedisConfigError);
@@ -296,6 +297,7 @@ describe.skipIf(!available)('misconfiguration is an error the caller sees, whate
       const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
       try {
         const limiter = new RedisRateLimiter({
+          timeoutMs: TEST_TIMEOUT_MS,
           redis: io, algorithm, limit: [perHour(3), perDay(10)], globalLimit: perHour(50), prefix, localTier: false, onError: 'deny',
         });
         const answers = [];
@@ -321,7 +323,7 @@ describe.skipIf(!available)('misconfiguration is an error the caller sees, whate
   it("another program's value under the limiter's key (WRONGTYPE) rejects; a key of its own still decides", async () => {
     const prefix = `w${n++}:`;
     await redisServer.io.lpush(`${keyBase(prefix, 'k')}0/1`, 'not a limiter state');
-    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, limit: perHour(5), prefix, localTier: false, onError: 'allow' });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, limit: perHour(5), prefix, localTier: false, onError: 'allow' });
     await expect(limiter.tryAcquire('k')).rejects.toThrow(/WRONGTYPE/);
     expect(await limiter.tryAcquire('other')).toMatchObject({ allowed: true, remaining: 4 });
   });
@@ -341,7 +343,7 @@ describe.skipIf(!available)('answers without Redis leave room for the event loop
   // Found (#28): `while (true) await tryAcquire(k)` on a refused key that the local tier answers
   // ran on microtasks alone and delayed other calls' Redis replies to 2,415 ms (2,000 ms deadline).
   it('a loop on a key the local tier refuses lets setImmediate callbacks and timers run while it loops', async () => {
-    const limiter = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, limit: perHour(1), prefix: 'fair:' });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, limit: perHour(1), prefix: 'fair:' });
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true });
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, reason: 'limited' }); // Redis's refusal, now in the tier
     let answers = 0;

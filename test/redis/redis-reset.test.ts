@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perHour, perMinute, RedisConfigError, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -17,6 +17,7 @@ describe.skipIf(!available)('reset on the Redis limiters', () => {
     const clock = new ManualClock(1_000_000);
     const prefix = `rs${n++}:`;
     const r = new RedisRateLimiter({
+      timeoutMs: TEST_TIMEOUT_MS,
       redis: redisServer.io, prefix, limit: [perMinute(3), perHour(10)], globalLimit: perHour(100), algorithm, localTier: false,
     });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
@@ -56,8 +57,8 @@ describe.skipIf(!available)('reset on the Redis limiters', () => {
     const prefix = `rs${n++}:`;
     const hourly = [{ limit: { permits: 1, periodMs: 3_600_000, burst: 1 } }];
     const fast = [{ limit: { permits: 10, periodMs: 1_000, burst: 1 } }];
-    const a = new RedisPolicyLimiter({ redis: redisServer.io, prefix, rules: hourly, localTier: false });
-    const b = new RedisPolicyLimiter({ redis: redisServer.io, prefix, rules: fast, localTier: false });
+    const a = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix, rules: hourly, localTier: false });
+    const b = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix, rules: fast, localTier: false });
     for (const l of [a, b]) setScriptTime(l, () => clock.now() * 1000, 0); // no pad: the TTLs are the states' own
     const pair = { user: 'u', api: 'x' };
     expect(await a.allow(pair)).toBe(true); // owes an hour under a's rule
@@ -71,7 +72,7 @@ describe.skipIf(!available)('reset on the Redis limiters', () => {
   it("found: a refusal in this process's local tier answered after the reset; now the next request goes to Redis and passes", async () => {
     const clock = new ManualClock(1_000_000);
     const tier = LocalTier.create({ maxKeys: 64 });
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `rs${n++}:`, limit: perHour(2), localTier: tier });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `rs${n++}:`, limit: perHour(2), localTier: tier });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect(await r.allow('k')).toBe(true);
     expect(await r.allow('k')).toBe(true);
@@ -79,7 +80,7 @@ describe.skipIf(!available)('reset on the Redis limiters', () => {
     expect(tier.refusedFor('k')).toBeGreaterThan(0); // the tier now answers the key alone
     // Another process's limiter (its own tier) refused the key too.
     const otherTier = LocalTier.create({ maxKeys: 64 });
-    const other = new RedisRateLimiter({ redis: redisServer.io, prefix: `rs${n - 1}:`, limit: perHour(2), localTier: otherTier });
+    const other = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `rs${n - 1}:`, limit: perHour(2), localTier: otherTier });
     setScriptTime(other, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect(await other.allow('k')).toBe(false);
     expect(await r.reset('k')).toBe(true);
@@ -94,7 +95,7 @@ describe.skipIf(!available)('reset on the Redis limiters', () => {
 
   it('RedisPolicyLimiter: the pair under the rule it matches now; other pairs keep theirs', async () => {
     const clock = new ManualClock(1_000_000);
-    const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `rs${n++}:`, rules: [{ limit: perMinute(2) }, { user: 'acme', limit: perMinute(5) }], localTier: false });
+    const p = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `rs${n++}:`, rules: [{ limit: perMinute(2) }, { user: 'acme', limit: perMinute(5) }], localTier: false });
     setScriptTime(p, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     await p.tryAcquire({ user: 'acme', api: 'x' }, 5);
     await p.tryAcquire({ user: 'bob', api: 'x' }, 2);
@@ -122,7 +123,7 @@ describe.skipIf(!available)('reset on the Redis limiters', () => {
       '+pttl', '+incrby', '+lrange', '+rpush', '+ltrim', '+lpop', '+llen', '+hget', '+hset', '+hmget', '+hincrby', '+exists', '+expire', '+mget');
     const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
     try {
-      const r = new RedisRateLimiter({ redis: io, prefix, limit: perMinute(3), localTier: false });
+      const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: io, prefix, limit: perMinute(3), localTier: false });
       expect(await r.allow('k')).toBe(true);
       const err = await r.reset('k').catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RedisConfigError);

@@ -5,7 +5,7 @@ import { RateLimitTimeoutError, RedisPolicyLimiter, RedisRateLimiter, type Polic
 import { setScriptTime } from '../../src/redis/redis-core.js';
 import { redisLimit, scriptPlan, type RedisLimit } from '../../src/redis/redis-limits.js';
 import { aloneOutcome, batchOutcomes, type Outcome } from '../../src/redis/script-batcher.js';
-import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -17,7 +17,7 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
   it('a fixed window whose permits a change of rules lowered below its count reports remaining 0, never less', async () => {
     // Same period and algorithm: the count is kept (docs/redis.md). 8 counted, then 5 permits.
     const fw = (permits: number): PolicyRule[] => [{ algorithm: 'fixed-window', limit: { permits, periodMs: 3_600_000 } }];
-    const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `al${n++}:`, localTier: false, rules: fw(10) });
+    const p = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `al${n++}:`, localTier: false, rules: fw(10) });
     setScriptTime(p, () => 1_000 * 3_600_000 * 1000 + 60_000_000);
     const u = { user: 'u', api: 'a' };
     expect(await p.tryAcquire(u, 8)).toMatchObject({ allowed: true, remaining: 2 });
@@ -34,7 +34,7 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
     ['sliding-log', 'sl60000000:0', 60_000], // a period after the newest stamp
   ] as const)('%s: an admission writes its key with an expiry at the moment it holds nothing', async (algorithm, suffix, expectMs) => {
     const prefix = `exp${n++}:`;
-    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix, algorithm, limit: { permits: 5, periodMs: 60_000 }, localTier: false });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix, algorithm, limit: { permits: 5, periodMs: 60_000 }, localTier: false });
     // 25 s into a minute's window, on the script's clock.
     setScriptTime(r, () => (1_000_000 * 60_000 + 25_000) * 1000);
     expect((await r.tryAcquire('k')).allowed).toBe(true);
@@ -55,8 +55,8 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
   ] as const)('%s: under a test clock that stands still, a key outlives Redis\'s clock by the pad', async (algorithm, limit, atMs) => {
     // Found: a property test at a standing clock saw a window's count vanish on a busy machine,
     // because the key expired on Redis's clock (its TTL is in the script's time) between calls.
-    const padded = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix: `pad${n++}:`, algorithm, limit, localTier: false });
-    const bare = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix: `pad${n++}:`, algorithm, limit, localTier: false });
+    const padded = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix: `pad${n++}:`, algorithm, limit, localTier: false });
+    const bare = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix: `pad${n++}:`, algorithm, limit, localTier: false });
     setScriptTime(padded, () => atMs * 1000, SCRIPT_TTL_PAD_MS);
     setScriptTime(bare, () => atMs * 1000);
     expect(await padded.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
@@ -166,7 +166,7 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
     /** A limiter on its own prefix at `nowUs`, and the one Redis key its key 'k' has after `cost`. */
     const spend = async (limit: { permits: number; periodMs: number }, cost: number): Promise<string> => {
       const prefix = `st${n++}:`;
-      const r = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix, limit, localTier: false });
+      const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix, limit, localTier: false });
       setScriptTime(r, () => nowUs);
       expect((await r.tryAcquire('k', cost)).allowed).toBe(true);
       const keys = await io.keys(`${prefix}*`);
@@ -185,7 +185,7 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
     const io = redisServer.io;
     const limit = { permits: 5, periodMs: 5_000 }; // an interval of 1 s, burst 5
     const make = (): RedisRateLimiter => {
-      const r = new RedisRateLimiter({ prefixCheck: 'off', redis: io, prefix: `dec${n++}:`, limit, localTier: false });
+      const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: io, prefix: `dec${n++}:`, limit, localTier: false });
       setScriptTime(r, () => nowUs);
       return r;
     };
@@ -207,7 +207,7 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
     // The tests' time override may read negative or small times: the stored forms must still
     // read back as what was written (a negative text TAT starts with '-', not a packed byte).
     const run = async (t0: number): Promise<unknown[]> => {
-      const r = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix: `sh${n++}:`, limit, localTier: false });
+      const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix: `sh${n++}:`, limit, localTier: false });
       let t = t0;
       setScriptTime(r, () => t);
       const out: unknown[] = [];
@@ -222,7 +222,7 @@ describe.skipIf(!available)('the Redis script at its edges', () => {
   });
 
   it('RedisPolicyLimiter.acquire: refuses at once what cannot pass in time, and an aborted wait', async () => {
-    const p = new RedisPolicyLimiter({ redis: redisServer.io, prefix: `acq${n++}:`, rules: [{ limit: { permits: 1, periodMs: 3_600_000 } }], localTier: false });
+    const p = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `acq${n++}:`, rules: [{ limit: { permits: 1, periodMs: 3_600_000 } }], localTier: false });
     const u = { user: 'u', api: 'a' };
     await p.acquire(u); // the one permit
     await expect(p.acquire(u, { maxWaitMs: 1_000 })).rejects.toThrow(RateLimitTimeoutError);

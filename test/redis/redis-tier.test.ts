@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { LocalTier, ManualClock, perHour, perSecond, RedisPolicyLimiter, RedisRateLimiter, type Decision, type RedisRateLimiterOptions } from '../../src/index.js';
 import type { AlgorithmName } from '../../src/algorithms/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -24,7 +24,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
   function onClock(options: Omit<RedisRateLimiterOptions, 'redis' | 'localTier'>, tierOptions: { leaseMs?: number } = {}) {
     const clock = new ManualClock(1_000_000);
     const tier = LocalTier.create({ clock, ...tierOptions });
-    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: counted, prefix: `lt${n++}:`, localTier: tier, ...options });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: counted, prefix: `lt${n++}:`, localTier: tier, ...options });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     return { clock, tier, r };
   }
@@ -70,7 +70,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
         async (steps) => {
           const options = { algorithm, limit: [{ permits: 4, periodMs: 300 }, { permits: 9, periodMs: 2_000 }], globalLimit: { permits: 12, periodMs: 1_000 } };
           const { clock, r } = onClock(options);
-          const plain = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix: `lp${n++}:`, localTier: false, ...options });
+          const plain = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix: `lp${n++}:`, localTier: false, ...options });
           setScriptTime(plain, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
           for (const [i, { advanceMs, cost }] of steps.entries()) {
             clock.advance(advanceMs);
@@ -96,7 +96,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
   it('one thread learns a refusal; the process\'s other threads answer it without Redis', async () => {
     const tier = LocalTier.create();
     const prefix = `lw${n++}:`;
-    const r = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix, localTier: tier, limit: perHour(1) });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix, localTier: tier, limit: perHour(1) });
     expect((await r.tryAcquire('k')).allowed).toBe(true);
     expect((await r.tryAcquire('k')).allowed).toBe(false); // Redis refused: the tier holds it for an hour
     const worker = new Worker(new URL('../fixtures/redis-tier-worker.mjs', import.meta.url), {
@@ -135,8 +135,8 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
     // Through the limiter: a key this instance asked Redis about (and found absent in its tier)
     // is refused without Redis once another instance's refusal is recorded.
     const prefix = `la${n++}:`;
-    const a = new RedisRateLimiter({ prefixCheck: 'off', redis: counted, prefix, localTier: mine, limit: perHour(1) });
-    const b = new RedisRateLimiter({ prefixCheck: 'off', redis: counted, prefix, localTier: other, limit: perHour(1) });
+    const a = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: counted, prefix, localTier: mine, limit: perHour(1) });
+    const b = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: counted, prefix, localTier: other, limit: perHour(1) });
     setScriptTime(a, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     setScriptTime(b, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect((await a.tryAcquire('x')).allowed).toBe(true);
@@ -168,7 +168,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
     expect(calls - before).toBe(2);
     // Redis counted 20: 10 per lease, 4 of them never used.
     expect((await r.tryAcquire('other', 0)).remaining).toBe(100);
-    const probe = new RedisRateLimiter({ prefixCheck: 'off', redis: redisServer.io, prefix: `lt${n - 1}:`, localTier: false, limit: perHour(100) });
+    const probe = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, prefixCheck: 'off', redis: redisServer.io, prefix: `lt${n - 1}:`, localTier: false, limit: perHour(100) });
     setScriptTime(probe, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     expect((await probe.tryAcquire('k', 0)).remaining).toBe(80);
   });
@@ -182,7 +182,7 @@ describe.skipIf(!available)('the local tier in front of Redis', () => {
   it('RedisPolicyLimiter: a change of rules clears what the tier refused', async () => {
     const clock = new ManualClock(1_000_000);
     const tier = LocalTier.create({ clock });
-    const p = new RedisPolicyLimiter({ redis: counted, prefix: `lpp${n++}:`, localTier: tier, rules: [{ limit: perHour(1) }] });
+    const p = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: counted, prefix: `lpp${n++}:`, localTier: tier, rules: [{ limit: perHour(1) }] });
     setScriptTime(p, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     const u = { user: 'u', api: 'a' };
     expect((await p.tryAcquire(u)).allowed).toBe(true);

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock, RateLimiter, RedisRateLimiter, type Decision, type Limit } from '../../src/index.js';
 import type { AlgorithmName } from '../../src/algorithms/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { heldKeys, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { heldKeys, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -71,7 +71,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
         const clock = new ManualClock(startMs);
         const options = { algorithm: config.algorithm, limit: config.limit, ...(config.globalLimit ? { globalLimit: config.globalLimit } : {}) };
         const memory = new RateLimiter({ ...options, maxKeys: 16, clock });
-        const onRedis = new RedisRateLimiter({ ...options, redis: heldKeys(redisServer.io), prefix: `v${n++}:`, localTier: false });
+        const onRedis = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, ...options, redis: heldKeys(redisServer.io), prefix: `v${n++}:`, localTier: false });
         let now = startMs;
         setScriptTime(onRedis, () => now * 1000, SCRIPT_TTL_PAD_MS);
         for (const [i, { advanceMs, key, cost }] of steps.entries()) {
@@ -96,7 +96,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
   // test time, which found a fresh window (remaining 3, not 2). The vectors hold their keys.
   it('a second request 1 test-ms before the window ends, after the Redis clock moved 3 ms', async () => {
     const limit = [{ permits: 4, periodMs: 200 }, { permits: 8, periodMs: 3_000 }];
-    const r = new RedisRateLimiter({ algorithm: 'fixed-window', limit, redis: heldKeys(redisServer.io), prefix: `w${n++}:`, localTier: false });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, algorithm: 'fixed-window', limit, redis: heldKeys(redisServer.io), prefix: `w${n++}:`, localTier: false });
     setScriptTime(r, () => 4_999_000, SCRIPT_TTL_PAD_MS);
     expect(await r.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 3 });
     // Waits on Redis's clock, the one its TTLs follow, until it is 3 ms on.
@@ -110,7 +110,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
   });
 
   it('a fractional interval (3 per 200 ms) is exact on Redis to the microsecond', async () => {
-    const r = new RedisRateLimiter({ redis: redisServer.io, limit: { permits: 3, periodMs: 200 }, prefix: `f${n++}:`, localTier: false });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, limit: { permits: 3, periodMs: 200 }, prefix: `f${n++}:`, localTier: false });
     const t0 = 5_000_000_000; // µs
     let now = t0;
     setScriptTime(r, () => now, SCRIPT_TTL_PAD_MS);
@@ -127,7 +127,7 @@ describe.skipIf(!available)('the Redis script decides as the shared-memory engin
 
   it('numbers past 14 digits come back whole: a wait of years, in µs', async () => {
     const periodMs = 10 * 365 * 86_400_000; // ten years: a wait of up to 3.2e14 µs
-    const r = new RedisRateLimiter({ redis: redisServer.io, algorithm: 'fixed-window', limit: { permits: 1, periodMs }, prefix: `y${n++}:`, localTier: false });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, algorithm: 'fixed-window', limit: { permits: 1, periodMs }, prefix: `y${n++}:`, localTier: false });
     const nowUs = 1_764_000_000_123_457; // December 2025, to the µs
     setScriptTime(r, () => nowUs, SCRIPT_TTL_PAD_MS);
     expect((await r.tryAcquire('k')).allowed).toBe(true);

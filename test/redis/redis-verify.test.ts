@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { perHour, PolicyLimiter, RedisConfigError, RedisPolicyLimiter, RedisRateLimiter } from '../../src/index.js';
 import { startCluster, type TestCluster } from '../helpers/redis-cluster.js';
-import { privateRedis, redisAvailable, testClients } from '../helpers/redis-server.js';
+import { privateRedis, redisAvailable, TEST_TIMEOUT_MS, testClients } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -27,10 +27,10 @@ describe.skipIf(!available)('verify() on one server', () => {
     const redis = await client.make(redisServer.server.socket);
     try {
       const prefix = `v${n++}:`;
-      const limiter = new RedisRateLimiter({ redis, limit: perHour(3), prefix, localTier: false });
+      const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, limit: perHour(3), prefix, localTier: false });
       expect(await limiter.verify()).toEqual({ maxmemoryPolicy: ['noeviction'], evicts: false });
       expect(await redisServer.io.keys(`${prefix}*`)).toEqual([`${prefix}{__sluice_config__}`]); // verify checks the prefix is its own
-      const policy = new RedisPolicyLimiter({ redis, rules: [{ limit: perHour(3) }], prefix: `vp${n++}:`, localTier: false });
+      const policy = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, rules: [{ limit: perHour(3) }], prefix: `vp${n++}:`, localTier: false });
       expect(await policy.verify()).toEqual({ maxmemoryPolicy: ['noeviction'], evicts: false });
     } finally {
       await client.close(redis);
@@ -38,7 +38,7 @@ describe.skipIf(!available)('verify() on one server', () => {
   });
 
   it.each(['allkeys-lru', 'volatile-lru', 'volatile-ttl', 'allkeys-random'])('%s may evict the keys: rejects with RedisConfigError unless allowEviction', async (policy) => {
-    const limiter = new RedisRateLimiter({ redis: redisServer.io, limit: perHour(3), prefix: `v${n++}:`, localTier: false });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, limit: perHour(3), prefix: `v${n++}:`, localTier: false });
     await underPolicy(policy, async () => {
       const error = await limiter.verify().then(() => null, (e: unknown) => e);
       expect(error).toBeInstanceOf(RedisConfigError);
@@ -55,7 +55,7 @@ describe.skipIf(!available)('verify() on one server', () => {
     await redisServer.io.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '+evalsha', '+eval', '+time');
     const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
     try {
-      const limiter = new RedisRateLimiter({ redis: io, limit: perHour(3), prefix: `v${n++}:`, localTier: false, onError: 'allow' });
+      const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: io, limit: perHour(3), prefix: `v${n++}:`, localTier: false, onError: 'allow' });
       await expect(limiter.verify()).rejects.toBeInstanceOf(RedisConfigError);
     } finally {
       io.disconnect();
@@ -69,7 +69,7 @@ describe.skipIf(!available)('verify() on one server', () => {
       ...'+evalsha +eval +time +get +set +del +pexpire +pttl +rpush +lrem +ltrim +llen +lindex'.split(' '));
     const io = new Redis({ path: redisServer.server.socket, username: user, password: 'secret', enableReadyCheck: false });
     try {
-      const limiter = new RedisRateLimiter({ redis: io, limit: perHour(3), prefix, localTier: false });
+      const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: io, limit: perHour(3), prefix, localTier: false });
       expect(await limiter.verify()).toEqual({ maxmemoryPolicy: null, evicts: null });
       // With +info, the policy is read.
       await redisServer.io.call('ACL', 'SETUSER', user, '+info');
@@ -82,10 +82,10 @@ describe.skipIf(!available)('verify() on one server', () => {
   it('Redis not answering: rejects (onError allow and local alike), naming the outage', async () => {
     const away = { async call() { throw new Error('Connection is closed.'); } };
     for (const onError of ['allow', 'deny'] as const) {
-      const limiter = new RedisRateLimiter({ redis: away, limit: perHour(3), localTier: false, onError });
+      const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: away, limit: perHour(3), localTier: false, onError });
       await expect(limiter.verify()).rejects.toThrow(/^Redis did not answer the verification probe/);
     }
-    const local = new RedisPolicyLimiter({ redis: away, rules: [{ limit: perHour(3) }], localTier: false, onError: 'local', local: new PolicyLimiter({ rules: [{ limit: perHour(3) }], maxKeys: 16 }) });
+    const local = new RedisPolicyLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: away, rules: [{ limit: perHour(3) }], localTier: false, onError: 'local', local: new PolicyLimiter({ rules: [{ limit: perHour(3) }], maxKeys: 16 }) });
     await expect(local.verify()).rejects.toThrow(/^Redis did not answer/);
   });
 
@@ -94,7 +94,7 @@ describe.skipIf(!available)('verify() on one server', () => {
     [{ allowEviction: 'yes' }, TypeError, /^options\.allowEviction must be a boolean, got "yes"$/],
     [{ allowEvictions: true }, TypeError, /allowEvictions/],
   ])('bad options reject by name: %j', async (options, type, message) => {
-    const limiter = new RedisRateLimiter({ redis: redisServer.io, limit: perHour(3), prefix: `v${n++}:`, localTier: false });
+    const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, limit: perHour(3), prefix: `v${n++}:`, localTier: false });
     const error = await limiter.verify(options as never).then(() => null, (e: unknown) => e);
     expect(error).toBeInstanceOf(type);
     expect((error as Error).message).toMatch(message);
@@ -115,7 +115,7 @@ describe.skipIf(!available)('verify() on a cluster', () => {
     const node = await cluster.nodeRedis();
     try {
       for (const redis of [io, node]) {
-        const limiter = new RedisRateLimiter({ redis, limit: perHour(3), prefix: 'vc:', localTier: false });
+        const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, limit: perHour(3), prefix: 'vc:', localTier: false });
         expect(await limiter.verify()).toEqual({ maxmemoryPolicy: ['noeviction'], evicts: false });
       }
       // The last primary (the last third of the slots) evicts.
@@ -124,7 +124,7 @@ describe.skipIf(!available)('verify() on a cluster', () => {
       try {
         await admin.call('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lfu');
         for (const redis of [io, node]) {
-          const limiter = new RedisRateLimiter({ redis, limit: perHour(3), prefix: 'vc:', localTier: false });
+          const limiter = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis, limit: perHour(3), prefix: 'vc:', localTier: false });
           await expect(limiter.verify()).rejects.toThrow(/maxmemory-policy allkeys-lfu$/);
           expect(await limiter.verify({ allowEviction: true })).toEqual({ maxmemoryPolicy: ['allkeys-lfu', 'noeviction'], evicts: true });
         }

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock, perMinute, perSecond, RateLimiter, RedisPolicyLimiter, RedisRateLimiter, type Limit } from '../../src/index.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
-import { heldKeys, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS } from '../helpers/redis-server.js';
+import { heldKeys, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
 
 const available = redisAvailable();
 
@@ -21,7 +21,7 @@ describe.skipIf(!available)('per-key controls on Redis windows and logs', () => 
 
   /** A limiter on Redis whose script reads `clock`, and its key's Redis keys under the prefix. */
   function onRedis(algorithm: (typeof COUNTED)[number], limit: Limit | Limit[], clock: ManualClock, extra: object = {}): RedisRateLimiter {
-    const r = new RedisRateLimiter({ redis: redisServer.io, prefix: `wc${n++}:`, prefixCheck: 'off', limit, algorithm, localTier: false, ...extra });
+    const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: `wc${n++}:`, prefixCheck: 'off', limit, algorithm, localTier: false, ...extra });
     setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
     return r;
   }
@@ -42,7 +42,7 @@ describe.skipIf(!available)('per-key controls on Redis windows and logs', () => 
         const clock = new ManualClock(startMs);
         const limit = [{ permits: 5, periodMs: 1_000 }, { permits: 8, periodMs: 3_000 }];
         const memory = new RateLimiter({ algorithm, limit, maxKeys: 16, clock });
-        const r = new RedisRateLimiter({ redis: heldKeys(redisServer.io), prefix: `wd${n++}:`, limit, algorithm, localTier: false });
+        const r = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: heldKeys(redisServer.io), prefix: `wd${n++}:`, limit, algorithm, localTier: false });
         setScriptTime(r, () => clock.now() * 1000, SCRIPT_TTL_PAD_MS);
         for (const [i, { advanceMs, op: o }] of steps.entries()) {
           clock.advance(advanceMs);
@@ -201,6 +201,7 @@ describe.skipIf(!available)('per-key controls on Redis windows and logs', () => 
   it('RedisPolicyLimiter: penalty, reward and block under a window rule; block under a sliding-log rule is a TypeError', async () => {
     const clock = new ManualClock(6_000_000);
     const p = new RedisPolicyLimiter({
+      timeoutMs: TEST_TIMEOUT_MS,
       redis: redisServer.io, prefix: `wc${n++}:`, localTier: false,
       rules: [{ algorithm: 'fixed-window', limit: perMinute(3) }, { user: 'log', algorithm: 'sliding-log', limit: perMinute(2) }],
     });
