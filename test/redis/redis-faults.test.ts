@@ -371,7 +371,9 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     }
     // The probe: every call made while the server was away is answered without it.
     expect(probeCalls.length).toBe(88);
-    expect(Math.max(...probeCalls.map((c) => c.t1)), 'the probe was answered before the server returned').toBeLessThan(tBack);
+    // Before the server returned, give or take a stall of this thread (found beside two CPU-bound
+    // loops and a second test loop: 31 ms after it, the second wave's deadlines fired late).
+    expect(Math.max(...probeCalls.map((c) => c.t1)), 'the probe was answered before the server returned').toBeLessThan(tBack + stallMs);
     for (const c of probeCalls) {
       if (onError === 'local') expect(c.d.degraded, c.key).toBe(true);
       else expectFallback(onError, c.d, c.key);
