@@ -249,6 +249,11 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
         }));
       }
     };
+    // The probe's calls all come while the server is away, however late a busy machine runs
+    // them (found beside two CPU-bound loops and a second test loop: its second wave began after
+    // the SIGCONT, and Redis answered it): the outage lasts until they are answered, 5 s more
+    // at most.
+    const probeDone = (p: Promise<void>): Promise<unknown> => Promise.race([p, sleep(5_000)]);
     let tFault: number;
     let tBack: number; // the server runs again (SIGCONT sent, or the new one answers PING)
     let tGone = 0; // SIGKILL: the old server has exited; calls made later can only reach the new one
@@ -263,6 +268,7 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
       server.process.kill('SIGSTOP');
       probing = askProbe();
       await sleep(FAULT_MS);
+      await probeDone(probing);
       tBack = performance.now();
       server.process.kill('SIGCONT');
       await sleep(250);
@@ -283,6 +289,7 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
       tGone = performance.now();
       probing = askProbe();
       await sleep(FAULT_MS);
+      await probeDone(probing);
       await server.relaunch();
       tBack = performance.now();
     }
@@ -371,9 +378,7 @@ describe.skipIf(!available).each(clients)('RedisRateLimiter under faults, over $
     }
     // The probe: every call made while the server was away is answered without it.
     expect(probeCalls.length).toBe(88);
-    // Before the server returned, give or take a stall of this thread (found beside two CPU-bound
-    // loops and a second test loop: 31 ms after it, the second wave's deadlines fired late).
-    expect(Math.max(...probeCalls.map((c) => c.t1)), 'the probe was answered before the server returned').toBeLessThan(tBack + stallMs);
+    expect(Math.max(...probeCalls.map((c) => c.t1)), 'the probe was answered before the server returned').toBeLessThan(tBack);
     for (const c of probeCalls) {
       if (onError === 'local') expect(c.d.degraded, c.key).toBe(true);
       else expectFallback(onError, c.d, c.key);
