@@ -12,16 +12,6 @@ export default [
     }],
   },
   {
-    name: '(planted) an own-write admission past a lost second commit',
-    what: "#allowOwn goes on when its second limit's compareExchange failed: that limit does not count the admission",
-    scenario: 'own-write-second',
-    edits: [{
-      file: 'rate/lockfree-engine.js',
-      from: 'if (landed && two && !limits[1].commit(w, stateBase + offsets[1])) {',
-      to: 'if (landed && two && !limits[1].commit(w, stateBase + offsets[1]) && false) {',
-    }],
-  },
-  {
     name: '(planted) an own-write window admission past a lost commit',
     what: "#allowOwn goes on when a fixed window's compareExchange failed: another thread's spend of the window is not counted against this admission",
     scenario: 'own-write-window',

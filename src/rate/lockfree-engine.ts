@@ -100,9 +100,9 @@ export class LockFreeEngine {
   /** The key's second limit when it keeps one int32 word, else null: its own write is kept too (SlotRef.tat2). */
   readonly #second: NarrowGcra | FixedWindow32 | null;
   /**
-   * The key's limits when an `allow()` may start from this thread's own writes (#allowOwn): one or
-   * two, each one int32 word (NarrowGcra, FixedWindow32), and no cap or one served in batches;
-   * else null.
+   * The key's limit when an `allow()` may start from this thread's own write (#allowOwn): one,
+   * of one int32 word (NarrowGcra, FixedWindow32), and no cap or one served in batches; else
+   * null. (#allowOwn is written for two, which the constructor no longer lets it take.)
    */
   readonly #own: (NarrowGcra | FixedWindow32)[] | null;
   // The slot being decided, for #takeBack (a bound method: no closure per decision).
@@ -145,7 +145,12 @@ export class LockFreeEngine {
     this.#second = second instanceof NarrowGcra || second instanceof FixedWindow32 ? second : null;
     this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
     const oneWord = key.algorithms.every((a) => a instanceof NarrowGcra || a instanceof FixedWindow32);
-    this.#own = oneWord && key.algorithms.length <= 2 && (global === null || this.#batch !== null)
+    // One limit only. With two, a CAS lost on the second must take the first back, and a
+    // take-back that finds the first word moved on (or the guard held) keeps the spend: counted
+    // twice once the decision runs again (found: a penalty race on two limits ended one interval
+    // over its exact count). The load path decides the lost limit again instead, and takes
+    // nothing back unless it now refuses.
+    this.#own = oneWord && key.algorithms.length === 1 && (global === null || this.#batch !== null)
       ? (key.algorithms as (NarrowGcra | FixedWindow32)[])
       : null;
   }

@@ -1,5 +1,5 @@
-// The lock-free engine's keys of one or two int32 limits (two 32-bit GCRA limits, a fixed window,
-// a GCRA limit under a cap served in batches): an admission in the second of this thread's own
+// The lock-free engine's keys of one int32 limit (a fixed window, a GCRA limit under a cap served
+// in batches; two limits take the load path, see below): an admission in the second of this thread's own
 // latest write to the key starts from that write (LockFreeEngine#allowOwn), as the one-limit path
 // does. The interleavings are exact: the clock is shared by two instances of one limiter, and a
 // one-shot hook runs B's calls inside A's clock read, which #allowOwn takes before anything else
@@ -19,8 +19,6 @@ function setup(options: Partial<RateLimiterOptions>) {
 const TIGHT = perMinute(3);
 const LOOSE = perSecond(1000);
 const CASES: [string, Partial<RateLimiterOptions>][] = [
-  ['two GCRA limits, the first binds', { limit: [TIGHT, LOOSE] }],
-  ['two GCRA limits, the second binds', { limit: [LOOSE, TIGHT] }],
   ['a fixed window', { limit: { permits: 3, periodMs: 60_000 }, algorithm: 'fixed-window' }],
   ['a GCRA limit under a cap served in batches', { limit: TIGHT, globalLimit: perSecond(1e6, { burst: 1e5 }) }],
 ];
@@ -30,6 +28,20 @@ afterEach(() => {
 });
 
 describe("the lock-free engine: an admission from the thread's own writes", () => {
+  it('two GCRA limits decide from loads: the own path is for one limit', () => {
+    // Found: with two, a lost CAS on the second took the first back, and a take-back that found
+    // the first word moved on kept the spend, counted again when the decision ran again (a
+    // penalty race on two limits, test/rate/limits-controls.test.ts, one interval over).
+    for (const limit of [[TIGHT, LOOSE], [LOOSE, TIGHT]]) {
+      const s = setup({ limit });
+      expect(s.a.allow('k')).toBe(true);
+      const load = vi.spyOn(Atomics, 'load');
+      expect(s.a.allow('k')).toBe(true);
+      expect(load.mock.calls.length).toBeGreaterThan(2); // both limits' words, then the guard
+      load.mockRestore();
+    }
+  });
+
   for (const [name, options] of CASES) {
     it(`${name}: loads no limit's word in the second of its own write`, () => {
       const s = setup(options);
