@@ -154,6 +154,39 @@ describe('penalty and block on several limits: limits of their own', () => {
     expect(w.unblock('k')).toBe(false); // reset, unblock, penalty and reward are built for windows (window-reset, window-controls)
   });
 
+  it('found: a decision that loses the CAS on its second limit to another thread counts its admission once on the first', () => {
+    // A's allow() commits the first limit; before its second commit, B admits k (both limits,
+    // from loads, over A's first write). A's second CAS fails. The own-write path (two limits
+    // then) took the first back, which failed on B's word and kept A's spend, and decided again:
+    // A counted twice on the first limit (4 intervals where 3 admissions were made). The load
+    // path decides the second limit again and takes nothing back.
+    const clock = new ManualClock(1_000_000);
+    const limits = [{ permits: 10, periodMs: 1_000, burst: 60 }, { permits: 100_000, periodMs: 60_000, burst: 100_000 }];
+    const a = new RateLimiter({ limit: limits, maxKeys: 4, clock });
+    const b = RateLimiter.attach(a.handle, { clock });
+    expect(a.allow('k')).toBe(true);
+    const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
+    const realCas = Atomics.compareExchange;
+    let raced = false;
+    Atomics.compareExchange = ((arr: Int32Array, index: number, expected: number, value: number): number => {
+      if (!raced && arr.buffer === a.handle.table && index === state + 1) {
+        raced = true;
+        expect(b.allow('k')).toBe(true);
+      }
+      return realCas(arr, index, expected, value);
+    }) as typeof Atomics.compareExchange;
+    try {
+      expect(a.allow('k')).toBe(true);
+    } finally {
+      Atomics.compareExchange = realCas;
+    }
+    expect(raced).toBe(true);
+    // Three admissions on a frozen clock: exactly 3 intervals on each limit.
+    const d = b.tryAcquire('k', 0);
+    expect(d.limits?.[0]?.resetAfterMs).toBeCloseTo(300, 3);
+    expect(d.limits?.[1]?.resetAfterMs).toBeCloseTo(1.8, 3);
+  });
+
   it('a block lands over a decision caught between its two commits: the decision is refused, and its first commit stays', () => {
     // Thread A's check admits k on both limits and commits the first; just before its second
     // commit, B blocks k (both limits raised). A's second commit loses its race, is decided again
