@@ -3,7 +3,7 @@
 // a global cap is never charged; nothing of it is ever taken back, so it races decisions as
 // another decision would. Exact on a ManualClock; raced on 4 workers.
 import { describe, expect, it } from 'vitest';
-import { ManualClock, perMinute, perSecond, RateLimiter, TableFullError } from '../../src/index.js';
+import { ManualClock, perMinute, perSecond, RateLimiter, TableFullError, type Limit } from '../../src/index.js';
 import { H_STATE_OFFSET } from '../../src/table/layout.js';
 import { raceUntilLost } from '../helpers/workers.js';
 import { slotBaseOf } from '../helpers/slots.js';
@@ -77,6 +77,34 @@ describe.each([
     expect(l.allow('another')).toBe(false); // and is now spent
   });
 });
+
+/**
+ * A's second `allow('k')` on a key of two limits, with `during(b)` run just before A's commit of
+ * the second limit (a patched compareExchange: one int32 word per limit at width 32), B another
+ * instance on A's table and ManualClock. Expects A's answer to be `admitted`.
+ */
+function secondCommitRaced(limit: Limit[], admitted: boolean, during: (b: RateLimiter) => void): { b: RateLimiter; clock: ManualClock; ran: boolean } {
+  const clock = new ManualClock(1_000_000);
+  const a = new RateLimiter({ limit, maxKeys: 4, clock });
+  const b = RateLimiter.attach(a.handle, { clock });
+  expect(a.allow('k')).toBe(true);
+  const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
+  const realCas = Atomics.compareExchange;
+  let ran = false;
+  Atomics.compareExchange = ((arr: Int32Array, index: number, expected: number, value: number): number => {
+    if (!ran && arr.buffer === a.handle.table && index === state + 1) {
+      ran = true;
+      during(b);
+    }
+    return realCas(arr, index, expected, value);
+  }) as typeof Atomics.compareExchange;
+  try {
+    expect(a.allow('k')).toBe(admitted);
+  } finally {
+    Atomics.compareExchange = realCas;
+  }
+  return { b, clock, ran };
+}
 
 describe('penalty and block on several limits: limits of their own', () => {
   it('a block longer than the state holds throws RangeError naming maxBlockMs, and writes nothing', () => {
@@ -160,27 +188,9 @@ describe('penalty and block on several limits: limits of their own', () => {
     // then) took the first back, which failed on B's word and kept A's spend, and decided again:
     // A counted twice on the first limit (4 intervals where 3 admissions were made). The load
     // path decides the second limit again and takes nothing back.
-    const clock = new ManualClock(1_000_000);
     const limits = [{ permits: 10, periodMs: 1_000, burst: 60 }, { permits: 100_000, periodMs: 60_000, burst: 100_000 }];
-    const a = new RateLimiter({ limit: limits, maxKeys: 4, clock });
-    const b = RateLimiter.attach(a.handle, { clock });
-    expect(a.allow('k')).toBe(true);
-    const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
-    const realCas = Atomics.compareExchange;
-    let raced = false;
-    Atomics.compareExchange = ((arr: Int32Array, index: number, expected: number, value: number): number => {
-      if (!raced && arr.buffer === a.handle.table && index === state + 1) {
-        raced = true;
-        expect(b.allow('k')).toBe(true);
-      }
-      return realCas(arr, index, expected, value);
-    }) as typeof Atomics.compareExchange;
-    try {
-      expect(a.allow('k')).toBe(true);
-    } finally {
-      Atomics.compareExchange = realCas;
-    }
-    expect(raced).toBe(true);
+    const { b, ran } = secondCommitRaced(limits, true, (other) => expect(other.allow('k')).toBe(true));
+    expect(ran).toBe(true);
     // Three admissions on a frozen clock: exactly 3 intervals on each limit.
     const d = b.tryAcquire('k', 0);
     expect(d.limits?.[0]?.resetAfterMs).toBeCloseTo(300, 3);
@@ -192,27 +202,8 @@ describe('penalty and block on several limits: limits of their own', () => {
     // commit, B blocks k (both limits raised). A's second commit loses its race, is decided again
     // on the block and refused; A takes back its first commit only if that word still holds what
     // A wrote, which the block changed: the block stands on every limit.
-    const clock = new ManualClock(1_000_000);
-    const a = new RateLimiter({ limit: LIMITS, maxKeys: 4, clock });
-    const b = RateLimiter.attach(a.handle, { clock });
-    expect(a.allow('k')).toBe(true);
-    const state = slotBaseOf(a.handle.table, 'k') + (new Int32Array(a.handle.table)[H_STATE_OFFSET] as number);
-    const realCas = Atomics.compareExchange;
-    let blocked = false;
-    Atomics.compareExchange = ((arr: Int32Array, index: number, expected: number, value: number): number => {
-      // A's commit of the second limit (one int32 word per limit at width 32): B blocks first.
-      if (!blocked && arr.buffer === a.handle.table && index === state + 1) {
-        blocked = true;
-        b.block('k', 2_000);
-      }
-      return realCas(arr, index, expected, value);
-    }) as typeof Atomics.compareExchange;
-    try {
-      expect(a.allow('k')).toBe(false);
-    } finally {
-      Atomics.compareExchange = realCas;
-    }
-    expect(blocked).toBe(true);
+    const { b, clock, ran } = secondCommitRaced(LIMITS, false, (other) => other.block('k', 2_000));
+    expect(ran).toBe(true);
     const d = b.tryAcquire('k');
     expect(d.allowed).toBe(false);
     expect(d.limits?.[0]?.resetAfterMs).toBeGreaterThan(2_000);
