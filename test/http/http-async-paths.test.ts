@@ -15,6 +15,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fastifyRateLimit, ManualClock, perMinute, RateLimiter } from '../../src/index.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { sluice } from '../../src/http/fastify.js';
+import { until } from '../helpers/until.js';
 
 const frameworks = [
   ['Express 4', express4 as unknown as typeof express5],
@@ -31,16 +32,6 @@ afterEach(async () => {
 
 const limiter = (permits = 2): RateLimiter => new RateLimiter({ limit: perMinute(permits), maxKeys: 16, clock: new ManualClock(0) });
 
-/**
- * Resolves once `f()` is true, looking after each turn of the event loop: 2,000 turns, and on
- * until 10 s passed (found beside two CPU-bound loops and a second test loop: 2,000 quick turns
- * came and went before a request reached the app).
- */
-async function until(f: () => boolean): Promise<void> {
-  const end = performance.now() + 10_000;
-  for (let i = 0; !f() && (i < 2_000 || performance.now() < end); i++) await new Promise((r) => setImmediate(r));
-  expect(f()).toBe(true);
-}
 
 /** A few turns of the event loop: enough for a rejection nobody handles to be reported. */
 async function turns(n = 20): Promise<void> {

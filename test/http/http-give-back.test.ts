@@ -13,6 +13,7 @@ import { rateLimit } from '../../src/http/middleware.js';
 import { sluice } from '../../src/http/fastify.js';
 import { setScriptTime } from '../../src/redis/redis-core.js';
 import { byRedis, firstAnswer, privateRedis, redisAvailable, SCRIPT_TTL_PAD_MS, TEST_TIMEOUT_MS } from '../helpers/redis-server.js';
+import { until } from '../helpers/until.js';
 
 let closers: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -22,15 +23,6 @@ afterEach(async () => {
 
 const CLIENT = '127.0.0.1';
 
-/**
- * Resolves once `f()` is true, looking after each turn of the event loop: 2,000 turns, and on
- * until 10 s passed (found: 2,000 quick turns were too few for a loaded machine's sockets).
- */
-async function until(f: () => boolean): Promise<void> {
-  const end = performance.now() + 10_000;
-  for (let i = 0; !f() && (i < 2_000 || performance.now() < end); i++) await new Promise((r) => setImmediate(r));
-  expect(f()).toBe(true);
-}
 
 /** An Express 5 app behind the middleware: /ok answers 200, /fail 500, /login 200 or 401, /hang never answers. */
 async function expressApp(options: Record<string, unknown>, limiter: unknown, hung: { closed?: Promise<void>; entered?: () => void } = {}): Promise<string> {
@@ -457,13 +449,6 @@ describe('skipFailedRequests with an onDecision hook that decides on the same li
 describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (Express 5, a real redis-server)', () => {
   const redisServer = privateRedis();
 
-  /** Resolves once `f()` resolves true, asking again after each turn of the event loop (2,000 times, and on until 10 s passed, as `until`). */
-  async function eventually(f: () => Promise<boolean>): Promise<void> {
-    let ok: boolean;
-    const end = performance.now() + 10_000;
-    for (let i = 0; !(ok = await f()) && (i < 2_000 || performance.now() < end); i++) await new Promise((r) => setImmediate(r));
-    expect(ok).toBe(true);
-  }
 
   it('RedisRateLimiter: each failed response gives its spend back, in one script call; successes count', async () => {
     const l = new RedisRateLimiter({ timeoutMs: TEST_TIMEOUT_MS, redis: redisServer.io, prefix: 'give-back-1:', limit: perHour(2) });
@@ -471,7 +456,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     for (let i = 0; i < 4; i++) {
       expect(await statuses(url, ['/fail'])).toEqual([500]);
       // The reward is a script call of its own, after the response: wait for it before the next request.
-      await eventually(async () => (await l.get(CLIENT))?.remaining === 2);
+      await until(async () => (await l.get(CLIENT))?.remaining === 2);
     }
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
   });
@@ -483,7 +468,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     const url = await expressApp({ skipFailedRequests: true }, l);
     for (let i = 0; i < 4; i++) {
       expect(await statuses(url, ['/fail'])).toEqual([500]);
-      await eventually(async () => (await l.get(CLIENT)).remaining === 2);
+      await until(async () => (await l.get(CLIENT)).remaining === 2);
     }
     // Both windows got each spend back: every count Redis holds (the minute's, the hour's) is 0.
     const keys = (await redisServer.io.keys(`give-back-w-${algorithm}:*`)).filter((k) => !k.includes('__sluice_config__'));
@@ -514,7 +499,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     const url = await expressApp({ skipFailedRequests: true }, l);
     // The first asks Redis for a lease of 5 (its own 1 and 4 for the tier), and gives its 1 back.
     expect(await statuses(url, ['/fail'])).toEqual([500]);
-    await eventually(async () => (await l.get(CLIENT)).remaining === 6);
+    await until(async () => (await l.get(CLIENT)).remaining === 6);
     // The second is answered from the lease, at no Redis time of its own: it keeps its spend.
     expect(await statuses(url, ['/fail'])).toEqual([500]);
     for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
@@ -533,7 +518,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     const url = await expressApp({ key, skipFailedRequests: true }, l);
     for (let i = 0; i < 3; i++) {
       expect(await statuses(url, ['/fail'])).toEqual([500]);
-      await eventually(async () => (await l.get({ user: 'c', api: 'x' })).remaining === 2);
+      await until(async () => (await l.get({ user: 'c', api: 'x' })).remaining === 2);
     }
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
     expect(await statuses(url, ['/fail?api=log', '/fail?api=log', '/fail?api=log'])).toEqual([500, 500, 429]);
@@ -710,7 +695,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests with the Redis limiters (
     const url = await expressApp({ key: () => ({ user: 'c', api: 'x' }), skipFailedRequests: true }, l);
     for (let i = 0; i < 3; i++) {
       expect(await statuses(url, ['/fail'])).toEqual([500]);
-      await eventually(async () => (await l.get({ user: 'c', api: 'x' }))?.remaining === 2);
+      await until(async () => (await l.get({ user: 'c', api: 'x' }))?.remaining === 2);
     }
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
   });
@@ -739,10 +724,7 @@ describe.skipIf(!redisAvailable())('skipFailedRequests (Fastify 5 plugin) on a R
     const url = await fastifyApp(l);
     for (let i = 0; i < 3; i++) {
       expect(await statuses(url, ['/fail'])).toEqual([500]);
-      let back: boolean;
-      const end = performance.now() + 10_000;
-      for (let j = 0; !(back = (await l.get(CLIENT)).remaining === 2) && (j < 2_000 || performance.now() < end); j++) await new Promise((r) => setImmediate(r));
-      expect(back).toBe(true);
+      await until(async () => (await l.get(CLIENT)).remaining === 2);
     }
     expect(await statuses(url, ['/ok', '/ok', '/ok'])).toEqual([200, 200, 429]);
   });
