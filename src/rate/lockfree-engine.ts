@@ -97,14 +97,12 @@ export class LockFreeEngine {
    * its word tells whether the key's state is still this thread's own write (#stampThenRead).
    */
   readonly #first: NarrowGcra | FixedWindow32 | null;
-  /** The key's second limit when it keeps one int32 word, else null: its own write is kept too (SlotRef.tat2). */
-  readonly #second: NarrowGcra | FixedWindow32 | null;
   /**
-   * The key's limit when an `allow()` may start from this thread's own write (#allowOwn): one,
-   * of one int32 word (NarrowGcra, FixedWindow32), and no cap or one served in batches; else
-   * null. (#allowOwn is written for two, which the constructor no longer lets it take.)
+   * The key's limit when an `allow()` may start from this thread's own write (#allowOwn): the
+   * key's only limit, of one int32 word (NarrowGcra, FixedWindow32), with no cap or one served in
+   * batches; else null.
    */
-  readonly #own: (NarrowGcra | FixedWindow32)[] | null;
+  readonly #own: NarrowGcra | FixedWindow32 | null;
   // The slot being decided, for #takeBack (a bound method: no closure per decision).
   #base = 0;
   #ctrl = 0;
@@ -141,18 +139,13 @@ export class LockFreeEngine {
     this.#plainCtrl = key.algorithms.every((a) => a instanceof NarrowGcra || a instanceof FixedWindow32);
     const first = key.algorithms[0];
     this.#first = first instanceof NarrowGcra || first instanceof FixedWindow32 ? first : null;
-    const second = key.algorithms[1];
-    this.#second = second instanceof NarrowGcra || second instanceof FixedWindow32 ? second : null;
     this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
-    const oneWord = key.algorithms.every((a) => a instanceof NarrowGcra || a instanceof FixedWindow32);
     // One limit only. With two, a CAS lost on the second must take the first back, and a
     // take-back that finds the first word moved on (or the guard held) keeps the spend: counted
     // twice once the decision runs again (found: a penalty race on two limits ended one interval
     // over its exact count). The load path decides the lost limit again instead, and takes
     // nothing back unless it now refuses.
-    this.#own = oneWord && key.algorithms.length === 1 && (global === null || this.#batch !== null)
-      ? (key.algorithms as (NarrowGcra | FixedWindow32)[])
-      : null;
+    this.#own = key.algorithms.length === 1 && this.#first !== null && (global === null || this.#batch !== null) ? this.#first : null;
   }
 
   /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
@@ -539,23 +532,22 @@ export class LockFreeEngine {
   }
 
   /**
-   * `allow()` from this thread's own latest writes (`ref.tat`, `ref.tat2`) instead of loads, for
-   * the key limits of #own, when the record says the key's stamp reached the second of this
-   * thread's latest reading (docs/design.md, section 2, "A thread's own write", which Gcra32.decide
-   * follows for one limit). Reads the clock; in a new second it returns OWN_GIVEN_UP. Otherwise
-   * each limit decides on its own write, and each commit is a compareExchange from it, so what
-   * lands is what loads of those words would have decided at this reading; the key is fresh and
-   * its stamp needs no raise. A refusal stands only if a load of the refusing limit still finds
-   * our write (then the plain ctrl read of "Plain reads of ctrl"). A limit whose word moved
-   * (another thread wrote the key) ends the attempt: the first limit's commit then wrote nothing,
-   * and the second's takes the first back (#undoKey) before OWN_MISSED; the caller decides again
-   * from loads, with a new reading. Never decides again on a state another thread wrote: that
-   * takes the loaded stamp (see Clock). A cap is served from this thread's batch, between the
-   * decision and the commits, as in #decideBatched (OWN_GIVEN_UP, nothing written, when the
-   * batch cannot serve: the caller's path decides on the cap's word). After the commits, #settle
-   * as on every path.
+   * `allow()` from this thread's own latest write (`ref.tat`) instead of a load, for the key's
+   * one limit `a` (#own), when the record says the key's stamp reached the second of this
+   * thread's latest reading (docs/design.md, section 2, "A thread's own write", which
+   * Gcra32.decide follows for a GCRA limit without a cap). Reads the clock; in a new second it
+   * returns OWN_GIVEN_UP. Otherwise the limit decides on its own write, and the commit is a
+   * compareExchange from it, so what lands is what a load of the word would have decided at this
+   * reading; the key is fresh and its stamp needs no raise. A refusal stands only if a load of the
+   * word still finds our write (then the plain ctrl read of "Plain reads of ctrl"). A word that
+   * moved (another thread wrote the key) ends the attempt with nothing written: OWN_MISSED, and
+   * the caller decides again from loads, with a new reading. Never decides again on a state
+   * another thread wrote: that takes the loaded stamp (see Clock). A cap is served from this
+   * thread's batch, between the decision and the commit, as in #decideBatched (OWN_GIVEN_UP,
+   * nothing written, when the batch cannot serve: the caller's path decides on the cap's word).
+   * After the commit, #settle as on every path.
    */
-  #allowOwn(ref: SlotRef, base: number, ctrl: number, stateBase: number, cost: number, limits: (NarrowGcra | FixedWindow32)[]): number {
+  #allowOwn(ref: SlotRef, base: number, ctrl: number, stateBase: number, cost: number, a: NarrowGcra | FixedWindow32): number {
     const m = this.#read();
     if (m.sec !== this.#sec) {
       this.#sec = m.sec;
@@ -566,15 +558,12 @@ export class LockFreeEngine {
     this.#raised = false;
     const w = this.#w;
     const r = this.result;
-    const offsets = this.#key.offsets;
-    const two = limits.length === 2;
-    for (let i = 0; i < limits.length; i++) {
-      const a = limits[i] as NarrowGcra | FixedWindow32;
-      const mine = i === 0 ? ref.tat : ref.tat2;
-      a.own(mine);
-      if (a.admits(m, false, cost)) continue;
+    const at = stateBase + (this.#key.offsets[0] as number);
+    const mine = ref.tat;
+    a.own(mine);
+    if (!a.admits(m, false, cost)) {
       // Atomics.load (seq-cst) of the refusing word, then the plain ctrl read after it, as Gcra32.decide's refusal.
-      if (Atomics.load(w, stateBase + (offsets[i] as number)) !== mine) return OWN_MISSED;
+      if (Atomics.load(w, at) !== mine) return OWN_MISSED;
       if (w[base + S_CTRL] !== ctrl) return RELOCATE;
       r.allowed = false;
       r.refusedBy = 'key';
@@ -588,16 +577,12 @@ export class LockFreeEngine {
     r.refusedBy = null;
     r.never = false;
     r.retryAfterMs = 0;
-    // The key's give-back epoch, as #readEpoch reads it (before our first commit).
+    // The key's give-back epoch, as #readEpoch reads it (before our commit).
     this.#area.epoch = w[stateBase + this.#epochOffset] as number;
-    // Commits in order, each a compareExchange from our own write (NarrowGcra.commit,
-    // FixedWindow32.commit): seq-cst, like every write of a key limit.
-    let landed = (limits[0] as NarrowGcra | FixedWindow32).commit(w, stateBase + (offsets[0] as number));
-    if (landed && two && !(limits[1] as NarrowGcra | FixedWindow32).commit(w, stateBase + (offsets[1] as number))) {
-      this.#undoKey(1); // not counted as a lost race, as Gcra32 does not count its own write's miss
-      landed = false;
-    }
-    // A reclaim that judged the key idle before our commits must not complete (see decide).
+    // The commit, a compareExchange from our own write (NarrowGcra.commit, FixedWindow32.commit):
+    // seq-cst, like every write of a key limit. A miss wrote nothing.
+    const landed = a.commit(w, at);
+    // A reclaim that judged the key idle before our commit must not complete (see decide).
     const outcome = landed ? this.#settle(base, ctrl) : OWN_MISSED;
     if (outcome === DONE) return this.#stamped(ref);
     batch?.giveBack(cost); // not admitted: the permits stay in this thread's batch
@@ -814,8 +799,8 @@ export class LockFreeEngine {
 
   /**
    * DONE after a commit landed on our key: LimitSet.commit raised its lastSec to the reading's
-   * second or later. Keeps that second, and the words this thread wrote to the first two limits
-   * (when each is one int32 word: #stampThenRead and #allowOwn start from them).
+   * second or later. Keeps that second, and the word this thread wrote to the first limit (when
+   * it is one int32 word: #stampThenRead and #allowOwn start from it).
    */
   #stamped(ref: SlotRef): number {
     const sec = this.#moment.sec;
@@ -825,7 +810,6 @@ export class LockFreeEngine {
       ref.secKnown = true;
     }
     if (this.#first !== null) ref.tat = this.#first.written;
-    if (this.#second !== null) ref.tat2 = this.#second.written;
     return DONE;
   }
 
