@@ -2,13 +2,13 @@
 // planted bugs the own-write scenarios (_own.mjs) and global-batch must find.
 export default [
   {
-    name: '(planted) an own-write admission past a lost first commit',
-    what: "#allowOwn goes on when its first limit's compareExchange failed: another thread's spend of that limit is not counted against this admission",
-    scenario: 'own-write-first',
+    name: '(planted) an own-write admission past a lost commit',
+    what: "#allowOwn goes on when its GCRA limit's compareExchange failed (a key under a batched cap): another thread's spend of the limit is not counted against this admission",
+    scenario: 'own-write-cap',
     edits: [{
       file: 'rate/lockfree-engine.js',
-      from: 'let landed = limits[0].commit(w, stateBase + offsets[0]);',
-      to: 'let landed = limits[0].commit(w, stateBase + offsets[0]) || true;',
+      from: 'const landed = a.commit(w, at);',
+      to: 'const landed = a.commit(w, at) || true;',
     }],
   },
   {
@@ -17,8 +17,8 @@ export default [
     scenario: 'own-write-window',
     edits: [{
       file: 'rate/lockfree-engine.js',
-      from: 'let landed = limits[0].commit(w, stateBase + offsets[0]);',
-      to: 'let landed = limits[0].commit(w, stateBase + offsets[0]) || true;',
+      from: 'const landed = a.commit(w, at);',
+      to: 'const landed = a.commit(w, at) || true;',
     }],
   },
   {
