@@ -27,8 +27,18 @@ export default [
     scenario: 'global-batch',
     edits: [{
       file: 'rate/lockfree-engine.js',
-      from: 'if (batch !== null && batch.take(m.ms, cost, this.#clock) !== TAKEN)',
-      to: 'if (false)',
+      from: 'return batch === null || batch.take(m.ms, cost, this.#clock) === TAKEN;',
+      to: 'return true;',
+    }],
+  },
+  {
+    name: '(planted) an own-write admission on two limits past a lost commit',
+    what: "#allowOwnTwo commits each limit from its own write and goes on whatever the compareExchanges say: another thread's spend of either limit is not counted against this admission",
+    scenario: 'own-write-second',
+    edits: [{
+      file: 'rate/lockfree-engine.js',
+      from: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {',
+      to: 'if (!(limits[0].commit(w, stateBase + offsets[0]) | limits[1].commit(w, stateBase + offsets[1]) | 1)) {',
     }],
   },
 ];

@@ -1,14 +1,13 @@
-// An admission that starts from this thread's own latest write (LockFreeEngine#allowOwn: no load
-// of the key's limit, a compareExchange from the own write, a cap served from the thread's batch)
-// racing one from loads. Thread 0
+// An admission that starts from this thread's own latest writes (LockFreeEngine#allowOwn and
+// #allowOwnTwo: no load of the key's limits, a compareExchange from each own write, a cap served
+// from the thread's batch) racing one from loads. Thread 0
 // admits the key twice: its first admission loads and writes the key's limits, and its second,
 // in the same second, starts from those writes. Thread 1 admits it once, from loads. One limit
 // holds two a minute, so at most two of the three pass; any other lets each through, so the
-// tight limit's commit, when another thread overtook it, must count. The path takes a key of one
-// limit of one int32 word: a fixed window, or a GCRA limit under a cap served in per-thread
-// batches (one GCRA limit without a cap takes Gcra32's own path instead). The variants 'first'
-// and 'second' put the tight limit first or second of two GCRA limits: those keys decide from
-// loads (the path was held to one limit), so they race two limits' load path. Readings start 250 ms before a second's end, so that a move to the next second
+// tight limit's commit, when another thread overtook it, must count. The variants put the tight
+// limit first or second of two GCRA limits (#allowOwnTwo), or make the key's one limit a fixed
+// window, or a GCRA limit under a cap served in per-thread batches (#allowOwn; one GCRA limit
+// without a cap takes Gcra32's own path instead). Readings start 250 ms before a second's end, so that a move to the next second
 // (where #allowOwn gives way to loads) is one of the schedules. Checked: admissions and refusals
 // against the models of every limit together (each GCRA limit's readings floored to its tick);
 // one live copy of the key.

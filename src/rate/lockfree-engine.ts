@@ -103,6 +103,12 @@ export class LockFreeEngine {
    * batches; else null.
    */
   readonly #own: NarrowGcra | FixedWindow32 | null;
+  /**
+   * The key's two limits when an `allow()` may start from this thread's own writes to both
+   * (#allowOwnTwo: each of one int32 word, no cap or one served in batches); else null. The
+   * second's own write is kept in SlotRef.tat2.
+   */
+  readonly #ownTwo: (NarrowGcra | FixedWindow32)[] | null;
   // The slot being decided, for #takeBack (a bound method: no closure per decision).
   #base = 0;
   #ctrl = 0;
@@ -140,12 +146,12 @@ export class LockFreeEngine {
     const first = key.algorithms[0];
     this.#first = first instanceof NarrowGcra || first instanceof FixedWindow32 ? first : null;
     this.#batch = only instanceof NarrowGcra && global !== null ? GlobalBatch.for(w, global.area, only.params) : null;
-    // One limit only. With two, a CAS lost on the second must take the first back, and a
-    // take-back that finds the first word moved on (or the guard held) keeps the spend: counted
-    // twice once the decision runs again (found: a penalty race on two limits ended one interval
-    // over its exact count). The load path decides the lost limit again instead, and takes
-    // nothing back unless it now refuses.
-    this.#own = key.algorithms.length === 1 && this.#first !== null && (global === null || this.#batch !== null) ? this.#first : null;
+    const second = key.algorithms[1];
+    const capServes = global === null || this.#batch !== null;
+    this.#own = key.algorithms.length === 1 && this.#first !== null && capServes ? this.#first : null;
+    this.#ownTwo = key.algorithms.length === 2 && this.#first !== null && (second instanceof NarrowGcra || second instanceof FixedWindow32) && capServes
+      ? [this.#first, second]
+      : null;
   }
 
   /** Whether the next decisions fill remaining, retryAfterMs and resetAfterMs (false: `allow()`). */
@@ -183,10 +189,13 @@ export class LockFreeEngine {
       // An admission in the second of this thread's own latest write to the key starts from that
       // write, as Gcra32.decide does (#allowOwn); after a miss, the key's next OWN_BACKOFF load.
       const own = this.#own;
-      if (own !== null && cost > 0 && ref.knowsSec(this.#secHi, this.#secLo)) {
+      const two = this.#ownTwo;
+      if ((own !== null || two !== null) && cost > 0 && ref.knowsSec(this.#secHi, this.#secLo)) {
         if (ref.ownSkip !== 0) ref.ownSkip--;
         else {
-          const outcome = this.#allowOwn(ref, base, ctrl, stateBase, cost, own);
+          const outcome = own !== null
+            ? this.#allowOwn(ref, base, ctrl, stateBase, cost, own)
+            : this.#allowOwnTwo(ref, base, ctrl, stateBase, cost, two as (NarrowGcra | FixedWindow32)[]);
           if (outcome === DONE || outcome === RELOCATE) return outcome;
           if (outcome === OWN_MISSED) ref.ownSkip = OWN_BACKOFF;
         }
@@ -571,8 +580,8 @@ export class LockFreeEngine {
       r.retryAfterMs = r.never ? Infinity : 0;
       return DONE;
     }
+    if (!this.#ownCap(m, cost)) return OWN_GIVEN_UP;
     const batch = this.#batch;
-    if (batch !== null && batch.take(m.ms, cost, this.#clock) !== TAKEN) return OWN_GIVEN_UP;
     r.allowed = true;
     r.refusedBy = null;
     r.never = false;
@@ -587,6 +596,86 @@ export class LockFreeEngine {
     if (outcome === DONE) return this.#stamped(ref);
     batch?.giveBack(cost); // not admitted: the permits stay in this thread's batch
     return outcome;
+  }
+
+  /**
+   * #allowOwn for a key of two limits of one int32 word each (`limits`): each decides on this
+   * thread's own latest write to it (`ref.tat`, `ref.tat2`), in the second of that write, and a
+   * refusal stands only if a load of the refusing word still finds the own write. The commits are
+   * LimitSet.commit's, as on the load path: a limit whose word moved (another thread wrote the
+   * key) is decided again at this reading on a new snapshot of it alone, and the limits before
+   * it are taken back only when it now refuses; then OWN_MISSED, and the caller decides again
+   * from loads. (Found, when this path took the first limit back whenever the second's
+   * compareExchange failed and then decided again: a take-back that found the first word moved
+   * on kept the spend, and the admission was counted twice on it: a penalty race on two limits
+   * ended one interval over its exact count.) A new snapshot may be newer than the reading,
+   * which reads as more spent (see LimitSet.commit). The cap, when there is one, from this
+   * thread's batch, as in #allowOwn.
+   */
+  #allowOwnTwo(ref: SlotRef, base: number, ctrl: number, stateBase: number, cost: number, limits: (NarrowGcra | FixedWindow32)[]): number {
+    const m = this.#read();
+    if (m.sec !== this.#sec) {
+      this.#sec = m.sec;
+      this.#secHi = secHi(m.sec);
+      this.#secLo = secLo(m.sec);
+      return OWN_GIVEN_UP;
+    }
+    this.#raised = false;
+    const w = this.#w;
+    const r = this.result;
+    const offsets = this.#key.offsets;
+    for (let i = 0; i < 2; i++) {
+      const a = limits[i] as NarrowGcra | FixedWindow32;
+      const mine = i === 0 ? ref.tat : ref.tat2;
+      a.own(mine);
+      if (a.admits(m, false, cost)) continue;
+      // Atomics.load (seq-cst) of the refusing word, then the plain ctrl read after it, as in #allowOwn.
+      if (Atomics.load(w, stateBase + (offsets[i] as number)) !== mine) return OWN_MISSED;
+      if (w[base + S_CTRL] !== ctrl) return RELOCATE;
+      r.allowed = false;
+      r.refusedBy = 'key';
+      r.never = cost > a.capacity;
+      r.retryAfterMs = r.never ? Infinity : 0;
+      return DONE;
+    }
+    if (!this.#ownCap(m, cost)) return OWN_GIVEN_UP;
+    const batch = this.#batch;
+    r.allowed = true;
+    r.refusedBy = null;
+    r.never = false;
+    r.retryAfterMs = 0;
+    // The key's give-back epoch, as #readEpoch reads it (before our first commit).
+    this.#area.epoch = w[stateBase + this.#epochOffset] as number;
+    // Each a compareExchange from the limit's own write (seq-cst, like every write of a key
+    // limit). The stamp is m.sec already (SlotRef.knowsSec): LimitSet.commit's raise does nothing.
+    const set = this.#set;
+    const lost = set.retries;
+    if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {
+      batch?.giveBack(cost); // not admitted: the permits stay in this thread's batch
+      this.#retries++;
+      return OWN_MISSED;
+    }
+    // A reclaim that judged the key idle before our commits must not complete (see decide).
+    const outcome = this.#settle(base, ctrl);
+    if (outcome === DONE) {
+      // Landed after a lost race: another thread writes this key too, so its next OWN_BACKOFF
+      // admissions load (found: without it, two workers on shared keys lost both races on
+      // almost every check, 1.76 retries a check against 0.004 on the load path).
+      if (set.retries !== lost) ref.ownSkip = OWN_BACKOFF;
+      return this.#stamped(ref);
+    }
+    batch?.giveBack(cost); // the key was reclaimed under us: decide again on its new slot
+    return outcome;
+  }
+
+  /**
+   * The own paths' cap: true when there is none, or when this thread's batch served `cost` at
+   * `m` (given back by the caller if the admission does not land); false, nothing taken, when
+   * the batch cannot serve (the caller's path then decides on the cap's word).
+   */
+  #ownCap(m: Moment, cost: number): boolean {
+    const batch = this.#batch;
+    return batch === null || batch.take(m.ms, cost, this.#clock) === TAKEN;
   }
 
   /**
@@ -799,8 +888,9 @@ export class LockFreeEngine {
 
   /**
    * DONE after a commit landed on our key: LimitSet.commit raised its lastSec to the reading's
-   * second or later. Keeps that second, and the word this thread wrote to the first limit (when
-   * it is one int32 word: #stampThenRead and #allowOwn start from it).
+   * second or later. Keeps that second, and the word this thread wrote to the first limit when
+   * it is one int32 word (#stampThenRead and #allowOwn start from it), and to the second on a
+   * key #allowOwnTwo takes.
    */
   #stamped(ref: SlotRef): number {
     const sec = this.#moment.sec;
@@ -810,6 +900,8 @@ export class LockFreeEngine {
       ref.secKnown = true;
     }
     if (this.#first !== null) ref.tat = this.#first.written;
+    const two = this.#ownTwo;
+    if (two !== null) ref.tat2 = (two[1] as NarrowGcra | FixedWindow32).written;
     return DONE;
   }
 

@@ -5,7 +5,7 @@
  * ```
  *  word  0      1      2     3        4        5       6        7
  *       +------+------+-----+--------+--------+-------+--------+--------+
- *       | base | ctrl | tat | sec hi | sec lo | known | ownSkip| spare  |
+ *       | base | ctrl | tat | sec hi | sec lo | known | ownSkip| tat2   |
  *       +------+------+-----+--------+--------+-------+--------+--------+
  * ```
  *
@@ -38,7 +38,8 @@ const R_SEC_LO = 4;
 const R_KNOWN = 5;
 /** Admissions left that load tat instead of starting from `tat` (Gcra32's backoff). */
 const R_SKIP = 6;
-// Word 7 is unused: a record keeps 8 words, a power of two.
+/** The second limit's word this thread last wrote (LockFreeEngine; see `tat2`). */
+const R_TAT2 = 7;
 
 const TWO_32 = 4_294_967_296;
 
@@ -54,6 +55,7 @@ export function fillRecord(w: Int32Array, at: number, base: number, ctrl: number
   w[at + R_SEC_LO] = 0;
   w[at + R_KNOWN] = 0;
   w[at + R_SKIP] = 0;
+  w[at + R_TAT2] = 0;
 }
 
 /** The part of second `second` above its low 32 bits, as `sec` stores it (for `knowsSec`). */
@@ -113,6 +115,19 @@ export class SlotRef {
 
   set tat(word: number) {
     this.#w[this.#at + R_TAT] = word;
+  }
+
+  /**
+   * The lock-free engine's second key limit's word as this thread last wrote it, beside `tat`
+   * (the first's), when that limit is one int32 word: set with `tat` on every admission, so that
+   * an admission of a key of two such limits may start from both (LockFreeEngine#allowOwnTwo).
+   */
+  get tat2(): number {
+    return this.#w[this.#at + R_TAT2] as number;
+  }
+
+  set tat2(word: number) {
+    this.#w[this.#at + R_TAT2] = word;
   }
 
   /**
