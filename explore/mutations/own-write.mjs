@@ -41,4 +41,14 @@ export default [
       to: 'if (!(limits[0].commit(w, stateBase + offsets[0]) | limits[1].commit(w, stateBase + offsets[1]) | 1)) {',
     }],
   },
+  {
+    name: '(planted) an own-write admission on two windows past a lost commit',
+    what: 'the same on two fixed windows: #allowOwnTwo goes on whatever the compareExchanges say',
+    scenario: 'own-write-windows',
+    edits: [{
+      file: 'rate/lockfree-engine.js',
+      from: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {',
+      to: 'if (!(limits[0].commit(w, stateBase + offsets[0]) | limits[1].commit(w, stateBase + offsets[1]) | 1)) {',
+    }],
+  },
 ];

@@ -5,8 +5,8 @@
 // in the same second, starts from those writes. Thread 1 admits it once, from loads. One limit
 // holds two a minute, so at most two of the three pass; any other lets each through, so the
 // tight limit's commit, when another thread overtook it, must count. The variants put the tight
-// limit first or second of two GCRA limits (#allowOwnTwo), or make the key's one limit a fixed
-// window, or a GCRA limit under a cap served in per-thread batches (#allowOwn; one GCRA limit
+// limit first or second of two GCRA limits, or second of two fixed windows (#allowOwnTwo), or
+// make the key's one limit a fixed window, or a GCRA limit under a cap served in per-thread batches (#allowOwn; one GCRA limit
 // without a cap takes Gcra32's own path instead). Readings start 250 ms before a second's end, so that a move to the next second
 // (where #allowOwn gives way to loads) is one of the schedules. Checked: admissions and refusals
 // against the models of every limit together (each GCRA limit's readings floored to its tick);
@@ -42,6 +42,11 @@ const VARIANTS = {
     judgeRefusals: false,
     options: (lib) => ({ limit: lib.perMinute(2), globalLimit: cap }),
     model: () => allOf(minuteModel(), tickEarly(gcraModel(cap, { keyOf: () => 'global' }), 1e-5)),
+  },
+  windows: {
+    what: 'two fixed windows, the tight one second',
+    options: () => ({ limit: [{ permits: 10, periodMs: 1000 }, { permits: 2, periodMs: 60_000 }], algorithm: 'fixed-window' }),
+    model: () => allOf(fixedWindowModel({ permits: 10, periodMs: 1000 }), fixedWindowModel({ permits: 2, periodMs: 60_000 })),
   },
   window: {
     what: 'a fixed window',

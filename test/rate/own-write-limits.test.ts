@@ -1,5 +1,5 @@
-// The lock-free engine's keys of one or two int32 limits (two 32-bit GCRA limits, a fixed window,
-// a GCRA limit under a cap served in batches): an admission in the second of this thread's own
+// The lock-free engine's keys of one or two int32 limits (two 32-bit GCRA limits, one or two
+// fixed windows, a GCRA limit under a cap served in batches): an admission in the second of this thread's own
 // latest write to the key starts from that write (LockFreeEngine#allowOwn, #allowOwnTwo), as the
 // one-limit path does. The interleavings are exact: the clock is shared by two instances of one limiter, and a
 // one-shot hook runs B's calls inside A's clock read, which #allowOwn takes before anything else
@@ -23,6 +23,8 @@ const CASES: [string, Partial<RateLimiterOptions>][] = [
   ['two GCRA limits, the first binds', { limit: [TIGHT, LOOSE] }],
   ['two GCRA limits, the second binds', { limit: [LOOSE, TIGHT] }],
   ['a fixed window', { limit: { permits: 3, periodMs: 60_000 }, algorithm: 'fixed-window' }],
+  ['two fixed windows, the first binds', { limit: [{ permits: 3, periodMs: 60_000 }, { permits: 1000, periodMs: 1000 }], algorithm: 'fixed-window' }],
+  ['two fixed windows, the second binds', { limit: [{ permits: 1000, periodMs: 1000 }, { permits: 3, periodMs: 60_000 }], algorithm: 'fixed-window' }],
   ['a GCRA limit under a cap served in batches', { limit: TIGHT, globalLimit: perSecond(1e6, { burst: 1e5 }) }],
 ];
 
