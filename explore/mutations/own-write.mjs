@@ -38,7 +38,7 @@ export default [
     edits: [{
       file: 'rate/lockfree-engine.js',
       from: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {',
-      to: 'if (!(limits[0].commit(w, stateBase + offsets[0]) | limits[1].commit(w, stateBase + offsets[1]) | 1)) {',
+      to: 'if (!(limits[0].commit(this.#w, stateBase + offsets[0]) | limits[1].commit(this.#w, stateBase + offsets[1]) | 1)) {',
     }],
   },
   {
@@ -48,7 +48,7 @@ export default [
     edits: [{
       file: 'rate/lockfree-engine.js',
       from: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {',
-      to: 'if (!(limits[0].commit(w, stateBase + offsets[0]) | limits[1].commit(w, stateBase + offsets[1]) | 1)) {',
+      to: 'if (!(limits[0].commit(this.#w, stateBase + offsets[0]) | limits[1].commit(this.#w, stateBase + offsets[1]) | 1)) {',
     }],
   },
 ];

@@ -557,37 +557,16 @@ export class LockFreeEngine {
    * After the commit, #settle as on every path.
    */
   #allowOwn(ref: SlotRef, base: number, ctrl: number, stateBase: number, cost: number, a: NarrowGcra | FixedWindow32): number {
-    const m = this.#read();
-    if (m.sec !== this.#sec) {
-      this.#sec = m.sec;
-      this.#secHi = secHi(m.sec);
-      this.#secLo = secLo(m.sec);
-      return OWN_GIVEN_UP;
-    }
-    this.#raised = false;
+    const m = this.#ownRead();
+    if (m === null) return OWN_GIVEN_UP;
     const w = this.#w;
-    const r = this.result;
     const at = stateBase + (this.#key.offsets[0] as number);
     const mine = ref.tat;
     a.own(mine);
-    if (!a.admits(m, false, cost)) {
-      // Atomics.load (seq-cst) of the refusing word, then the plain ctrl read after it, as Gcra32.decide's refusal.
-      if (Atomics.load(w, at) !== mine) return OWN_MISSED;
-      if (w[base + S_CTRL] !== ctrl) return RELOCATE;
-      r.allowed = false;
-      r.refusedBy = 'key';
-      r.never = cost > a.capacity;
-      r.retryAfterMs = r.never ? Infinity : 0;
-      return DONE;
-    }
+    if (!a.admits(m, false, cost)) return this.#ownRefused(a, at, mine, base, ctrl, cost);
     if (!this.#ownCap(m, cost)) return OWN_GIVEN_UP;
     const batch = this.#batch;
-    r.allowed = true;
-    r.refusedBy = null;
-    r.never = false;
-    r.retryAfterMs = 0;
-    // The key's give-back epoch, as #readEpoch reads it (before our commit).
-    this.#area.epoch = w[stateBase + this.#epochOffset] as number;
+    this.#ownAdmitted(stateBase);
     // The commit, a compareExchange from our own write (NarrowGcra.commit, FixedWindow32.commit):
     // seq-cst, like every write of a key limit. A miss wrote nothing.
     const landed = a.commit(w, at);
@@ -613,39 +592,18 @@ export class LockFreeEngine {
    * thread's batch, as in #allowOwn.
    */
   #allowOwnTwo(ref: SlotRef, base: number, ctrl: number, stateBase: number, cost: number, limits: (NarrowGcra | FixedWindow32)[]): number {
-    const m = this.#read();
-    if (m.sec !== this.#sec) {
-      this.#sec = m.sec;
-      this.#secHi = secHi(m.sec);
-      this.#secLo = secLo(m.sec);
-      return OWN_GIVEN_UP;
-    }
-    this.#raised = false;
-    const w = this.#w;
-    const r = this.result;
+    const m = this.#ownRead();
+    if (m === null) return OWN_GIVEN_UP;
     const offsets = this.#key.offsets;
     for (let i = 0; i < 2; i++) {
       const a = limits[i] as NarrowGcra | FixedWindow32;
       const mine = i === 0 ? ref.tat : ref.tat2;
       a.own(mine);
-      if (a.admits(m, false, cost)) continue;
-      // Atomics.load (seq-cst) of the refusing word, then the plain ctrl read after it, as in #allowOwn.
-      if (Atomics.load(w, stateBase + (offsets[i] as number)) !== mine) return OWN_MISSED;
-      if (w[base + S_CTRL] !== ctrl) return RELOCATE;
-      r.allowed = false;
-      r.refusedBy = 'key';
-      r.never = cost > a.capacity;
-      r.retryAfterMs = r.never ? Infinity : 0;
-      return DONE;
+      if (!a.admits(m, false, cost)) return this.#ownRefused(a, stateBase + (offsets[i] as number), mine, base, ctrl, cost);
     }
     if (!this.#ownCap(m, cost)) return OWN_GIVEN_UP;
     const batch = this.#batch;
-    r.allowed = true;
-    r.refusedBy = null;
-    r.never = false;
-    r.retryAfterMs = 0;
-    // The key's give-back epoch, as #readEpoch reads it (before our first commit).
-    this.#area.epoch = w[stateBase + this.#epochOffset] as number;
+    this.#ownAdmitted(stateBase);
     // Each a compareExchange from the limit's own write (seq-cst, like every write of a key
     // limit). The stamp is m.sec already (SlotRef.knowsSec): LimitSet.commit's raise does nothing.
     const set = this.#set;
@@ -666,6 +624,51 @@ export class LockFreeEngine {
     }
     batch?.giveBack(cost); // the key was reclaimed under us: decide again on its new slot
     return outcome;
+  }
+
+  /**
+   * The own paths' reading: the moment, or null in a new second (this thread's second moves on,
+   * and the caller gives way to loads: SlotRef.knowsSec spoke of the second before). The key is
+   * fresh in its own write's second and needs no raise.
+   */
+  #ownRead(): Moment | null {
+    const m = this.#read();
+    if (m.sec !== this.#sec) {
+      this.#sec = m.sec;
+      this.#secHi = secHi(m.sec);
+      this.#secLo = secLo(m.sec);
+      return null;
+    }
+    this.#raised = false;
+    return m;
+  }
+
+  /**
+   * An own path's refusal by `a`, decided on this thread's own write `mine` of the word at `at`:
+   * DONE (the result filled) only while that word still holds it; OWN_MISSED when another thread
+   * wrote it since, RELOCATE when the slot no longer holds the key.
+   */
+  #ownRefused(a: NarrowGcra | FixedWindow32, at: number, mine: number, base: number, ctrl: number, cost: number): number {
+    const w = this.#w;
+    // Atomics.load (seq-cst) of the refusing word, then the plain ctrl read after it, as Gcra32.decide's refusal.
+    if (Atomics.load(w, at) !== mine) return OWN_MISSED;
+    if (w[base + S_CTRL] !== ctrl) return RELOCATE;
+    const r = this.result;
+    r.allowed = false;
+    r.refusedBy = 'key';
+    r.never = cost > a.capacity;
+    r.retryAfterMs = r.never ? Infinity : 0;
+    return DONE;
+  }
+
+  /** An own path's admission, before its commits: the result, and the key's give-back epoch as #readEpoch reads it. */
+  #ownAdmitted(stateBase: number): void {
+    const r = this.result;
+    r.allowed = true;
+    r.refusedBy = null;
+    r.never = false;
+    r.retryAfterMs = 0;
+    this.#area.epoch = this.#w[stateBase + this.#epochOffset] as number;
   }
 
   /**
