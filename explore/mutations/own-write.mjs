@@ -37,7 +37,7 @@ export default [
     scenario: 'own-write-second',
     edits: [{
       file: 'rate/lockfree-engine.js',
-      from: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {',
+      from: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack, this.#stillOurs)) {',
       to: 'if (!(limits[0].commit(this.#w, stateBase + offsets[0]) | limits[1].commit(this.#w, stateBase + offsets[1]) | 1)) {',
     }],
   },
@@ -47,7 +47,7 @@ export default [
     scenario: 'own-write-windows',
     edits: [{
       file: 'rate/lockfree-engine.js',
-      from: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {',
+      from: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack, this.#stillOurs)) {',
       to: 'if (!(limits[0].commit(this.#w, stateBase + offsets[0]) | limits[1].commit(this.#w, stateBase + offsets[1]) | 1)) {',
     }],
   },

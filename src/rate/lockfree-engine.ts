@@ -115,6 +115,14 @@ export class LockFreeEngine {
   readonly #takeBack = (n: number): void => {
     this.#undoKey(n);
   };
+  /**
+   * Whether the slot at #base still holds the incarnation of #ctrl: LimitSet.commit's `holds`
+   * for #allowOwnTwo, asked after each new snapshot of a limit that lost its race. Atomics.load
+   * (seq-cst) of ctrl after that snapshot's load: a reuse of the slot changes ctrl (its claim)
+   * before it writes the next key's states, so a snapshot that read one of those finds ctrl
+   * changed here.
+   */
+  readonly #stillOurs = (): boolean => Atomics.load(this.#w, this.#base + S_CTRL) === this.#ctrl;
   /** Where the key's give-back epoch word is, from its state's start (after its limits' words). */
   readonly #epochOffset: number;
   /** This instance's owner id, for its holder tokens. */
@@ -608,7 +616,11 @@ export class LockFreeEngine {
     // limit). The stamp is m.sec already (SlotRef.knowsSec): LimitSet.commit's raise does nothing.
     const set = this.#set;
     const lost = set.retries;
-    if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {
+    // A limit that lost its race is decided again only while the slot holds our key: the record
+    // may be older than a reclaim of the key (found: the new snapshot was the key's next
+    // incarnation, in the same slot, and the spend landed there before #settle said RELOCATE,
+    // then counted again on the relocated key).
+    if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack, this.#stillOurs)) {
       batch?.giveBack(cost); // not admitted: the permits stay in this thread's batch
       this.#retries++;
       return OWN_MISSED;
