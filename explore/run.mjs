@@ -26,12 +26,13 @@ import { MUTATIONS } from './mutations/index.mjs';
 const DIST = new URL('../dist/', import.meta.url);
 
 /**
- * The whole CI search's time: what `npm run explore` may take (3 minutes on 2 cores, less the
- * explorer's start and close). The scenarios' budgets add up to more, but most DFS searches end
+ * The whole CI search's time: what `npm run explore` may take (about 3 minutes on 2 cores, less
+ * the explorer's start and close; raised from 160 s to 170 s with the 62nd scenario, so that the
+ * search still starts with more than half of every budget). The scenarios' budgets add up to more, but most DFS searches end
  * before theirs; when the earlier scenarios have left too little, the later ones' budgets shrink
  * (said in the log), so a slow or busy machine explores less, not for longer.
  */
-export const CI_TOTAL_MS = 160_000;
+export const CI_TOTAL_MS = 170_000;
 /** No scenario's budgets shrink below this share of its own. */
 const MIN_SHARE = 0.25;
 /** The share of their budgets the CI scenarios took as a whole, measured (160 s of 219 s). */

@@ -51,4 +51,14 @@ export default [
       to: 'if (!(limits[0].commit(this.#w, stateBase + offsets[0]) | limits[1].commit(this.#w, stateBase + offsets[1]) | 1)) {',
     }],
   },
+  {
+    name: "(planted) a lost limit decided again on its key's next incarnation",
+    what: "#allowOwnTwo's commits without LimitSet.commit's holds: a record older than a reclaim decides a limit that lost its race again on the key's next incarnation in the same slot and writes there, then the relocated decision counts the request again",
+    scenario: 'own-write-reclaim',
+    edits: [{
+      file: 'rate/lockfree-engine.js',
+      from: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack, this.#stillOurs)) {',
+      to: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {',
+    }],
+  },
 ];
