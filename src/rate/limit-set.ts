@@ -347,8 +347,8 @@ export class LimitSet {
    * a key's group on the lock-free engine, takes back the first n commits itself, only while the
    * key still owns its slot and no give-back may have taken them (LockFreeEngine.#undoKey);
    * without it, `undo` runs at once (a group under a lock). `holds`, for a group under a lock
-   * (the locked engine), says whether that lock is still ours, and for the lock-free engine's
-   * own-write path whether the slot still holds the key: a limit decided again is written only
+   * (the locked engine), says whether that lock is still ours, and for a key's group on the
+   * lock-free engine whether the slot still holds the key: a limit decided again is written only
    * if it still does once the new snapshot has been read (else false, the commits before it
    * kept).
    */

@@ -117,10 +117,14 @@ export class LockFreeEngine {
   };
   /**
    * Whether the slot at #base still holds the incarnation of #ctrl: LimitSet.commit's `holds`
-   * for #allowOwnTwo, asked after each new snapshot of a limit that lost its race. Atomics.load
-   * (seq-cst) of ctrl after that snapshot's load: a reuse of the slot changes ctrl (its claim)
-   * before it writes the next key's states, so a snapshot that read one of those finds ctrl
-   * changed here.
+   * on every commit of the key's limits, asked after each new snapshot of a limit that lost its
+   * race (so never on a commit that lands at once). Atomics.load (seq-cst) of ctrl after that
+   * snapshot's load: a reuse of the slot changes ctrl (its claim) before it writes the next key's
+   * states, so a snapshot that read one of those finds ctrl changed here. Without it, a limit
+   * decided again after the key was reclaimed and inserted again into the same slot was written
+   * into the key's next incarnation, and #settle then sent the decision there to count the
+   * request again (found twice: on #allowOwnTwo by an attack, then on the paths from loads by
+   * the explorer's own-write-reclaim).
    */
   readonly #stillOurs = (): boolean => Atomics.load(this.#w, this.#base + S_CTRL) === this.#ctrl;
   /** Where the key's give-back epoch word is, from its state's start (after its limits' words). */
@@ -249,7 +253,7 @@ export class LockFreeEngine {
       if (set.reserving !== null && r.retryAfterMs > 0 && this.#epochOffset >= 0) {
         area.epoch = (Atomics.add(this.#w, stateBase + this.#epochOffset, 1) + 1) | 0;
       } else area.epoch = this.#w[stateBase + this.#epochOffset] as number;
-      if (!set.commit(key, area, m, lastSec, cost, this.#takeBack)) {
+      if (!set.commit(key, area, m, lastSec, cost, this.#takeBack, this.#stillOurs)) {
         this.#retries++;
         continue;
       }
@@ -314,9 +318,10 @@ export class LockFreeEngine {
         if (this.#ctrlAt(base) !== ctrl) return RELOCATE;
         set.check(key, m, lastSec, spend);
         if (!this.result.allowed || spend === 0) return DONE;
-        // Only a stall past RECHECK_MS makes a forced commit give up: what it committed stays
-        // (more debt, never less) and the penalty or block is forced again from new snapshots.
-        if (!set.commit(key, area, m, lastSec, spend)) {
+        // Only a stall past RECHECK_MS, or a slot that no longer holds the key (#stillOurs), makes
+        // a forced commit give up: what it committed stays (more debt, never less) and the penalty
+        // or block is forced again from new snapshots (on the key's new slot, after RELOCATE).
+        if (!set.commit(key, area, m, lastSec, spend, null, this.#stillOurs)) {
           this.#retries++;
           continue;
         }
@@ -538,7 +543,7 @@ export class LockFreeEngine {
       if (cost === 0) return DONE;
       // The key's give-back epoch, as #readEpoch reads it.
       this.#area.epoch = w[stateBase + this.#epochOffset] as number;
-      if (!this.#set.commit(this.#key, this.#area, m, lastSec, cost, this.#takeBack)) {
+      if (!this.#set.commit(this.#key, this.#area, m, lastSec, cost, this.#takeBack, this.#stillOurs)) {
         this.#retries++;
         continue;
       }
@@ -716,7 +721,7 @@ export class LockFreeEngine {
       if (!r.allowed || cost === 0) return DONE;
       if (batch.take(m.ms, cost, this.#clock) !== TAKEN) return FALLBACK_EXACT;
       this.#readEpoch(area.state);
-      if (!set.commit(key, area, m, lastSec, cost, this.#takeBack)) {
+      if (!set.commit(key, area, m, lastSec, cost, this.#takeBack, this.#stillOurs)) {
         batch.giveBack(cost); // not admitted: the permits stay in this thread's batch
         this.#retries++;
         continue;
