@@ -61,4 +61,14 @@ export default [
       to: 'if (!set.commit(this.#key, this.#area, m, m.sec, cost, this.#takeBack)) {',
     }],
   },
+  {
+    name: "(planted) a limit decided again from loads on its key's next incarnation",
+    what: "#allowGcra's commits without LimitSet.commit's holds: a limit that lost its race to a reclaim and an insert of the key into the same slot is decided again and written on the key's next incarnation, then the relocated decision counts the request again",
+    scenario: 'reclaim-lost-race',
+    edits: [{
+      file: 'rate/lockfree-engine.js',
+      from: 'if (!this.#set.commit(this.#key, this.#area, m, lastSec, cost, this.#takeBack, this.#stillOurs)) {',
+      to: 'if (!this.#set.commit(this.#key, this.#area, m, lastSec, cost, this.#takeBack)) {',
+    }],
+  },
 ];

@@ -8,9 +8,9 @@
 // limit first or second of two GCRA limits, or second of two fixed windows (#allowOwnTwo), or
 // make the key's one limit a fixed window, or a GCRA limit under a cap served in per-thread batches (#allowOwn; one GCRA limit
 // without a cap takes Gcra32's own path instead). Readings start 250 ms before a second's end, so that a move to the next second
-// (where #allowOwn gives way to loads) is one of the schedules. The variant 'reclaim' changes the
-// calls instead: thread 1 resets the key, sweeps and admits it again while thread 0's record of it
-// ages (see VARIANTS.reclaim). Checked: admissions and refusals
+// (where #allowOwn gives way to loads) is one of the schedules. The variants 'reclaim' and 'loads'
+// change the calls instead: thread 1 reclaims the key and admits it again while thread 0's record
+// of it, or its snapshot, ages (see VARIANTS). Checked: admissions and refusals
 // against the models of every limit together (each GCRA limit's readings floored to its tick);
 // one live copy of the key.
 import { allOf, callsOf, gcraModel, linearizable } from '../models.mjs';
@@ -101,6 +101,19 @@ const VARIANTS = {
     time: risingTime,
     calls: [['allow k', 'allow k', 'allow k'], ['reset k', 'sweep', 'allow k', 'allow k']],
   },
+  // The same race on the path from loads (LockFreeEngine#allowGcra): thread 0's first admission
+  // inserts the key and decides on a snapshot of it, fresh; thread 1 sweeps (which reclaims the
+  // key while it is fresh) and admits it, inserting it again, likely into the same slot. A limit
+  // of thread 0's that lost its race must not be decided again and written on the key's next
+  // incarnation (found by own-write-reclaim at 20 s: the request was counted twice there, and
+  // thread 0's next admission was refused). The second admission of thread 0 shows the count.
+  loads: {
+    title: "an admission from loads whose limits lose their races to a sweep and an insert of its key by another thread (LockFreeEngine#allowGcra, LimitSet.commit's holds)",
+    options: () => ({ limit: [tight, perSecond] }),
+    model: () => allOf(tickEarly(gcraModel(tight, { refusalSlackMs: 1e-3 }), 1e-3), secondModel()),
+    time: risingTime,
+    calls: [['allow k', 'allow k'], ['sweep', 'allow k']],
+  },
 };
 
 /** The scenario of variant `which` (a key of VARIANTS). */
@@ -108,7 +121,7 @@ export function ownWriteScenario(name, which) {
   const v = VARIANTS[which];
   return {
     name,
-    what: `an admission from the thread's own writes racing one from loads: ${v.what} (LockFreeEngine#allowOwn)`,
+    what: v.title ?? `an admission from the thread's own writes racing one from loads: ${v.what} (LockFreeEngine#allowOwn)`,
     time: v.time?.() ?? timeMoves({ startMs: 3999.75, tickMs: 1e-5, intervalMs: 100 }),
     // A quarter of the usual CI budget keeps npm run explore near its 3 minutes with six such
     // scenarios (each planted bug of explore/mutations/own-write.mjs is found in under a second).
