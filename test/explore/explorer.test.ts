@@ -167,12 +167,14 @@ describe('explorer', () => {
     ['gcra-give-back-aba-64', 'a width-64 one-limit give-back without its mark guard', '11:1 35:1'],
     ['reserve-aba', 'a one-limit refund without its mark guard', '12:1 47:1'],
     // The build decides the short block again after the long one landed: thread 2's second reading,
-    // the one moved to the next second, is two steps later there.
-    ['window-block', 'a window block that stores its end over a longer one', '8:1 53:2', '8:1 55:2'],
+    // the one moved to the next second, is three steps later there (two before a limit decided
+    // again read ctrl after its new snapshot, LimitSet.commit's holds).
+    ['window-block', 'a window block that stores its end over a longer one', '8:1 53:2', '8:1 56:2'],
     // Found by the deep run of 2026-12-06 (PCT, as 0:1 11:2 28:1 29:1 43:1 46:5 before lookups
-    // loaded the reclaim floor's sequence): the penalty's reading is 1 s behind the give-back
-    // guard's stamp, which read as 2^20 - 1,000 ms old and was taken over.
-    ['window-penalty', 'a stamp ahead of the reading read as old', '0:1 11:2 29:1 30:1 45:1 48:5'],
+    // loaded the reclaim floor's sequence, and as 0:1 11:2 29:1 30:1 45:1 48:5 before a limit
+    // decided again read ctrl after its new snapshot): the penalty's reading is 1 s behind the
+    // give-back guard's stamp, which read as 2^20 - 1,000 ms old and was taken over.
+    ['window-penalty', 'a stamp ahead of the reading read as old', '0:1 11:2 29:1 30:1 47:1 50:5'],
     // The key reclaimed by a sweep at 5000 ms, inserted again at 4999.99999 ms: without the
     // reclaim floor, fresh in the first window (found on fixed-window as 0:1 32:1 40:2 66:4).
     // (0:1 8:2 36:1 37:4 before an admission in the second of its own write started from that
