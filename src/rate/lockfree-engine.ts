@@ -857,8 +857,20 @@ export class LockFreeEngine {
       // An even value not ours: an inserter of an earlier claim on this slot that stalled past
       // its reuse wrote it late (see REUSE_AFTER_TIMEOUTS in table/insert.ts). Either way, put our free
       // value back with a compareExchange from the exact word seen (a reclaim's own final
-      // compareExchange then fails), and look again.
-      Atomics.compareExchange(w, base + S_TAT, guard, free);
+      // compareExchange then fails); look again if the word moved meanwhile.
+      if (Atomics.compareExchange(w, base + S_TAT, guard, free) !== guard) continue;
+      // Atomics.load of ctrl again, now that the guard holds our free value. A reclaimer's token
+      // repeats (an owner and a time modulo 2^20 ms): a decision stopped between the ctrl load
+      // above and this compareExchange while that reclaim completed (its reads came before our
+      // commits), the key came back into the slot, and a reclaimer of the next incarnation wrote
+      // the same token, wrote our free value into the next incarnation's guard, and would have
+      // kept an admission whose spends went with the reclaimed key (found by a review). Give that
+      // word back and decide again on the key's new slot, as give-back-guard.ts's `hold` does.
+      // The next incarnation's guard is written after its claim of ctrl, so a compareExchange
+      // that read it makes the new ctrl visible to this load.
+      if (Atomics.load(w, base + S_CTRL) === ctrl) return DONE;
+      Atomics.compareExchange(w, base + S_TAT, free, guard);
+      return RELOCATE;
     }
   }
 
