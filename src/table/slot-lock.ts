@@ -301,7 +301,18 @@ function settle(w: Int32Array, base: number, ctrl: number, token: number): boole
     if ((cur & GUARDED) !== 0) return true;
     // compareExchange from the exact word seen: a newer holder's lock is released (its own
     // writes are still checked against their snapshots), a reclaim's final step fails.
-    if (Atomics.compareExchange(w, lockAt, cur, releasedWord(processNow())) === cur) return true;
+    const released = releasedWord(processNow());
+    if (Atomics.compareExchange(w, lockAt, cur, released) !== cur) continue;
+    // Atomics.load of ctrl again, now that the word is ours: a token repeats (an owner and a time
+    // modulo 2^20 ms). Stopped between the ctrl load above and the compareExchange while that
+    // reclaim completed, the key came back into the slot and the same reclaimer locked the next
+    // incarnation at the same millisecond, we released its lock and our writes went with the
+    // reclaimed key (found by a review, as in LockFreeEngine#settle). Give the word back; decide
+    // again on the key's new slot. The next incarnation's lock word is written after its claim of
+    // ctrl, so a compareExchange that read it makes the new ctrl visible to this load.
+    if (Atomics.load(w, base + S_CTRL) === ctrl) return true;
+    Atomics.compareExchange(w, lockAt, released, cur);
+    return false;
   }
 }
 
