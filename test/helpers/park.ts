@@ -84,3 +84,22 @@ export async function startParked(url: URL, workerData: object): Promise<Parked>
 export function park(kind: string, handle: unknown, request: unknown, cost: number, parkAt: number, frozenMs = FROZEN_MS): Promise<Parked> {
   return startParked(parkWorker, { kind, handle, request, cost, parkAt, frozenMs });
 }
+
+/**
+ * Blocks this thread until the worker's state word `f[0]` is `state` (for a test that runs
+ * another thread's steps inside an Atomics hook, where no await can wait; the worker runs
+ * meanwhile); fails after 20 s.
+ */
+export function blockUntilState(f: Int32Array, state: number): void {
+  const end = Date.now() + 20_000;
+  for (let s = Atomics.load(f, 0); s !== state; s = Atomics.load(f, 0)) {
+    if (Date.now() > end) throw new Error(`worker never reached state ${state} (at ${s})`);
+    Atomics.wait(f, 0, s, 10);
+  }
+}
+
+/** Sets `f[1]`, the go word of a worker that parks on its own flags, to `go`, and wakes it. */
+export function letGo(f: Int32Array, go: number): void {
+  Atomics.store(f, 1, go);
+  Atomics.notify(f, 1);
+}

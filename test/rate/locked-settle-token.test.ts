@@ -20,7 +20,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { perHour, RateLimiter } from '../../src/index.js';
 import { DEAD, S_CTRL } from '../../src/table/layout.js';
 import { withAtomicsHooks } from '../helpers/atomics-spy.js';
-import { FROZEN_MS, pastReclaimGuard, stagedReuse } from '../helpers/park.js';
+import { blockUntilState, FROZEN_MS, letGo, pastReclaimGuard, stagedReuse } from '../helpers/park.js';
 import { lockIndexOf, slotBaseOf } from '../helpers/slots.js';
 
 const fixture = new URL('../fixtures/settle-lock-park-worker.mjs', import.meta.url);
@@ -28,15 +28,6 @@ const fixture = new URL('../fixtures/settle-lock-park-worker.mjs', import.meta.u
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-/** Blocks this thread until `f[0]` is `state` (the worker runs meanwhile); fails after 20 s. */
-function waitForWorker(f: Int32Array, state: number): void {
-  const end = Date.now() + 20_000;
-  for (let s = Atomics.load(f, 0); s !== state; s = Atomics.load(f, 0)) {
-    if (Date.now() > end) throw new Error(`worker never reached state ${state} (at ${s})`);
-    Atomics.wait(f, 0, s, 10);
-  }
-}
 
 describe('slot-lock.ts settle: a reclaimer token that repeats on the key\'s next incarnation', () => {
   it('found: the released lock was the next incarnation\'s: the decision is made again there', async () => {
@@ -67,9 +58,8 @@ describe('slot-lock.ts settle: a reclaimer token that repeats on the key\'s next
           if (array.buffer !== table || index !== lockIndex || value !== DEAD || token !== 0) return;
           // 3. R1's reclaim, from its token: first D commits and stops in settle (2).
           token = expected;
-          Atomics.store(flags, 1, 1);
-          Atomics.notify(flags, 1);
-          waitForWorker(flags, 2);
+          letGo(flags, 1);
+          blockUntilState(flags, 2);
         },
       }, () => limiter.sweep());
       expect(r1).toBe(1);
@@ -84,9 +74,8 @@ describe('slot-lock.ts settle: a reclaimer token that repeats on the key\'s next
           // next: first D makes its compareExchange (5) and finishes.
           if (array.buffer !== table || index !== lockIndex || repeated !== 0 || (expected & 1) !== 1) return;
           repeated = expected;
-          Atomics.store(flags, 1, 2);
-          Atomics.notify(flags, 1);
-          waitForWorker(flags, -1);
+          letGo(flags, 2);
+          blockUntilState(flags, -1);
         },
       }, () => expect(limiter.sweep()).toBe(0));
       vi.restoreAllMocks();

@@ -18,6 +18,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock, RateLimiter } from '../../src/index.js';
 import { DEAD, S_CTRL, S_LAST_SEC, S_TAT } from '../../src/table/layout.js';
 import { withAtomicsHooks } from '../helpers/atomics-spy.js';
+import { blockUntilState, letGo } from '../helpers/park.js';
 import { slotBaseOf } from '../helpers/slots.js';
 import { until } from '../helpers/until.js';
 
@@ -26,15 +27,6 @@ const fixture = new URL('../fixtures/settle-park-worker.mjs', import.meta.url);
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-/** Blocks this thread until `f[0]` is `state` (the worker runs meanwhile); fails after 20 s. */
-function waitForWorker(f: Int32Array, state: number): void {
-  const end = Date.now() + 20_000;
-  for (let s = Atomics.load(f, 0); s !== state; s = Atomics.load(f, 0)) {
-    if (Date.now() > end) throw new Error(`worker never reached state ${state} (at ${s})`);
-    Atomics.wait(f, 0, s, 10);
-  }
-}
 
 describe('LockFreeEngine#settle: a reclaimer token that repeats on the key\'s next incarnation', () => {
   it('found: the cancelled token was the next incarnation\'s: the admission is decided again there', async () => {
@@ -66,9 +58,8 @@ describe('LockFreeEngine#settle: a reclaimer token that repeats on the key\'s ne
           if (array.buffer !== table || index !== guard || token === 0 || expected !== token || dead !== 0) return;
           // 3. R1's final compareExchange, from its token: first A decides and stops (2).
           dead = value;
-          Atomics.store(flags, 1, 1);
-          Atomics.notify(flags, 1);
-          waitForWorker(flags, 2);
+          letGo(flags, 1);
+          blockUntilState(flags, 2);
         },
         load: (array, index) => {
           // 1. R1's token is in: remember it (a plain read, not hooked).
@@ -87,9 +78,8 @@ describe('LockFreeEngine#settle: a reclaimer token that repeats on the key\'s ne
           // 4. R2's token is in (its load of the stamp comes next): let A make its compareExchange (5) and finish.
           if (array.buffer !== table || index !== base + S_LAST_SEC || repeated !== 0) return;
           repeated = w[guard] as number;
-          Atomics.store(flags, 1, 2);
-          Atomics.notify(flags, 1);
-          waitForWorker(flags, -1);
+          letGo(flags, 2);
+          blockUntilState(flags, -1);
         },
       }, () => l.sweep());
       vi.restoreAllMocks();
